@@ -1,0 +1,1 @@
+"""The toposched admission webhook (mutating + validating)."""

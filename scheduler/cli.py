@@ -1,0 +1,70 @@
+"""The ``toposched`` command.
+
+Each subcommand lives in ``scheduler.commands.<name>`` and exposes ``register(subparsers)``;
+the function it sets as ``func`` returns the process exit code. A :class:`UserError` anywhere
+becomes one line on stderr and its exit code (2 unless it says otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from scheduler.errors import UserError
+
+# Order is the order ``toposched --help`` lists them in.
+COMMAND_MODULES = (
+    "dev",
+    "place",
+    "topology",
+    "explain",
+    "simulate",
+    "controller",
+    "extender",
+    "webhook",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toposched",
+        description="Kueue-compatible, topology-aware admission and placement for GPU clusters.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"scheduler.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"scheduler.commands.{name}":
+                raise
+            continue  # not built yet: the command is simply absent from --help
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as err:
+        print(f"toposched {args.command}: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

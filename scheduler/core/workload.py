@@ -1,0 +1,280 @@
+"""Workloads as the core sees them: pod sets with per-pod requests and a topology request.
+
+Converted from a batch/v1 Job or a Kueue Workload (plain dicts), the same way Kueue's job
+integration builds ``spec.podSets`` (one PodSet ``main`` for a Job, count =
+min(parallelism, completions)).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
+
+ANN_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+ANN_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+ANN_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+ANN_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
+ANN_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+ANN_SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+ANN_GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
+LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+DEFAULT_POD_SET = "main"
+
+
+@dataclass(frozen=True)
+class SliceConstraint:
+    level: str
+    size: int
+
+
+@dataclass(frozen=True)
+class TopologyRequest:
+    """Kueue ``PodSetTopologyRequest`` (spec.podSets[].topologyRequest)."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool | None = None
+    slice_constraints: tuple[SliceConstraint, ...] = ()
+    group_name: str | None = None
+    pod_index_label: str | None = None
+
+    @property
+    def slice_level(self) -> str | None:
+        return self.slice_constraints[0].level if self.slice_constraints else None
+
+    @property
+    def slice_size(self) -> int | None:
+        return self.slice_constraints[0].size if self.slice_constraints else None
+
+    @property
+    def explicit(self) -> bool:
+        """The pod set asked for TAS itself (as opposed to implicit TAS of a TAS-only CQ)."""
+        return bool(self.required or self.preferred or self.unconstrained is not None or self.slice_constraints)
+
+
+@dataclass(frozen=True)
+class PodSetSpec:
+    name: str
+    count: int
+    # Per-pod requests in canonical units, WITHOUT the implicit ``pods: 1`` (placement adds it).
+    requests: Mapping[str, int]
+    topology: TopologyRequest | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    namespace: str
+    name: str
+    pod_sets: tuple[PodSetSpec, ...]
+    uid: str = ""
+    queue_name: str = ""
+    priority: int = 0
+    priority_class: str | None = None
+    # Seconds since the epoch; queue order ties are broken by it.
+    created_at: float = 0.0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class WorkloadFormatError(ValueError):
+    """An object that cannot be read as a workload; the message names the field."""
+
+
+def topology_request_from_annotations(
+    annotations: Mapping[str, str], pod_index_label: str | None = None
+) -> TopologyRequest | None:
+    """Parse pod-template annotations the way Kueue's jobframework does (no validation here:
+    precedence is required > preferred > unconstrained; malformed values are left to the
+    webhook, see ``admission.validation``)."""
+    required = annotations.get(ANN_REQUIRED) or None
+    preferred = annotations.get(ANN_PREFERRED) or None
+    unconstrained: bool | None = None
+    if ANN_UNCONSTRAINED in annotations:
+        unconstrained = annotations[ANN_UNCONSTRAINED].strip().lower() == "true"
+    constraints: tuple[SliceConstraint, ...] = ()
+    if ANN_SLICE_CONSTRAINTS in annotations:
+        try:
+            raw = json.loads(annotations[ANN_SLICE_CONSTRAINTS])
+            constraints = tuple(SliceConstraint(str(c["topology"]), int(c["size"])) for c in raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise WorkloadFormatError(
+                f"annotation {ANN_SLICE_CONSTRAINTS}: must be a valid JSON array: {exc}"
+            ) from exc
+    elif ANN_SLICE_REQUIRED in annotations:
+        size_text = annotations.get(ANN_SLICE_SIZE, "")
+        try:
+            size = int(size_text)
+        except ValueError as exc:
+            raise WorkloadFormatError(f"annotation {ANN_SLICE_SIZE}: must be a numeric value") from exc
+        constraints = (SliceConstraint(annotations[ANN_SLICE_REQUIRED], size),)
+    if required:
+        preferred, unconstrained = None, None
+    elif preferred:
+        unconstrained = None
+    if not (required or preferred or unconstrained is not None or constraints):
+        if pod_index_label is None:
+            return None
+    group = annotations.get(ANN_GROUP_NAME) if (required or preferred) else None
+    return TopologyRequest(
+        required=required,
+        preferred=preferred,
+        unconstrained=unconstrained,
+        slice_constraints=constraints,
+        group_name=group or None,
+        pod_index_label=pod_index_label,
+    )
+
+
+def pod_set_from_template(
+    name: str, count: int, template: Mapping[str, Any], pod_index_label: str | None = None
+) -> PodSetSpec:
+    meta = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    return PodSetSpec(
+        name=name,
+        count=count,
+        requests=pod_spec_requests(spec),
+        topology=topology_request_from_annotations(meta.get("annotations") or {}, pod_index_label),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        tolerations=tolerations_from_k8s(spec.get("tolerations")),
+    )
+
+
+def _timestamp(meta: Mapping[str, Any]) -> float:
+    from datetime import datetime
+
+    text = meta.get("creationTimestamp")
+    if not text:
+        return 0.0
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+def job_pod_count(job: Mapping[str, Any]) -> int:
+    """Kueue: count = min(parallelism, completions); parallelism defaults to 1."""
+    spec = job.get("spec") or {}
+    parallelism = spec.get("parallelism", 1)
+    parallelism = 1 if parallelism is None else int(parallelism)
+    completions = spec.get("completions")
+    return parallelism if completions is None else min(parallelism, int(completions))
+
+
+def workload_from_job(job: Mapping[str, Any]) -> WorkloadSpec:
+    """A batch/v1 Job -> one PodSet ``main`` (Kueue's batch Job integration)."""
+    if job.get("kind") not in (None, "Job"):
+        raise WorkloadFormatError(f"kind: expected Job, got {job.get('kind')!r}")
+    meta = job.get("metadata") or {}
+    if "name" not in meta:
+        raise WorkloadFormatError("metadata.name: missing")
+    template = (job.get("spec") or {}).get("template")
+    if not isinstance(template, Mapping):
+        raise WorkloadFormatError("spec.template: missing pod template")
+    indexed = (job.get("spec") or {}).get("completionMode") == "Indexed"
+    pod_set = pod_set_from_template(
+        DEFAULT_POD_SET, job_pod_count(job), template, JOB_COMPLETION_INDEX if indexed else None
+    )
+    labels = dict(meta.get("labels") or {})
+    return WorkloadSpec(
+        namespace=meta.get("namespace", "default"),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        pod_sets=(pod_set,),
+        queue_name=labels.get(LABEL_QUEUE_NAME, ""),
+        priority_class=labels.get(LABEL_PRIORITY_CLASS),
+        created_at=_timestamp(meta),
+        annotations=dict(meta.get("annotations") or {}),
+        labels=labels,
+    )
+
+
+def _topology_request_from_workload(raw: Mapping[str, Any] | None) -> TopologyRequest | None:
+    if not raw:
+        return None
+    constraints: list[SliceConstraint] = []
+    for item in raw.get("podsetSliceRequiredTopologyConstraints") or ():
+        constraints.append(SliceConstraint(item["topology"], int(item["size"])))
+    if not constraints and raw.get("podSetSliceRequiredTopology"):
+        constraints.append(SliceConstraint(raw["podSetSliceRequiredTopology"], int(raw.get("podSetSliceSize") or 0)))
+    return TopologyRequest(
+        required=raw.get("required") or None,
+        preferred=raw.get("preferred") or None,
+        unconstrained=raw.get("unconstrained"),
+        slice_constraints=tuple(constraints),
+        group_name=raw.get("podSetGroupName") or None,
+        pod_index_label=raw.get("podIndexLabel") or None,
+    )
+
+
+def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
+    """A Kueue Workload (v1beta1 or v1beta2) -> :class:`WorkloadSpec`.
+
+    ``spec.podSets[].topologyRequest`` wins; without it the pod template annotations are read.
+    """
+    if obj.get("kind") not in (None, "Workload"):
+        raise WorkloadFormatError(f"kind: expected Workload, got {obj.get('kind')!r}")
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    pod_sets = []
+    for i, ps in enumerate(spec.get("podSets") or ()):
+        template = ps.get("template")
+        if not isinstance(template, Mapping):
+            raise WorkloadFormatError(f"spec.podSets[{i}].template: missing pod template")
+        built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
+        request = _topology_request_from_workload(ps.get("topologyRequest"))
+        if request is not None:
+            built = PodSetSpec(built.name, built.count, built.requests, request, built.node_selector, built.tolerations)
+        pod_sets.append(built)
+    if not pod_sets:
+        raise WorkloadFormatError("spec.podSets: at least one pod set is required")
+    ref = spec.get("priorityClassRef") or {}
+    return WorkloadSpec(
+        namespace=meta.get("namespace", "default"),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        pod_sets=tuple(pod_sets),
+        queue_name=spec.get("queueName", ""),
+        priority=int(spec.get("priority") or 0),
+        priority_class=ref.get("name") or spec.get("priorityClassName"),
+        created_at=_timestamp(meta),
+        annotations=dict(meta.get("annotations") or {}),
+        labels=dict(meta.get("labels") or {}),
+    )
+
+
+def workload_from_object(obj: Mapping[str, Any]) -> WorkloadSpec:
+    kind = obj.get("kind")
+    if kind == "Job":
+        return workload_from_job(obj)
+    if kind == "Workload":
+        return workload_from_kueue(obj)
+    raise WorkloadFormatError(f"kind: expected a batch/v1 Job or a Kueue Workload, got {kind!r}")
+
+
+def kueue_workload_name(owner_kind: str, owner_group: str, owner_name: str, owner_uid: str, max_len: int = 253) -> str:
+    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``<kind>-<name>`` truncated, plus a 5-hex
+    SHA-1 suffix over ``Kind\\nGroup\\nname\\nuid`` (e.g. ``job-sample-job-7f173``)."""
+    prefix = f"{owner_kind.lower()}-{owner_name}"[: max_len - 6]
+    digest = hashlib.sha1("\n".join([owner_kind, owner_group, owner_name, owner_uid]).encode()).hexdigest()
+    return f"{prefix}-{digest[:5]}"
+
+
+def sum_requests(pod_sets: Sequence[PodSetSpec]) -> dict[str, int]:
+    """Total requests of a workload (per-pod requests x count, summed over pod sets)."""
+    out: dict[str, int] = {}
+    for ps in pod_sets:
+        for name, amount in ps.requests.items():
+            out[name] = out.get(name, 0) + amount * ps.count
+    return out
