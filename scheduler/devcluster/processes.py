@@ -1,0 +1,109 @@
+"""Start and stop the control-plane processes by pid, and never signal a stranger.
+
+Each started process is recorded as (pid, executable). Before signalling a recorded pid we
+check that /proc/<pid>/cmdline still names that executable, so a recycled pid is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Started:
+    name: str
+    pid: int
+    executable: str
+    log: str
+
+
+def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> Started:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("ab") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # its own process group: a Ctrl-C in the caller does not reach it
+        )
+    return Started(name, proc.pid, argv[0], str(log_path))
+
+
+def is_ours(pid: int, executable: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if not cmdline or not cmdline[0]:
+        return False
+    first = cmdline[0].decode(errors="replace")
+    return first == executable or os.path.basename(first) == os.path.basename(executable)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child counts as dead.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop(proc: Started, grace_s: float = 10.0) -> None:
+    """SIGTERM, wait up to ``grace_s``, then SIGKILL. Only if the pid is still ours."""
+    if not is_ours(proc.pid, proc.executable):
+        return
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _reap(proc.pid)
+        if not alive(proc.pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        _reap(proc.pid)
+        if not alive(proc.pid):
+            return
+        time.sleep(0.05)
+
+
+def kill(proc: Started) -> None:
+    """SIGKILL at once (fault tests: a component that dies without cleaning up)."""
+    if is_ours(proc.pid, proc.executable):
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        for _ in range(100):
+            _reap(proc.pid)
+            if not alive(proc.pid):
+                return
+            time.sleep(0.02)
