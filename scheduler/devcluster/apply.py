@@ -1,0 +1,65 @@
+"""Server-side apply of plain object dicts (YAML documents) against the local cluster."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+FIELD_MANAGER = "toposched-dev"
+
+
+def load_documents(path: Path) -> list[dict[str, Any]]:
+    docs = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc:
+            continue
+        if doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List"):
+            docs.extend(doc.get("items") or [])
+        else:
+            docs.append(doc)
+    return docs
+
+
+def apply_objects(api: client.ApiClient, objects: Iterable[Mapping[str, Any]], retries: int = 20) -> None:
+    """Apply each object in order. Retries briefly while a just-created CRD's API appears."""
+    dyn = DynamicClient(api)
+    for obj in objects:
+        for attempt in range(retries):
+            try:
+                resource = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+                namespace = (obj.get("metadata") or {}).get("namespace")
+                resource.server_side_apply(
+                    body=dict(obj), name=obj["metadata"]["name"], namespace=namespace,
+                    field_manager=FIELD_MANAGER, force_conflicts=True,
+                )
+                break
+            except (ResourceNotFoundError, NotFoundError):
+                if attempt == retries - 1:
+                    raise
+                dyn.resources.invalidate_cache()
+                time.sleep(0.5)
+
+
+def create_nodes(api: client.ApiClient, nodes: Iterable[Mapping[str, Any]], fake_label: str) -> int:
+    """Create Node objects (status included: there is no kubelet to report it) under KWOK's care."""
+    core = client.CoreV1Api(api)
+    count = 0
+    for node in nodes:
+        body = dict(node)
+        meta = dict(body.get("metadata") or {})
+        meta["labels"] = {**(meta.get("labels") or {}), fake_label: "true"}
+        body["metadata"] = meta
+        try:
+            core.create_node(body)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        count += 1
+    return count
