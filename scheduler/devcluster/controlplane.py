@@ -40,7 +40,6 @@ FAKE_POD_PHASE_LABEL = "toposched.dev/fake-phase"
 # such watch and informers fall back to slow periodic re-lists. Asking clients for the classic
 # LIST+WATCH keeps watches open and events prompt.
 WATCH_LIST_OFF = "--feature-gates=WatchListClient=false"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
 def free_port() -> int:
@@ -209,6 +208,14 @@ class LocalCluster:
                 )
 
     # ---- processes ---------------------------------------------------------------------
+    def start_process(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> processes.Started:
+        """Start an extra process (toposched's controller, webhook, extender) that ``stop()``
+        and ``toposched dev down`` will stop too."""
+        started = processes.start(name, argv, self.logs, env=env)
+        self.state.processes[name] = started
+        self.state.save(self.state_file)
+        return started
+
     def _start(self, name: str, argv: list[str]) -> None:
         env = dict(os.environ, KUBE_FEATURE_WatchListClient="false")  # client-go's env gate (kwok)
         self.state.processes[name] = processes.start(name, argv, self.logs, env=env)
@@ -374,10 +381,9 @@ class LocalCluster:
         return self
 
     def stop(self, remove_data: bool = False) -> None:
-        for name in reversed(COMPONENTS):
-            proc = self.state.processes.get(name)
-            if proc:
-                processes.stop(proc)
+        # Reverse start order: toposched's own components first, etcd last.
+        for proc in reversed(list(self.state.processes.values())):
+            processes.stop(proc)
         self.state.processes.clear()
         if self.state_file.exists() or self.dir.exists():
             self.state.save(self.state_file)

@@ -1,0 +1,144 @@
+"""``toposched dev up|down|status``: the embedded demo cluster.
+
+``up`` starts the local control plane (real kube-apiserver, etcd, kube-controller-manager,
+kube-scheduler; KWOK fake nodes), creates the topology-labelled nodes of a cluster
+description, applies HyperPod-style Kueue queues, and starts toposched's own components
+that are built. Everything keeps running in the background until ``down``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.devcluster import binaries
+from scheduler.errors import UserError
+
+DEFAULT_PORT = 16443
+
+
+def default_dir() -> Path:
+    return binaries.cache_root() / "clusters" / "dev"
+
+
+def register(sub: Any) -> None:
+    dev = sub.add_parser("dev", help="start/stop the local demo cluster (real control plane, fake GPU nodes)")
+    dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+    up = dev_sub.add_parser("up", help="start the control plane, fake nodes, queues and toposched")
+    up.add_argument("--cluster", type=Path,
+                    default=binaries.repo_root() / "examples" / "clusters" / "hyperpod-64.yaml",
+                    help="cluster description (layers, fan-out, instance type); default: 64 p5.48xlarge nodes")
+    up.add_argument("--queues", type=Path,
+                    default=binaries.repo_root() / "examples" / "kueue" / "hyperpod-queues.yaml",
+                    help="Kueue objects to apply (ClusterQueues, LocalQueues, flavors, Topology, priorities)")
+    up.add_argument("--dir", type=Path, default=None, help=f"cluster state directory (default {default_dir()})")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="kube-apiserver port on 127.0.0.1 (the "
+                    "next five ports are used by etcd, controller-manager, scheduler, kwok)")
+    up.set_defaults(func=run_up)
+    down = dev_sub.add_parser("down", help="stop everything `dev up` started")
+    down.add_argument("--dir", type=Path, default=None)
+    down.add_argument("--purge", action="store_true", help="also delete the cluster directory (etcd data, certs)")
+    down.set_defaults(func=run_down)
+    status = dev_sub.add_parser("status", help="show which processes of the demo cluster run")
+    status.add_argument("--dir", type=Path, default=None)
+    status.set_defaults(func=run_status)
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise UserError(f"{what} {path}: no such file") from exc
+    except yaml.YAMLError as exc:
+        raise UserError(f"{what} {path}: not valid YAML ({exc.__class__.__name__})") from exc
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from scheduler.core.fakecluster import generate_nodes
+    from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents
+    from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports
+
+    directory = args.dir or default_dir()
+    description = _read_yaml(args.cluster, "cluster description")
+    try:
+        nodes = generate_nodes(description)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"cluster description {args.cluster}: {exc}") from exc
+    queues = load_documents(args.queues)
+    started = time.monotonic()
+    print(f"starting the local control plane in {directory} (first run builds Kubernetes: ~5-15 min) ...",
+          file=sys.stderr, flush=True)
+    cluster = LocalCluster(directory, Ports.fixed(args.port)).start()
+    try:
+        api = cluster.api_client()
+        create_nodes(api, nodes, FAKE_NODE_LABEL)
+        apply_objects(api, queues)
+        components = start_toposched(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    took = time.monotonic() - started
+    layers = sorted({k for n in nodes for k in n["metadata"]["labels"] if k.startswith("topology.k8s.aws/")})
+    print(f"toposched dev cluster is up ({len(nodes)} fake {description.get('instanceType', 'GPU')} nodes, "
+          f"{len(layers)} topology layers) in {took:.0f}s")
+    print(f"  kubeconfig: {cluster.kubeconfig}")
+    print(f"  toposched:  {', '.join(components) if components else 'no components built yet'}")
+    print("next:")
+    print(f"  export KUBECONFIG={cluster.kubeconfig}")
+    print("  kubectl get nodes -L topology.k8s.aws/network-node-layer-3,sagemaker.amazonaws.com/node-health-status")
+    print("  scripts/visualize_topology")
+    print("  kubectl apply -f examples/jobs/hyperpod-required-layer3.yaml")
+    print("  toposched dev down   # when done")
+    return 0
+
+
+def start_toposched(cluster: Any) -> list[str]:
+    """Start the toposched components that exist; returns their names.
+
+    The controller, webhook and extender are separate processes, exactly as they run in a
+    real cluster (deploy/), talking to the API server through the admin kubeconfig.
+    """
+    import importlib.util
+
+    started = []
+    for name in ("controller", "extender", "webhook"):
+        if importlib.util.find_spec(f"scheduler.commands.{name}") is None:
+            continue
+        cluster.start_process(
+            f"toposched-{name}",
+            [sys.executable, "-m", "scheduler.cli", name, "--kubeconfig", str(cluster.kubeconfig)],
+        )
+        started.append(name)
+    return started
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from scheduler.devcluster.controlplane import LocalCluster
+
+    directory = args.dir or default_dir()
+    if not (directory / "state.json").exists():
+        raise UserError(f"no dev cluster in {directory}: start one with `toposched dev up`", exit_code=1)
+    return LocalCluster.load(directory)
+
+
+def run_down(args: argparse.Namespace) -> int:
+    cluster = _load(args)
+    names = [n for n, alive in cluster.running().items() if alive]
+    cluster.stop(remove_data=args.purge)
+    print(f"stopped {len(names)} processes ({', '.join(names) or 'none were running'})"
+          + (f"; removed {cluster.dir}" if args.purge else ""))
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    cluster = _load(args)
+    running = cluster.running()
+    for name, alive in running.items():
+        print(f"{name:28} {'running' if alive else 'stopped'}  pid {cluster.state.processes[name].pid}")
+    print(f"kubeconfig: {cluster.kubeconfig}")
+    return 0 if running and all(running.values()) else 1
