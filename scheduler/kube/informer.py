@@ -1,0 +1,240 @@
+"""List+watch caches of raw object dicts, one thread per resource.
+
+Objects stay plain dicts (the JSON the API server sent), which is what the converters in
+``scheduler.core`` and ``scheduler.models`` read. Watches resume from the last
+resourceVersion, use bookmarks, and relist on 410 Gone, so a restarted API server or an
+expired watch loses no event (a relist emits the differences as events).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from kubernetes.watch.watch import iter_resp_lines
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old object)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource: ``group`` "" is the core group."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def base_path(self) -> str:
+        return f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        parts = [self.base_path]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+        if subresource:
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+NODES = Resource("", "v1", "nodes", namespaced=False)
+PODS = Resource("", "v1", "pods")
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
+JOBS = Resource("batch", "v1", "jobs")
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+WORKLOADS = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads")
+CLUSTER_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", namespaced=False)
+LOCAL_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "localqueues")
+RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", namespaced=False)
+TOPOLOGIES = Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", namespaced=False)
+COHORTS = Resource(KUEUE_GROUP, KUEUE_VERSION, "cohorts", namespaced=False)
+WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", namespaced=False)
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+class Api:
+    """Thin JSON-over-HTTP helper on the official client's connection pool and auth."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.client = api_client
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str = "application/json", timeout: float | None = 30) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        resp = self.client.call_api(
+            path, method, query_params=list((query or {}).items()), header_params=headers, body=body,
+            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
+        )[0]
+        data = resp.data
+        return json.loads(data) if data else None
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        return self.request("GET", resource.path(namespace, name))  # type: ignore[no-any-return]
+
+    def list(self, resource: Resource, namespace: str | None = None, **query: Any) -> Obj:
+        return self.request("GET", resource.path(namespace), query=query, timeout=120)  # type: ignore[no-any-return]
+
+    def create(self, resource: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        return self.request("POST", resource.path(namespace), body=dict(obj))  # type: ignore[no-any-return]
+
+    def merge_patch(self, resource: Resource, name: str, patch: Mapping[str, Any], namespace: str | None = None,
+                    subresource: str | None = None) -> Obj:
+        return self.request(  # type: ignore[no-any-return]
+            "PATCH", resource.path(namespace, name, subresource), body=dict(patch),
+            content_type="application/merge-patch+json",
+        )
+
+    def json_patch(self, resource: Resource, name: str, ops: list[Mapping[str, Any]],
+                   namespace: str | None = None, subresource: str | None = None) -> Obj:
+        return self.request(  # type: ignore[no-any-return]
+            "PATCH", resource.path(namespace, name, subresource), body=[dict(o) for o in ops],
+            content_type="application/json-patch+json",
+        )
+
+    def replace(self, resource: Resource, obj: Mapping[str, Any], subresource: str | None = None) -> Obj:
+        meta = obj["metadata"]
+        return self.request(  # type: ignore[no-any-return]
+            "PUT", resource.path(meta.get("namespace"), meta["name"], subresource), body=dict(obj))
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None, **query: Any) -> Any:
+        return self.request("DELETE", resource.path(namespace, name), query=query)
+
+    def watch(self, resource: Resource, resource_version: str, timeout_s: int = 240,
+              **query: Any) -> Iterator[Obj]:
+        params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": timeout_s, **query}
+        resp = self.client.call_api(
+            resource.path(), "GET", query_params=list(params.items()),
+            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+            _preload_content=False, _request_timeout=(10, timeout_s + 30),
+        )[0]
+        try:
+            for line in iter_resp_lines(resp):
+                if line:
+                    yield json.loads(line)
+        finally:
+            resp.release_conn()
+
+
+class Informer:
+    """Keeps ``store`` equal to the API server's view of one resource and calls handlers on
+    every change: ``("ADDED"|"MODIFIED"|"DELETED", obj, old)``."""
+
+    def __init__(self, api: Api, resource: Resource, *, label_selector: str | None = None,
+                 field_selector: str | None = None) -> None:
+        self.api = api
+        self.resource = resource
+        self.query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
+        self.store: dict[str, Obj] = {}
+        self.lock = threading.RLock()
+        self.synced = threading.Event()
+        self.handlers: list[Handler] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._rv = ""
+
+    def add_handler(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    def start(self) -> Informer:
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.resource.plural}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def items(self) -> list[Obj]:
+        with self.lock:
+            return list(self.store.values())
+
+    def get(self, key: str) -> Obj | None:
+        with self.lock:
+            return self.store.get(key)
+
+    def _emit(self, event: str, obj: Obj, old: Obj | None) -> None:
+        for handler in self.handlers:
+            try:
+                handler(event, obj, old)
+            except Exception:  # a handler bug must not kill the watch
+                log.exception("handler for %s %s %s failed", self.resource.plural, event, object_key(obj))
+
+    def _relist(self) -> None:
+        listed = self.api.list(self.resource, **self.query)
+        fresh = {object_key(o): o for o in listed.get("items") or ()}
+        with self.lock:
+            old_store, self.store = self.store, fresh
+            self._rv = listed["metadata"]["resourceVersion"]
+        for key, obj in fresh.items():
+            old = old_store.get(key)
+            if old is None:
+                self._emit("ADDED", obj, None)
+            elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                self._emit("MODIFIED", obj, old)
+        for key, old in old_store.items():
+            if key not in fresh:
+                self._emit("DELETED", old, old)
+
+    def _run(self) -> None:
+        backoff = 0.2
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._relist()
+                    self.synced.set()
+                    need_list = False
+                for event in self.api.watch(self.resource, self._rv, **self.query):
+                    if self._stop.is_set():
+                        return
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            need_list = True
+                        break
+                    self._rv = obj.get("metadata", {}).get("resourceVersion", self._rv)
+                    if kind == "BOOKMARK":
+                        continue
+                    key = object_key(obj)
+                    with self.lock:
+                        old = self.store.get(key)
+                        if kind == "DELETED":
+                            self.store.pop(key, None)
+                        else:
+                            self.store[key] = obj
+                    self._emit(str(kind), obj, old)
+                backoff = 0.2
+            except Exception as exc:  # API server restarted, connection reset, ...
+                if self._stop.is_set():
+                    return
+                log.info("watch of %s interrupted (%s); retrying in %.1fs", self.resource.plural, exc, backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                need_list = True
+
+
+def wait_synced(informers: list[Informer], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    for inf in informers:
+        if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError(f"informer for {inf.resource.plural} did not sync within {timeout_s}s")
