@@ -1,0 +1,317 @@
+"""Kueue-equivalent greedy placement (TAS ``FindTopologyAssignmentsForFlavor`` semantics).
+
+Phase 1 counts, per domain, how many pods (or slices) fit, bubbling sums up the tree.
+Phase 2a chooses the fit level and domains: the requested level for ``required``; for
+``preferred`` the lowest level at or above the requested one where a single domain fits
+(climbing one level at a time), spreading over top-level domains as a last resort;
+unconstrained / implied / slice-only requests take domains of the requested level in
+LeastFreeCapacity order. Phase 2b descends level by level: above the slice level the total is
+re-packed over ALL children of the selected domains; at and below it each parent's count is
+split among its own children. BestFit = domains by count descending, and whenever one
+domain covers the remainder, the tightest such domain ("optimize the last domain").
+Ties: count, then pod count ascending, then value path ascending (= domain index).
+
+Everything is vectorised with numpy so a decision over 50,000 leaves stays in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.core.placement.types import (
+    DomainAssignment,
+    Placement,
+    PlacementError,
+    PodSetPlacement,
+)
+from scheduler.core.resources import with_pod_slot
+from scheduler.core.topology import IntArray, LeafFit, TopologyTree
+from scheduler.core.workload import PodSetSpec
+
+_INF = np.iinfo(np.int64).max
+
+
+@dataclass
+class Problem:
+    """One pod set against one free-capacity state, after phase 1."""
+
+    tree: TopologyTree
+    pod_set: PodSetSpec
+    per_pod: dict[str, int]  # with pods: 1
+    mode: str  # "required" | "preferred" | "unconstrained"
+    level: int  # requested level index
+    slice_level: int
+    slice_size: int
+    units_per_level: list[int]  # pods per counting unit at each level
+    best_fit: bool
+    fit: LeafFit
+    pod_counts: list[IntArray]  # per level, pods that fit (rounded for inner slice layers)
+    units: list[IntArray]  # per level, units (slices / inner slices / pods) that fit
+
+    @property
+    def needed(self) -> int:
+        return -(-self.pod_set.count // self.slice_size)
+
+    @property
+    def unit_word(self) -> str:
+        return "slice(s)" if self.slice_size > 1 else "pod(s)"
+
+
+def prepare(
+    tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None
+) -> Problem:
+    """Resolve the request (Kueue's messages on errors) and run phase 1."""
+    req = pod_set.topology
+    constraints = req.slice_constraints if req else ()
+    if constraints and any(c.size <= 0 for c in constraints):
+        raise PlacementError("slice topology requested, but slice size not provided")
+    slice_size = constraints[0].size if constraints else 1
+    key: str | None
+    if req is not None and req.required:
+        key, mode = req.required, "required"
+    elif req is not None and req.preferred:
+        key, mode = req.preferred, "preferred"
+    elif constraints:
+        key, mode = tree.levels[0], "unconstrained"
+    elif (req is not None and req.unconstrained) or (req is None and implied_tas):
+        key, mode = tree.levels[-1], "unconstrained"
+    elif req is not None and req.unconstrained is None and req.pod_index_label and implied_tas:
+        key, mode = tree.levels[-1], "unconstrained"
+    else:
+        key, mode = None, ""
+    if not key:
+        raise PlacementError("topology level not specified")
+    if not tree.has_level(key):
+        raise PlacementError(f"no requested topology level: {key}")
+    for c in constraints:
+        if not tree.has_level(c.level):
+            raise PlacementError(f"no requested topology level for slices: {c.level}")
+    level = tree.level_index(key)
+    n_levels = len(tree.levels)
+    slice_level = tree.level_index(constraints[0].level) if constraints else n_levels - 1
+    if slice_level < level:
+        raise PlacementError(
+            f"podset slice topology {tree.levels[slice_level]} is above the podset topology {key}"
+        )
+    layer_levels = [tree.level_index(c.level) for c in constraints]
+    units_per_level = []
+    for lvl in range(n_levels):
+        if lvl <= slice_level:
+            units_per_level.append(slice_size)
+            continue
+        unit = 1
+        for c_lvl, c in zip(layer_levels, constraints, strict=True):
+            if c_lvl >= lvl:
+                unit = c.size
+                break
+        units_per_level.append(unit)
+
+    per_pod = with_pod_slot(pod_set.requests)
+    fit = tree.leaf_fit(per_pod, pod_set.node_selector, pod_set.tolerations, free=free)
+    inner = {c_lvl: c.size for c_lvl, c in zip(layer_levels[1:], constraints[1:], strict=True)}
+    pod_counts: list[IntArray] = [np.zeros(0, dtype=np.int64)] * n_levels
+    cur = fit.counts
+    for lvl in range(n_levels - 1, -1, -1):
+        if lvl != n_levels - 1:
+            cur = np.bincount(
+                tree.parent[lvl + 1], weights=pod_counts[lvl + 1], minlength=tree.domain_count(lvl)
+            ).astype(np.int64)
+        if lvl in inner:
+            cur = (cur // inner[lvl]) * inner[lvl]
+        pod_counts[lvl] = cur
+    units: list[IntArray] = [np.zeros(0, dtype=np.int64)] * n_levels
+    for lvl in range(n_levels - 1, -1, -1):
+        if lvl > slice_level:
+            units[lvl] = pod_counts[lvl] // units_per_level[lvl]
+        elif lvl == slice_level:
+            units[lvl] = pod_counts[lvl] // slice_size
+        else:
+            units[lvl] = np.bincount(
+                tree.parent[lvl + 1], weights=units[lvl + 1], minlength=tree.domain_count(lvl)
+            ).astype(np.int64)
+    return Problem(
+        tree=tree,
+        pod_set=pod_set,
+        per_pod=per_pod,
+        mode=mode,
+        level=level,
+        slice_level=slice_level,
+        slice_size=slice_size,
+        units_per_level=units_per_level,
+        best_fit=mode != "unconstrained",
+        fit=fit,
+        pod_counts=pod_counts,
+        units=units,
+    )
+
+
+def sort_domains(prob: Problem, level: int, candidates: IntArray) -> IntArray:
+    """Kueue's order: units desc (BestFit) / asc (LeastFreeCapacity), pods asc, path asc."""
+    units = prob.units[level][candidates]
+    pods = prob.pod_counts[level][candidates]
+    primary = -units if prob.best_fit else units
+    perm = np.lexsort((candidates, pods, primary))
+    ordered: IntArray = candidates[perm]
+    return ordered
+
+
+def _tight_fit(units: IntArray, order: IntArray, remaining: int) -> int:
+    vals = units[order]
+    masked = np.where(vals >= remaining, vals, _INF)
+    return int(order[int(np.argmin(masked))])
+
+
+def take_in_order(
+    units: IntArray, order: IntArray, needed: int, best_fit: bool
+) -> list[tuple[int, int]] | None:
+    """Greedy cover of ``needed`` units by domains in ``order`` (None if they cannot)."""
+    if needed <= 0:
+        return []
+    vals = units[order]
+    nonzero = vals > 0
+    order, vals = order[nonzero], vals[nonzero]
+    if len(order) == 0:
+        return None
+    cum = np.cumsum(vals)
+    i = int(np.searchsorted(cum, needed))  # first position whose prefix covers everything
+    if i >= len(order):
+        return None
+    taken = [(int(d), int(u)) for d, u in zip(order[:i].tolist(), vals[:i].tolist(), strict=True)]
+    remaining = needed - (int(cum[i - 1]) if i else 0)
+    last = _tight_fit(units, order[i:], remaining) if best_fit else int(order[i])
+    taken.append((last, remaining))
+    return taken
+
+
+def _no_fit(prob: Problem, fitting: int) -> PlacementError:
+    name, needed, word = prob.tree.name, prob.needed, prob.unit_word
+    if fitting <= 0:
+        msg = f'topology "{name}" doesn\'t allow to fit any of {needed} {word}'
+    else:
+        msg = f'topology "{name}" allows to fit only {fitting} out of {needed} {word}'
+    return PlacementError(msg + prob.fit.stats_suffix())
+
+
+def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
+    """Phase 2a: the level and the (domain, units) chosen there."""
+    needed = prob.needed
+    level = prob.level
+    while True:
+        units = prob.units[level]
+        if len(units) == 0:
+            raise _no_fit(prob, 0)
+        order = sort_domains(prob, level, np.arange(len(units), dtype=np.int64))
+        if prob.best_fit:
+            if units[order[0]] >= needed:
+                return level, [(_tight_fit(units, order, needed), needed)]
+        else:
+            fits = np.nonzero(units[order] >= needed)[0]
+            if len(fits):
+                return level, [(int(order[int(fits[0])]), needed)]
+        if prob.mode == "required":
+            raise _no_fit(prob, int(units.max()))
+        if prob.mode == "preferred" and level > 0:
+            level -= 1
+            continue
+        taken = take_in_order(units, order, needed, prob.best_fit)
+        if taken is None:
+            raise _no_fit(prob, int(units.sum()))
+        return level, taken
+
+
+def _children(tree: TopologyTree, level: int, parents: Sequence[int]) -> IntArray:
+    start, end = tree.child_start[level], tree.child_end[level]
+    ranges = [np.arange(int(start[p]), int(end[p]), dtype=np.int64) for p in parents]
+    return np.concatenate(ranges) if ranges else np.zeros(0, dtype=np.int64)
+
+
+def descend(prob: Problem, level: int, chosen: list[tuple[int, int]]) -> dict[int, int]:
+    """Phase 2b: from ``chosen`` at ``level`` down to the leaves; returns leaf -> pods."""
+    tree = prob.tree
+    current = dict(chosen)
+    for child_level in range(level + 1, len(tree.levels)):
+        parent_level = child_level - 1
+        child_units = prob.units[child_level]
+        if parent_level < prob.slice_level:
+            kids = _children(tree, parent_level, sorted(current))
+            order = sort_domains(prob, child_level, kids)
+            taken = take_in_order(child_units, order, sum(current.values()), prob.best_fit)
+            if taken is None:  # cannot happen: parents' units are sums of children's
+                raise _no_fit(prob, 0)
+            current = dict(taken)
+        else:
+            ratio_num = prob.units_per_level[parent_level]
+            ratio_den = prob.units_per_level[child_level]
+            nxt: dict[int, int] = {}
+            for parent in sorted(current):
+                need = -(-(current[parent] * ratio_num) // ratio_den)
+                kids = _children(tree, parent_level, [parent])
+                order = sort_domains(prob, child_level, kids)
+                taken = take_in_order(child_units, order, need, prob.best_fit)
+                if taken is None:
+                    raise _no_fit(prob, 0)
+                for dom, amount in taken:
+                    nxt[dom] = nxt.get(dom, 0) + amount
+            current = nxt
+    unit = prob.units_per_level[-1]
+    leaf_pods = {leaf: u * unit for leaf, u in current.items()}
+    excess = sum(leaf_pods.values()) - prob.pod_set.count
+    for leaf in sorted(leaf_pods, reverse=True):  # non-dividing slice size: trim the last slice
+        if excess <= 0:
+            break
+        cut = min(excess, leaf_pods[leaf])
+        leaf_pods[leaf] -= cut
+        excess -= cut
+    return {leaf: n for leaf, n in leaf_pods.items() if n > 0}
+
+
+def to_pod_set_placement(
+    tree: TopologyTree, pod_set: PodSetSpec, leaf_pods: Mapping[int, int]
+) -> PodSetPlacement:
+    domains = tuple(
+        DomainAssignment(tree.leaf_values(leaf), count)
+        for leaf, count in sorted(leaf_pods.items())
+        if count > 0
+    )
+    return PodSetPlacement(pod_set.name, pod_set.count, tree.assignment_levels(), domains)
+
+
+def place_pod_set(prob: Problem) -> dict[int, int]:
+    """Greedy answer for a prepared problem: leaf -> pods (raises PlacementError)."""
+    level, chosen = choose_fit_level(prob)
+    return descend(prob, level, chosen)
+
+
+def consume(
+    tree: TopologyTree, free: IntArray, per_pod: Mapping[str, int], leaf_pods: Mapping[int, int]
+) -> None:
+    """Assumed usage: subtract ``leaf_pods`` pods of ``per_pod`` (incl. pods: 1) from ``free``."""
+    if not leaf_pods:
+        return
+    vec = tree.request_vector(per_pod)
+    leaves = np.fromiter(leaf_pods.keys(), dtype=np.int64, count=len(leaf_pods))
+    counts = np.fromiter(leaf_pods.values(), dtype=np.int64, count=len(leaf_pods))
+    free[leaves] -= counts[:, None] * vec[None, :]
+
+
+def place_greedy(
+    tree: TopologyTree, pod_sets: Sequence[PodSetSpec], *, implied_tas: bool = False
+) -> Placement:
+    """All pod sets of one workload, sequentially, with assumed usage (Kueue)."""
+    free = tree.free.copy()
+    placed: list[PodSetPlacement] = []
+    for ps in pod_sets:
+        if ps.count <= 0:  # count-0 pod sets are skipped by TAS
+            placed.append(PodSetPlacement(ps.name, 0, tree.assignment_levels(), ()))
+            continue
+        try:
+            prob = prepare(tree, ps, implied_tas=implied_tas, free=free)
+            leaf_pods = place_pod_set(prob)
+        except PlacementError as err:
+            return Placement(False, str(err), "greedy", False, ())
+        consume(tree, free, prob.per_pod, leaf_pods)
+        placed.append(to_pod_set_placement(tree, ps, leaf_pods))
+    return Placement(True, "", "greedy", False, tuple(placed))

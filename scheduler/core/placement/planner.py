@@ -1,0 +1,91 @@
+"""``place_workload``: choose the solver, enforce the time budget, return a :class:`Placement`.
+
+``solver="greedy"`` is Kueue's algorithm exactly. ``"cpsat"`` runs the OR-Tools model for
+every required/preferred pod set (greedy for unconstrained, implied and slice requests),
+seeded with and never worse than the greedy answer. ``"auto"`` uses CP-SAT when the workload
+is preferred or has several pod sets and the candidate set is nontrivial, greedy otherwise.
+Pod sets are placed sequentially with assumed usage; the tree itself is never modified.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from scheduler.core.placement import greedy
+from scheduler.core.placement.types import (
+    DomainAssignment,
+    Placement,
+    PlacementError,
+    PodSetPlacement,
+)
+from scheduler.core.topology import TopologyTree
+from scheduler.core.workload import PodSetSpec
+
+__all__ = [
+    "DomainAssignment",
+    "Placement",
+    "PlacementError",
+    "PodSetPlacement",
+    "SOLVERS",
+    "place_workload",
+]
+
+SOLVERS = ("auto", "greedy", "cpsat")
+
+# "auto" skips CP-SAT when the whole decision is this small (one leaf fits it all, etc.).
+_AUTO_MIN_CANDIDATE_LEAVES = 2
+
+
+def _cpsat_eligible(prob: greedy.Problem) -> bool:
+    return prob.mode in ("required", "preferred") and prob.slice_size == 1 and len(prob.tree.levels) > 1
+
+
+def place_workload(
+    tree: TopologyTree,
+    pod_sets: Sequence[PodSetSpec],
+    *,
+    solver: str = "auto",
+    time_budget_s: float = 0.1,
+    implied_tas: bool = False,
+) -> Placement:
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
+    if solver == "greedy":
+        return greedy.place_greedy(tree, pod_sets, implied_tas=implied_tas)
+    deadline = time.monotonic() + max(time_budget_s, 0.0)
+    multi = sum(1 for ps in pod_sets if ps.count > 0) > 1
+    free = tree.free.copy()
+    placed: list[PodSetPlacement] = []
+    used_cpsat = False
+    all_optimal = True
+    for index, ps in enumerate(pod_sets):
+        if ps.count <= 0:
+            placed.append(PodSetPlacement(ps.name, 0, tree.assignment_levels(), ()))
+            continue
+        try:
+            prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free)
+            leaf_pods = greedy.place_pod_set(prob)
+        except PlacementError as err:
+            return Placement(False, str(err), "cpsat" if used_cpsat else "greedy", False, ())
+        want = _cpsat_eligible(prob) and (solver == "cpsat" or prob.mode == "preferred" or multi)
+        if want and solver == "auto" and len(leaf_pods) < _AUTO_MIN_CANDIDATE_LEAVES:
+            want = False  # a single leaf holds it all: nothing to improve
+        if want:
+            from scheduler.core.placement import cpsat
+
+            remaining = max(deadline - time.monotonic(), 0.0)
+            share = remaining / max(1, sum(1 for p in pod_sets[index:] if p.count > 0))
+            result = cpsat.improve(prob, leaf_pods, time_budget_s=share)
+            if result.used:
+                used_cpsat = True
+                leaf_pods = result.leaf_pods
+                all_optimal = all_optimal and result.optimal
+            else:
+                all_optimal = False
+        else:
+            all_optimal = False
+        greedy.consume(tree, free, prob.per_pod, leaf_pods)
+        placed.append(greedy.to_pod_set_placement(tree, ps, leaf_pods))
+    name = "cpsat" if used_cpsat else "greedy"
+    return Placement(True, "", name, used_cpsat and all_optimal, tuple(placed))

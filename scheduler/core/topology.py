@@ -1,0 +1,413 @@
+"""The topology tree: levels, domains and per-leaf free capacity (Kueue TAS capacity model).
+
+A domain is identified by its full value path (two racks called ``rack-1`` in different blocks
+are different domains). Domains of each level are kept sorted by value path, so the children
+of a domain are one contiguous index range of the level below and "value path ascending" is
+just "index ascending". Free capacity is one integer matrix ``leaves x resources`` updated in
+place by :meth:`TopologyTree.add_usage` / :meth:`add_pod` and friends; nothing is rebuilt per
+decision. networkx is used only by :meth:`TopologyTree.to_networkx` (export).
+
+Which nodes count (Kueue ``NodeMatchesFlavor`` + node cache): the node carries every flavor
+nodeLabel with the same value, a label for every topology level, and ``node_health`` says
+healthy (Ready, schedulable, HyperPod health). Other nodes are left out silently (counted in
+:attr:`TopologyTree.build_exclusions` for explanations, never in Kueue's no-fit message).
+
+Leaf capacity = sum of allocatable of the leaf's nodes - requests (+1 ``pods``) of bound,
+non-terminal, non-TAS pods - admitted TAS usage (count x (per-pod requests + 1 ``pods``)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
+from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo, PodInfo, Taint, Toleration
+from scheduler.core.resources import PODS, Resources, with_pod_slot
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from scheduler.core.placement.types import PodSetPlacement
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+LAYER_LABEL = "topology.k8s.aws/network-node-layer-{}"
+DEFAULT_HYPERPOD_LEVELS: tuple[str, ...] = (
+    LAYER_LABEL.format(1),
+    LAYER_LABEL.format(2),
+    LAYER_LABEL.format(3),
+    HOSTNAME_LABEL,
+)
+DEFAULT_TOPOLOGY_NAME = "default"
+
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def default_levels_for(nodes: Iterable[NodeInfo]) -> tuple[str, ...]:
+    """HyperPod levels; ``network-node-layer-4`` is added (above hostname) when every node
+    that carries layer-3 also carries layer-4 (newer instance families report 4 layers)."""
+    layer3, layer4 = LAYER_LABEL.format(3), LAYER_LABEL.format(4)
+    with3 = [n for n in nodes if layer3 in n.labels]
+    if with3 and all(layer4 in n.labels for n in with3):
+        return DEFAULT_HYPERPOD_LEVELS[:3] + (layer4, HOSTNAME_LABEL)
+    return DEFAULT_HYPERPOD_LEVELS
+
+
+@dataclass(frozen=True)
+class LeafFit:
+    """How many pods of one shape fit in each leaf, plus Kueue's exclusion statistics."""
+
+    counts: IntArray  # per leaf; 0 for excluded leaves
+    total_leaves: int
+    exclusions: Mapping[str, int]  # reason text (e.g. 'resource "cpu"') -> leaves
+
+    def stats_suffix(self) -> str:
+        """``. Total nodes: T; excluded: a: n, b: m`` or "" when nothing was excluded."""
+        if not self.exclusions:
+            return ""
+        reasons = ", ".join(sorted(f"{k}: {v}" for k, v in self.exclusions.items()))
+        return f". Total nodes: {self.total_leaves}; excluded: {reasons}"
+
+
+def _vector(per_pod: Resources, index: Mapping[str, int], width: int) -> IntArray:
+    vec = np.zeros(width, dtype=np.int64)
+    for name, amount in per_pod.items():
+        col = index.get(name)
+        if col is not None:
+            vec[col] += amount
+    return vec
+
+
+def _pod_key(pod: PodInfo) -> str:
+    return pod.uid or f"{pod.namespace}/{pod.name}"
+
+
+class TopologyTree:
+    """See the module docstring. Build with :meth:`build`; copy with :meth:`clone`."""
+
+    name: str
+    levels: tuple[str, ...]
+
+    def __init__(self) -> None:  # use build(); fields are filled there or by clone()
+        self.name = DEFAULT_TOPOLOGY_NAME
+        self.levels = ()
+        self.hostname_lowest = False
+        self.paths: list[list[tuple[str, ...]]] = []
+        self.parent: list[IntArray] = []
+        self.child_start: list[IntArray] = []
+        self.child_end: list[IntArray] = []
+        self.leaf_nodes: list[tuple[str, ...]] = []
+        self._leaf_by_path: dict[tuple[str, ...], int] = {}
+        self._leaf_by_host: dict[str, int] = {}
+        self._node_leaf: dict[str, int] = {}
+        self.resources: list[str] = []
+        self._res_index: dict[str, int] = {}
+        self.allocatable: IntArray = np.zeros((0, 0), dtype=np.int64)
+        self.free: IntArray = np.zeros((0, 0), dtype=np.int64)
+        self._pods: dict[str, tuple[int, IntArray]] = {}
+        self._leaf_taints: list[tuple[Taint, ...]] = []
+        self._leaf_labels: list[Mapping[str, str]] = []
+        self._taint_groups: dict[tuple[Taint, ...], IntArray] = {}
+        self._mask_cache: dict[tuple[str, str], BoolArray] = {}
+        self.build_exclusions: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        levels: Sequence[str],
+        nodes: Iterable[NodeInfo],
+        pods: Iterable[PodInfo] = (),
+        *,
+        flavor_node_labels: Mapping[str, str] | None = None,
+        health_policy: HealthPolicy = DEFAULT_POLICY,
+    ) -> TopologyTree:
+        if not levels:
+            raise ValueError("a topology needs at least one level")
+        tree = cls()
+        tree.name = name
+        tree.levels = tuple(levels)
+        tree.hostname_lowest = tree.levels[-1] == HOSTNAME_LABEL
+        flavor = dict(flavor_node_labels or {})
+        excluded: dict[str, int] = {}
+        by_path: dict[tuple[str, ...], list[NodeInfo]] = {}
+        for node in nodes:
+            if any(node.labels.get(k) != v for k, v in flavor.items()):
+                excluded["flavor nodeLabels"] = excluded.get("flavor nodeLabels", 0) + 1
+                continue
+            missing = [lvl for lvl in tree.levels if lvl not in node.labels]
+            if missing:
+                key = f"missing label {missing[0]}"
+                excluded[key] = excluded.get(key, 0) + 1
+                continue
+            health = node_health(node, health_policy)
+            if not health.healthy:
+                key = f"unhealthy: {health.reason}"
+                excluded[key] = excluded.get(key, 0) + 1
+                continue
+            path = tuple(node.labels[lvl] for lvl in tree.levels)
+            by_path.setdefault(path, []).append(node)
+        tree.build_exclusions = excluded
+
+        leaf_paths = sorted(by_path)
+        n_levels = len(tree.levels)
+        # Domains per level, sorted by value path; parent pointers; child ranges.
+        tree.paths = [[] for _ in range(n_levels)]
+        tree.paths[-1] = leaf_paths
+        for lvl in range(n_levels - 2, -1, -1):
+            seen: list[tuple[str, ...]] = []
+            for child in tree.paths[lvl + 1]:
+                prefix = child[: lvl + 1]
+                if not seen or seen[-1] != prefix:
+                    seen.append(prefix)
+            tree.paths[lvl] = seen
+        tree.parent = []
+        for lvl in range(n_levels):
+            if lvl == 0:
+                tree.parent.append(np.zeros(len(tree.paths[0]), dtype=np.int64))
+                continue
+            index = {p: i for i, p in enumerate(tree.paths[lvl - 1])}
+            tree.parent.append(np.array([index[p[:lvl]] for p in tree.paths[lvl]], dtype=np.int64))
+        tree.child_start, tree.child_end = [], []
+        for lvl in range(n_levels - 1):
+            n_parent = len(tree.paths[lvl])
+            counts = np.bincount(tree.parent[lvl + 1], minlength=n_parent).astype(np.int64)
+            end = np.cumsum(counts).astype(np.int64)
+            tree.child_end.append(end)
+            tree.child_start.append((end - counts).astype(np.int64))
+
+        resources = {PODS}
+        for group in by_path.values():
+            for node in group:
+                resources.update(node.allocatable)
+        tree.resources = sorted(resources)
+        tree._res_index = {r: i for i, r in enumerate(tree.resources)}
+        width = len(tree.resources)
+        alloc = np.zeros((len(leaf_paths), width), dtype=np.int64)
+        for i, path in enumerate(leaf_paths):
+            group = sorted(by_path[path], key=lambda n: n.name)
+            tree.leaf_nodes.append(tuple(n.name for n in group))
+            tree._leaf_by_path[path] = i
+            for node in group:
+                tree._node_leaf[node.name] = i
+                alloc[i] += _vector(node.allocatable, tree._res_index, width)
+            if tree.hostname_lowest:
+                tree._leaf_by_host[path[-1]] = i
+                taints = tuple(t for n in group for t in n.taints if t.effect in _BLOCKING_EFFECTS)
+                tree._leaf_taints.append(taints)
+                labels: dict[str, str] = {}
+                for node in group:
+                    labels.update(node.labels)
+                tree._leaf_labels.append(labels)
+        tree.allocatable = alloc
+        tree.free = alloc.copy()
+        if tree.hostname_lowest:
+            groups: dict[tuple[Taint, ...], list[int]] = {}
+            for i, taints in enumerate(tree._leaf_taints):
+                if taints:
+                    groups.setdefault(taints, []).append(i)
+            tree._taint_groups = {k: np.array(v, dtype=np.int64) for k, v in groups.items()}
+        for pod in pods:
+            tree.add_pod(pod)
+        return tree
+
+    def clone(self) -> TopologyTree:
+        """Independent copy of the mutable state (free capacity, tracked pods); the immutable
+        structure (domains, parents, labels) is shared."""
+        other = TopologyTree.__new__(TopologyTree)
+        other.__dict__.update(self.__dict__)
+        other.free = self.free.copy()
+        other._pods = dict(self._pods)
+        return other
+
+    # ------------------------------------------------------------------ queries
+
+    def has_level(self, level: str) -> bool:
+        return level in self.levels
+
+    def level_index(self, level: str) -> int:
+        return self.levels.index(level)
+
+    @property
+    def n_leaves(self) -> int:
+        return len(self.paths[-1]) if self.paths else 0
+
+    def domain_count(self, level: int) -> int:
+        return len(self.paths[level])
+
+    def leaf_values(self, leaf: int) -> tuple[str, ...]:
+        """Values stored in a topology assignment for this leaf (hostname only when hostname
+        is the lowest level, the full path otherwise)."""
+        path = self.paths[-1][leaf]
+        return (path[-1],) if self.hostname_lowest else path
+
+    def assignment_levels(self) -> tuple[str, ...]:
+        return (HOSTNAME_LABEL,) if self.hostname_lowest else self.levels
+
+    def leaf_for_values(self, levels: Sequence[str], values: Sequence[str]) -> int | None:
+        """The leaf an assignment domain refers to, or None when it no longer exists."""
+        if tuple(levels) == (HOSTNAME_LABEL,) and self.hostname_lowest:
+            return self._leaf_by_host.get(values[0])
+        if tuple(levels) == self.levels:
+            return self._leaf_by_path.get(tuple(values))
+        return None
+
+    def leaf_of_node(self, node_name: str) -> int | None:
+        return self._node_leaf.get(node_name)
+
+    def ancestor(self, leaf: int, level: int) -> int:
+        """Index of the domain at ``level`` that contains ``leaf``."""
+        idx = leaf
+        for lvl in range(len(self.levels) - 1, level, -1):
+            idx = int(self.parent[lvl][idx])
+        return idx
+
+    def ancestors_array(self, level: int) -> IntArray:
+        """For every leaf, the index of its domain at ``level`` (vectorised :meth:`ancestor`)."""
+        idx = np.arange(self.n_leaves, dtype=np.int64)
+        for lvl in range(len(self.levels) - 1, level, -1):
+            idx = self.parent[lvl][idx]
+        return idx
+
+    def free_of_leaf(self, leaf: int) -> dict[str, int]:
+        return {r: int(self.free[leaf, i]) for i, r in enumerate(self.resources)}
+
+    def request_vector(self, per_pod: Resources) -> IntArray:
+        return _vector(per_pod, self._res_index, len(self.resources))
+
+    # ------------------------------------------------------------------ fitting
+
+    def leaf_fit(
+        self,
+        per_pod: Resources,
+        node_selector: Mapping[str, str] | None = None,
+        tolerations: Sequence[Toleration] = (),
+        free: IntArray | None = None,
+    ) -> LeafFit:
+        """Pods of ``per_pod`` (which must already include ``pods: 1``) that fit per leaf.
+
+        When hostname is the lowest level, leaves with an untolerated NoSchedule/NoExecute
+        taint or a node selector mismatch count 0 (Kueue filters only in that case)."""
+        matrix = self.free if free is None else free
+        n = self.n_leaves
+        exclusions: dict[str, int] = {}
+        feasible = np.ones(n, dtype=np.bool_)
+        if self.hostname_lowest:
+            for taints, leaves in self._taint_groups.items():
+                blocking = next((t for t in taints if not any(tol.tolerates(t) for tol in tolerations)), None)
+                if blocking is not None:
+                    feasible[leaves] = False
+                    key = f'taint "{blocking}"'
+                    exclusions[key] = exclusions.get(key, 0) + len(leaves)
+            if node_selector:
+                ok = np.ones(n, dtype=np.bool_)
+                for key, value in node_selector.items():
+                    ok &= self._label_mask(key, value)
+                bad = feasible & ~ok
+                if bad.any():
+                    exclusions["nodeSelector"] = int(bad.sum())
+                feasible &= ok
+        requested = sorted((r, a) for r, a in per_pod.items() if a > 0)
+        if not requested:
+            counts = np.where(feasible, 2**31 - 1, 0).astype(np.int64)
+            return LeafFit(counts, n, exclusions)
+        per_res = np.empty((n, len(requested)), dtype=np.int64)
+        for j, (res, amount) in enumerate(requested):
+            col = self._res_index.get(res)
+            if col is None:
+                per_res[:, j] = 0
+            else:
+                per_res[:, j] = np.maximum(matrix[:, col], 0) // amount
+        counts = per_res.min(axis=1) if n else np.zeros(0, dtype=np.int64)
+        counts = np.where(feasible, counts, 0).astype(np.int64)
+        zero = feasible & (counts == 0)
+        if zero.any():
+            limiting = per_res[zero].argmin(axis=1)  # first minimum = ties broken by name
+            for j, k in zip(*np.unique(limiting, return_counts=True), strict=True):
+                key = f'resource "{requested[int(j)][0]}"'
+                exclusions[key] = exclusions.get(key, 0) + int(k)
+        return LeafFit(counts, n, exclusions)
+
+    def _label_mask(self, key: str, value: str) -> BoolArray:
+        cached = self._mask_cache.get((key, value))
+        if cached is None:
+            cached = np.array([labels.get(key) == value for labels in self._leaf_labels], dtype=np.bool_)
+            self._mask_cache[(key, value)] = cached
+        return cached
+
+    def subtree_sums(self, leaf_counts: IntArray) -> list[IntArray]:
+        """Per level, the sum of ``leaf_counts`` over each domain's leaves."""
+        out: list[IntArray] = [np.zeros(0, dtype=np.int64)] * len(self.levels)
+        out[-1] = leaf_counts
+        for lvl in range(len(self.levels) - 1, 0, -1):
+            out[lvl - 1] = np.bincount(
+                self.parent[lvl], weights=out[lvl], minlength=len(self.paths[lvl - 1])
+            ).astype(np.int64)
+        return out
+
+    # ------------------------------------------------------------------ usage
+
+    def _apply(self, pod_set: PodSetPlacement, per_pod: Resources, sign: int) -> None:
+        vec = self.request_vector(with_pod_slot(per_pod))
+        for dom in pod_set.domains:
+            leaf = self.leaf_for_values(pod_set.levels, dom.values)
+            if leaf is not None:  # usage on leaves that no longer exist is skipped (Kueue)
+                self.free[leaf] -= sign * dom.count * vec
+
+    def add_usage(self, pod_set: PodSetPlacement, per_pod: Resources) -> None:
+        """Subtract an admitted pod set's assignment. ``per_pod`` is the pod set's per-pod
+        requests WITHOUT ``pods: 1`` (added here, as for :class:`PodSetSpec.requests`)."""
+        self._apply(pod_set, per_pod, 1)
+
+    def remove_usage(self, pod_set: PodSetPlacement, per_pod: Resources) -> None:
+        self._apply(pod_set, per_pod, -1)
+
+    def add_pod(self, pod: PodInfo) -> None:
+        """Account a bound, non-terminal, non-TAS pod (watch event: added/updated). TAS pods
+        and unbound or finished pods are ignored (an update that finishes a pod releases it)."""
+        key = _pod_key(pod)
+        if key in self._pods:
+            self.remove_pod(pod)
+        if pod.is_tas or pod.terminal or not pod.node_name:
+            return
+        leaf = self._node_leaf.get(pod.node_name)
+        if leaf is None:
+            return
+        vec = self.request_vector(with_pod_slot(pod.requests))
+        self.free[leaf] -= vec
+        self._pods[key] = (leaf, vec)
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        entry = self._pods.pop(_pod_key(pod), None)
+        if entry is not None:
+            leaf, vec = entry
+            self.free[leaf] += vec
+
+    # ------------------------------------------------------------------ export
+
+    def to_networkx(self) -> nx.DiGraph:
+        """Directed tree (root ``""`` -> level-0 domains -> ... -> leaves); node attributes
+        ``level``, ``value``, and on leaves ``nodes`` and ``free``."""
+        import networkx as nx
+
+        graph: Any = nx.DiGraph()
+        graph.add_node("", level=-1, value="")
+        for lvl, paths in enumerate(self.paths):
+            for path in paths:
+                ident = ",".join(path)
+                graph.add_node(ident, level=lvl, value=path[-1], label=self.levels[lvl])
+                graph.add_edge(",".join(path[:-1]) if lvl else "", ident)
+        for leaf, path in enumerate(self.paths[-1] if self.paths else ()):
+            attrs = graph.nodes[",".join(path)]
+            attrs["nodes"] = self.leaf_nodes[leaf]
+            attrs["free"] = self.free_of_leaf(leaf)
+        result: nx.DiGraph = graph
+        return result
