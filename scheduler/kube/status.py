@@ -1,0 +1,139 @@
+"""Workload status as Kueue writes it: conditions with Kueue's types, reasons and messages,
+and the ``status.admission`` block. Pure functions of (workload dict, decision, clock) that
+return status dicts; the controller sends them through the status subresource.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+EVICTED = "Evicted"
+PREEMPTED = "Preempted"
+REQUEUED = "Requeued"
+FINISHED = "Finished"
+
+
+def timestamp(now: dt.datetime) -> str:
+    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def conditions_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(c) for c in ((workload.get("status") or {}).get("conditions") or ())]
+
+
+def find_condition(workload: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in (workload.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+def condition_true(workload: Mapping[str, Any], type_: str) -> bool:
+    cond = find_condition(workload, type_)
+    return cond is not None and cond.get("status") == "True"
+
+
+def set_condition(conditions: list[dict[str, Any]], type_: str, status: str, reason: str, message: str,
+                  now: dt.datetime, generation: int | None = None) -> list[dict[str, Any]]:
+    """meta.SetStatusCondition semantics: lastTransitionTime changes only with the status."""
+    out = []
+    found = False
+    for cond in conditions:
+        if cond.get("type") == type_:
+            found = True
+            new = dict(cond, reason=reason, message=message[:32768])
+            if cond.get("status") != status:
+                new["status"] = status
+                new["lastTransitionTime"] = timestamp(now)
+            if generation is not None:
+                new["observedGeneration"] = generation
+            out.append(new)
+        else:
+            out.append(cond)
+    if not found:
+        new = {"type": type_, "status": status, "reason": reason, "message": message[:32768],
+               "lastTransitionTime": timestamp(now)}
+        if generation is not None:
+            new["observedGeneration"] = generation
+        out.append(new)
+    return out
+
+
+def _previously(conditions: list[dict[str, Any]], type_: str, now: dt.datetime) -> list[dict[str, Any]]:
+    """On a new reservation Kueue flips Evicted/Preempted to False, keeping the old message."""
+    for cond in conditions:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return set_condition(conditions, type_, "False", QUOTA_RESERVED,
+                                 f"Previously: {cond.get('message', '')}", now)
+    return conditions
+
+
+def admit_status(workload: Mapping[str, Any], cluster_queue: str,
+                 pod_set_assignments: Sequence[Mapping[str, Any]], now: dt.datetime,
+                 waited_s: float | None = None) -> dict[str, Any]:
+    gen = (workload.get("metadata") or {}).get("generation")
+    conds = conditions_of(workload)
+    conds = set_condition(conds, QUOTA_RESERVED, "True", "QuotaReserved",
+                          f"Quota reserved in ClusterQueue {cluster_queue}", now, gen)
+    conds = set_condition(conds, ADMITTED, "True", "Admitted", "The workload is admitted", now, gen)
+    conds = _previously(conds, EVICTED, now)
+    conds = _previously(conds, PREEMPTED, now)
+    return {
+        "admission": {"clusterQueue": cluster_queue, "podSetAssignments": [dict(a) for a in pod_set_assignments]},
+        "conditions": conds,
+    }
+
+
+def pending_status(workload: Mapping[str, Any], reason: str, message: str, now: dt.datetime) -> dict[str, Any]:
+    gen = (workload.get("metadata") or {}).get("generation")
+    conds = set_condition(conditions_of(workload), QUOTA_RESERVED, "False", reason, message, now, gen)
+    return {"conditions": conds}
+
+
+def evict_status(workload: Mapping[str, Any], reason: str, message: str, now: dt.datetime,
+                 preempted_reason: str | None = None) -> dict[str, Any]:
+    """Step one of an eviction: Evicted=True (and Preempted=True). Quota stays reserved until the
+    job's pods are gone (:func:`release_status`), so the freed capacity is never double-booked."""
+    gen = (workload.get("metadata") or {}).get("generation")
+    conds = set_condition(conditions_of(workload), EVICTED, "True", reason, message, now, gen)
+    if preempted_reason:
+        conds = set_condition(conds, PREEMPTED, "True", preempted_reason, message, now, gen)
+    return {"conditions": conds}
+
+
+def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool = True) -> dict[str, Any]:
+    """Step two: the job is stopped; drop the reservation and requeue (Kueue: immediately for
+    Preempted and NodeFailures evictions)."""
+    evicted = find_condition(workload, EVICTED) or {}
+    reason = evicted.get("reason", "Preempted")
+    message = evicted.get("message", "")
+    conds = set_condition(conditions_of(workload), QUOTA_RESERVED, "False", "Pending", message, now)
+    conds = set_condition(conds, ADMITTED, "False", "NoReservation", "The workload has no reservation", now)
+    if requeue:
+        conds = set_condition(conds, REQUEUED, "True", reason, message, now)
+    else:
+        conds = set_condition(conds, REQUEUED, "False", reason, message, now)
+    return {"admission": None, "conditions": conds}
+
+
+def finish_status(workload: Mapping[str, Any], reason: str, message: str, now: dt.datetime) -> dict[str, Any]:
+    conds = set_condition(conditions_of(workload), FINISHED, "True", reason, message, now)
+    return {"conditions": conds}
+
+
+def merged(workload: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """The workload as it will look after ``status`` is applied (for in-memory bookkeeping)."""
+    out = copy.deepcopy(dict(workload))
+    st = dict(out.get("status") or {})
+    for key, value in status.items():
+        if value is None:
+            st.pop(key, None)
+        else:
+            st[key] = copy.deepcopy(value)
+    out["status"] = st
+    return out
