@@ -1,0 +1,141 @@
+"""The Mutating/ValidatingWebhookConfiguration objects the webhook owns, and their upkeep.
+
+failurePolicy design (docs/webhook.md):
+
+* Jobs WITH ``kueue.x-k8s.io/queue-name`` (objectSelector ``Exists``): ``Fail``. Letting such
+  a Job through un-mutated would start it unsuspended, past every quota; a dead webhook only
+  blocks jobs that asked for the queue.
+* Jobs WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
+  defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
+  price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
+  unmanaged.
+* Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue): ``Ignore``. Their CRD
+  CEL rules still hold; the admins can always repair queues with the webhook down.
+* Namespaces kube-system, kube-public, kube-node-lease and our own are never sent to us.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from admission.review import KUEUE_PLURALS, MUTATE_JOB, VALIDATE_JOB, validate_kueue_path
+from scheduler.core.workload import LABEL_QUEUE_NAME
+from scheduler.kube.informer import Api, Resource
+
+MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", namespaced=False)
+VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", namespaced=False)
+CONFIG_NAME = "toposched-webhook"
+SERVICE_NAME = "toposched-webhook"
+DEFAULT_NAMESPACE = "toposched-system"
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+
+log = logging.getLogger(__name__)
+
+ClientConfig = Callable[[str], dict[str, Any]]
+
+
+def url_client_config(base_url: str) -> ClientConfig:
+    base = base_url.rstrip("/")
+    return lambda path: {"url": f"{base}{path}"}
+
+
+def service_client_config(namespace: str, service: str = SERVICE_NAME, port: int = 443) -> ClientConfig:
+    return lambda path: {"service": {"namespace": namespace, "name": service, "path": path, "port": port}}
+
+
+def _namespace_selector(namespace: str) -> dict[str, Any]:
+    exempt = sorted(set(SYSTEM_NAMESPACES) | {namespace})
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": exempt}]}
+
+
+def _jobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"],
+             "operations": list(operations), "scope": "Namespaced"}]
+
+
+def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
+                           default_queue: bool = True) -> dict[str, Any]:
+    common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
+              "reinvocationPolicy": "IfNeeded", "namespaceSelector": _namespace_selector(namespace),
+              "rules": _jobs_rule(["CREATE"])}
+    hooks = [dict(common, name="mjob.toposched.io", clientConfig=client(MUTATE_JOB), failurePolicy="Fail",
+                  timeoutSeconds=5,
+                  objectSelector={"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]})]
+    if default_queue:
+        hooks.append(dict(common, name="mjob-default-queue.toposched.io", clientConfig=client(MUTATE_JOB),
+                          failurePolicy="Ignore", timeoutSeconds=2,
+                          objectSelector={"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}))
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": CONFIG_NAME, "labels": {"app.kubernetes.io/name": "toposched",
+                                                         "app.kubernetes.io/component": "webhook"}},
+            "webhooks": hooks}
+
+
+def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+    common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
+              "namespaceSelector": _namespace_selector(namespace)}
+    hooks = [dict(common, name="vjob.toposched.io", clientConfig=client(VALIDATE_JOB), failurePolicy="Fail",
+                  timeoutSeconds=5, rules=_jobs_rule(["CREATE", "UPDATE"]),
+                  objectSelector={"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]})]
+    for kind, plural in KUEUE_PLURALS.items():
+        hooks.append(dict(
+            common, name=f"v{kind.lower()}.kueue.toposched.io", clientConfig=client(validate_kueue_path(kind)),
+            failurePolicy="Ignore", timeoutSeconds=3,
+            rules=[{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"], "resources": [plural],
+                    "operations": ["CREATE", "UPDATE"],
+                    "scope": "Namespaced" if kind == "LocalQueue" else "Cluster"}]))
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": CONFIG_NAME, "labels": {"app.kubernetes.io/name": "toposched",
+                                                         "app.kubernetes.io/component": "webhook"}},
+            "webhooks": hooks}
+
+
+def _with_ca(config: dict[str, Any], ca_bundle: bytes) -> dict[str, Any]:
+    b64 = base64.b64encode(ca_bundle).decode()
+    for hook in config["webhooks"]:
+        hook["clientConfig"]["caBundle"] = b64
+    return config
+
+
+def sync(api: Api, desired: Sequence[dict[str, Any]], ca_bundle: bytes, *, create: bool = True,
+         attempts: int = 10) -> None:
+    """Create each configuration if missing (``create``), else point every webhook we know by name at
+    our clientConfig and caBundle, keeping whatever else an admin changed (failurePolicy, selectors)."""
+    from kubernetes.client import ApiException
+
+    for config in desired:
+        resource = MUTATING if config["kind"] == "MutatingWebhookConfiguration" else VALIDATING
+        config = _with_ca(config, ca_bundle)
+        wanted = {h["name"]: h for h in config["webhooks"]}
+        name = config["metadata"]["name"]
+        for attempt in range(attempts):
+            try:
+                try:
+                    current = api.get(resource, name)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    if not create:
+                        log.warning("%s %s does not exist and creating it is disabled", config["kind"], name)
+                        break
+                    api.create(resource, config)
+                    log.info("created %s %s", config["kind"], name)
+                    break
+                changed = False
+                for hook in current.get("webhooks") or ():
+                    if hook.get("name") in wanted and hook.get("clientConfig") != wanted[hook["name"]]["clientConfig"]:
+                        hook["clientConfig"] = wanted[hook["name"]]["clientConfig"]
+                        changed = True
+                if changed:
+                    api.replace(resource, current)
+                    log.info("updated clientConfig/caBundle of %s %s", config["kind"], name)
+                break
+            except ApiException as exc:
+                if exc.status == 409 and attempt < attempts - 1:
+                    time.sleep(0.1 * (attempt + 1))
+                    continue
+                raise

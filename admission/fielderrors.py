@@ -1,0 +1,83 @@
+"""Field errors rendered the way the Kubernetes API server renders them.
+
+``field.Invalid(path, value, detail)`` prints ``<path>: Invalid value: <value>: <detail>``;
+strings are quoted. Kueue's validation messages are Kubernetes field errors, so users who
+know Kueue's texts see the same shape here. Every toposched error also carries a ``fix``:
+what to do about it, appended after ``"; "``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+OMIT = object()  # field.OmitValueType: no value printed
+
+
+def _render_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    kind: str  # "Invalid value" | "Required value" | "Forbidden" | "Duplicate value" | "Not found" | ""
+    detail: str
+    value: Any = OMIT
+    fix: str = ""
+
+    def __str__(self) -> str:
+        body = self.detail
+        if self.kind:
+            if self.value is not OMIT:
+                body = f"{self.kind}: {_render_value(self.value)}: {self.detail}"
+            else:
+                body = f"{self.kind}: {self.detail}"
+        text = f"{self.path}: {body}"
+        return f"{text}; {self.fix}" if self.fix else text
+
+
+def invalid(path: str, value: Any, detail: str, fix: str = "") -> FieldError:
+    return FieldError(path, "Invalid value", detail, value, fix)
+
+
+def required(path: str, detail: str, fix: str = "") -> FieldError:
+    return FieldError(path, "Required value", detail, OMIT, fix)
+
+
+def forbidden(path: str, detail: str, fix: str = "") -> FieldError:
+    return FieldError(path, "Forbidden", detail, OMIT, fix)
+
+
+def plain(path: str, detail: str, fix: str = "") -> FieldError:
+    """toposched's own checks: ``<path>: <detail>; <fix>``."""
+    return FieldError(path, "", detail, OMIT, fix)
+
+
+@dataclass
+class Verdict:
+    """The decision of one validation: denied when ``errors`` is non-empty."""
+
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+    def message(self) -> str:
+        """One error as is; several one per line (messages contain commas, so Kubernetes'
+        ``[e1, e2]`` aggregate would be hard to read)."""
+        texts = [str(e) for e in self.errors]
+        if len(texts) == 1:
+            return texts[0]
+        return f"{len(texts)} problems:\n" + "\n".join(f"- {t}" for t in texts)
+
+    def extend(self, other: Verdict) -> None:
+        self.errors.extend(other.errors)
+        self.warnings.extend(other.warnings)

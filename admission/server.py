@@ -1,0 +1,264 @@
+"""The HTTPS shell: ThreadingHTTPServer + ssl, informers, webhook registration, cert rotation.
+
+TLS handshakes run in the per-connection thread (not in ``accept``), so one slow client never
+stalls the others; connections are HTTP/1.1 keep-alive, as the API server reuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from admission import configs, review
+from admission.certs import CertManager
+from admission.view import ClusterView
+from scheduler.kube.informer import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    NODES,
+    RESOURCE_FLAVORS,
+    TOPOLOGIES,
+    WORKLOAD_PRIORITY_CLASSES,
+    Api,
+    Informer,
+    Resource,
+    wait_synced,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 8 * 1024 * 1024  # the API server's own request limit is 3 MiB; leave headroom
+IDLE_TIMEOUT_S = 90
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: WebhookHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/healthz":
+            self._send(200, b"ok", "text/plain")
+        elif self.path == "/readyz":
+            ready = self.server.app.ready.is_set()
+            self._send(200 if ready else 503, b"ok" if ready else b"informers not synced", "text/plain")
+        else:
+            self._send(404, b"not found", "text/plain")
+
+    def do_POST(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY:
+            self._send(413, b'{"error": "missing or too large Content-Length"}')
+            self.close_connection = True
+            return
+        raw = self.rfile.read(length)
+        started = time.perf_counter()
+        try:
+            body = json.loads(raw)
+            answer = self.server.app.decide(path, body)
+        except (ValueError, review.ReviewError) as exc:
+            self._send(400, json.dumps({"error": str(exc)}).encode())
+            return
+        out = json.dumps(answer, separators=(",", ":")).encode()
+        self._send(200, out)
+        resp = answer.get("response") or {}
+        log.debug("%s %s uid=%s allowed=%s in %.2f ms", path, (body.get("request") or {}).get("operation"),
+                  resp.get("uid"), resp.get("allowed"), (time.perf_counter() - started) * 1e3)
+
+
+class WebhookHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], app: WebhookApp, ssl_context: ssl.SSLContext | None) -> None:
+        self.app = app
+        self.ssl_context = ssl_context
+        super().__init__(address, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(IDLE_TIMEOUT_S)
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            try:
+                request = self.ssl_context.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError) as exc:
+                log.debug("TLS handshake with %s failed: %s", client_address, exc)
+                return
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            try:
+                request.close()
+            except OSError:
+                pass
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection from %s ended with an error", client_address, exc_info=True)
+
+
+def _fingerprint(node: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What the capacity index depends on; heartbeats change resourceVersion, not this."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    ready = next((c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    return (tuple(sorted((meta.get("labels") or {}).items())),
+            tuple(sorted((status.get("allocatable") or status.get("capacity") or {}).items())),
+            bool(spec.get("unschedulable")), ready,
+            tuple(sorted((t.get("key"), t.get("effect")) for t in spec.get("taints") or ())))
+
+
+class WebhookApp:
+    """Decisions plus the cluster view they read. Without an ``Api`` it serves an empty view."""
+
+    def __init__(self, api: Api | None, scheduler_name: str = "toposched", default_queue: bool = True,
+                 watch_nodes: bool = True) -> None:
+        self.api = api
+        self.scheduler_name = scheduler_name
+        self.default_queue = default_queue
+        self.ready = threading.Event()
+        self.informers: list[Informer] = []
+        self.view = ClusterView(lookup=self._lookup if api else None)
+        self._node_prints: dict[str, tuple[Any, ...]] = {}
+        if api is None:
+            self.ready.set()
+            return
+        stores: dict[str, Resource] = {
+            "local_queues": LOCAL_QUEUES, "cluster_queues": CLUSTER_QUEUES, "flavors": RESOURCE_FLAVORS,
+            "topologies": TOPOLOGIES, "priority_classes": WORKLOAD_PRIORITY_CLASSES,
+        }
+        if watch_nodes:
+            stores["nodes"] = NODES
+        for attr, resource in stores.items():
+            inf = Informer(api, resource)
+            setattr(self.view, attr, inf.store)
+            if resource is NODES:
+                inf.add_handler(self._on_node)
+            self.informers.append(inf)
+
+    def _on_node(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        fp = None if event == "DELETED" else _fingerprint(obj)
+        if self._node_prints.get(name) != fp:
+            if fp is None:
+                self._node_prints.pop(name, None)
+            else:
+                self._node_prints[name] = fp
+            self.view.nodes_version += 1
+
+    def _lookup(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        from kubernetes.client import ApiException
+
+        plural = {"LocalQueue": LOCAL_QUEUES, "ClusterQueue": CLUSTER_QUEUES, "ResourceFlavor": RESOURCE_FLAVORS,
+                  "Topology": TOPOLOGIES, "WorkloadPriorityClass": WORKLOAD_PRIORITY_CLASSES}[kind]
+        assert self.api is not None
+        try:
+            return self.api.get(plural, name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def start(self, timeout_s: float = 60) -> None:
+        for inf in self.informers:
+            inf.start()
+        if self.informers:
+            wait_synced(self.informers, timeout_s)
+        # Replace the node sets' views (informer relists swap store dicts).
+        self._rebind()
+        self.ready.set()
+
+    def _rebind(self) -> None:
+        # Informer._relist replaces ``store``; keep the view pointing at the live dicts.
+        for inf in self.informers:
+            attr = {LOCAL_QUEUES: "local_queues", CLUSTER_QUEUES: "cluster_queues", RESOURCE_FLAVORS: "flavors",
+                    TOPOLOGIES: "topologies", WORKLOAD_PRIORITY_CLASSES: "priority_classes",
+                    NODES: "nodes"}[inf.resource]
+            setattr(self.view, attr, inf.store)
+
+    def stop(self) -> None:
+        for inf in self.informers:
+            inf.stop()
+
+    def decide(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if self.informers:
+            self._rebind()
+        return review.handle(path, body, self.view, self.scheduler_name, self.default_queue)
+
+
+class WebhookServer:
+    """The running webhook: HTTPS listener, informers, registration, rotation loop."""
+
+    def __init__(self, app: WebhookApp, certs: CertManager, bind: str, port: int,
+                 desired_configs: Sequence[dict[str, Any]] = (), create_configs: bool = True) -> None:
+        self.app = app
+        self.certs = certs
+        self.desired = list(desired_configs)
+        self.create_configs = create_configs
+        self.certs.ensure()
+        self.ssl_context = certs.server_context()
+        self.httpd = WebhookHTTPServer((bind, port), app, self.ssl_context)
+        self.port = int(self.httpd.server_address[1])
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def publish(self) -> None:
+        if self.app.api is not None and self.desired:
+            configs.sync(self.app.api, self.desired, self.certs.ca_bundle(), create=self.create_configs)
+
+    def rotate_once(self) -> bool:
+        """Renew what is due; on change reload the live TLS context and re-publish the caBundle."""
+        if not self.certs.ensure():
+            return False
+        self.certs.load_into(self.ssl_context)
+        # CA first into the configurations, then the new serving cert is already loaded: the
+        # bundle holds old and new CA, so both old and new serving certs verify meanwhile.
+        self.publish()
+        return True
+
+    def _rotation_loop(self, max_sleep_s: float) -> None:
+        while not self._stop.is_set():
+            wait = min(self.certs.next_check(), max_sleep_s)
+            if self._stop.wait(wait):
+                return
+            try:
+                self.rotate_once()
+            except Exception:
+                log.exception("certificate rotation failed; retrying in %.0fs", max_sleep_s)
+
+    def start(self, informer_timeout_s: float = 60, rotation_check_s: float = 3600) -> None:
+        serve = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                 name="webhook-https", daemon=True)
+        serve.start()
+        self._threads.append(serve)
+        self.app.start(informer_timeout_s)
+        self.publish()
+        rot = threading.Thread(target=self._rotation_loop, args=(rotation_check_s,), name="cert-rotation",
+                               daemon=True)
+        rot.start()
+        self._threads.append(rot)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.app.stop()

@@ -1,0 +1,72 @@
+"""What the webhook knows about the cluster: Kueue objects and nodes, as plain dicts.
+
+The server fills it from informers (``scheduler.kube.informer``); unit tests fill it with
+literals. ``lookup`` (optional) is a live GET used on a cache miss before denying, so a
+LocalQueue created a moment before its first Job (``kubectl apply -f`` of both) is found.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from admission.capacity import CapacityIndex
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.nodes import node_from_k8s
+
+Obj = dict[str, Any]
+Lookup = Callable[[str, str, str | None], Obj | None]  # (kind, name, namespace) -> object or None
+
+
+@dataclass
+class ClusterView:
+    local_queues: Mapping[str, Obj] = field(default_factory=dict)  # "ns/name"
+    cluster_queues: Mapping[str, Obj] = field(default_factory=dict)
+    flavors: Mapping[str, Obj] = field(default_factory=dict)
+    topologies: Mapping[str, Obj] = field(default_factory=dict)
+    priority_classes: Mapping[str, Obj] = field(default_factory=dict)  # WorkloadPriorityClasses
+    nodes: Mapping[str, Obj] = field(default_factory=dict)
+    lookup: Lookup | None = None
+    health_policy: HealthPolicy = DEFAULT_POLICY
+    # Bumped by the owner whenever a node's labels, allocatable or health changed.
+    nodes_version: int = 0
+    _cache: dict[tuple[str, ...], tuple[int, CapacityIndex]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def _get(self, store: Mapping[str, Obj], kind: str, key: str, name: str, namespace: str | None,
+             live: bool = True) -> Obj | None:
+        obj = store.get(key)
+        if obj is None and live and self.lookup is not None:
+            obj = self.lookup(kind, name, namespace)
+        return obj
+
+    def local_queue(self, namespace: str, name: str, live: bool = True) -> Obj | None:
+        """``live=False``: the cache only (defaulting looks up on every unlabelled Job: no extra GET)."""
+        return self._get(self.local_queues, "LocalQueue", f"{namespace}/{name}", name, namespace, live)
+
+    def cluster_queue(self, name: str) -> Obj | None:
+        return self._get(self.cluster_queues, "ClusterQueue", name, name, None)
+
+    def flavor(self, name: str) -> Obj | None:
+        return self._get(self.flavors, "ResourceFlavor", name, name, None)
+
+    def topology(self, name: str) -> Obj | None:
+        return self._get(self.topologies, "Topology", name, name, None)
+
+    def priority_class(self, name: str, live: bool = True) -> Obj | None:
+        return self._get(self.priority_classes, "WorkloadPriorityClass", name, name, None, live)
+
+    def capacity(self, levels: tuple[str, ...], node_labels: Mapping[str, str]) -> CapacityIndex:
+        key = levels + ("\0",) + tuple(f"{k}={v}" for k, v in sorted(node_labels.items()))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit and hit[0] == self.nodes_version:
+                return hit[1]
+            version = self.nodes_version
+            nodes = [node_from_k8s(n) for n in list(self.nodes.values())]
+        index = CapacityIndex(levels, nodes, node_labels, self.health_policy)
+        with self._lock:
+            self._cache[key] = (version, index)
+        return index
