@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from scheduler.core.placement import greedy
+from scheduler.core.placement import cpsat, greedy
 from scheduler.core.placement.types import (
     DomainAssignment,
     Placement,
@@ -72,8 +72,6 @@ def place_workload(
         if want and solver == "auto" and len(leaf_pods) < _AUTO_MIN_CANDIDATE_LEAVES:
             want = False  # a single leaf holds it all: nothing to improve
         if want:
-            from scheduler.core.placement import cpsat
-
             remaining = max(deadline - time.monotonic(), 0.0)
             share = remaining / max(1, sum(1 for p in pod_sets[index:] if p.count > 0))
             result = cpsat.improve(prob, leaf_pods, time_budget_s=share)
