@@ -1,0 +1,61 @@
+"""Kubernetes Events (core/v1) about our objects, deduplicated like client-go's recorder:
+the same (object, reason, message) within a short window bumps the count instead of
+creating another Event."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.kube.informer import Api, Resource
+
+log = logging.getLogger(__name__)
+EVENTS = Resource("", "v1", "events")
+COMPONENT = "toposched-controller"
+
+
+class EventRecorder:
+    def __init__(self, api: Api, component: str = COMPONENT) -> None:
+        self.api = api
+        self.component = component
+        self._seen: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        key = (namespace, str(meta.get("uid")), reason, message)
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self._lock:
+            previous = self._seen.get(key)
+        try:
+            if previous:
+                name, count = previous
+                self.api.merge_patch(EVENTS, name, {"count": count + 1, "lastTimestamp": now}, namespace)
+                with self._lock:
+                    self._seen[key] = (name, count + 1)
+                return
+            name = f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:12]}"
+            body = {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                                   "name": meta.get("name"), "namespace": meta.get("namespace"),
+                                   "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+                "type": event_type, "reason": reason, "message": message[:1024],
+                "source": {"component": self.component}, "reportingComponent": self.component,
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            }
+            self.api.create(EVENTS, body, namespace)
+            with self._lock:
+                if len(self._seen) > 10000:
+                    self._seen.clear()
+                self._seen[key] = (name, 1)
+        except ApiException as exc:  # events are best effort; never fail a reconcile for one
+            log.debug("event %s on %s/%s not recorded: %s", reason, namespace, meta.get("name"), exc.status)
