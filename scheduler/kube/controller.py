@@ -1,0 +1,320 @@
+"""The toposched controller: Jobs in, Workloads admitted (or left pending with a reason) out.
+
+Each reconcile runs fixed phases, every one idempotent and driven only by what the API
+server holds, so a restarted (or newly elected) controller continues exactly where the last
+one stopped — no admission is lost and none is made twice:
+
+1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference).
+2. ``sync_finished``      a finished Job finishes its Workload (quota is released).
+3. ``progress_evictions`` an evicted Workload's Job is suspended; once its pods are gone the
+                          reservation is dropped and the Workload requeued.
+4. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors.
+5. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
+                          its decisions are written back (admit / preempt / pending reason).
+
+Only the leader runs phases; followers keep caches warm.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.kube import status as st
+from scheduler.kube.cache import ClusterCache, Wakeup
+from scheduler.kube.events import EventRecorder
+from scheduler.kube.informer import WORKLOADS, Api, object_key
+from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Clock = Callable[[], dt.datetime]
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _owner_uid(workload: Mapping[str, Any]) -> str | None:
+    for ref in (workload.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return ((workload.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_UID)
+
+
+def is_finished(workload: Mapping[str, Any]) -> bool:
+    return st.condition_true(workload, st.FINISHED)
+
+
+def has_reservation(workload: Mapping[str, Any]) -> bool:
+    return st.condition_true(workload, st.QUOTA_RESERVED) and bool((workload.get("status") or {}).get("admission"))
+
+
+def is_evicting(workload: Mapping[str, Any]) -> bool:
+    return has_reservation(workload) and st.condition_true(workload, st.EVICTED)
+
+
+class Controller:
+    def __init__(self, api: Api, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
+                 time_budget_s: float = 0.1, resync_s: float = 5.0) -> None:
+        self.api = api
+        self.cache = cache
+        self.clock = clock
+        self.solver = solver
+        self.time_budget_s = time_budget_s
+        self.resync_s = resync_s
+        self.events = EventRecorder(api)
+        self.wakeup = Wakeup()
+        self.leading = threading.Event()
+        self._stop = threading.Event()
+        # Observers of decisions (the gRPC WatchDecisions stream, metrics): fn(kind, workload, detail).
+        self.observers: list[Callable[[str, Obj, Mapping[str, Any]], None]] = []
+
+    # ------------------------------------------------------------------ lookups
+    def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
+        out: dict[str, tuple[JobIntegration, Obj]] = {}
+        for key, informer in self.cache.jobs.items():
+            integration = INTEGRATIONS[key]
+            for job in informer.items():
+                out[str(job["metadata"]["uid"])] = (integration, job)
+        return out
+
+    def _workloads_by_owner(self) -> dict[str, Obj]:
+        out: dict[str, Obj] = {}
+        for wl in self.cache.workloads.items():
+            uid = _owner_uid(wl)
+            if uid:
+                out[uid] = wl
+        return out
+
+    def _patch_status(self, workload: Obj, status: Mapping[str, Any]) -> Obj | None:
+        """Status write with optimistic concurrency: a stale copy gets 409 and is retried next
+        reconcile from fresh state, never blindly overwritten."""
+        meta = workload["metadata"]
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": dict(status)}
+        try:
+            updated = self.api.merge_patch(WORKLOADS, meta["name"], body, meta["namespace"], subresource="status")
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                log.debug("status write for %s skipped: %s", object_key(workload), exc.status)
+                return None
+            raise
+        self.cache.write_through(self.cache.workloads, updated)
+        return updated
+
+    def _notify(self, kind: str, workload: Obj, detail: Mapping[str, Any]) -> None:
+        for observer in self.observers:
+            try:
+                observer(kind, workload, detail)
+            except Exception:
+                log.exception("decision observer failed")
+
+    # ------------------------------------------------------------------ phase 1
+    def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
+        """Kueue: the WorkloadPriorityClass label wins; else the pod template's PriorityClass;
+        else a WorkloadPriorityClass named ``default`` (if any); else 0. A label naming a
+        missing class blocks Workload creation (``None``)."""
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        name = labels.get(LABEL_PRIORITY_CLASS)
+        if name:
+            wpc = self.cache.workload_priority_classes.get(name)
+            if wpc is None:
+                return None
+            return int(wpc.get("value") or 0), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                                 "name": name}
+        pc_name = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("priorityClassName")
+        if pc_name:
+            pc = self.cache.priority_classes.get(pc_name)
+            if pc is not None:
+                return int(pc.get("value") or 0), {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                                    "name": pc_name}
+        default = self.cache.workload_priority_classes.get("default")
+        if default is not None:
+            return int(default.get("value") or 0), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                                     "name": "default"}
+        return 0, None
+
+    def ensure_workloads(self) -> None:
+        by_owner = self._workloads_by_owner()
+        for uid, (integration, job) in self._job_index().items():
+            if uid in by_owner or (job.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
+                continue
+            if integration.finish_state(job).finished:
+                continue
+            priority = self.resolve_priority(job)
+            if priority is None:
+                name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
+                self.events.record(job, "Warning", "WorkloadPriorityClassNotFound",
+                                   f"workloadPriorityClass \"{name}\" not found; create it or fix label "
+                                   f"{LABEL_PRIORITY_CLASS}")
+                continue
+            body = workload_for_job(integration, job, priority[0], priority[1])
+            try:
+                created = self.api.create(WORKLOADS, body, job["metadata"]["namespace"])
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue
+                log.warning("creating workload for %s failed: %s", object_key(job), exc.body)
+                self.events.record(job, "Warning", "CreatedWorkloadFailed", str(exc.body)[:500])
+                continue
+            self.cache.write_through(self.cache.workloads, created)
+            self.events.record(job, "Normal", "CreatedWorkload",
+                               f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
+
+    # ------------------------------------------------------------------ phase 2
+    def sync_finished(self) -> None:
+        jobs = self._job_index()
+        for wl in self.cache.workloads.items():
+            if is_finished(wl):
+                continue
+            entry = jobs.get(_owner_uid(wl) or "")
+            if entry is None:
+                continue
+            integration, job = entry
+            state = integration.finish_state(job)
+            if state.finished:
+                if self._patch_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
+                    self._notify("finished", wl, {"reason": state.reason})
+
+    # ------------------------------------------------------------------ phase 3
+    def progress_evictions(self) -> None:
+        jobs = self._job_index()
+        for wl in self.cache.workloads.items():
+            if not is_evicting(wl) or is_finished(wl):
+                continue
+            entry = jobs.get(_owner_uid(wl) or "")
+            if entry is None:
+                self._patch_status(wl, st.release_status(wl, self.clock()))
+                continue
+            integration, job = entry
+            if not integration.is_suspended(job):
+                self._suspend(integration, job, wl)
+                continue
+            if integration.active_pods(job) == 0:
+                if self._patch_status(wl, st.release_status(wl, self.clock(), requeue=self.should_requeue(wl))):
+                    self._notify("requeued", wl, {})
+
+    def should_requeue(self, workload: Mapping[str, Any]) -> bool:
+        """Preempted and NodeFailures evictions requeue at once (Kueue); overridden by the
+        node-failure policy (auto-resume, max retries)."""
+        return True
+
+    def _suspend(self, integration: JobIntegration, job: Obj, wl: Mapping[str, Any]) -> None:
+        patch = integration.stop_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
+        meta = job["metadata"]
+        try:
+            updated = self.api.merge_patch(integration.resource, meta["name"], patch, meta["namespace"])
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+            return
+        self.cache.write_through(self.cache.jobs[f"{integration.group}/{integration.kind}"], updated)
+        evicted = st.find_condition(wl, st.EVICTED) or {}
+        self.events.record(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
+
+    # ------------------------------------------------------------------ phase 4
+    def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
+        """Per pod set: the flavors' nodeLabels, plus the required domain's labels (every level
+        from the top down to the required one), read from the nodes of the assignment."""
+        from scheduler.core.assignment import decode_topology_assignment
+
+        spec_sets = {ps["name"]: ps for ps in (wl.get("spec") or {}).get("podSets") or ()}
+        out = []
+        for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
+            selector: dict[str, str] = {}
+            tolerations: list[Mapping[str, Any]] = []
+            for flavor_name in sorted(set((psa.get("flavors") or {}).values())):
+                flavor = self.cache.flavors.get(flavor_name) or {}
+                selector.update(((flavor.get("spec") or {}).get("nodeLabels")) or {})
+                tolerations.extend(((flavor.get("spec") or {}).get("tolerations")) or ())
+            request = (spec_sets.get(psa["name"]) or {}).get("topologyRequest") or {}
+            required = request.get("required")
+            if required and psa.get("topologyAssignment"):
+                selector.update(self._required_domain_selector(decode_topology_assignment, psa, required, flavor_name))
+            out.append(PodSetStart(psa["name"], selector, tuple(tolerations)))
+        return out
+
+    def _required_domain_selector(self, decode: Any, psa: Mapping[str, Any], required: str,
+                                  flavor_name: str) -> dict[str, str]:
+        levels, domains = decode(psa["topologyAssignment"])
+        topo_name = ((self.cache.flavors.get(flavor_name) or {}).get("spec") or {}).get("topologyName")
+        topo = self.cache.topologies.get(topo_name or "") or {}
+        topo_levels = [lv["nodeLabel"] for lv in (topo.get("spec") or {}).get("levels") or ()]
+        wanted = topo_levels[: topo_levels.index(required) + 1] if required in topo_levels else [required]
+        values: dict[str, set[str]] = {level: set() for level in wanted}
+        for domain in domains:
+            labels: dict[str, str] = dict(zip(levels, domain.values, strict=False))
+            if "kubernetes.io/hostname" in labels and len(levels) == 1:
+                node = self.cache.nodes.get(labels["kubernetes.io/hostname"]) or {}
+                labels = {**((node.get("metadata") or {}).get("labels") or {}), **labels}
+            for level in wanted:
+                if level in labels:
+                    values[level].add(labels[level])
+        return {level: next(iter(vals)) for level, vals in values.items() if len(vals) == 1}
+
+    def start_admitted(self) -> None:
+        jobs = self._job_index()
+        for wl in self.cache.workloads.items():
+            if not has_reservation(wl) or st.condition_true(wl, st.EVICTED) or is_finished(wl):
+                continue
+            if not st.condition_true(wl, st.ADMITTED):
+                continue
+            entry = jobs.get(_owner_uid(wl) or "")
+            if entry is None:
+                continue
+            integration, job = entry
+            if not integration.is_suspended(job):
+                continue
+            patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
+            meta = job["metadata"]
+            try:
+                updated = self.api.merge_patch(integration.resource, meta["name"], patch, meta["namespace"])
+            except ApiException as exc:
+                if exc.status in (404, 409):
+                    continue
+                log.warning("starting %s failed: %s", object_key(job), exc.body)
+                self.events.record(job, "Warning", "StartFailed", str(exc.body)[:500])
+                continue
+            self.cache.write_through(self.cache.jobs[f"{integration.group}/{integration.kind}"], updated)
+            self.events.record(job, "Normal", "Started",
+                               f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
+
+    # ------------------------------------------------------------------ phase 5
+    def admit(self) -> None:
+        from scheduler.kube.snapshot import apply_decisions, build_snapshot
+
+        snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s)
+        from scheduler.core.cycle import run_cycle
+
+        decisions = run_cycle(snapshot)
+        apply_decisions(self, snapshot, decisions)
+
+    # ------------------------------------------------------------------ loop
+    def reconcile(self) -> None:
+        self.ensure_workloads()
+        self.sync_finished()
+        self.progress_evictions()
+        self.start_admitted()
+        self.admit()
+
+    def run_leading(self) -> None:
+        log.info("controller loop started")
+        while self.leading.is_set() and not self._stop.is_set():
+            try:
+                self.reconcile()
+            except Exception:
+                log.exception("reconcile failed; retrying")
+            self.wakeup.wait(self.resync_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.leading.clear()
+        self.wakeup()
