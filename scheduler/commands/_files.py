@@ -1,0 +1,139 @@
+"""Reading the YAML files commands take: nodes, pods, jobs/workloads, topologies.
+
+Accepts what ``kubectl get ... -o yaml`` prints (a ``List`` with ``items``), multi-document
+YAML, or a single object. Every problem becomes a :class:`UserError` with one line naming the
+file and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
+from scheduler.core.resources import QuantityError
+from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME
+from scheduler.core.workload import WorkloadFormatError, WorkloadSpec, workload_from_object
+from scheduler.errors import UserError
+
+
+def load_documents(path: Path | str, what: str = "file") -> list[tuple[str, dict[str, Any]]]:
+    """All objects in ``path`` as (location, object); ``List`` kinds are flattened."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise UserError(f"{what} {path}: no such file") from exc
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot read ({exc.strerror})") from exc
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
+        raise UserError(f"{what} {path}: not valid YAML{where}: {problem}") from exc
+    out: list[tuple[str, dict[str, Any]]] = []
+    for d, doc in enumerate(docs):
+        if doc is None:
+            continue
+        loc = f"document {d + 1}" if len(docs) > 1 else ""
+        if not isinstance(doc, Mapping):
+            raise UserError(f"{what} {path}: {loc or 'top level'}: expected a Kubernetes object (a mapping)")
+        kind = str(doc.get("kind") or "")
+        if kind == "List" or (kind.endswith("List") and "items" in doc):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise UserError(f"{what} {path}: {loc + ' ' if loc else ''}items: expected a list")
+            for i, item in enumerate(items):
+                at = f"{loc + ' ' if loc else ''}items[{i}]"
+                if not isinstance(item, Mapping):
+                    raise UserError(f"{what} {path}: {at}: expected a Kubernetes object (a mapping)")
+                out.append((at, dict(item)))
+        else:
+            out.append((loc, dict(doc)))
+    return out
+
+
+def _prefix(what: str, path: Path | str, loc: str) -> str:
+    return f"{what} {path}: {loc + ': ' if loc else ''}"
+
+
+def load_nodes(path: Path | str) -> list[NodeInfo]:
+    nodes = []
+    for loc, obj in load_documents(path, "nodes file"):
+        pre = _prefix("nodes file", path, loc)
+        kind = obj.get("kind", "Node")
+        if kind != "Node":
+            raise UserError(f"{pre}kind: expected Node, got {kind!r}")
+        if not (obj.get("metadata") or {}).get("name"):
+            raise UserError(f"{pre}metadata.name: missing")
+        try:
+            nodes.append(node_from_k8s(obj))
+        except QuantityError as exc:
+            raise UserError(f"{pre}status.allocatable: {exc}") from exc
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise UserError(f"{pre}malformed Node ({exc})") from exc
+    return nodes
+
+
+def load_pods(path: Path | str) -> list[PodInfo]:
+    pods = []
+    for loc, obj in load_documents(path, "pods file"):
+        pre = _prefix("pods file", path, loc)
+        kind = obj.get("kind", "Pod")
+        if kind != "Pod":
+            raise UserError(f"{pre}kind: expected Pod, got {kind!r}")
+        if not (obj.get("metadata") or {}).get("name"):
+            raise UserError(f"{pre}metadata.name: missing")
+        try:
+            pods.append(pod_from_k8s(obj))
+        except QuantityError as exc:
+            raise UserError(f"{pre}spec.containers[].resources: {exc}") from exc
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise UserError(f"{pre}malformed Pod ({exc})") from exc
+    return pods
+
+
+def load_topology(path: Path | str) -> tuple[str, tuple[str, ...]]:
+    """A Kueue Topology -> (name, levels)."""
+    objs = [(loc, o) for loc, o in load_documents(path, "topology file") if o.get("kind") == "Topology"]
+    if not objs:
+        raise UserError(f"topology file {path}: kind: no Topology object found")
+    loc, obj = objs[0]
+    pre = _prefix("topology file", path, loc)
+    name = str((obj.get("metadata") or {}).get("name") or DEFAULT_TOPOLOGY_NAME)
+    levels = (obj.get("spec") or {}).get("levels")
+    if not isinstance(levels, list) or not levels:
+        raise UserError(f"{pre}spec.levels: must list at least one level")
+    out = []
+    for i, level in enumerate(levels):
+        label = level.get("nodeLabel") if isinstance(level, Mapping) else None
+        if not isinstance(label, str) or not label:
+            raise UserError(f"{pre}spec.levels[{i}].nodeLabel: missing")
+        out.append(label)
+    if len(set(out)) != len(out):
+        raise UserError(f"{pre}spec.levels: items must be unique")
+    if "kubernetes.io/hostname" in out[:-1]:
+        raise UserError(f"{pre}spec.levels: kubernetes.io/hostname may only be the last level")
+    return name, tuple(out)
+
+
+def load_workload(path: Path | str) -> WorkloadSpec:
+    """The first batch/v1 Job or Kueue Workload in the file."""
+    objs = load_documents(path, "workload file")
+    if not objs:
+        raise UserError(f"workload file {path}: empty; expected a batch/v1 Job or a Kueue Workload")
+    loc, obj = next(((loc, o) for loc, o in objs if o.get("kind") in ("Job", "Workload")), objs[0])
+    pre = _prefix("workload file", path, loc)
+    try:
+        return workload_from_object(obj)
+    except WorkloadFormatError as exc:
+        raise UserError(f"{pre}{exc}") from exc
+    except QuantityError as exc:
+        raise UserError(f"{pre}spec.template.spec.containers[].resources: {exc}") from exc
+    except (TypeError, AttributeError, ValueError, KeyError) as exc:
+        raise UserError(f"{pre}malformed {obj.get('kind')} ({exc})") from exc
