@@ -1,0 +1,78 @@
+"""Job mutation as data tables; idempotence (second pass = empty patch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from admission.mutation import apply_patch, mutate_job
+from admission.view import ClusterView
+
+Q = "kueue.x-k8s.io/queue-name"
+PC = "kueue.x-k8s.io/priority-class"
+
+
+def job(labels: dict[str, str] | None = None, suspend: bool | None = None, scheduler: str | None = None,
+        namespace: str = "team-a") -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+    if suspend is not None:
+        spec["suspend"] = suspend
+    if scheduler:
+        spec["template"]["spec"]["schedulerName"] = scheduler
+    meta: dict[str, Any] = {"name": "j", "namespace": namespace}
+    if labels is not None:
+        meta["labels"] = labels
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def view(default_lq: bool = False, default_wpc: bool = False) -> ClusterView:
+    lqs = {"team-a/default": {"metadata": {"name": "default"}, "spec": {"clusterQueue": "cq"}}} if default_lq else {}
+    wpcs = {"default": {"metadata": {"name": "default"}, "value": 100}} if default_wpc else {}
+    return ClusterView(local_queues=lqs, priority_classes=wpcs)
+
+
+CASES: list[tuple[str, dict[str, Any], str, ClusterView, list[dict[str, Any]]]] = [
+    ("managed", job({Q: "lq"}), "CREATE", view(), [
+        {"op": "add", "path": "/spec/suspend", "value": True},
+        {"op": "add", "path": "/spec/template/spec/schedulerName", "value": "toposched"}]),
+    ("already suspended, other scheduler", job({Q: "lq"}, suspend=True, scheduler="default-scheduler"), "CREATE",
+     view(), [{"op": "add", "path": "/spec/template/spec/schedulerName", "value": "toposched"}]),
+    ("suspend false is forced", job({Q: "lq"}, suspend=False, scheduler="toposched"), "CREATE", view(),
+     [{"op": "add", "path": "/spec/suspend", "value": True}]),
+    ("unmanaged: untouched", job({"app": "x"}), "CREATE", view(), []),
+    ("unmanaged without labels: untouched", job(None), "CREATE", view(), []),
+    ("update: untouched", job({Q: "lq"}), "UPDATE", view(), []),
+    ("default priority class", job({Q: "lq"}, suspend=True, scheduler="toposched"), "CREATE", view(default_wpc=True),
+     [{"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1priority-class", "value": "default"}]),
+    ("explicit priority kept", job({Q: "lq", PC: "high"}, suspend=True, scheduler="toposched"), "CREATE",
+     view(default_wpc=True), []),
+    ("LocalQueue defaulting, no labels", job(None, suspend=True, scheduler="toposched"), "CREATE",
+     view(default_lq=True), [{"op": "add", "path": "/metadata/labels", "value": {Q: "default"}}]),
+    ("LocalQueue defaulting + priority", job({"app": "x"}), "CREATE", view(default_lq=True, default_wpc=True), [
+        {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": "default"},
+        {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1priority-class", "value": "default"},
+        {"op": "add", "path": "/spec/suspend", "value": True},
+        {"op": "add", "path": "/spec/template/spec/schedulerName", "value": "toposched"}]),
+    ("default LocalQueue in another namespace", job(None, namespace="other"), "CREATE", view(default_lq=True), []),
+]
+
+
+@pytest.mark.parametrize("name,obj,op,v,expected", CASES, ids=[c[0] for c in CASES])
+def test_mutation(name: str, obj: dict[str, Any], op: str, v: ClusterView, expected: list[dict[str, Any]]) -> None:
+    m = mutate_job(obj, op, v)
+    assert m.patch == expected
+    if m.patch:
+        again = mutate_job(apply_patch(obj, m.patch), op, v)
+        assert again.patch == [], "second pass must be a no-op (reinvocationPolicy IfNeeded)"
+
+
+def test_defaulting_warns_and_custom_scheduler_replacement_warns() -> None:
+    m = mutate_job(job(None), "CREATE", view(default_lq=True))
+    assert 'sent to LocalQueue "default" of namespace "team-a"' in m.warnings[0]
+    m = mutate_job(job({Q: "lq"}, scheduler="volcano"), "CREATE", view())
+    assert "'volcano' replaced by 'toposched'" in m.warnings[0]
+
+
+def test_defaulting_can_be_disabled() -> None:
+    assert mutate_job(job(None), "CREATE", view(default_lq=True), default_queue=False).patch == []
