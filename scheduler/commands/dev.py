@@ -77,6 +77,8 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         api = cluster.api_client()
         create_nodes(api, nodes, FAKE_NODE_LABEL)
+        # toposched's own namespace (leader-election Lease, webhook certificates), as deploy/ has it.
+        apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(api, queues)
         components = start_toposched(cluster)
     except BaseException:

@@ -113,6 +113,9 @@ class LeaseElector:
         while not self._stop.is_set():
             try:
                 ok = self._try_acquire_or_renew()
+            except ApiException as exc:
+                log.warning("lease %s/%s: HTTP %s %s", self.namespace, self.name, exc.status, exc.reason)
+                ok = False
             except Exception as exc:  # API server unreachable: counts as a failed renewal
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                 ok = False
