@@ -202,7 +202,7 @@ def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
     while True:
         units = prob.units[level]
         if len(units) == 0:
-            raise _no_fit(prob, 0)
+            raise PlacementError(f"no topology domains at level: {prob.tree.levels[level]}")
         order = sort_domains(prob, level, np.arange(len(units), dtype=np.int64))
         if prob.best_fit:
             if units[order[0]] >= needed:
