@@ -1,0 +1,168 @@
+"""The ``toposched place`` contract: exit codes, JSON shape, readable errors for bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler.cli import main
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "place"
+NODES, TOPO, PODS = DATA / "nodes.yaml", DATA / "topology.yaml", DATA / "pods.yaml"
+L3 = "topology.k8s.aws/network-node-layer-3"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["place", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], workload: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = run(
+        capsys, "--nodes", str(NODES), "--workload", str(workload), "--output", "json", *extra
+    )
+    assert err == ""
+    return code, json.loads(out)
+
+
+def test_required_fits_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(capsys, DATA / "job-required-l3.yaml", "--topology", str(TOPO))
+    assert code == 0
+    assert set(doc) == {"fits", "reason", "solver", "optimal", "podSets"}
+    assert doc["fits"] is True and doc["reason"] == "" and doc["solver"] in ("greedy", "cpsat")
+    assert isinstance(doc["optimal"], bool)
+    (ps,) = doc["podSets"]
+    assert ps["name"] == "main" and ps["count"] == 3
+    assert sum(a["count"] for a in ps["assignments"]) == 3
+    assert all(set(a) == {"node", "count"} for a in ps["assignments"])
+    assert list(ps["domains"]) == [f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3)] + [
+        "kubernetes.io/hostname"
+    ]
+    assert len(ps["domains"][L3]) == 1  # required: one layer-3 domain
+    assert sorted(ps["domains"]["kubernetes.io/hostname"]) == sorted(a["node"] for a in ps["assignments"])
+
+
+def test_does_not_fit_exit_1_with_kueue_message(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(capsys, DATA / "job-required-l3-nofit.yaml", "--solver", "greedy")
+    assert code == 1
+    assert doc["fits"] is False and doc["podSets"] == []
+    assert doc["reason"] == (
+        'topology "default" allows to fit only 4 out of 5 pod(s). '
+        'Total nodes: 16; excluded: resource "nvidia.com/gpu": 3'
+    )
+
+
+def test_unknown_level_is_a_no_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(capsys, DATA / "job-bad-level.yaml")
+    assert code == 1 and doc["reason"] == "no requested topology level: example.com/rack"
+
+
+def test_pods_file_uses_capacity(capsys: pytest.CaptureFixture[str]) -> None:
+    _, before = run_json(capsys, DATA / "job-required-l3.yaml", "--solver", "greedy")
+    assert "n-a1-0" in {a["node"] for a in before["podSets"][0]["assignments"]}
+    code, after = run_json(capsys, DATA / "job-required-l3.yaml", "--solver", "greedy", "--pods", str(PODS))
+    assert code == 0
+    assert "n-a1-0" not in {a["node"] for a in after["podSets"][0]["assignments"]}
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat", "auto"])
+def test_preferred_every_solver(capsys: pytest.CaptureFixture[str], solver: str) -> None:
+    code, doc = run_json(
+        capsys, DATA / "job-preferred-l3.yaml", "--solver", solver, "--time-budget-ms", "500"
+    )
+    assert code == 0
+    assert sum(a["count"] for a in doc["podSets"][0]["assignments"]) == 6
+    if solver == "greedy":
+        assert doc["solver"] == "greedy" and doc["optimal"] is False
+
+
+def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--nodes", str(NODES), "--workload", str(DATA / "job-required-l3.yaml"))
+    assert code == 0 and out.startswith("fits (solver") and "pod set main: 3 pod(s)" in out
+    code, out, _ = run(capsys, "--nodes", str(NODES), "--workload", str(DATA / "job-required-l3-nofit.yaml"))
+    assert code == 1 and out.startswith("does not fit: topology")
+
+
+def test_kueue_workload_and_multidoc_nodes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    nodes = yaml.safe_load(NODES.read_text())["items"]
+    multi = tmp_path / "nodes.yaml"
+    multi.write_text(yaml.safe_dump_all(nodes))
+    job = yaml.safe_load((DATA / "job-required-l3.yaml").read_text())
+    wl = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "team-a"},
+        "spec": {
+            "queueName": "q",
+            "podSets": [
+                {
+                    "name": "workers",
+                    "count": 2,
+                    "template": job["spec"]["template"],
+                    "topologyRequest": {"required": L3},
+                },
+                {"name": "launcher", "count": 1, "template": job["spec"]["template"]},
+            ],
+        },
+    }
+    path = tmp_path / "wl.yaml"
+    path.write_text(yaml.safe_dump(wl))
+    code, out, err = run(capsys, "--nodes", str(multi), "--workload", str(path), "--output", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [p["name"] for p in doc["podSets"]] == ["workers", "launcher"]
+    assert [sum(a["count"] for a in p["assignments"]) for p in doc["podSets"]] == [2, 1]
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "flag, content, expect",
+    [
+        ("--nodes", None, "no such file"),
+        ("--nodes", "items: [\n  - a: b\n  c", "not valid YAML"),
+        ("--nodes", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n", "kind: expected Node"),
+        ("--nodes", "kind: List\nitems:\n- kind: Node\n  metadata: {}\n", "items[0]: metadata.name: missing"),
+        (
+            "--nodes",
+            "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: lots}}\n",
+            "status.allocatable",
+        ),
+        (
+            "--workload",
+            "kind: Deployment\nmetadata: {name: d}\n",
+            "kind: expected a batch/v1 Job or a Kueue Workload",
+        ),
+        ("--workload", "kind: Job\nmetadata: {name: j}\nspec: {}\n", "spec.template"),
+        ("--workload", "", "empty"),
+        ("--topology", "kind: Topology\nmetadata: {name: t}\nspec: {levels: []}\n", "spec.levels"),
+        (
+            "--topology",
+            "kind: Topology\nmetadata: {name: t}\nspec: {levels: [{foo: bar}]}\n",
+            "spec.levels[0].nodeLabel",
+        ),
+        ("--pods", "kind: Pod\nmetadata: {}\n", "metadata.name: missing"),
+    ],
+)
+def test_invalid_input_exit_2_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, content: str | None, expect: str
+) -> None:
+    files = {"--nodes": NODES, "--workload": DATA / "job-required-l3.yaml"}
+    bad = tmp_path / "bad.yaml" if content is None else write(tmp_path, "bad.yaml", content)
+    files[flag] = bad
+    argv = [x for k, v in files.items() for x in (k, str(v))]
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert str(bad) in lines[0] and expect in lines[0], lines[0]
