@@ -1,0 +1,561 @@
+"""The extender's decisions on plain data: which nodes a pod may take, how to rank them, and
+the slot book that makes binding atomic.
+
+No Kubernetes client and no I/O here (the HTTP server and the informers live in
+:mod:`scheduler.extender.server`). Everything is keyed by plain values so the unit tests drive
+it with dicts:
+
+- a *group* is ``(namespace, workload name, pod set name)``;
+- a group's *assignment* is the decoded ``topologyAssignment`` of its pod set: a map from a
+  domain (one value per assignment level; with hostname-only levels: the hostname) to the
+  number of pods assigned there;
+- a group's *occupants* are its pods that hold a slot: non-terminal pods bound to a node (seen
+  by the informer) plus in-flight reservations made by ``bind`` (pod uid -> node name).
+
+A slot of domain ``d`` is free for pod ``p`` when ``assigned[d]`` exceeds the number of
+occupants other than ``p`` on nodes of ``d`` (core-contracts: "assigned count exceeds the number
+of non-terminal pods of that workload+podset already bound (or being bound) there").
+
+Thread safety: :class:`SlotBook` takes its own lock around every read-modify-write, so the
+HTTP server may call it from many threads; :meth:`SlotBook.reserve` is the one atomic
+check-and-take that guarantees two pods never take one slot.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
+from scheduler.core.health import DEFAULT_POLICY, Health, HealthPolicy, node_health
+from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
+from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS
+
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+DEFAULT_PODSET = "main"
+SCHEDULER_NAME = "toposched"
+MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
+
+# Levels used to judge compactness in prioritize: every level above the hostname.
+COMPACT_LEVELS: tuple[str, ...] = tuple(lv for lv in DEFAULT_HYPERPOD_LEVELS if lv != HOSTNAME_LABEL)
+
+Group = tuple[str, str, str]  # (namespace, workload, pod set)
+Domain = tuple[str, ...]
+
+
+# ---- pods and workloads as the extender sees them ------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """The parts of a pod the extender decides on."""
+
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str = ""
+    workload: str | None = None  # kueue.x-k8s.io/workload annotation
+    pod_set: str = DEFAULT_PODSET
+    node_name: str | None = None
+    terminal: bool = False
+
+    @property
+    def group(self) -> Group | None:
+        return (self.namespace, self.workload, self.pod_set) if self.workload else None
+
+
+def pod_ref(pod: Mapping[str, Any]) -> PodRef:
+    """A core/v1 Pod dict (as kube-scheduler sends it in ExtenderArgs.Pod, or as listed)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    return PodRef(
+        namespace=meta.get("namespace") or "default",
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or "",
+        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        workload=annotations.get(WORKLOAD_ANNOTATION) or None,
+        pod_set=labels.get(PODSET_LABEL) or DEFAULT_PODSET,
+        node_name=spec.get("nodeName") or None,
+        terminal=(status.get("phase") in ("Succeeded", "Failed")),
+    )
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One pod set's topology assignment: levels and pods per domain."""
+
+    levels: tuple[str, ...]
+    counts: Mapping[Domain, int]
+
+    @property
+    def hostname_only(self) -> bool:
+        return self.levels == (HOSTNAME_LABEL,)
+
+    def domain_of(self, node: NodeInfo) -> Domain | None:
+        """The assignment domain the node belongs to, or None when it is not in the assignment."""
+        labels = node.labels
+        if self.hostname_only:
+            key: Domain = (labels.get(HOSTNAME_LABEL) or node.name,)
+        else:
+            values = []
+            for level in self.levels:
+                value = labels.get(level)
+                if value is None:
+                    if level != HOSTNAME_LABEL:
+                        return None
+                    value = node.name
+                values.append(value)
+            key = tuple(values)
+        return key if key in self.counts else None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """A Workload reduced to what filter/bind need."""
+
+    namespace: str
+    name: str
+    admitted: bool
+    reason: str  # why not admitted ("" when admitted)
+    pod_sets: Mapping[str, Assignment]
+    errors: Mapping[str, str] = field(default_factory=dict)  # pod set -> undecodable assignment
+
+
+def _condition(obj: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == type_:
+            return cond  # type: ignore[no-any-return]
+    return None
+
+
+def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
+    """A Kueue Workload dict (v1beta2, v1beta1 assignment shapes both accepted)."""
+    meta = obj.get("metadata") or {}
+    ns, name = meta.get("namespace") or "default", meta.get("name") or ""
+    status = obj.get("status") or {}
+    admission = status.get("admission")
+    admitted_cond = _condition(obj, "Admitted")
+    finished = _condition(obj, "Finished")
+    reason = ""
+    if not admission:
+        reason = "has no status.admission yet"
+    elif admitted_cond is None or admitted_cond.get("status") != "True":
+        reason = "is not Admitted (condition Admitted is not True)"
+    elif finished is not None and finished.get("status") == "True":
+        reason = "is Finished"
+    pod_sets: dict[str, Assignment] = {}
+    errors: dict[str, str] = {}
+    for psa in (admission or {}).get("podSetAssignments") or ():
+        ps_name = psa.get("name") or DEFAULT_PODSET
+        ta = psa.get("topologyAssignment")
+        if not ta:
+            continue
+        try:
+            levels, domains = decode_topology_assignment(ta)
+        except AssignmentFormatError as exc:
+            errors[ps_name] = str(exc)
+            continue
+        counts: dict[Domain, int] = {}
+        for d in domains:
+            counts[d.values] = counts.get(d.values, 0) + d.count
+        pod_sets[ps_name] = Assignment(levels, counts)
+    return WorkloadView(ns, name, not reason, reason, pod_sets, errors)
+
+
+# ---- results --------------------------------------------------------------------------------
+
+
+@dataclass
+class FilterOutcome:
+    passed: list[str]
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    ours: bool = False  # False: pass-through (not a toposched workload pod)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    group: Group
+    node: str
+    uid: str
+    at: float
+    confirmed: bool = False  # the API server accepted the binding
+
+
+class SlotTaken(Exception):
+    """``reserve`` refused: the message says which slot and why (returned to kube-scheduler)."""
+
+
+# ---- the book -------------------------------------------------------------------------------
+
+
+class SlotBook:
+    """Nodes, workload assignments and slot occupancy; every decision reads it under one lock."""
+
+    def __init__(
+        self,
+        *,
+        scheduler_name: str = SCHEDULER_NAME,
+        health_policy: HealthPolicy = DEFAULT_POLICY,
+        compact_levels: Sequence[str] = COMPACT_LEVELS,
+        reservation_ttl_s: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.scheduler_name = scheduler_name
+        self.health_policy = health_policy
+        self.compact_levels = tuple(compact_levels)
+        self.reservation_ttl_s = reservation_ttl_s
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.nodes: dict[str, NodeInfo] = {}
+        self.health: dict[str, Health] = {}
+        self.paths: dict[str, Domain] = {}  # node -> values of compact_levels ("" when absent)
+        self.workloads: dict[tuple[str, str], WorkloadView] = {}
+        self.bound: dict[Group, dict[str, str]] = {}  # group -> uid -> node (informer view)
+        self.pod_group: dict[str, Group | None] = {}  # uid -> group (None: not ours)
+        self.pod_names: dict[tuple[str, str], str] = {}  # (ns, name) -> uid
+        self.reservations: dict[str, Reservation] = {}  # uid -> in-flight or unobserved binding
+
+    # ---- informer feed ------------------------------------------------------------------
+    def upsert_node(self, node: NodeInfo) -> Health:
+        health = node_health(node, self.health_policy)
+        path = tuple(node.labels.get(level, "") for level in self.compact_levels)
+        with self.lock:
+            self.nodes[node.name] = node
+            self.health[node.name] = health
+            self.paths[node.name] = path
+        return health
+
+    def delete_node(self, name: str) -> None:
+        with self.lock:
+            self.nodes.pop(name, None)
+            self.health.pop(name, None)
+            self.paths.pop(name, None)
+
+    def upsert_workload(self, view: WorkloadView) -> None:
+        with self.lock:
+            self.workloads[(view.namespace, view.name)] = view
+
+    def delete_workload(self, namespace: str, name: str) -> None:
+        with self.lock:
+            self.workloads.pop((namespace, name), None)
+
+    def _group_of(self, pod: PodRef) -> Group | None:
+        if pod.scheduler_name != self.scheduler_name:
+            return None
+        return pod.group
+
+    def observe_pod(self, pod: PodRef) -> None:
+        """A pod as the informer sees it now (ADDED/MODIFIED)."""
+        group = self._group_of(pod)
+        with self.lock:
+            self.pod_group[pod.uid] = group
+            self.pod_names[(pod.namespace, pod.name)] = pod.uid
+            if group is None:
+                return
+            occupants = self.bound.setdefault(group, {})
+            if pod.node_name and not pod.terminal:
+                occupants[pod.uid] = pod.node_name
+                self.reservations.pop(pod.uid, None)  # the informer caught up with our bind
+            else:
+                occupants.pop(pod.uid, None)
+                if pod.terminal:
+                    self.reservations.pop(pod.uid, None)
+
+    def forget_pod(self, pod: PodRef) -> None:
+        """The pod was deleted."""
+        with self.lock:
+            group = self.pod_group.pop(pod.uid, None) or self._group_of(pod)
+            if self.pod_names.get((pod.namespace, pod.name)) == pod.uid:
+                del self.pod_names[(pod.namespace, pod.name)]
+            self.reservations.pop(pod.uid, None)
+            if group is not None:
+                occupants = self.bound.get(group)
+                if occupants is not None:
+                    occupants.pop(pod.uid, None)
+                    if not occupants:
+                        del self.bound[group]
+
+    def remember(self, pod: PodRef) -> Group | None:
+        """Record a pod seen in a filter/prioritize request (so bind, which only gets names,
+        knows its group even before the informer delivers the pod)."""
+        group = self._group_of(pod)
+        with self.lock:
+            self.pod_group[pod.uid] = group
+            self.pod_names.setdefault((pod.namespace, pod.name), pod.uid)
+        return group
+
+    def group_for(self, uid: str) -> tuple[bool, Group | None]:
+        """(known, group) for a pod uid."""
+        with self.lock:
+            if uid in self.pod_group:
+                return True, self.pod_group[uid]
+            return False, None
+
+    # ---- accounting (callers hold the lock) ----------------------------------------------
+    def _expire(self, now: float) -> None:
+        ttl = self.reservation_ttl_s
+        stale = [uid for uid, r in self.reservations.items() if r.confirmed and now - r.at > ttl]
+        for uid in stale:
+            del self.reservations[uid]
+
+    def _occupants(self, group: Group) -> dict[str, str]:
+        merged = dict(self.bound.get(group) or {})
+        for uid, r in self.reservations.items():
+            if r.group == group:
+                merged[uid] = r.node
+        return merged
+
+    def _node_domain(self, name: str, assignment: Assignment) -> Domain | None:
+        node = self.nodes.get(name)
+        if node is None:
+            if assignment.hostname_only:
+                key = (name,)
+                return key if key in assignment.counts else None
+            return None
+        return assignment.domain_of(node)
+
+    def _used(self, group: Group, assignment: Assignment, exclude_uid: str) -> dict[Domain, int]:
+        used: dict[Domain, int] = {}
+        for uid, node_name in self._occupants(group).items():
+            if uid == exclude_uid:
+                continue
+            dom = self._node_domain(node_name, assignment)
+            if dom is not None:
+                used[dom] = used.get(dom, 0) + 1
+        return used
+
+    def _resolve(self, pod: PodRef, group: Group) -> tuple[Assignment | None, str]:
+        ns, wl_name, ps = group
+        view = self.workloads.get((ns, wl_name))
+        if view is None:
+            return None, (
+                f"workload {ns}/{wl_name} (annotation {WORKLOAD_ANNOTATION} of pod {pod.name}) "
+                "is not known to the toposched extender yet; retrying"
+            )
+        if not view.admitted:
+            return None, f"workload {ns}/{wl_name} {view.reason}; retrying"
+        if ps in view.errors:
+            return (
+                None,
+                f"workload {ns}/{wl_name} pod set {ps}: unreadable topologyAssignment: {view.errors[ps]}",
+            )
+        assignment = view.pod_sets.get(ps)
+        if assignment is None:
+            names = ", ".join(sorted(view.pod_sets)) or "none"
+            return None, (
+                f"workload {ns}/{wl_name} has no topologyAssignment for pod set {ps!r} "
+                f"(label {PODSET_LABEL}; pod sets with one: {names})"
+            )
+        return assignment, ""
+
+    # ---- filter ---------------------------------------------------------------------------
+    def filter(
+        self, pod: PodRef, names: Sequence[str], payload_nodes: Mapping[str, NodeInfo] | None = None
+    ) -> FilterOutcome:
+        """Nodes the pod may take. ``payload_nodes``: the nodes kube-scheduler sent in full
+        (nodeCacheCapable=false); otherwise the informer's nodes are used."""
+        group = self.remember(pod)
+        if group is None:
+            return FilterOutcome(list(names))
+        with self.lock:
+            self._expire(self.clock())
+            assignment, problem = self._resolve(pod, group)
+            if assignment is None:
+                # Not admitted / not seen yet: an Error makes kube-scheduler retry the pod after
+                # its backoff (1 s .. 10 s) instead of parking it until an unrelated cluster event.
+                return FilterOutcome([], error=problem, ours=True)
+            used = self._used(group, assignment, pod.uid)
+            wl = f"{group[0]}/{group[1]}"
+            out = FilterOutcome([], ours=True)
+            for name in names:
+                node = payload_nodes.get(name) if payload_nodes is not None else self.nodes.get(name)
+                if node is None:
+                    out.failed[name] = "node not yet in the toposched extender's cache"
+                    continue
+                dom = assignment.domain_of(node)
+                if dom is None:
+                    out.unresolvable[name] = (
+                        f"not in the topology assignment of workload {wl} pod set {group[2]}"
+                    )
+                    continue
+                health = self.health.get(name) if payload_nodes is None else None
+                if health is None:
+                    health = node_health(node, self.health_policy)
+                if not health.healthy:
+                    out.unresolvable[name] = f"unhealthy: {health.reason}"
+                    continue
+                assigned = assignment.counts[dom]
+                taken = used.get(dom, 0)
+                if taken >= assigned:
+                    out.failed[name] = (
+                        f"all {assigned} slot(s) of workload {wl} pod set {group[2]} "
+                        f"on {'/'.join(dom)} are taken"
+                    )
+                    continue
+                out.passed.append(name)
+            return out
+
+    # ---- prioritize ---------------------------------------------------------------------
+    def prioritize(self, pod: PodRef, names: Sequence[str]) -> list[tuple[str, int]]:
+        """Scores 0..10: compactness with already placed siblings (deepest shared level of the
+        compact levels, e.g. same layer-3 domain), then free slots of the group left in the
+        node's lowest compact domain. Pass-through pods get an empty list (no opinion)."""
+        group = self.remember(pod)
+        if group is None:
+            return []
+        with self.lock:
+            assignment, _ = self._resolve(pod, group)
+            if assignment is None:
+                return [(n, 0) for n in names]
+            occupants = self._occupants(group)
+            occupants.pop(pod.uid, None)
+            sibling_paths = {self.paths.get(n) for n in occupants.values()}
+            sibling_paths.discard(None)
+            depth_n = len(self.compact_levels)
+            prefixes = [set() for _ in range(depth_n + 1)]  # type: list[set[Domain]]
+            for sp in sibling_paths:
+                assert sp is not None
+                for k in range(1, depth_n + 1):
+                    prefixes[k].add(sp[:k])
+            used = self._used(group, assignment, pod.uid)
+            free_by_domain: dict[Domain, int] = {}
+            for dom, count in assignment.counts.items():
+                free_by_domain[dom] = max(0, count - used.get(dom, 0))
+            # Free slots per lowest compact domain (sum over the assignment's domains in it).
+            free_by_path: dict[Domain, int] = {}
+            node_rows: list[tuple[str, int, int]] = []
+            for name in names:
+                path = self.paths.get(name)
+                dom = self._node_domain(name, assignment)
+                if path is None or dom is None:
+                    node_rows.append((name, -1, 0))
+                    continue
+                depth = 0
+                for k in range(depth_n, 0, -1):
+                    if path[:k] in prefixes[k] and path[k - 1] != "":
+                        depth = k
+                        break
+                node_rows.append((name, depth, 0))
+            for dom, free in free_by_domain.items():
+                if free <= 0:
+                    continue
+                dom_path = self._domain_path(dom, assignment)
+                if dom_path is not None:
+                    free_by_path[dom_path] = free_by_path.get(dom_path, 0) + free
+            best_free = max(free_by_path.values(), default=0)
+            scores: list[tuple[str, int]] = []
+            for name, depth, _ in node_rows:
+                if depth < 0:
+                    scores.append((name, 0))
+                    continue
+                free = free_by_path.get(self.paths[name], 0)
+                # Exponential in depth: sharing the deepest domain outweighs any number of wider ones.
+                affinity = (2**depth - 1) / (2**depth_n - 1) if depth_n else 0.0
+                slots = free / best_free if best_free else 0.0
+                score = round(7 * affinity + 3 * slots)
+                scores.append((name, max(0, min(MAX_SCORE, score))))
+            return scores
+
+    def _domain_path(self, dom: Domain, assignment: Assignment) -> Domain | None:
+        """Compact-level path of an assignment domain (via a node of the domain)."""
+        if assignment.hostname_only:
+            return self.paths.get(dom[0])
+        by_level = dict(zip(assignment.levels, dom, strict=False))
+        if all(level in by_level for level in self.compact_levels):
+            return tuple(by_level[level] for level in self.compact_levels)
+        # The assignment stops above the deepest compact level: use any node of the domain.
+        for name, node in self.nodes.items():
+            if assignment.domain_of(node) == dom:
+                return self.paths.get(name)
+        return None
+
+    # ---- bind accounting ------------------------------------------------------------------
+    def reserve(self, uid: str, node_name: str) -> Reservation | None:
+        """Atomically take a slot on ``node_name`` for pod ``uid`` before binding it.
+
+        Returns None for pods that are not ours (bind them without accounting). Raises
+        :class:`SlotTaken` when the node has no free slot for the pod's group (or the pod's
+        workload is not admitted), so the caller answers kube-scheduler with an Error and the
+        pod is retried."""
+        with self.lock:
+            group = self.pod_group.get(uid)
+            if group is None:
+                return None
+            self._expire(self.clock())
+            assignment, problem = self._resolve(PodRef(group[0], "", uid, workload=group[1]), group)
+            if assignment is None:
+                raise SlotTaken(problem)
+            dom = self._node_domain(node_name, assignment)
+            wl = f"{group[0]}/{group[1]}"
+            if dom is None:
+                raise SlotTaken(
+                    f"node {node_name} is not in the topology assignment of workload {wl} pod set {group[2]}"
+                )
+            health = self.health.get(node_name)
+            if health is not None and not health.healthy:
+                raise SlotTaken(f"node {node_name} is unhealthy: {health.reason}")
+            used = self._used(group, assignment, uid)
+            assigned = assignment.counts[dom]
+            if used.get(dom, 0) >= assigned:
+                raise SlotTaken(
+                    f"all {assigned} slot(s) of workload {wl} pod set {group[2]} on "
+                    f"{'/'.join(dom)} are taken (a sibling was bound there first); retrying"
+                )
+            res = Reservation(group, node_name, uid, self.clock())
+            self.reservations[uid] = res
+            return res
+
+    def confirm(self, res: Reservation) -> None:
+        """The API server accepted the binding: keep the slot until the informer shows the pod."""
+        with self.lock:
+            current = self.reservations.get(res.uid)
+            if current is not None and current.node == res.node:
+                self.reservations[res.uid] = Reservation(res.group, res.node, res.uid, self.clock(), True)
+
+    def release(self, res: Reservation) -> None:
+        """The binding failed: give the slot back."""
+        with self.lock:
+            current = self.reservations.get(res.uid)
+            if current is not None and current.node == res.node and not current.confirmed:
+                del self.reservations[res.uid]
+
+    # ---- introspection --------------------------------------------------------------------
+    def occupancy(self, group: Group) -> dict[str, int]:
+        """Occupied slots per node for a group (tests, /debug)."""
+        with self.lock:
+            counts: dict[str, int] = {}
+            for node_name in self._occupants(group).values():
+                counts[node_name] = counts.get(node_name, 0) + 1
+            return counts
+
+    def stats(self) -> dict[str, int]:
+        with self.lock:
+            return {
+                "nodes": len(self.nodes),
+                "workloads": len(self.workloads),
+                "groups": len(self.bound),
+                "reservations": len(self.reservations),
+            }
+
+
+def nodes_by_name(
+    items: Iterable[Mapping[str, Any]], convert: Callable[[Mapping[str, Any]], NodeInfo]
+) -> dict[str, NodeInfo]:
+    out: dict[str, NodeInfo] = {}
+    for item in items:
+        node = convert(item)
+        out[node.name] = node
+    return out

@@ -1,0 +1,378 @@
+"""The extender's pure decisions as data tables: slots, health exclusion, pass-through, the
+two node payload modes, compactness scores, and bind accounting under concurrent threads."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
+from scheduler.extender.logic import (
+    PODSET_LABEL,
+    WORKLOAD_ANNOTATION,
+    SlotBook,
+    SlotTaken,
+    pod_ref,
+    workload_view,
+)
+
+L3 = "topology.k8s.aws/network-node-layer-3"
+HEALTH = "sagemaker.amazonaws.com/node-health-status"
+
+
+def node(name: str, l3: str, *, ready: bool = True, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                HOSTNAME_LABEL: name,
+                "topology.k8s.aws/network-node-layer-1": "l1",
+                "topology.k8s.aws/network-node-layer-2": "l2",
+                L3: l3,
+                **(labels or {}),
+            },
+        },
+        "status": {
+            "allocatable": {"cpu": "8", "nvidia.com/gpu": "8", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(
+    name: str,
+    *,
+    wl: str | None = "wl",
+    ps: str | None = None,
+    sched: str = "toposched",
+    node_name: str | None = None,
+    phase: str = "Pending",
+    ns: str = "ns",
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": ns,
+        "uid": f"uid-{name}",
+        "labels": {},
+        "annotations": {},
+    }
+    if wl:
+        meta["annotations"][WORKLOAD_ANNOTATION] = wl
+    if ps:
+        meta["labels"][PODSET_LABEL] = ps
+    spec: dict[str, Any] = {"schedulerName": sched, "containers": [{"name": "c"}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def v1beta2(hosts: dict[str, int]) -> dict[str, Any]:
+    return {
+        "levels": [HOSTNAME_LABEL],
+        "slices": [
+            {
+                "domainCount": len(hosts),
+                "valuesPerLevel": [{"individual": {"roots": list(hosts)}}],
+                "podCounts": {"individual": list(hosts.values())},
+            }
+        ],
+    }
+
+
+def workload(
+    name: str = "wl",
+    *,
+    assignments: dict[str, dict[str, Any]] | None = None,
+    admitted: bool = True,
+    ns: str = "ns",
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": name, "namespace": ns}, "status": {}}
+    if assignments is not None:
+        obj["status"]["admission"] = {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": ps, "count": 1, "topologyAssignment": ta} for ps, ta in assignments.items()
+            ],
+        }
+    obj["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "True"},
+        {"type": "Admitted", "status": "True" if admitted else "False"},
+    ]
+    return obj
+
+
+NODES = [
+    node("a1", "x"),
+    node("a2", "x"),
+    node("b1", "y"),
+    node("b2", "y"),
+    node("sick", "y", labels={HEALTH: "UnschedulablePendingReplacement"}),
+    node("down", "y", ready=False),
+]
+ALL = [n["metadata"]["name"] for n in NODES]
+
+
+def book(
+    assign: dict[str, int] | None = None,
+    *,
+    admitted: bool = True,
+    extra_pods: tuple[dict[str, Any], ...] = (),
+) -> SlotBook:
+    b = SlotBook()
+    for n in NODES:
+        b.upsert_node(node_from_k8s(n))
+    if assign is not None:
+        b.upsert_workload(workload_view(workload(assignments={"main": v1beta2(assign)}, admitted=admitted)))
+    for p in extra_pods:
+        b.observe_pod(pod_ref(p))
+    return b
+
+
+# (case, assignment, pods already bound, expected passed, failed, unresolvable)
+FILTER_TABLE = [
+    (
+        "fresh: only assigned nodes pass",
+        {"a1": 2, "b1": 1},
+        (),
+        ["a1", "b1"],
+        [],
+        ["a2", "b2", "sick", "down"],
+    ),
+    (
+        "bound sibling takes the slot",
+        {"a1": 1, "b1": 1},
+        (pod("s1", node_name="a1"),),
+        ["b1"],
+        ["a1"],
+        ["a2", "b2", "sick", "down"],
+    ),
+    (
+        "two slots, one taken",
+        {"a1": 2},
+        (pod("s1", node_name="a1"),),
+        ["a1"],
+        [],
+        ["a2", "b1", "b2", "sick", "down"],
+    ),
+    (
+        "terminal sibling frees its slot",
+        {"a1": 1},
+        (pod("s1", node_name="a1", phase="Succeeded"),),
+        ["a1"],
+        [],
+        ["a2", "b1", "b2", "sick", "down"],
+    ),
+    (
+        "other pod set's pods do not count",
+        {"a1": 1},
+        (pod("s1", node_name="a1", ps="worker"),),
+        ["a1"],
+        [],
+        ["a2", "b1", "b2", "sick", "down"],
+    ),
+    (
+        "other scheduler's pods do not count",
+        {"a1": 1},
+        (pod("s1", node_name="a1", sched="default-scheduler"),),
+        ["a1"],
+        [],
+        ["a2", "b1", "b2", "sick", "down"],
+    ),
+    (
+        "unhealthy assigned nodes are unresolvable",
+        {"a1": 1, "sick": 1, "down": 1},
+        (),
+        ["a1"],
+        [],
+        ["a2", "b1", "b2", "sick", "down"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "case,assign,bound,passed,failed,unresolvable", FILTER_TABLE, ids=[r[0] for r in FILTER_TABLE]
+)
+def test_filter_table(
+    case: str,
+    assign: dict[str, int],
+    bound: tuple[dict[str, Any], ...],
+    passed: list[str],
+    failed: list[str],
+    unresolvable: list[str],
+) -> None:
+    b = book(assign, extra_pods=bound)
+    out = b.filter(pod_ref(pod("p")), ALL)
+    assert out.error == ""
+    assert out.passed == passed
+    assert sorted(out.failed) == sorted(failed)
+    assert sorted(out.unresolvable) == sorted(unresolvable)
+
+
+def test_unhealthy_reason_comes_from_node_health() -> None:
+    out = book({"sick": 1, "down": 1}).filter(pod_ref(pod("p")), ALL)
+    assert "UnschedulablePendingReplacement" in out.unresolvable["sick"]
+    assert "not Ready" in out.unresolvable["down"]
+    assert "not in the topology assignment of workload ns/wl pod set main" in out.unresolvable["a2"]
+
+
+def test_full_node_reason_names_the_slots() -> None:
+    out = book({"a1": 1}, extra_pods=(pod("s1", node_name="a1"),)).filter(pod_ref(pod("p")), ["a1"])
+    assert out.failed["a1"] == "all 1 slot(s) of workload ns/wl pod set main on a1 are taken"
+
+
+@pytest.mark.parametrize(
+    "p",
+    [pod("p", wl=None), pod("p", sched="default-scheduler"), pod("p", wl=None, sched="other")],
+    ids=["no-annotation", "default-scheduler", "other"],
+)
+def test_pass_through(p: dict[str, Any]) -> None:
+    b = book({"a1": 1})
+    out = b.filter(pod_ref(p), ALL)
+    assert (out.passed, out.failed, out.unresolvable, out.error, out.ours) == (ALL, {}, {}, "", False)
+    assert b.prioritize(pod_ref(p), ALL) == []
+    assert b.reserve("uid-p", "sick") is None  # bound without accounting
+
+
+@pytest.mark.parametrize(
+    "admitted,assign,needle",
+    [
+        (True, None, "has no status.admission"),
+        (False, {"a1": 1}, "is not Admitted"),
+    ],
+)
+def test_not_admitted_is_an_error_to_retry(
+    admitted: bool, assign: dict[str, int] | None, needle: str
+) -> None:
+    b = book(assign, admitted=admitted) if assign else book(None)
+    if assign is None:
+        b.upsert_workload(workload_view(workload(assignments=None)))
+    out = b.filter(pod_ref(pod("p")), ALL)
+    assert out.passed == [] and needle in out.error and "retrying" in out.error
+
+
+def test_unknown_workload_and_missing_pod_set() -> None:
+    b = book(None)
+    assert "not known to the toposched extender yet" in b.filter(pod_ref(pod("p")), ALL).error
+    b = book({"a1": 1})
+    assert "no topologyAssignment for pod set 'worker'" in b.filter(pod_ref(pod("p", ps="worker")), ALL).error
+
+
+def test_payload_nodes_mode_uses_the_sent_objects() -> None:
+    b = SlotBook()  # empty cache: nodeCacheCapable=false must not need it
+    b.upsert_workload(workload_view(workload(assignments={"main": v1beta2({"a1": 1, "sick": 1})})))
+    payload = {n["metadata"]["name"]: node_from_k8s(n) for n in NODES}
+    out = b.filter(pod_ref(pod("p")), list(payload), payload)
+    assert out.passed == ["a1"] and "sick" in out.unresolvable
+    # nodeCacheCapable=true with a node the cache has not seen: failed, not unresolvable.
+    out = b.filter(pod_ref(pod("p")), ["a1"])
+    assert out.failed == {"a1": "node not yet in the toposched extender's cache"}
+
+
+def test_v1beta1_and_non_hostname_levels() -> None:
+    b = book(None)
+    ta = {"levels": [L3], "domains": [{"values": ["y"], "count": 2}]}
+    b.upsert_workload(workload_view(workload(assignments={"main": ta})))
+    out = b.filter(pod_ref(pod("p")), ALL)
+    assert out.passed == ["b1", "b2"]
+    b.observe_pod(pod_ref(pod("s1", node_name="b1")))
+    b.observe_pod(pod_ref(pod("s2", node_name="b2")))
+    out = b.filter(pod_ref(pod("p")), ALL)
+    assert out.passed == [] and "on y are taken" in out.failed["b1"]
+
+
+def test_prioritize_prefers_siblings_domain_then_free_slots() -> None:
+    assign = {"a1": 1, "a2": 1, "b1": 2, "b2": 2}
+    b = book(assign)
+    fresh = dict(b.prioritize(pod_ref(pod("p")), ["a1", "a2", "b1", "b2"]))
+    # No sibling yet: domain y has 4 free slots, x has 2 -> y nodes score higher.
+    assert fresh["b1"] == fresh["b2"] > fresh["a1"] == fresh["a2"]
+    b.observe_pod(pod_ref(pod("s1", node_name="a1")))
+    scores = dict(b.prioritize(pod_ref(pod("p")), ["a2", "b1", "b2"]))
+    assert scores["a2"] > scores["b1"] == scores["b2"]  # same layer-3 domain as the sibling
+    assert all(0 <= s <= 10 for s in scores.values())
+
+
+def test_reserve_release_confirm_and_informer_reconcile() -> None:
+    b = book({"a1": 1})
+    p = pod_ref(pod("p"))
+    b.remember(p)
+    res = b.reserve(p.uid, "a1")
+    assert res is not None
+    b.remember(pod_ref(pod("q")))
+    with pytest.raises(SlotTaken, match="a sibling was bound there first"):
+        b.reserve("uid-q", "a1")
+    assert b.filter(pod_ref(pod("q")), ["a1"]).passed == []  # filter sees the in-flight slot
+    b.release(res)
+    assert b.filter(pod_ref(pod("q")), ["a1"]).passed == ["a1"]
+    res = b.reserve(p.uid, "a1")
+    assert res is not None
+    b.confirm(res)
+    b.observe_pod(pod_ref(pod("p", node_name="a1")))  # informer catches up
+    assert b.reservations == {} and b.occupancy(("ns", "wl", "main")) == {"a1": 1}
+    b.release(res)  # late release after confirm changes nothing
+    assert b.occupancy(("ns", "wl", "main")) == {"a1": 1}
+    b.forget_pod(pod_ref(pod("p", node_name="a1")))
+    assert b.occupancy(("ns", "wl", "main")) == {}
+
+
+def test_reserve_refuses_nodes_outside_assignment_and_unhealthy() -> None:
+    b = book({"a1": 1, "sick": 1})
+    b.remember(pod_ref(pod("p")))
+    with pytest.raises(SlotTaken, match="not in the topology assignment"):
+        b.reserve("uid-p", "b1")
+    with pytest.raises(SlotTaken, match="unhealthy"):
+        b.reserve("uid-p", "sick")
+
+
+def test_confirmed_reservation_expires_when_informer_never_shows_it() -> None:
+    now = [0.0]
+    b = SlotBook(clock=lambda: now[0], reservation_ttl_s=10)
+    for n in NODES:
+        b.upsert_node(node_from_k8s(n))
+    b.upsert_workload(workload_view(workload(assignments={"main": v1beta2({"a1": 1})})))
+    b.remember(pod_ref(pod("p")))
+    res = b.reserve("uid-p", "a1")
+    assert res is not None
+    b.confirm(res)
+    now[0] = 11
+    assert b.filter(pod_ref(pod("q")), ["a1"]).passed == ["a1"]
+
+
+def test_concurrent_reserve_never_overbooks() -> None:
+    slots = {"a1": 3, "a2": 2, "b1": 1}
+    b = book(slots)
+    n_pods = 40
+    for i in range(n_pods):
+        b.remember(pod_ref(pod(f"p{i}")))
+    won: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(n_pods)
+
+    def worker(i: int) -> None:
+        start.wait()
+        for node_name in ("a1", "a2", "b1"):
+            try:
+                res = b.reserve(f"uid-p{i}", node_name)
+            except SlotTaken:
+                continue
+            assert res is not None
+            if i % 5 == 0:  # some binds fail and give the slot back
+                b.release(res)
+                continue
+            b.confirm(res)
+            with lock:
+                won.append((f"p{i}", node_name))
+            return
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_pods)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    per_node: dict[str, int] = {}
+    for _, node_name in won:
+        per_node[node_name] = per_node.get(node_name, 0) + 1
+    assert per_node == slots  # every slot taken exactly once, none twice
+    assert b.occupancy(("ns", "wl", "main")) == slots
