@@ -438,14 +438,14 @@ class SlotBook:
             free_by_path: dict[Domain, int] = {}
             node_rows: list[tuple[str, int, int]] = []
             for name in names:
-                path = self.paths.get(name)
-                dom = self._node_domain(name, assignment)
-                if path is None or dom is None:
+                npath = self.paths.get(name)
+                ndom = self._node_domain(name, assignment)
+                if npath is None or ndom is None:
                     node_rows.append((name, -1, 0))
                     continue
                 depth = 0
                 for k in range(depth_n, 0, -1):
-                    if path[:k] in prefixes[k] and path[k - 1] != "":
+                    if npath[:k] in prefixes[k] and npath[k - 1] != "":
                         depth = k
                         break
                 node_rows.append((name, depth, 0))
