@@ -1,0 +1,110 @@
+"""``toposched extender``: the kube-scheduler extender (HTTP) for the ``toposched`` profile.
+
+Serves ``POST /filter``, ``/prioritize``, ``/bind`` (k8s.io/kube-scheduler/extender/v1) and
+``GET /healthz``, ``/readyz``, ``/stats``. ``--print-config`` prints the KubeSchedulerConfiguration
+(profile + extender entry, or a whole config for a dedicated scheduler) and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from scheduler.errors import UserError
+
+log = logging.getLogger("toposched.extender")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("extender", help="serve the kube-scheduler extender (filter, prioritize, bind)")
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="kubeconfig (default: in-cluster service account, else $KUBECONFIG / ~/.kube/config)",
+    )
+    p.add_argument("--port", type=int, default=8888, help="HTTP port (default 8888; 0 = any free port)")
+    p.add_argument("--bind", default="127.0.0.1", help="listen address (default 127.0.0.1; 0.0.0.0 in a Pod)")
+    p.add_argument(
+        "--scheduler-name",
+        default="toposched",
+        help="schedulerName of the pods this extender places (default toposched)",
+    )
+    p.add_argument("--sync-timeout", type=float, default=120, help="seconds to wait for the informers")
+    p.add_argument(
+        "--print-config",
+        choices=("entry", "dedicated"),
+        default=None,
+        help="print the KubeSchedulerConfiguration profile+extender entry (entry) or a whole "
+        "config for a dedicated toposched kube-scheduler (dedicated) as YAML, and exit",
+    )
+    p.set_defaults(func=run)
+
+
+def _api(kubeconfig: Path | None) -> Any:
+    from kubernetes import client, config
+
+    from scheduler.kube.informer import Api
+
+    try:
+        if kubeconfig:
+            return Api(config.new_client_from_config(config_file=str(kubeconfig)))
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+            return Api(client.ApiClient())
+        return Api(config.new_client_from_config())
+    except (config.ConfigException, OSError) as exc:
+        raise UserError(f"cannot load Kubernetes credentials ({exc}); pass --kubeconfig") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from scheduler.extender import config as cfg
+
+    if args.print_config:
+        import yaml
+
+        host = "127.0.0.1" if args.bind in ("0.0.0.0", "::") else args.bind
+        port = args.port or cfg.DEFAULT_PORT
+        doc = (
+            cfg.toposched_scheduler_config(port, host, scheduler_name=args.scheduler_name)
+            if args.print_config == "entry"
+            else cfg.dedicated_scheduler_config(None, port, host, scheduler_name=args.scheduler_name)
+        )
+        print(yaml.safe_dump(doc, sort_keys=False), end="")
+        return 0
+
+    from scheduler.extender.logic import SlotBook
+    from scheduler.extender.server import ExtenderHTTPServer, ExtenderService
+
+    api = _api(args.kubeconfig)
+    service = ExtenderService(api, SlotBook(scheduler_name=args.scheduler_name))
+    try:
+        server = ExtenderHTTPServer(service.extender, args.bind, args.port)
+    except OSError as exc:
+        raise UserError(
+            f"cannot listen on {args.bind}:{args.port} ({exc.strerror}); choose another --port"
+        ) from exc
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    # Serve at once (pass-through pods need no cache; ours get a retryable Error until synced).
+    server.start()
+    print(f"toposched extender: serving http://{args.bind}:{server.port}", flush=True)
+    try:
+        service.start(args.sync_timeout)
+    except TimeoutError as exc:
+        server.stop()
+        raise UserError(f"{exc}: is the API server reachable and are Kueue's CRDs installed?") from exc
+    log.info(
+        "toposched extender ready on http://%s:%d (scheduler %s)", args.bind, server.port, args.scheduler_name
+    )
+    print("toposched extender: caches synced", flush=True)
+    done.wait()
+    server.stop()
+    service.stop()
+    return 0
