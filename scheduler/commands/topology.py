@@ -1,0 +1,298 @@
+"""``toposched topology``: the cluster's network topology as Mermaid, HTML or JSON.
+
+The same shell serves ``scripts/visualize_topology`` (the drop-in for AWS's
+``visualize_topology.sh``): one node list read (live cluster via kubeconfig, ``--nodes FILE``
+with ``kubectl get nodes -o json|yaml`` output, or ``--cluster`` with a fake-cluster
+description), rendered by the pure engine in ``scheduler/topoview``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.errors import UserError
+
+FORMATS = ("mermaid", "html", "json", "svg")
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mermaid") -> None:
+    src = parser.add_argument_group("input (default: the live cluster from kubeconfig)")
+    src.add_argument("--nodes", type=Path, metavar="FILE",
+                     help="node list: output of `kubectl get nodes -o json` (or -o yaml)")
+    src.add_argument("--pods", type=Path, metavar="FILE",
+                     help="pod list (`kubectl get pods -A -o json`) for GPU occupancy and workloads; "
+                          "read live when --nodes is not given")
+    src.add_argument("--cluster", type=Path, metavar="FILE",
+                     help="fake-cluster description (examples/clusters/*.yaml) instead of a node list")
+    src.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    src.add_argument("--context", help="kubeconfig context")
+    src.add_argument("--no-pods", action="store_true", help="do not read pods (no GPU occupancy)")
+    lv = parser.add_argument_group("levels")
+    lv.add_argument("--levels", metavar="LABEL[,LABEL...]",
+                    help="node label keys to use as layers, widest first "
+                         "(default: every topology.k8s.aws/network-node-layer-N present)")
+    lv.add_argument("--topology", type=Path, metavar="FILE",
+                    help="take the levels from a Kueue Topology object (spec.levels[].nodeLabel)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--format", choices=FORMATS, default=default_format,
+                     help=f"what to print (default {default_format})")
+    out.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the output here, not stdout")
+    out.add_argument("--html", type=Path, metavar="FILE",
+                     help="also write a self-contained HTML page (health colours, GPU occupancy, workloads)")
+    out.add_argument("--collapse-at", type=int, metavar="N", default=None,
+                     help="HTML/SVG: above N nodes show per-layer-3 domain summaries instead of nodes "
+                          "(default: automatic above 400; 0 = never)")
+    out.add_argument("--title", default="Cluster topology", help="HTML page title")
+    pol = parser.add_argument_group("health policy")
+    pol.add_argument("--unlabelled-unhealthy", action="store_true",
+                     help="treat nodes without sagemaker.amazonaws.com/node-health-status as unhealthy")
+    pol.add_argument("--require-deep-health", action="store_true",
+                     help="require sagemaker.amazonaws.com/deep-health-check-status=Passed")
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("topology", help="show the network topology (Mermaid like visualize_topology.sh, "
+                                             "HTML, JSON)",
+                            description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _parse(path: Path, flag: str) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise UserError(f"{flag} {path}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{flag} {path}: cannot read ({exc.__class__.__name__}: {exc})") from exc
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
+        raise UserError(f"{flag} {path}: not valid JSON or YAML{where} ({problem})") from exc
+    if not docs:
+        raise UserError(f"{flag} {path}: the file is empty")
+    if len(docs) == 1:
+        return docs[0]
+    return {"apiVersion": "v1", "kind": "List", "items": docs}
+
+
+def objects_of_kind(data: Any, kind: str, source: str, hint: str) -> list[dict[str, Any]]:
+    """Items of a List (or one object) that must all be ``kind``; UserError naming what is wrong."""
+    if not isinstance(data, Mapping):
+        raise UserError(f"{source}: expected a {kind} list ({hint}), got a {type(data).__name__}")
+    got = str(data.get("kind") or "")
+    if got == kind:
+        return [dict(data)]
+    if got not in ("List", f"{kind}List"):
+        raise UserError(f"{source}: expected a List of {kind} objects ({hint}), got kind {got or '(none)'!r}")
+    items = data.get("items")
+    if not isinstance(items, list):
+        raise UserError(f"{source}: kind {got} without an items list")
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise UserError(f"{source}: items[{i}] is not an object")
+        item_kind = item.get("kind") or kind  # typed lists (NodeList) may omit it
+        if item_kind != kind:
+            name = (item.get("metadata") or {}).get("name", "?")
+            raise UserError(f"{source}: items[{i}] ({name}) is a {item_kind}, not a {kind}")
+        if not (item.get("metadata") or {}).get("name"):
+            raise UserError(f"{source}: items[{i}] has no metadata.name")
+    return [dict(i) for i in items]
+
+
+def load_node_file(path: Path) -> list[dict[str, Any]]:
+    return objects_of_kind(_parse(path, "--nodes"), "Node", f"--nodes {path}", "kubectl get nodes -o json")
+
+
+def load_pod_file(path: Path) -> list[dict[str, Any]]:
+    return objects_of_kind(_parse(path, "--pods"), "Pod", f"--pods {path}", "kubectl get pods -A -o json")
+
+
+def load_cluster_description(path: Path) -> list[dict[str, Any]]:
+    from scheduler.core.fakecluster import generate_nodes
+
+    data = _parse(path, "--cluster")
+    try:
+        return generate_nodes(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"--cluster {path}: {exc}") from exc
+
+
+def load_levels(args: argparse.Namespace) -> list[str] | None:
+    if args.levels and args.topology:
+        raise UserError("give --levels or --topology, not both")
+    if args.levels:
+        levels = [x.strip() for x in args.levels.split(",") if x.strip()]
+        if not levels:
+            raise UserError("--levels: no label keys given")
+        return [x for x in levels if x != HOSTNAME] or None
+    if args.topology:
+        topo = objects_of_kind(_parse(args.topology, "--topology"), "Topology", f"--topology {args.topology}",
+                               "a kueue.x-k8s.io Topology")[0]
+        raw = (topo.get("spec") or {}).get("levels") or []
+        levels = [str(level.get("nodeLabel", "")) for level in raw if isinstance(level, Mapping)]
+        if not levels or not all(levels):
+            raise UserError(f"--topology {args.topology}: spec.levels[].nodeLabel missing")
+        return [x for x in levels if x != HOSTNAME] or None
+    return None
+
+
+def read_live(args: argparse.Namespace, want_pods: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One paginated node list (and, if wanted, one pod list) from the cluster in kubeconfig."""
+    try:
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+    except ImportError as exc:  # pragma: no cover - the dependency is declared
+        raise UserError("the kubernetes Python client is not installed (pip install kubernetes)") from exc
+    try:
+        api_client = config.new_client_from_config(
+            config_file=str(args.kubeconfig) if args.kubeconfig else None, context=args.context)
+    except (ConfigException, OSError, TypeError) as exc:
+        try:
+            config.load_incluster_config()
+            api_client = client.ApiClient()
+        except ConfigException:
+            raise UserError(f"no cluster to read: {exc}; give --kubeconfig, or --nodes FILE") from exc
+    core = client.CoreV1Api(api_client)
+
+    def paged(fn: Callable[..., Any], **kw: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            resp = fn(limit=500, _continue=token, **kw) if token else fn(limit=500, **kw)
+            items.extend(api_client.sanitize_for_serialization(resp.items))
+            token = resp.metadata._continue
+            if not token:
+                return items
+
+    try:
+        nodes = paged(core.list_node)
+        pods = paged(core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=") if want_pods else []
+    except client.exceptions.ApiException as exc:
+        raise UserError(f"reading the cluster failed: {exc.status} {exc.reason}", exit_code=1) from exc
+    except Exception as exc:  # urllib3 connection errors and friends
+        raise UserError(f"cannot reach the cluster: {exc.__class__.__name__}: {exc}", exit_code=1) from exc
+    return nodes, pods
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def build(args: argparse.Namespace) -> tuple[Any, str]:
+    """Read everything once and build the view; returns (view, source description)."""
+    from scheduler.core.health import HealthPolicy, UnknownValues, node_health
+    from scheduler.core.nodes import node_from_k8s, pod_from_k8s
+    from scheduler.topoview.model import LAYER_PREFIX, build_view, unknown_levels
+
+    if args.nodes and args.cluster:
+        raise UserError("give --nodes or --cluster, not both")
+    levels = load_levels(args)
+    needs_pods = not args.no_pods and (args.html is not None or args.format in ("html", "json", "svg"))
+    pods_raw: list[dict[str, Any]] = []
+    if args.nodes:
+        nodes_raw, source = load_node_file(args.nodes), str(args.nodes)
+    elif args.cluster:
+        nodes_raw, source = load_cluster_description(args.cluster), str(args.cluster)
+    else:
+        nodes_raw, pods_raw = read_live(args, needs_pods and not args.pods)
+        source = "live cluster"
+    if args.pods and not args.no_pods:
+        pods_raw = load_pod_file(args.pods)
+    try:
+        nodes = [node_from_k8s(n) for n in nodes_raw]
+        pods = [pod_from_k8s(p) for p in pods_raw]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{source}: malformed object ({exc.__class__.__name__}: {exc})") from exc
+    if not nodes:
+        raise UserError(f"{source}: no nodes")
+    if levels:
+        missing = unknown_levels(nodes, levels)
+        if missing:
+            raise UserError(f"level {missing[0]!r} is not a label of any node in {source} "
+                            f"(check --levels/--topology; layer labels look like {LAYER_PREFIX}1)")
+    policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
+                          require_deep_health_passed=args.require_deep_health)
+    view = build_view(nodes, pods, levels=levels, policy=policy)
+    if not view.nodes:
+        what = ", ".join(levels) if levels else f"{LAYER_PREFIX}<N>"
+        raise UserError(f"no node in {source} carries topology labels ({what}); instance topology labels "
+                        "exist on p4d/p5/p6/trn instance types (EKS cloud-controller-manager)")
+    seen = UnknownValues()
+    for node in nodes:
+        health = node_health(node, policy)
+        if seen.first(health):
+            view.warnings.append(f"node {node.name}: {health.reason}")
+    return view, source
+
+
+def render(view: Any, fmt: str, args: argparse.Namespace, source: str) -> str:
+    from scheduler.topoview import render_html, render_mermaid, render_svg, view_to_dict
+
+    if fmt == "mermaid":
+        return str(render_mermaid(view))
+    if fmt == "html":
+        return str(render_html(view, title=args.title, collapse_at=args.collapse_at, source=source))
+    if fmt == "svg":
+        return str(render_svg(view, collapse_at=args.collapse_at)) + "\n"
+    return json.dumps(view_to_dict(view), indent=2) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def run(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    view, source = build(args)
+    for warning in view.warnings:
+        print(f"warning: {warning}", file=err)
+    text = render(view, args.format, args, source)
+    if args.output:
+        _write(args.output, text)
+    else:
+        out.write(text)
+    if args.html:
+        _write(args.html, render(view, "html", args, source))
+        print(f"wrote {args.html} ({len(view.nodes)} nodes)", file=err)
+    return 0
+
+
+def script_main(argv: Sequence[str] | None = None, prog: str = "visualize_topology") -> int:
+    """Entry point of scripts/visualize_topology."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Draw the cluster's EC2 network topology as a Mermaid flowchart "
+        "(drop-in for visualize_topology.sh), optionally as a self-contained HTML page.")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except UserError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
