@@ -1,0 +1,154 @@
+"""Node failures of admitted workloads: debounced detection and single-node replacement.
+
+Detection is a pure state machine over observations (node -> healthy?) with an explicit
+clock. A node counts as *failed* only after it has been continuously unhealthy for
+``grace_s``: a node whose labels flap healthy/unhealthy several times a second never reaches
+that, so flapping causes no eviction storm (documented in docs/health.md). A deleted node is
+failed at once (Kueue: node deleted -> immediate).
+
+Replacement (Kueue's hot swap, ``TASFailedNodeReplacement``): with exactly one failed node
+and the lowest level being hostname, the failed node's pods are moved to other healthy nodes
+inside the domain the request requires (the required level's domain of the remaining pods;
+for preferred, the narrowest level at which a replacement exists, climbing). Unchanged pods
+stay where they are. No replacement -> the caller evicts with reason ``NodeFailures``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.core.nodes import HOSTNAME_LABEL
+from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
+from scheduler.core.resources import Resources, with_pod_slot
+from scheduler.core.topology import TopologyTree
+
+EVICTION_REASON = "NodeFailures"
+
+
+def no_replacement_message(nodes: Iterable[str]) -> str:
+    """Kueue's message when the single replacement attempt fails (FailFast)."""
+    return f"Workload was evicted as there was no replacement for unhealthy node(s): {','.join(sorted(nodes))}"
+
+
+def multiple_failures_message(nodes: Iterable[str]) -> str:
+    return ("Workload eviction triggered due to multiple TAS assigned node failures, including: "
+            + ",".join(sorted(nodes)))
+
+
+@dataclass
+class FailureTracker:
+    """Remembers since when each node has been unhealthy (monotonic seconds)."""
+
+    grace_s: float = 3.0
+    unhealthy_since: dict[str, float] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+
+    def observe(self, node: str, healthy: bool, now: float) -> None:
+        self.deleted.discard(node)
+        if healthy:
+            self.unhealthy_since.pop(node, None)
+        else:
+            self.unhealthy_since.setdefault(node, now)
+
+    def observe_deleted(self, node: str) -> None:
+        self.unhealthy_since.pop(node, None)
+        self.deleted.add(node)
+
+    def failed(self, node: str, now: float) -> bool:
+        if node in self.deleted:
+            return True
+        since = self.unhealthy_since.get(node)
+        return since is not None and now - since >= self.grace_s
+
+    def failed_among(self, nodes: Iterable[str], now: float) -> list[str]:
+        return sorted(n for n in nodes if self.failed(n, now))
+
+
+def pods_per_node(pod_set: PodSetPlacement) -> dict[str, int]:
+    """Hostname -> pod count of a hostname-level assignment ({} for other levels)."""
+    if tuple(pod_set.levels) != (HOSTNAME_LABEL,):
+        return {}
+    return {d.values[0]: d.count for d in pod_set.domains}
+
+
+def _with_counts(pod_set: PodSetPlacement, counts: Mapping[str, int], tree: TopologyTree) -> PodSetPlacement:
+    def path_of(host: str) -> tuple[str, ...]:
+        leaf = tree.leaf_of_node(host)
+        return tree.paths[-1][leaf] if leaf is not None else (host,)
+
+    domains = tuple(
+        DomainAssignment((host,), count)
+        for host, count in sorted(counts.items(), key=lambda kv: path_of(kv[0]))
+        if count > 0
+    )
+    return PodSetPlacement(pod_set.name, pod_set.count, pod_set.levels, domains)
+
+
+def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Resources, failed_node: str,
+                     required_level: str | None, failed_node_labels: Mapping[str, str] | None = None,
+                     ) -> PodSetPlacement | None:
+    """The assignment with ``failed_node``'s pods moved to healthy nodes, or None.
+
+    ``tree`` must already hold this workload's usage (it is the live snapshot): the freed
+    slots of the failed node are not in it anyway (unhealthy nodes are not in the tree).
+    """
+    counts = pods_per_node(pod_set)
+    missing = counts.pop(failed_node, 0)
+    if missing == 0 or not tree.hostname_lowest:
+        return None
+    vec = tree.request_vector(with_pod_slot(per_pod))
+    requested = vec > 0
+    if not requested.any():
+        return None
+
+    def fit(leaf: int) -> int:
+        free = np.maximum(tree.free[leaf][requested], 0)
+        return int((free // vec[requested]).min())
+
+    # Levels to search, narrowest first: for required, exactly the required level's domain;
+    # for preferred/unconstrained, every level from just above hostname up to the top.
+    top = len(tree.levels) - 2
+    if required_level is not None:
+        if not tree.has_level(required_level) or required_level == HOSTNAME_LABEL:
+            return None
+        search_levels = [tree.level_index(required_level)]
+    else:
+        search_levels = list(range(top, -1, -1))
+    anchor_leaves = [leaf for host in counts if (leaf := tree.leaf_of_node(host)) is not None]
+    for level in search_levels:
+        domains = {tree.ancestor(leaf, level) for leaf in anchor_leaves}
+        if not domains and failed_node_labels is not None:
+            path = tuple(failed_node_labels.get(lv, "") for lv in tree.levels[: level + 1])
+            domains = {i for i, p in enumerate(tree.paths[level]) if p == path}
+        if len(domains) != 1:
+            if required_level is not None:
+                return None  # the remaining pods already span domains: the request cannot hold
+            continue
+        (domain,) = domains
+        leaves = [leaf for leaf in range(tree.n_leaves) if tree.ancestor(leaf, level) == domain]
+        # Best fit: the fewest nodes, preferring the tightest single node that takes them all.
+        capacity = {leaf: fit(leaf) for leaf in leaves}
+        single = sorted((c, tree.paths[-1][leaf], leaf) for leaf, c in capacity.items() if c >= missing)
+        chosen: dict[int, int] = {}
+        if single:
+            chosen[single[0][2]] = missing
+        else:
+            remaining = missing
+            for c, _path, leaf in sorted(((c, tree.paths[-1][lf], lf) for lf, c in capacity.items() if c > 0),
+                                         key=lambda t: (-t[0], t[1])):
+                take = min(c, remaining)
+                chosen[leaf] = take
+                remaining -= take
+                if remaining == 0:
+                    break
+            if remaining:
+                continue
+        new_counts = dict(counts)
+        for leaf, take in chosen.items():
+            host = tree.paths[-1][leaf][-1]
+            new_counts[host] = new_counts.get(host, 0) + take
+        return _with_counts(pod_set, new_counts, tree)
+    return None

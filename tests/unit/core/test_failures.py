@@ -1,0 +1,92 @@
+"""Node-failure detection (debounce) and hot-swap replacement, on plain data."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.core.failures import FailureTracker, find_replacement, no_replacement_message, pods_per_node
+from scheduler.core.nodes import HOSTNAME_LABEL, NodeCondition, NodeInfo
+from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
+from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS, TopologyTree
+
+L1, L2, L3 = DEFAULT_HYPERPOD_LEVELS[:3]
+READY = (NodeCondition("Ready", "True"),)
+
+
+def node(name: str, l2: str, l3: str, gpus: int = 8) -> NodeInfo:
+    return NodeInfo(name=name, labels={L1: "a", L2: l2, L3: l3, HOSTNAME_LABEL: name},
+                    allocatable={"nvidia.com/gpu": gpus, "pods": 110, "cpu": 192000}, conditions=READY)
+
+
+NODES = [node("n1", "b1", "r1"), node("n2", "b1", "r1"), node("n3", "b1", "r1"),
+         node("n4", "b1", "r2"), node("n5", "b1", "r2"), node("n6", "b2", "r3")]
+PER_POD = {"nvidia.com/gpu": 8}
+
+
+def placement(counts: dict[str, int]) -> PodSetPlacement:
+    return PodSetPlacement("main", sum(counts.values()), (HOSTNAME_LABEL,),
+                           tuple(DomainAssignment((h,), c) for h, c in sorted(counts.items())))
+
+
+def tree_with(usage: PodSetPlacement, failed: set[str], extra_used: dict[str, int] | None = None) -> TopologyTree:
+    nodes = [n for n in NODES if n.name not in failed]
+    tree = TopologyTree.build("default", DEFAULT_HYPERPOD_LEVELS, nodes)
+    tree.add_usage(usage, PER_POD)
+    if extra_used:
+        tree.add_usage(placement(extra_used), PER_POD)
+    return tree
+
+
+@pytest.mark.parametrize(
+    ("required", "extra_used", "expected"),
+    [
+        # the spare node of the same rack takes the failed node's pod
+        (L3, None, {"n1": 1, "n3": 1}),
+        # rack r1 has no spare node: required layer-3 cannot hold -> no replacement
+        (L3, {"n3": 1}, None),
+        # preferred: r1 full, climb to layer-2 b1 where r2 has room
+        (None, {"n3": 1}, {"n1": 1, "n4": 1}),
+        # required at layer-2: any node of b1
+        (L2, {"n3": 1}, {"n1": 1, "n4": 1}),
+    ],
+)
+def test_single_node_replacement(required: str | None, extra_used: dict[str, int] | None,
+                                 expected: dict[str, int] | None) -> None:
+    current = placement({"n1": 1, "n2": 1})
+    tree = tree_with(current, failed={"n2"}, extra_used=extra_used)
+    got = find_replacement(tree, current, PER_POD, "n2", required)
+    assert (pods_per_node(got) if got else None) == expected
+    if got:
+        assert got.count == current.count and "n2" not in pods_per_node(got)
+
+
+def test_replacement_never_overfills_a_node() -> None:
+    current = placement({"n1": 1, "n2": 1})
+    tree = tree_with(current, failed={"n2"}, extra_used={"n3": 1, "n4": 1, "n5": 1})
+    assert find_replacement(tree, current, PER_POD, "n2", L2) is None
+
+
+def test_flapping_node_never_counts_as_failed() -> None:
+    tracker = FailureTracker(grace_s=3.0)
+    t = 0.0
+    while t < 30.0:  # healthy/unhealthy four times a second for 30 s
+        tracker.observe("n1", healthy=int(t * 4) % 2 == 0, now=t)
+        assert not tracker.failed("n1", t)
+        t += 0.125
+    tracker.observe("n1", healthy=True, now=30.0)
+    tracker.observe("n1", healthy=False, now=30.5)  # now it stays down
+    assert not tracker.failed("n1", 33.4)
+    assert tracker.failed("n1", 33.5)
+    tracker.observe("n1", healthy=True, now=34.0)
+    assert not tracker.failed("n1", 40.0)
+
+
+def test_deleted_node_fails_at_once() -> None:
+    tracker = FailureTracker(grace_s=3.0)
+    tracker.observe_deleted("n9")
+    assert tracker.failed_among(["n1", "n9"], now=0.0) == ["n9"]
+
+
+def test_message_is_kueues() -> None:
+    assert no_replacement_message(["b", "a"]) == (
+        "Workload was evicted as there was no replacement for unhealthy node(s): a,b")
