@@ -31,10 +31,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from scheduler.core.placement.greedy import Problem
+from scheduler.core.placement.greedy import Problem, descend
+from scheduler.core.placement.types import PlacementError
 from scheduler.core.topology import IntArray, TopologyTree
 
-MAX_GROUPS = 3000  # leaf groups in one model
+# Leaf groups per model per second of budget (model building is Python; ~600 groups at 100 ms).
+GROUPS_PER_SECOND = 6000
+MIN_GROUPS = 200
+PRESOLVE_MAX_GROUPS = 150
+MULTI_START = 8  # candidates also tried with Kueue's descent, best one seeds the model
 NUM_WORKERS = 2
 
 
@@ -56,12 +61,12 @@ def objective(tree: TopologyTree, fit: IntArray, leaf_pods: Mapping[int, int]) -
     leaves = sorted(n for n, c in leaf_pods.items() if c > 0)
     if not leaves:
         return (0,) * (len(tree.levels) + 1)
-    arr = np.array(leaves, dtype=np.int64)
-    spans = []
-    for lvl in range(len(tree.levels)):
-        spans.append(
-            len(np.unique(tree.ancestors_array(lvl)[arr])) if lvl < len(tree.levels) - 1 else len(arr)
-        )
+    idx = np.array(leaves, dtype=np.int64)
+    spans = [len(idx)]
+    for lvl in range(len(tree.levels) - 1, 0, -1):
+        idx = tree.parent[lvl][idx]
+        spans.append(len(np.unique(idx)))
+    spans.reverse()
     frag = int(sum(int(fit[n]) - leaf_pods[n] for n in leaves))
     return (*spans, frag)
 
@@ -82,7 +87,6 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
     count = prob.pod_set.count
     fit = prob.fit.counts
     greedy_obj = objective(tree, fit, greedy_leaf_pods)
-    keep = Improvement(False, dict(greedy_leaf_pods), greedy_objective=greedy_obj, objective=greedy_obj)
     f = _fit_level(prob, count)
     greedy_leaves = np.array(sorted(greedy_leaf_pods), dtype=np.int64)
 
@@ -110,11 +114,15 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
         group_top = group_parent if parent_level == top else _lift(tree, group_parent, parent_level, top)
     else:  # only when there is a single level
         group_top = np.zeros(len(group_keys), dtype=np.int64)
+    max_groups = max(MIN_GROUPS, int(GROUPS_PER_SECOND * time_budget_s))
     groups_per_top = np.bincount(group_top, minlength=tree.domain_count(top))
     pods_top = prob.pod_counts[top]
     if f >= 0:
         pool = np.nonzero(pods_top >= count)[0]
-        pool = pool[np.lexsort((pool, pods_top[pool]))]  # tightest first
+        # Most promising first: fewest children needed at level f+1 (a lower bound on the
+        # next objective term), then tightest.
+        need = _children_needed(prob, f, count)[pool]
+        pool = pool[np.lexsort((pool, pods_top[pool], need))]
     else:
         pool = np.nonzero(pods_top > 0)[0]
         pool = pool[np.lexsort((pool, -pods_top[pool]))]  # largest first
@@ -127,7 +135,7 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
             continue
         seen.add(dom)
         cost = int(groups_per_top[dom])
-        if chosen_tops and budget + cost > MAX_GROUPS and (f >= 0 or _covered(pods_top, chosen_tops, count)):
+        if chosen_tops and budget + cost > max_groups and (f >= 0 or _covered(pods_top, chosen_tops, count)):
             continue
         chosen_tops.append(dom)
         budget += cost
@@ -135,16 +143,39 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
     top_set = np.zeros(tree.domain_count(top), dtype=np.bool_)
     top_set[chosen_tops] = True
 
+    # ---- multi-start: Kueue's descent inside the most promising candidates -------------------
+    hint_pods, hint_obj = dict(greedy_leaf_pods), greedy_obj
+    if f >= 0:
+        for cand in chosen_tops[:MULTI_START]:
+            try:
+                tried = descend(prob, f, [(cand, count)])
+            except PlacementError:
+                continue
+            tried_obj = objective(tree, fit, tried)
+            if tried_obj < hint_obj:
+                hint_pods, hint_obj = tried, tried_obj
+    hint_leaves = np.array(sorted(hint_pods), dtype=np.int64)
+
+    def fallback(status: str) -> Improvement:
+        """No CP-SAT answer: the multi-start answer if it beats greedy, else greedy's."""
+        if hint_obj < greedy_obj:
+            return Improvement(True, hint_pods, False, hint_obj, greedy_obj, None, None, complete, status)
+        return Improvement(
+            False, dict(greedy_leaf_pods), False, greedy_obj, greedy_obj, None, None, complete, status
+        )
+
+    hint_tops = [int(d) for d in np.unique(anc_top[hint_leaves])] if len(hint_leaves) else []
+
     # ---- model ---------------------------------------------------------------------------
     model = cp_model.CpModel()
-    greedy_set = set(greedy_leaf_pods)
+    greedy_set = set(hint_pods)
     sel: dict[int, cp_model.IntVar] = {}
     if f >= 0:
         for dom in chosen_tops:
             sel[dom] = model.new_bool_var(f"s{dom}")
         model.add_exactly_one(sel.values())
         for dom in chosen_tops:
-            model.add_hint(sel[dom], int(dom in preferred_first and len(preferred_first) == 1))
+            model.add_hint(sel[dom], int(dom in hint_tops and len(hint_tops) == 1))
     # Domain booleans for levels f+1 .. n_levels-2, restricted to candidate subtrees.
     dom_vars: list[dict[int, cp_model.IntVar]] = [{} for _ in range(n_levels)]
     greedy_touch: list[set[int]] = []
@@ -198,13 +229,13 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
             model.add(used <= m * sel[int(par)])
         g_used = sum(1 for leaf in leaves if leaf in greedy_set)
         model.add_hint(used, g_used)
-        model.add_hint(pods, sum(greedy_leaf_pods.get(leaf, 0) for leaf in leaves))
+        model.add_hint(pods, sum(hint_pods.get(leaf, 0) for leaf in leaves))
         used_vars.append(used)
         pod_vars.append(pods)
         caps.append(cap)
         group_members.append(leaves)
     if not pod_vars:
-        return keep
+        return fallback("EMPTY_MODEL")
     model.add(sum(pod_vars) == count)
     terms: list[tuple[cp_model.LinearExprT, int]] = []
     for lvl in range(f + 1, n_levels - 1):
@@ -218,20 +249,23 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
     for i in range(len(terms) - 2, -1, -1):
         weights[i] = weights[i + 1] * (terms[i + 1][1] + 1)
     if weights[0] * (terms[0][1] + 1) >= 2**62:
-        return keep  # objective would overflow; keep greedy
+        return fallback("OBJECTIVE_OVERFLOW")
     model.minimize(sum(w * t for w, (t, _) in zip(weights, terms, strict=True)))
 
     solver = cp_model.CpSolver()
     remaining = time_budget_s - (time.monotonic() - started)
-    solver.parameters.max_time_in_seconds = max(remaining, 0.005)
+    if remaining < 0.2 * time_budget_s:
+        return fallback("BUDGET_SPENT_BUILDING")
+    # Keep ~25% of the budget for extracting and checking the answer.
+    solver.parameters.max_time_in_seconds = max(remaining - 0.25 * time_budget_s, 0.002)
     solver.parameters.num_workers = NUM_WORKERS
     solver.parameters.random_seed = 1
+    # Presolve pays off on small models only; on large ones it eats the whole budget.
+    solver.parameters.cp_model_presolve = len(pod_vars) <= PRESOLVE_MAX_GROUPS
     status = solver.solve(model)
     status_name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        keep.status = status_name
-        keep.candidates_complete = complete
-        return keep
+        return fallback(status_name)
     result: dict[int, int] = {}
     for used, pods, cap, leaves in zip(used_vars, pod_vars, caps, group_members, strict=True):
         u, p = int(solver.value(used)), int(solver.value(pods))
@@ -245,12 +279,14 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
             rest -= extra
     obj = objective(tree, fit, result)
     optimal = status == cp_model.OPTIMAL and complete
-    better = obj < greedy_obj
+    best_pods, best_obj = (result, obj) if obj <= hint_obj else (hint_pods, hint_obj)
+    if not best_obj < greedy_obj:  # ties keep the greedy (Kueue) answer
+        best_pods, best_obj = dict(greedy_leaf_pods), greedy_obj
     return Improvement(
         used=True,
-        leaf_pods=result if better else dict(greedy_leaf_pods),
+        leaf_pods=best_pods,
         optimal=optimal,
-        objective=obj if better else greedy_obj,
+        objective=best_obj,
         greedy_objective=greedy_obj,
         bound=float(solver.best_objective_bound),
         value=float(solver.objective_value),
@@ -269,6 +305,25 @@ def _lift(tree: TopologyTree, doms: IntArray, from_level: int, to_level: int) ->
 def _level_to_top(tree: TopologyTree, level: int, top: int) -> IntArray:
     """For every domain at ``level``, its ancestor at ``top`` (identity when equal)."""
     return _lift(tree, np.arange(tree.domain_count(level), dtype=np.int64), level, top)
+
+
+def _children_needed(prob: Problem, level: int, count: int) -> IntArray:
+    """For every domain at ``level``: the fewest children (at level+1) whose capacities add up
+    to ``count`` (their number when even all children together are short)."""
+    tree = prob.tree
+    child = level + 1
+    pc = prob.pod_counts[child]
+    par = tree.parent[child]
+    order = np.lexsort((-pc, par))
+    sorted_pc, sorted_par = pc[order], par[order]
+    cum = np.cumsum(sorted_pc)
+    starts = tree.child_start[level]
+    base = np.where(starts > 0, cum[np.maximum(starts - 1, 0)], 0)
+    before = cum - sorted_pc - base[sorted_par]
+    need: IntArray = np.bincount(
+        sorted_par, weights=(before < count).astype(np.float64), minlength=tree.domain_count(level)
+    ).astype(np.int64)
+    return need
 
 
 def _covered(pods_top: IntArray, chosen: list[int], count: int) -> bool:
