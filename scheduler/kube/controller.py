@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.core.workload import ANN_UNCONSTRAINED, LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
@@ -237,9 +237,17 @@ class Controller:
                 tolerations.extend(((flavor.get("spec") or {}).get("tolerations")) or ())
             request = (spec_sets.get(psa["name"]) or {}).get("topologyRequest") or {}
             required = request.get("required")
-            if required and psa.get("topologyAssignment"):
-                selector.update(self._required_domain_selector(decode_topology_assignment, psa, required, flavor_name))
-            out.append(PodSetStart(psa["name"], selector, tuple(tolerations)))
+            annotations: dict[str, str] = {}
+            if psa.get("topologyAssignment"):
+                if required:
+                    selector.update(self._required_domain_selector(
+                        decode_topology_assignment, psa, required, flavor_name))
+                explicit = any(k in request for k in ("required", "preferred", "unconstrained",
+                                                       "podSetSliceRequiredTopology",
+                                                       "podsetSliceRequiredTopologyConstraints"))
+                if not explicit:
+                    annotations[ANN_UNCONSTRAINED] = "true"
+            out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations))
         return out
 
     def _required_domain_selector(self, decode: Any, psa: Mapping[str, Any], required: str,

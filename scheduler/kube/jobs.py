@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scheduler.core.workload import (
@@ -46,6 +46,9 @@ class PodSetStart:
     name: str
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    # e.g. the unconstrained-topology annotation Kueue adds for implicit TAS, so the pods are
+    # recognised as TAS pods (counted once, from the assignment) and not as foreign usage.
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ class BatchJob:
             "spec": {
                 "suspend": False,
                 "template": {
-                    "metadata": {"annotations": {ANN_WORKLOAD: workload_name}, "labels": {LABEL_PODSET: start.name}},
+                    "metadata": {"annotations": {**start.annotations, ANN_WORKLOAD: workload_name},
+                                 "labels": {LABEL_PODSET: start.name}},
                     "spec": spec_patch,
                 },
             }
