@@ -136,7 +136,8 @@ def _tile(x: int, y: int, node: NodeView) -> list[str]:
     out.append(f'<text x="{TILE_W - 7}" y="32" class="small" text-anchor="end">'
                f"GPU {node.gpus_used}/{node.gpus}</text>")
     if node.health != HEALTHY:
-        out.append(f'<text x="7" y="50" class="bad">{escape(_clip(short_reason(node.reason), 32))}</text>')
+        cls = "bad" if node.health == UNHEALTHY else "warn"
+        out.append(f'<text x="7" y="50" class="{cls}">{escape(_clip(short_reason(node.reason), 31))}</text>')
         line_y = 64
     else:
         line_y = 50
@@ -217,7 +218,8 @@ STYLE = f"""
 .muted {{ font: 11px {SANS}; fill: #8a96a3; }}
 .mono {{ font: 600 10.5px {MONO}; fill: #17202a; }}
 .wl {{ font: 11px {SANS}; fill: #0d3c85; }}
-.bad {{ font: 10.5px {SANS}; fill: #a31515; }}
+.bad {{ font: 600 10px {SANS}; fill: #a31515; }}
+.warn {{ font: 600 10px {SANS}; fill: #8a5300; }}
 .legend {{ font: 12px {SANS}; fill: #1f2d3d; }}
 """
 
