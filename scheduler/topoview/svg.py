@@ -35,7 +35,7 @@ SANS = "system-ui, 'DejaVu Sans', 'Segoe UI', Arial, sans-serif"
 COLOURS = {
     HEALTHY: ("#e6f4e4", "#2e7d32", "healthy (Schedulable, Ready)"),
     UNHEALTHY: ("#fde2df", "#c62828", "unhealthy (HyperPod fault / health label)"),
-    UNAVAILABLE: ("#fff1d6", "#b26a00", "NotReady or cordoned"),
+    UNAVAILABLE: ("#fff1d6", "#b26a00", "down: NotReady or cordoned"),
 }
 GPU_USED, GPU_FREE = "#1e5fbf", "#ffffff"
 LEVEL_FILL = ("#eef3fa", "#fbfcfe", "#f2f4f7", "#ffffff", "#f4f6f8")
@@ -154,9 +154,12 @@ def _tile(x: int, y: int, node: NodeView) -> list[str]:
 
 
 def _summary(dom: Domain, box: _Box, counts: dict[str, int]) -> list[str]:
-    out = [f'<text x="{PAD}" y="{HEADER + 12}" class="small">{dom.node_count} nodes: '
-           f"{counts[HEALTHY]} healthy, {counts[UNHEALTHY]} unhealthy, "
-           f"{counts[UNAVAILABLE]} unavailable</text>"]
+    text = f"{dom.node_count} nodes: {counts[HEALTHY]} healthy"
+    if counts[UNHEALTHY]:
+        text += f", {counts[UNHEALTHY]} unhealthy"
+    if counts[UNAVAILABLE]:
+        text += f", {counts[UNAVAILABLE]} down"
+    out = [f'<text x="{PAD}" y="{HEADER + 12}" class="small">{escape(text)}</text>']
     bar = SUMMARY_W - 2 * PAD
     out.append(f'<rect x="{PAD}" y="{HEADER + 20}" width="{bar}" height="11" rx="2" fill="{GPU_FREE}" '
                f'stroke="#7b8794" stroke-width="0.8"/>')
