@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections import deque
@@ -271,6 +272,12 @@ class ExtenderService:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: kube-scheduler's Go client reuses connections
     server: ExtenderHTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body are two writes; without NODELAY, Nagle + the client's delayed ACK add
+        # ~40 ms to every keep-alive answer.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s " + format, self.address_string(), *args)

@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Extender benchmark: decision latency in-process vs over HTTP, and the real kube-scheduler's
+pods/s on fake nodes with and without the extender, in one run.
+
+    python scripts/bench/extender.py                         # latency at 1,000 and 5,000 nodes
+    python scripts/bench/extender.py --cluster --pods 300    # + kube-scheduler throughput, 5,000 nodes
+
+Latency part (no cluster): a SlotBook over generated HyperPod nodes, one admitted workload with
+one pod per node on ``--assigned`` nodes; filter gets every node name (nodeCacheCapable payload,
+as with percentageOfNodesToScore=100), prioritize gets the nodes filter passed. Bounded:
+``--requests`` calls per verb and size, after a short warm-up.
+
+Throughput part (``--cluster``): its own local control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, KWOK) with ``--cluster-nodes`` fake nodes and the
+extender as a process. Phase A: kube-scheduler with the toposched profile and no extender;
+phase B: the same profile calling the extender, pods of an admitted Workload. In each phase
+the pods are created while no profile serves them, then kube-scheduler is restarted with the
+phase's configuration and pods/s = pods / (last bind - first bind). Everything it starts is
+stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scheduler.core.assignment import encode_v1beta2  # noqa: E402
+from scheduler.core.fakecluster import generate_nodes  # noqa: E402
+from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s  # noqa: E402
+from scheduler.core.placement.types import DomainAssignment, PodSetPlacement  # noqa: E402
+from scheduler.extender.logic import SlotBook, pod_ref, workload_view  # noqa: E402
+from scheduler.extender.server import Extender, ExtenderHTTPServer  # noqa: E402
+
+
+def description(n: int) -> dict[str, Any]:
+    return {
+        "name": f"bench-{n}",
+        "layers": [2, 5, 25],
+        "nodesPerDomain": max(1, -(-n // 250)),
+        "nodeCount": n,
+    }
+
+
+def assignment(hosts: list[str], per_node: int = 1) -> dict[str, Any]:
+    placement = PodSetPlacement(
+        "main",
+        per_node * len(hosts),
+        (HOSTNAME_LABEL,),
+        tuple(DomainAssignment((h,), per_node) for h in sorted(hosts)),
+    )
+    return encode_v1beta2(placement)
+
+
+def workload_obj(ns: str, name: str, ta: dict[str, Any], count: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "queueName": "lq",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "busybox",
+                                    "resources": {"requests": {"nvidia.com/gpu": "8"}},
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def pod_obj(ns: str, name: str, workload: str | None, scheduler: str = "toposched") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": f"uid-{name}"}
+    if workload:
+        meta["annotations"] = {"kueue.x-k8s.io/workload": workload}
+        meta["labels"] = {"kueue.x-k8s.io/podset": "main"}
+    gpu = {"nvidia.com/gpu": "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "schedulerName": scheduler,
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": gpu, "limits": gpu}}],
+        },
+    }
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def timed(fn: Callable[[], Any], n: int, warmup: int = 20) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def latency(n_nodes: int, n_assigned: int, requests: int) -> list[tuple[str, float, float]]:
+    nodes = generate_nodes(description(n_nodes))
+    names = [n["metadata"]["name"] for n in nodes]
+    book = SlotBook()
+    for n in nodes:
+        book.upsert_node(node_from_k8s(n))
+    # Assigned nodes spread over layer-3 domains, like a fragmented cluster.
+    hosts = names[:: max(1, n_nodes // n_assigned)][:n_assigned]
+    wl = workload_obj("bench", "wl", assignment(hosts), len(hosts))
+    wl["status"] = {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": "main", "count": len(hosts), "topologyAssignment": assignment(hosts)}
+            ],
+        },
+        "conditions": [{"type": "Admitted", "status": "True"}],
+    }
+    book.upsert_workload(workload_view(wl))
+    # Half the slots are already taken by bound siblings (realistic mid-gang state).
+    for i, h in enumerate(hosts[: len(hosts) // 2]):
+        sib = pod_obj("bench", f"sib-{i}", "wl")
+        sib["spec"]["nodeName"] = h
+        book.observe_pod(pod_ref(sib))
+    ext = Extender(book)
+    ext.ready.set()
+    ours = pod_obj("bench", "p", "wl")
+    other = pod_obj("bench", "web", None, "default-scheduler")
+    f_args = {"Pod": ours, "Nodes": None, "NodeNames": names}
+    passed = ext.filter(f_args)["NodeNames"]
+    p_args = {"Pod": ours, "Nodes": None, "NodeNames": passed}
+    t_args = {"Pod": other, "Nodes": None, "NodeNames": names}
+    rows = []
+    server = ExtenderHTTPServer(ext, "127.0.0.1", 0)
+    server.start()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+
+    def over_http(verb: str, body: bytes) -> Callable[[], Any]:
+        def call() -> Any:
+            conn.request("POST", f"/{verb}", body=body, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return json.loads(resp.read())
+
+        return call
+
+    try:
+        for label, verb, args in (
+            ("filter", "filter", f_args),
+            ("prioritize", "prioritize", p_args),
+            ("filter pass-through", "filter", t_args),
+        ):
+            fn = getattr(ext, verb)
+            s = timed(lambda fn=fn, args=args: fn(args), requests)
+            rows.append((f"{label} in-process", pct(s, 0.5), pct(s, 0.99)))
+            body = json.dumps(args).encode()
+            s = timed(over_http(verb, body), requests)
+            rows.append((f"{label} HTTP", pct(s, 0.5), pct(s, 0.99)))
+    finally:
+        conn.close()
+        server.stop()
+    print(
+        f"\n{n_nodes} nodes, {len(hosts)} assigned ({len(hosts) // 2} taken), filter passes {len(passed)}, "
+        f"{requests} requests each"
+    )
+    print(f"  {'verb':34} {'p50 ms':>9} {'p99 ms':>9}")
+    for label, p50, p99 in rows:
+        print(f"  {label:34} {p50:9.3f} {p99:9.3f}")
+    return rows
+
+
+# ---- real kube-scheduler throughput -----------------------------------------------------------
+
+
+def throughput(n_nodes: int, n_pods: int, timeout_s: float) -> None:
+    from kubernetes import client
+
+    from scheduler.devcluster.apply import create_nodes
+    from scheduler.devcluster.controlplane import (
+        FAKE_NODE_LABEL,
+        LocalCluster,
+        default_scheduler_config,
+        free_port,
+    )
+    from scheduler.extender.config import extender_entry, toposched_profile
+    from scheduler.kube.informer import PODS, WORKLOADS, Api, Informer, wait_synced
+    from scheduler.kube.status import admit_status
+
+    tmp = Path(tempfile.mkdtemp(prefix="toposched-bench-extender-"))
+    cluster = LocalCluster(tmp)
+    t0 = time.monotonic()
+    cluster.start()
+    try:
+        print(f"\ncontrol plane up in {time.monotonic() - t0:.1f}s ({tmp})", flush=True)
+        api_client = cluster.api_client()
+        api = Api(api_client)
+        nodes = generate_nodes(description(n_nodes))
+        t0 = time.monotonic()
+        chunks = [nodes[i::8] for i in range(8)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda c: create_nodes(cluster.api_client(), c, FAKE_NODE_LABEL), chunks))
+        print(f"{n_nodes} fake nodes created in {time.monotonic() - t0:.1f}s", flush=True)
+        core = client.CoreV1Api(api_client)
+        ns = "bench"
+        core.create_namespace({"metadata": {"name": ns}})
+        port = free_port()
+        ext = cluster.start_process(
+            "toposched-extender",
+            [
+                sys.executable,
+                "-m",
+                "scheduler.cli",
+                "extender",
+                "--kubeconfig",
+                str(cluster.kubeconfig),
+                "--port",
+                str(port),
+            ],
+        )
+        kubeconfig = cluster.dir / "scheduler.kubeconfig"
+        base = default_scheduler_config(kubeconfig)
+        profile = toposched_profile()
+        bound_at: dict[str, float] = {}
+        lock = threading.Lock()
+
+        def on_pod(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if obj["spec"].get("nodeName") and not (old or {}).get("spec", {}).get("nodeName"):
+                with lock:
+                    bound_at.setdefault(obj["metadata"]["name"], time.monotonic())
+
+        pods_inf = Informer(api, PODS, field_selector="spec.schedulerName=toposched")
+        pods_inf.add_handler(on_pod)
+        pods_inf.start()
+        wait_synced([pods_inf])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/readyz")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            raise SystemExit(f"extender not ready: see {ext.log}")
+
+        def create_pods(prefix: str, workload: str | None) -> list[str]:
+            names = [f"{prefix}-{i}" for i in range(n_pods)]
+            bodies = []
+            for name in names:
+                body = pod_obj(ns, name, workload)
+                del body["metadata"]["uid"]
+                bodies.append(body)
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda b: core.create_namespaced_pod(ns, b), bodies))
+            return names
+
+        def run_phase(label: str, names: list[str], config: dict[str, Any]) -> float:
+            t_restart = time.monotonic()
+            cluster.reconfigure_scheduler(config)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                with lock:
+                    done = sum(1 for n in names if n in bound_at)
+                if done == len(names):
+                    break
+                time.sleep(0.2)
+            with lock:
+                times = sorted(bound_at[n] for n in names if n in bound_at)
+            if len(times) < 2:
+                print(f"  {label}: only {len(times)}/{len(names)} pods bound in {timeout_s:.0f}s")
+                return 0.0
+            rate = (len(times) - 1) / max(1e-6, times[-1] - times[0])
+            gap_ms = statistics.median(b - a for a, b in zip(times, times[1:], strict=False)) * 1000
+            print(
+                f"  {label:28} {len(times)}/{len(names)} bound, first bind {times[0] - t_restart:5.1f}s "
+                f"after restart, {rate:7.1f} pods/s (median gap {gap_ms:.1f} ms)",
+                flush=True,
+            )
+            return rate
+
+        # Phase A: toposched profile, no extender.
+        names_a = create_pods("a", None)
+        rate_a = run_phase(
+            "A: profile, no extender", names_a, default_scheduler_config(kubeconfig, [profile])
+        )
+        # Stop serving toposched pods while phase B's objects are created.
+        cluster.reconfigure_scheduler(base)
+        used = {
+            pods_inf.get(f"{ns}/{n}")["spec"].get("nodeName") for n in names_a if pods_inf.get(f"{ns}/{n}")
+        }
+        free_hosts = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in used]
+        hosts = free_hosts[:: max(1, len(free_hosts) // n_pods)][:n_pods]
+        ta = assignment(hosts)
+        wl = api.create(WORKLOADS, workload_obj(ns, "wl", ta, len(hosts)), ns)
+        psa = {
+            "name": "main",
+            "flavors": {"nvidia.com/gpu": "rf"},
+            "resourceUsage": {"nvidia.com/gpu": str(8 * len(hosts))},
+            "count": len(hosts),
+            "topologyAssignment": ta,
+        }
+        api.merge_patch(
+            WORKLOADS,
+            "wl",
+            {"status": admit_status(wl, "cq", [psa], dt.datetime.now(dt.UTC))},
+            ns,
+            subresource="status",
+        )
+        time.sleep(2)  # the extender's informer sees the admission
+        names_b = create_pods("b", "wl")
+        rate_b = run_phase(
+            "B: profile + extender",
+            names_b,
+            default_scheduler_config(kubeconfig, [profile], [extender_entry(port)]),
+        )
+        wrong = [
+            n
+            for n in names_b
+            if (p := pods_inf.get(f"{ns}/{n}")) and p["spec"].get("nodeName") not in set(hosts)
+        ]
+        print(f"  B pods off their assigned node: {len(wrong)}")
+        if rate_a:
+            print(
+                f"  throughput ratio B/A = {rate_b / rate_a:.2f} (extender costs "
+                f"{100 * (1 - rate_b / rate_a):.0f}% of kube-scheduler throughput; aim < 20%)"
+            )
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/stats")
+            print(f"  extender server-side: {json.loads(conn.getresponse().read())['requests']}")
+        except OSError:
+            pass
+        pods_inf.stop()
+    finally:
+        cluster.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,5000", help="node counts for the latency part")
+    ap.add_argument("--assigned", type=int, default=256, help="assigned nodes (one pod each)")
+    ap.add_argument("--requests", type=int, default=200, help="timed requests per verb and size")
+    ap.add_argument("--cluster", action="store_true", help="also measure the real kube-scheduler's pods/s")
+    ap.add_argument("--cluster-nodes", type=int, default=5000)
+    ap.add_argument("--pods", type=int, default=300, help="pods per throughput phase")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per throughput phase")
+    ap.add_argument("--skip-latency", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_latency:
+        for size in (int(s) for s in args.sizes.split(",")):
+            latency(size, min(args.assigned, size), args.requests)
+    if args.cluster:
+        throughput(args.cluster_nodes, args.pods, args.timeout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
