@@ -70,6 +70,12 @@ def run_up(args: argparse.Namespace) -> int:
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"cluster description {args.cluster}: {exc}") from exc
     queues = load_documents(args.queues)
+    from scheduler.devcluster.controlplane import port_in_use
+
+    for offset, what in ((6, "toposched extender"), (7, "toposched webhook"), (8, "toposched controller health")):
+        if port_in_use(args.port + offset):
+            raise UserError(f"port {args.port + offset} ({what}) on 127.0.0.1 is in use: stop what holds it "
+                            f"or choose another --port (toposched uses --port .. --port+8)")
     started = time.monotonic()
     print(f"starting the local control plane in {directory} (first run builds Kubernetes: ~5-15 min) ...",
           file=sys.stderr, flush=True)
@@ -80,7 +86,7 @@ def run_up(args: argparse.Namespace) -> int:
         # toposched's own namespace (leader-election Lease, webhook certificates), as deploy/ has it.
         apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(api, queues)
-        components = start_toposched(cluster)
+        components = start_toposched(cluster, args.port)
     except BaseException:
         cluster.stop()
         raise
@@ -99,24 +105,29 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_toposched(cluster: Any) -> list[str]:
-    """Start the toposched components that exist; returns their names.
+def start_toposched(cluster: Any, base_port: int) -> list[str]:
+    """Start toposched's components as separate processes, exactly as they run in a real
+    cluster (deploy/), and give kube-scheduler the ``toposched`` profile with our extender.
 
-    The controller, webhook and extender are separate processes, exactly as they run in a
-    real cluster (deploy/), talking to the API server through the admin kubeconfig.
+    Ports: extender base+6, webhook base+7, controller health base+8 (all on 127.0.0.1).
     """
-    import importlib.util
+    from scheduler.devcluster.controlplane import default_scheduler_config
+    from scheduler.extender.config import extender_entry, toposched_profile
 
-    started = []
-    for name in ("controller", "extender", "webhook"):
-        if importlib.util.find_spec(f"scheduler.commands.{name}") is None:
-            continue
-        cluster.start_process(
-            f"toposched-{name}",
-            [sys.executable, "-m", "scheduler.cli", name, "--kubeconfig", str(cluster.kubeconfig)],
-        )
-        started.append(name)
-    return started
+    kubeconfig = str(cluster.kubeconfig)
+    python = [sys.executable, "-m", "scheduler.cli"]
+    extender_port, webhook_port, health_port = base_port + 6, base_port + 7, base_port + 8
+    cluster.start_process("toposched-extender",
+                          [*python, "extender", "--kubeconfig", kubeconfig, "--port", str(extender_port)])
+    cluster.start_process("toposched-webhook",
+                          [*python, "webhook", "--kubeconfig", kubeconfig, "--port", str(webhook_port),
+                           "--cert-dir", str(cluster.dir / "webhook-certs")])
+    cluster.start_process("toposched-controller",
+                          [*python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(health_port)])
+    cluster.reconfigure_scheduler(default_scheduler_config(
+        cluster.dir / "scheduler.kubeconfig", extra_profiles=[toposched_profile()],
+        extenders=[extender_entry(extender_port)]))
+    return ["controller", "extender", "webhook"]
 
 
 def _load(args: argparse.Namespace) -> Any:
