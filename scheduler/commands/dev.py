@@ -62,6 +62,7 @@ def run_up(args: argparse.Namespace) -> int:
     from scheduler.core.fakecluster import generate_nodes
     from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents
     from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports
+    from scheduler.devcluster.stack import StackPorts, start_toposched
 
     directory = args.dir or default_dir()
     description = _read_yaml(args.cluster, "cluster description")
@@ -86,7 +87,7 @@ def run_up(args: argparse.Namespace) -> int:
         # toposched's own namespace (leader-election Lease, webhook certificates), as deploy/ has it.
         apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(api, queues)
-        components = start_toposched(cluster, args.port)
+        components = start_toposched(cluster, StackPorts.after(args.port))
     except BaseException:
         cluster.stop()
         raise
@@ -103,31 +104,6 @@ def run_up(args: argparse.Namespace) -> int:
     print("  kubectl apply -f examples/jobs/hyperpod-required-layer3.yaml")
     print("  toposched dev down   # when done")
     return 0
-
-
-def start_toposched(cluster: Any, base_port: int) -> list[str]:
-    """Start toposched's components as separate processes, exactly as they run in a real
-    cluster (deploy/), and give kube-scheduler the ``toposched`` profile with our extender.
-
-    Ports: extender base+6, webhook base+7, controller health base+8 (all on 127.0.0.1).
-    """
-    from scheduler.devcluster.controlplane import default_scheduler_config
-    from scheduler.extender.config import extender_entry, toposched_profile
-
-    kubeconfig = str(cluster.kubeconfig)
-    python = [sys.executable, "-m", "scheduler.cli"]
-    extender_port, webhook_port, health_port = base_port + 6, base_port + 7, base_port + 8
-    cluster.start_process("toposched-extender",
-                          [*python, "extender", "--kubeconfig", kubeconfig, "--port", str(extender_port)])
-    cluster.start_process("toposched-webhook",
-                          [*python, "webhook", "--kubeconfig", kubeconfig, "--port", str(webhook_port),
-                           "--cert-dir", str(cluster.dir / "webhook-certs")])
-    cluster.start_process("toposched-controller",
-                          [*python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(health_port)])
-    cluster.reconfigure_scheduler(default_scheduler_config(
-        cluster.dir / "scheduler.kubeconfig", extra_profiles=[toposched_profile()],
-        extenders=[extender_entry(extender_port)]))
-    return ["controller", "extender", "webhook"]
 
 
 def _load(args: argparse.Namespace) -> Any:

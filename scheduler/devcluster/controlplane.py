@@ -93,7 +93,8 @@ class ClusterState:
         data = json.loads(path.read_text())
         return cls(
             Ports(**data["ports"]),
-            {k: processes.Started(**v) for k, v in data.get("processes", {}).items()},
+            {k: processes.Started(**{**v, "argv": tuple(v.get("argv") or ())})
+             for k, v in data.get("processes", {}).items()},
         )
 
 

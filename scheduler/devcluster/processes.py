@@ -20,6 +20,7 @@ class Started:
     pid: int
     executable: str
     log: str
+    argv: tuple[str, ...] = ()
 
 
 def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> Started:
@@ -34,7 +35,7 @@ def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
             env=env,
             start_new_session=True,  # its own process group: a Ctrl-C in the caller does not reach it
         )
-    return Started(name, proc.pid, argv[0], str(log_path))
+    return Started(name, proc.pid, argv[0], str(log_path), tuple(argv))
 
 
 def is_ours(pid: int, executable: str) -> bool:

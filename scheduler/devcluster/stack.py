@@ -1,0 +1,97 @@
+"""toposched's own components on a local cluster, as separate processes (as in deploy/)."""
+
+from __future__ import annotations
+
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from scheduler.devcluster import processes
+from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_port
+from scheduler.errors import UserError
+
+COMPONENTS = ("toposched-extender", "toposched-webhook", "toposched-controller")
+
+
+@dataclass(frozen=True)
+class StackPorts:
+    extender: int
+    webhook: int
+    controller_health: int
+
+    @classmethod
+    def dynamic(cls) -> StackPorts:
+        return cls(free_port(), free_port(), free_port())
+
+    @classmethod
+    def after(cls, base: int) -> StackPorts:
+        return cls(base + 6, base + 7, base + 8)
+
+
+def _wait_ready(url: str, proc: processes.Started, timeout_s: float) -> None:
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not processes.alive(proc.pid):
+            raise UserError(f"{proc.name} exited during start-up: see {proc.log}")
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise UserError(f"{proc.name} not ready within {timeout_s:.0f}s: see {proc.log}")
+
+
+def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args: Iterable[str] = (),
+                    components: Iterable[str] = COMPONENTS, timeout_s: float = 90) -> list[str]:
+    """Start the components, wait until each answers, and give kube-scheduler the
+    ``toposched`` profile with our extender. Returns the names started."""
+    from scheduler.extender.config import extender_entry, toposched_profile
+
+    wanted = set(components)
+    kubeconfig = str(cluster.kubeconfig)
+    python = [sys.executable, "-m", "scheduler.cli"]
+    started: list[tuple[processes.Started, str]] = []
+    if "toposched-extender" in wanted:
+        proc = cluster.start_process("toposched-extender", [*python, "extender", "--kubeconfig", kubeconfig,
+                                                            "--port", str(ports.extender)])
+        started.append((proc, f"http://127.0.0.1:{ports.extender}/readyz"))
+    if "toposched-webhook" in wanted:
+        proc = cluster.start_process("toposched-webhook", [*python, "webhook", "--kubeconfig", kubeconfig,
+                                                           "--port", str(ports.webhook),
+                                                           "--cert-dir", str(cluster.dir / "webhook-certs")])
+        started.append((proc, f"https://127.0.0.1:{ports.webhook}/readyz"))
+    if "toposched-controller" in wanted:
+        proc = cluster.start_process("toposched-controller", [
+            *python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(ports.controller_health),
+            *controller_args])
+        started.append((proc, f"http://127.0.0.1:{ports.controller_health}/readyz"))
+    for proc, url in started:
+        _wait_ready(url, proc, timeout_s)
+    if "toposched-extender" in wanted:
+        cluster.reconfigure_scheduler(default_scheduler_config(
+            cluster.dir / "scheduler.kubeconfig", extra_profiles=[toposched_profile()],
+            extenders=[extender_entry(ports.extender)]))
+    return [p.name for p, _ in started]
+
+
+def stop_component(cluster: LocalCluster, name: str, kill: bool = False) -> None:
+    proc = cluster.state.processes.get(name)
+    if proc is None:
+        return
+    (processes.kill if kill else processes.stop)(proc)
+
+
+def restart_component(cluster: LocalCluster, name: str) -> processes.Started:
+    """Start a stopped component again with its recorded command line (crash-restart tests)."""
+    proc = cluster.state.processes[name]
+    if processes.alive(proc.pid) and processes.is_ours(proc.pid, proc.executable):
+        raise UserError(f"{name} is still running (pid {proc.pid})")
+    return cluster.start_process(name, list(proc.argv))
