@@ -222,6 +222,7 @@ class SlotBook:
         self.nodes: dict[str, NodeInfo] = {}
         self.health: dict[str, Health] = {}
         self.paths: dict[str, Domain] = {}  # node -> values of compact_levels ("" when absent)
+        self.hostnames: dict[str, str] = {}  # node name -> kubernetes.io/hostname label (or name)
         self.workloads: dict[tuple[str, str], WorkloadView] = {}
         self.bound: dict[Group, dict[str, str]] = {}  # group -> uid -> node (informer view)
         self.pod_group: dict[str, Group | None] = {}  # uid -> group (None: not ours)
@@ -236,6 +237,7 @@ class SlotBook:
             self.nodes[node.name] = node
             self.health[node.name] = health
             self.paths[node.name] = path
+            self.hostnames[node.name] = node.labels.get(HOSTNAME_LABEL) or node.name
         return health
 
     def delete_node(self, name: str) -> None:
@@ -243,6 +245,7 @@ class SlotBook:
             self.nodes.pop(name, None)
             self.health.pop(name, None)
             self.paths.pop(name, None)
+            self.hostnames.pop(name, None)
 
     def upsert_workload(self, view: WorkloadView) -> None:
         with self.lock:
@@ -380,16 +383,24 @@ class SlotBook:
             used = self._used(group, assignment, pod.uid)
             wl = f"{group[0]}/{group[1]}"
             out = FilterOutcome([], ours=True)
+            not_assigned = f"not in the topology assignment of workload {wl} pod set {group[2]}"
+            # Fast path (the common case at scale): hostname-only assignment, cached nodes. Most
+            # names are not assigned and are settled by one dict lookup each.
+            hosts = self.hostnames if payload_nodes is None and assignment.hostname_only else None
+            counts = assignment.counts
             for name in names:
+                if hosts is not None:
+                    host = hosts.get(name)
+                    if host is not None and (host,) not in counts:
+                        out.unresolvable[name] = not_assigned
+                        continue
                 node = payload_nodes.get(name) if payload_nodes is not None else self.nodes.get(name)
                 if node is None:
                     out.failed[name] = "node not yet in the toposched extender's cache"
                     continue
                 dom = assignment.domain_of(node)
                 if dom is None:
-                    out.unresolvable[name] = (
-                        f"not in the topology assignment of workload {wl} pod set {group[2]}"
-                    )
+                    out.unresolvable[name] = not_assigned
                     continue
                 health = self.health.get(name) if payload_nodes is None else None
                 if health is None:

@@ -191,6 +191,20 @@ class Extender:
         return {"Error": ""}
 
 
+def _node_signature(obj: Obj) -> tuple[Any, ...]:
+    """What filter/prioritize read from a node (labels, taints, cordon, condition statuses,
+    allocatable): a kubelet/KWOK heartbeat that only bumps timestamps leaves it unchanged."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    conds = tuple((c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or ())
+    return (
+        meta.get("labels"),
+        spec.get("taints"),
+        spec.get("unschedulable"),
+        conds,
+        status.get("allocatable"),
+    )
+
+
 def _api_message(exc: Exception) -> str:
     body = getattr(exc, "body", None)
     if body:
@@ -222,6 +236,8 @@ class ExtenderService:
         if event == "DELETED":
             self.book.delete_node(obj["metadata"]["name"])
             return
+        if old is not None and _node_signature(old) == _node_signature(obj):
+            return  # heartbeat-only status update: nothing the decisions read changed
         health = self.book.upsert_node(node_from_k8s(obj))
         if self.unknown.first(health):
             log.warning("node %s: %s", obj["metadata"]["name"], health.reason)
