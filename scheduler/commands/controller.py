@@ -14,7 +14,8 @@ log = logging.getLogger("toposched.controller")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("controller", help="run the leader-elected admission controller (watches Jobs, admits Workloads)")
+    p = sub.add_parser("controller",
+                       help="run the leader-elected admission controller (watches Jobs, admits Workloads)")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--namespace", default="toposched-system", help="namespace of the leader-election Lease")
     p.add_argument("--lease-name", default="toposched-controller")

@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
                     default=binaries.repo_root() / "examples" / "kueue" / "hyperpod-queues.yaml",
                     help="Kueue objects to apply (ClusterQueues, LocalQueues, flavors, Topology, priorities)")
     up.add_argument("--dir", type=Path, default=None, help=f"cluster state directory (default {default_dir()})")
-    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="kube-apiserver port on 127.0.0.1 (the next eight are used by etcd, "
+    up.add_argument("--port", type=int, default=DEFAULT_PORT,
+                    help="kube-apiserver port on 127.0.0.1 (the next eight are used by etcd, "
                     "controller-manager, scheduler, kwok, and toposched's extender, webhook, controller)")
     up.set_defaults(func=run_up)
     down = dev_sub.add_parser("down", help="stop everything `dev up` started")

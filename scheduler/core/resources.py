@@ -37,7 +37,15 @@ class QuantityError(ValueError):
     """A Kubernetes quantity string that cannot be parsed."""
 
 
+def _decimal(number: str, original: str | int | float) -> Decimal:
+    try:
+        return Decimal(number)
+    except InvalidOperation as exc:
+        raise QuantityError(f"invalid quantity {original!r}") from exc
+
+
 def _quantity_to_decimal(value: str | int | float) -> Decimal:
+    """Binary (Ki..Ei) and decimal (n..E) suffixes; plain numbers may use exponents (1e3)."""
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}")
     if isinstance(value, int | float):
@@ -45,22 +53,10 @@ def _quantity_to_decimal(value: str | int | float) -> Decimal:
     text = value.strip()
     for suffix, factor in _BINARY_SUFFIXES.items():
         if text.endswith(suffix):
-            number = text[: -len(suffix)]
-            break
-    else:
-        number, factor = "", 1
-        for suffix in sorted(_DECIMAL_SUFFIXES, key=len, reverse=True):
-            if suffix and text.endswith(suffix) and not text.lower().endswith("e" + suffix.lower()):
-                number, factor_dec = text[: -len(suffix)], _DECIMAL_SUFFIXES[suffix]
-                try:
-                    return Decimal(number) * factor_dec
-                except InvalidOperation as exc:
-                    raise QuantityError(f"invalid quantity {value!r}") from exc
-        number = text
-    try:
-        return Decimal(number) * factor
-    except InvalidOperation as exc:
-        raise QuantityError(f"invalid quantity {value!r}") from exc
+            return _decimal(text[: -len(suffix)], value) * factor
+    if len(text) > 1 and text[-1] in _DECIMAL_SUFFIXES:
+        return _decimal(text[:-1], value) * _DECIMAL_SUFFIXES[text[-1]]
+    return _decimal(text, value)
 
 
 def uses_milli_units(resource: str) -> bool:

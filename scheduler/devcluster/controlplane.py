@@ -411,7 +411,7 @@ class LocalCluster:
 
     # ---- API helpers (kept small: the product's own client code lives in scheduler/kube) ----
     def api_client(self) -> Any:
-        from kubernetes import client, config
+        from kubernetes import config
 
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 

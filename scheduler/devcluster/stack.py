@@ -7,6 +7,7 @@ import time
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
+
 from scheduler.devcluster import processes
 from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_port
 from scheduler.errors import UserError
