@@ -23,6 +23,9 @@ def register(sub: Any) -> None:
     p.add_argument("--solver", choices=("greedy", "cpsat", "auto"), default="auto")
     p.add_argument("--time-budget-ms", type=float, default=100.0, help="CP-SAT time budget per placement")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
+    p.add_argument("--node-failure-grace-seconds", type=float, default=3.0,
+                   help="an assigned node must stay unhealthy this long before its workload is hot-swapped "
+                   "or evicted (debounces flapping health labels)")
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
     p.set_defaults(func=run)
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     api = Api(api_client(args.kubeconfig))
     cache = ClusterCache.create(api)
     controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
-                            resync_s=args.resync_seconds)
+                            resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds)
     synced = threading.Event()
     if args.health_port:
         serve_health(args.health_bind, args.health_port, synced.is_set)

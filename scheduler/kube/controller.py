@@ -6,10 +6,13 @@ one stopped — no admission is lost and none is made twice:
 
 1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference).
 2. ``sync_finished``      a finished Job finishes its Workload (quota is released).
-3. ``progress_evictions`` an evicted Workload's Job is suspended; once its pods are gone the
-                          reservation is dropped and the Workload requeued.
-4. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors.
-5. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
+3. ``node_failures``      an assigned node that stays unhealthy is hot-swapped inside the
+                          required domain, or the Workload is evicted (``NodeFailures``).
+4. ``progress_evictions`` an evicted Workload's Job is suspended; once its pods are gone the
+                          reservation is dropped and the Workload requeued (or, past its
+                          HyperPod auto-resume retries, finished as Failed).
+5. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors.
+6. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
                           its decisions are written back (admit / preempt / pending reason).
 
 Only the leader runs phases; followers keep caches warm.
@@ -31,6 +34,7 @@ from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, Api, object_key
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
+from scheduler.kube.nodefailures import NodeFailureHandler
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -62,7 +66,7 @@ def is_evicting(workload: Mapping[str, Any]) -> bool:
 
 class Controller:
     def __init__(self, api: Api, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
-                 time_budget_s: float = 0.1, resync_s: float = 5.0) -> None:
+                 time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0) -> None:
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -70,6 +74,7 @@ class Controller:
         self.time_budget_s = time_budget_s
         self.resync_s = resync_s
         self.events = EventRecorder(api)
+        self.node_failures = NodeFailureHandler(self, grace_s=node_failure_grace_s)
         self.wakeup = Wakeup()
         self.leading = threading.Event()
         self._stop = threading.Event()
@@ -199,13 +204,22 @@ class Controller:
                 self._suspend(integration, job, wl)
                 continue
             if integration.active_pods(job) == 0:
-                if self._patch_status(wl, st.release_status(wl, self.clock(), requeue=self.should_requeue(wl))):
-                    self._notify("requeued", wl, {})
+                self._release(wl, job)
 
-    def should_requeue(self, workload: Mapping[str, Any]) -> bool:
-        """Preempted and NodeFailures evictions requeue at once (Kueue); overridden by the
-        node-failure policy (auto-resume, max retries)."""
-        return True
+    def _release(self, wl: Obj, job: Obj) -> None:
+        """The evicted job's pods are gone: drop the reservation. Preempted and NodeFailures
+        evictions requeue at once (Kueue), unless HyperPod auto-resume retries are used up."""
+        now = self.clock()
+        requeue, failure = self.node_failures.requeue_or_fail(wl)
+        status = st.release_status(wl, now, requeue=requeue)
+        if failure:
+            status["conditions"] = st.finish_status(st.merged(wl, status), "Failed", failure, now)["conditions"]
+        if self._patch_status(wl, status):
+            if failure:
+                self.events.record(job, "Warning", "AutoResumeRetriesExhausted", failure)
+                self._notify("finished", wl, {"reason": "Failed", "message": failure})
+            else:
+                self._notify("requeued", wl, {})
 
     def _suspend(self, integration: JobIntegration, job: Obj, wl: Mapping[str, Any]) -> None:
         patch = integration.stop_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
@@ -309,6 +323,7 @@ class Controller:
     def reconcile(self) -> None:
         self.ensure_workloads()
         self.sync_finished()
+        self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()
         self.admit()
