@@ -1,0 +1,155 @@
+"""Node failure, end to end: a required-layer-3 training job on 8 fake p5 nodes survives a
+HyperPod health failure (hot swap when its domain has a spare node, else eviction and
+re-admission in another domain), counts its auto-resume retries, fails cleanly past the
+limit, and a recovered node is used again. Times from failure to pods Running are printed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
+from scheduler.kube.nodefailures import ANN_RETRIES
+from tests.e2e.conftest import Stack
+
+L3 = "topology.k8s.aws/network-node-layer-3"
+HEALTH = "sagemaker.amazonaws.com/node-health-status"
+HEALTH_TAINT = {"key": HEALTH, "value": "Unschedulable", "effect": "NoSchedule"}
+NS = "hyperpod-ns-team-a"
+# 3 layer-3 domains of 8 nodes each.
+CLUSTER = {"name": "e2e-failures", "instanceType": "ml.p5.48xlarge", "layers": [1, 1, 3], "nodesPerDomain": 8}
+
+
+@pytest.fixture(scope="module")
+def stack(stack_factory: Any) -> Stack:
+    return stack_factory(CLUSTER, controller_args=("--node-failure-grace-seconds", "1"))
+
+
+def training_job(name: str, pods: int, max_retry: int | None = 1) -> dict[str, Any]:
+    ann = {}
+    if max_retry is not None:
+        ann = {"sagemaker.amazonaws.com/enable-job-auto-resume": "true",
+               "sagemaker.amazonaws.com/job-max-retry-count": str(max_retry)}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "annotations": ann,
+                     "labels": {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue"}},
+        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 100,
+                 "template": {
+                     "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": L3}},
+                     "spec": {"restartPolicy": "Never", "containers": [{
+                         "name": "trainer", "image": "busybox",
+                         "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}},
+    }
+
+
+def running(stack: Stack, job: str) -> list[dict[str, Any]]:
+    pods = stack.api.list(PODS, NS, labelSelector=f"job-name={job}")["items"]
+    return [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+
+
+def l3_of(stack: Stack) -> dict[str, str]:
+    return {n["metadata"]["name"]: n["metadata"]["labels"][L3] for n in stack.nodes}
+
+
+def workload(stack: Stack, job_uid: str) -> dict[str, Any]:
+    for wl in stack.api.list(WORKLOADS, NS)["items"]:
+        if (wl["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid") == job_uid:
+            return wl
+    raise AssertionError(f"no workload for job uid {job_uid}")
+
+
+def fail_node(stack: Stack, node: str) -> None:
+    current = stack.api.get(NODES, node)
+    taints = [t for t in (current["spec"].get("taints") or []) if t["key"] != HEALTH] + [HEALTH_TAINT]
+    stack.api.merge_patch(NODES, node, {"metadata": {"labels": {HEALTH: "UnschedulablePendingReplacement"}},
+                                        "spec": {"taints": taints}})
+
+
+def recover_node(stack: Stack, node: str) -> None:
+    current = stack.api.get(NODES, node)
+    taints = [t for t in (current["spec"].get("taints") or []) if t["key"] != HEALTH]
+    stack.api.merge_patch(NODES, node, {"metadata": {"labels": {HEALTH: "Schedulable"}},
+                                        "spec": {"taints": taints or None}})
+
+
+def all_running_in_one_domain(stack: Stack, job: str, pods: int, avoid: set[str]) -> list[dict[str, Any]] | None:
+    got = running(stack, job)
+    if len(got) != pods:
+        return None
+    nodes = {p["spec"]["nodeName"] for p in got}
+    if nodes & avoid or len({l3_of(stack)[n] for n in nodes}) != 1:
+        return None
+    return got
+
+
+def test_eviction_readmission_retry_limit_and_recovery(stack: Stack) -> None:
+    job = stack.api.create(JOBS, training_job("trainer", 8, max_retry=1), NS)
+    uid = job["metadata"]["uid"]
+    pods = stack.wait(lambda: all_running_in_one_domain(stack, "trainer", 8, set()), 120, "8 trainer pods Running")
+    first_domain = l3_of(stack)[pods[0]["spec"]["nodeName"]]
+    victim = sorted(p["spec"]["nodeName"] for p in pods)[0]
+
+    # 1. A node of a full domain fails: no spare node there -> NodeFailures eviction, re-admission elsewhere.
+    t0 = time.monotonic()
+    fail_node(stack, victim)
+    pods = stack.wait(lambda: all_running_in_one_domain(stack, "trainer", 8, {victim}), 120,
+                      "trainer re-admitted on healthy nodes")
+    print(f"\n[node-failure] evict + re-admit: failure -> 8 pods Running again in {time.monotonic() - t0:.1f}s")
+    second_domain = l3_of(stack)[pods[0]["spec"]["nodeName"]]
+    assert second_domain != first_domain
+    wl = workload(stack, uid)
+    assert wl["metadata"]["annotations"][ANN_RETRIES] == "1"
+    conds = {c["type"]: c for c in wl["status"]["conditions"]}
+    assert conds["Evicted"]["reason"] == "QuotaReserved"  # flipped back on re-admission
+    assert "no replacement for unhealthy node(s): " + victim in conds["Evicted"]["message"]
+    assert conds["Requeued"]["status"] == "True" and conds["Requeued"]["reason"] == "NodeFailures"
+
+    # 2. A second failure is beyond max-retry 1: the workload finishes as Failed, the job stays down.
+    second_victim = sorted(p["spec"]["nodeName"] for p in pods)[0]
+    fail_node(stack, second_victim)
+
+    def finished_failed() -> dict[str, Any] | None:
+        wl2 = workload(stack, uid)
+        fin = next((c for c in wl2["status"].get("conditions", []) if c["type"] == "Finished"), None)
+        return fin if fin and fin["status"] == "True" else None
+
+    fin = stack.wait(finished_failed, 120, "workload Finished after retries are used up")
+    assert fin["reason"] == "Failed"
+    assert "exceeded the maximum number of auto-resume retries (1)" in fin["message"]
+    stack.wait(lambda: running(stack, "trainer") == [], 60, "trainer pods gone")
+    assert workload(stack, uid)["metadata"]["annotations"][ANN_RETRIES] == "2"
+
+    # 3. The first failed node recovers: its domain is whole again and a new job uses it.
+    recover_node(stack, victim)
+    job2 = stack.api.create(JOBS, training_job("trainer-2", 8, max_retry=None), NS)
+    pods2 = stack.wait(lambda: all_running_in_one_domain(stack, "trainer-2", 8, {second_victim}), 120,
+                       "trainer-2 Running")
+    assert victim in {p["spec"]["nodeName"] for p in pods2}
+    stack.api.delete(JOBS, "trainer", NS, propagationPolicy="Background")
+    stack.api.delete(JOBS, job2["metadata"]["name"], NS, propagationPolicy="Background")
+    stack.wait(lambda: running(stack, "trainer-2") == [], 60, "trainer-2 pods gone")
+    recover_node(stack, second_victim)
+
+
+def test_hot_swap_replaces_only_the_failed_node(stack: Stack) -> None:
+    job = stack.api.create(JOBS, training_job("swap", 6, max_retry=2), NS)
+    uid = job["metadata"]["uid"]
+    pods = stack.wait(lambda: all_running_in_one_domain(stack, "swap", 6, set()), 120, "6 swap pods Running")
+    domain = l3_of(stack)[pods[0]["spec"]["nodeName"]]
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    victim = sorted(before.values())[0]
+    t0 = time.monotonic()
+    fail_node(stack, victim)
+    after = stack.wait(lambda: all_running_in_one_domain(stack, "swap", 6, {victim}), 120, "swap pods re-placed")
+    print(f"\n[node-failure] hot swap: failure -> 6 pods Running again in {time.monotonic() - t0:.1f}s")
+    assert l3_of(stack)[after[0]["spec"]["nodeName"]] == domain  # same domain
+    survivors = {p["metadata"]["name"] for p in after} & set(before)
+    assert len(survivors) == 5  # only the failed node's pod was replaced
+    wl = workload(stack, uid)
+    assert (wl["metadata"].get("annotations") or {}).get(ANN_RETRIES) is None  # a hot swap is no retry
+    assert not any(c["type"] == "Evicted" and c["status"] == "True" for c in wl["status"]["conditions"])
+    stack.api.delete(JOBS, "swap", NS, propagationPolicy="Background")
+    recover_node(stack, victim)
