@@ -211,12 +211,18 @@ class SlotBook:
         health_policy: HealthPolicy = DEFAULT_POLICY,
         compact_levels: Sequence[str] = COMPACT_LEVELS,
         reservation_ttl_s: float = 120.0,
+        unassigned_detail_max: int = 1000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler_name = scheduler_name
         self.health_policy = health_policy
         self.compact_levels = tuple(compact_levels)
         self.reservation_ttl_s = reservation_ttl_s
+        # Above this many candidate nodes, nodes outside the assignment are left out of
+        # FailedAndUnresolvableNodes: kube-scheduler treats a node absent from the statuses as
+        # UnschedulableAndUnresolvable anyway (framework.NewDefaultNodeToStatus), and a
+        # 5,000-entry map is most of the request's cost on both sides.
+        self.unassigned_detail_max = unassigned_detail_max
         self.clock = clock
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeInfo] = {}
@@ -388,11 +394,13 @@ class SlotBook:
             # names are not assigned and are settled by one dict lookup each.
             hosts = self.hostnames if payload_nodes is None and assignment.hostname_only else None
             counts = assignment.counts
+            detail = len(names) <= self.unassigned_detail_max
             for name in names:
                 if hosts is not None:
                     host = hosts.get(name)
                     if host is not None and (host,) not in counts:
-                        out.unresolvable[name] = not_assigned
+                        if detail:
+                            out.unresolvable[name] = not_assigned
                         continue
                 node = payload_nodes.get(name) if payload_nodes is not None else self.nodes.get(name)
                 if node is None:
@@ -400,7 +408,8 @@ class SlotBook:
                     continue
                 dom = assignment.domain_of(node)
                 if dom is None:
-                    out.unresolvable[name] = not_assigned
+                    if detail:
+                        out.unresolvable[name] = not_assigned
                     continue
                 health = self.health.get(name) if payload_nodes is None else None
                 if health is None:

@@ -376,3 +376,12 @@ def test_concurrent_reserve_never_overbooks() -> None:
         per_node[node_name] = per_node.get(node_name, 0) + 1
     assert per_node == slots  # every slot taken exactly once, none twice
     assert b.occupancy(("ns", "wl", "main")) == slots
+
+
+def test_large_candidate_lists_omit_unassigned_nodes() -> None:
+    b = book({"a1": 1, "sick": 1})
+    b.unassigned_detail_max = 3
+    out = b.filter(pod_ref(pod("p")), ALL)
+    # Absent from the statuses = UnschedulableAndUnresolvable for kube-scheduler; in-assignment
+    # failures keep their reasons.
+    assert out.passed == ["a1"] and list(out.unresolvable) == ["sick"] and out.failed == {}
