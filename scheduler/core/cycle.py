@@ -1,0 +1,618 @@
+"""One admission cycle: ``run_cycle(snapshot) -> list[Decision]``. Pure and deterministic.
+
+Kueue's scheduling cycle (``pkg/scheduler/scheduler.go``), restated:
+
+1. Route every pending workload LocalQueue -> ClusterQueue (a missing LocalQueue or
+   ClusterQueue, a stopped or inactive queue gives a pending decision with Kueue's message).
+2. Take ONE head per ClusterQueue (``queueing.heads``).
+3. Nominate each head against the snapshot: namespace selector, flavor assignment by quota
+   (``quota.assign_flavors``), then TAS placement for pod sets on TAS flavors
+   (``place_workload`` on that flavor's tree; implied TAS for TAS-only ClusterQueues). A TAS
+   failure becomes preemption when an empty topology would fit, else
+   ``TopologyPlacementFailed``. A head that needs preemption gets its targets
+   (``preemption``; CP-SAT for a domain-needing TAS pod set).
+4. Order the entries: not borrowing first, then priority desc, then queue timestamp.
+5. Walk the entries against the *updated* usage (quota and topology): admit what still
+   fits, issue preemptions (the freed capacity is reserved for the preemptor for the rest of
+   the cycle), skip overlapping preemption targets, and report everything else as pending.
+
+The snapshot is never modified: quota state and trees are cloned at the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
+from scheduler.core.preemption import (
+    AdmittedWorkload,
+    DomainRequest,
+    FitCheck,
+    Target,
+    candidates_ordering,
+    find_candidates,
+    plan_attempts,
+    preemption_message,
+    tas_targets,
+)
+from scheduler.core.preemption import (
+    _minimal as minimal_preemptions,
+)
+from scheduler.core.queueing import (
+    REQUEUE_IMMEDIATE,
+    REQUEUE_INADMISSIBLE,
+    LocalQueueSpec,
+    PendingWorkload,
+    heads,
+    order_key,
+    resolve_priority,
+)
+from scheduler.core.quota import (
+    FIT,
+    NO_FIT,
+    PREEMPT,
+    STOP_HOLD_AND_DRAIN,
+    STOP_NONE,
+    STRICT_FIFO,
+    ClusterQueueSpec,
+    CohortSpec,
+    FlavorAssignment,
+    FlavorResource,
+    FlavorSpec,
+    QuotaState,
+    Usage,
+    assign_flavors,
+    is_tas_only,
+)
+from scheduler.core.topology import TopologyTree
+from scheduler.core.workload import PodSetSpec
+
+# QuotaReserved=False reasons used here (Kueue v0.19, UnadmittedWorkloadsObservability).
+REASON_MISCONFIGURED = "Misconfigured"
+REASON_SUSPENDED = "Suspended"
+REASON_INADMISSIBLE = "Inadmissible"
+REASON_TOPOLOGY_FAILED = "TopologyPlacementFailed"
+REASON_WAITING_FOR_PREEMPTION = "WaitingForPreemptedWorkloads"
+REASON_PENDING = "Pending"
+# Evicted reasons.
+EVICT_CQ_STOPPED = "ClusterQueueStopped"
+EVICT_LQ_STOPPED = "LocalQueueStopped"
+EVICT_PREEMPTED = "Preempted"
+
+MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
+MSG_NAMESPACE = "Workload namespace doesn't match ClusterQueue selector"
+
+
+# ---------------------------------------------------------------------- snapshot
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one cycle looks at. Plain data; the cycle never mutates it.
+
+    ``trees``: one TopologyTree per TAS flavor (key = ResourceFlavor name) with the usage of
+    every workload in ``admitted`` already subtracted (``kube.snapshot.flavor_trees``).
+    ``admitted``: workloads holding a quota reservation (including ones being evicted).
+    ``pending``: workloads without a reservation, not finished, active.
+    ``inadmissible``: keys parked by BestEffortFIFO (``queueing.QueueState``).
+    ``namespace_labels``: namespace -> labels (for ``namespaceSelector``).
+    """
+
+    now: float
+    cluster_queues: Mapping[str, ClusterQueueSpec]
+    cohorts: Mapping[str, CohortSpec] = field(default_factory=dict)
+    local_queues: Mapping[str, LocalQueueSpec] = field(default_factory=dict)  # "ns/name"
+    flavors: Mapping[str, FlavorSpec] = field(default_factory=dict)
+    trees: Mapping[str, TopologyTree] = field(default_factory=dict)
+    pending: Sequence[PendingWorkload] = ()
+    admitted: Sequence[AdmittedWorkload] = ()
+    workload_priority_classes: Mapping[str, int] = field(default_factory=dict)
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    inadmissible: frozenset[str] = frozenset()
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    solver: str = "auto"  # place_workload solver
+    time_budget_s: float = 0.1  # per placement
+    preemption_budget_s: float = 0.5  # per CP-SAT victim search
+
+
+# ---------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class PodSetAdmission:
+    """One ``status.admission.podSetAssignments[]`` entry."""
+
+    name: str
+    count: int
+    flavors: Mapping[str, str]  # resource -> flavor
+    resource_usage: Mapping[str, int]  # resource -> total (canonical units)
+    topology: PodSetPlacement | None = None  # encode with assignment.encode_v1beta2
+
+
+@dataclass(frozen=True)
+class Admit:
+    workload: str  # "ns/name"
+    uid: str
+    cluster_queue: str
+    pod_sets: tuple[PodSetAdmission, ...]
+    borrows: bool
+    reason: str = "QuotaReserved"
+    message: str = ""  # "Quota reserved in ClusterQueue <cq>"
+
+
+@dataclass(frozen=True)
+class Preempt:
+    workload: str  # the victim
+    uid: str
+    cluster_queue: str  # the victim's ClusterQueue
+    preemptor: str
+    preemptor_cluster_queue: str
+    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing
+    message: str  # Kueue's "Preempted to accommodate a workload ..." text
+
+
+@dataclass(frozen=True)
+class Evict:
+    workload: str
+    uid: str
+    cluster_queue: str
+    reason: str  # ClusterQueueStopped | LocalQueueStopped
+    message: str
+
+
+@dataclass(frozen=True)
+class Pending:
+    workload: str
+    uid: str
+    cluster_queue: str  # "" when routing failed
+    reason: str  # QuotaReserved=False reason
+    message: str
+    requeue: str = REQUEUE_INADMISSIBLE  # "immediate" | "inadmissible" (queueing.QueueState)
+
+
+Decision = Admit | Preempt | Evict | Pending
+
+
+# ---------------------------------------------------------------------- internals
+
+
+@dataclass
+class _Entry:
+    pw: PendingWorkload
+    cq: ClusterQueueSpec
+    priority: int
+    assignment: FlavorAssignment
+    placements: dict[str, PodSetPlacement]  # pod set -> TAS placement
+    tas_flavor: dict[str, str]  # pod set -> TAS flavor
+    mode: int
+    reason: str
+    message: str
+    targets: list[Target] = field(default_factory=list)
+    wanted_preemption: bool = False
+
+
+class _Cycle:
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.quota = QuotaState(snap.cluster_queues.values(), snap.cohorts.values())
+        self.prio: dict[str, int] = {}
+        for w in snap.admitted:
+            self.quota.add_usage(w.cluster_queue, w.usage)
+            self.prio[w.key] = resolve_priority(
+                w.spec, snap.workload_priority_classes, snap.priority_classes, w.priority
+            )
+        self.trees = {name: tree.clone() for name, tree in sorted(snap.trees.items())}
+        self.levels = {name: tree.levels for name, tree in self.trees.items()}
+        self.admitted = sorted(snap.admitted, key=lambda w: w.key)
+        self.inactive = self._inactive_cluster_queues()
+
+    def priority_of(self, w: AdmittedWorkload) -> int:
+        return self.prio[w.key]
+
+    def _inactive_cluster_queues(self) -> set[str]:
+        out: set[str] = set()
+        for name, cq in self.snap.cluster_queues.items():
+            if cq.stop_policy != STOP_NONE:
+                out.add(name)
+            for flavor in cq.flavor_names():
+                spec = self.snap.flavors.get(flavor)
+                if spec is None or (spec.topology_name and flavor not in self.trees):
+                    out.add(name)  # FlavorNotFound / TopologyNotFound
+            if "cq:" + name in self.quota.cycles:
+                out.add(name)
+        return out
+
+    # ------------------------------------------------------------------ TAS
+    def _tas_pod_sets(
+        self, entry_cq: ClusterQueueSpec, assignment: FlavorAssignment, pod_sets: Sequence[PodSetSpec]
+    ) -> dict[str, list[PodSetSpec]]:
+        by_flavor: dict[str, list[PodSetSpec]] = {}
+        for ps, psf in zip(pod_sets, assignment.pod_sets, strict=True):
+            names = sorted({f for f in psf.flavors.values() if f in self.trees})
+            if names:
+                by_flavor.setdefault(names[0], []).append(ps)
+        return by_flavor
+
+    def _place(self, tree: TopologyTree, pod_sets: Sequence[PodSetSpec], implied: bool) -> Placement:
+        return place_workload(
+            tree,
+            pod_sets,
+            solver=self.snap.solver,
+            time_budget_s=self.snap.time_budget_s,
+            implied_tas=implied,
+        )
+
+    def _empty_tree(self, flavor: str) -> TopologyTree:
+        tree = self.snap.trees[flavor].clone()
+        for w in self.snap.admitted:
+            for u in w.tas:
+                if u.flavor == flavor:
+                    tree.remove_usage(u.placement, u.per_pod)
+        return tree
+
+    def _tree_without(self, flavor: str, victims: Sequence[AdmittedWorkload]) -> TopologyTree:
+        tree = self.trees[flavor].clone()
+        for w in victims:
+            for u in w.tas:
+                if u.flavor == flavor:
+                    tree.remove_usage(u.placement, u.per_pod)
+        return tree
+
+    # ------------------------------------------------------------------ nomination
+    def nominate(self, pw: PendingWorkload, cq: ClusterQueueSpec) -> _Entry:
+        spec = pw.spec
+        prio = resolve_priority(
+            spec, self.snap.workload_priority_classes, self.snap.priority_classes, pw.priority
+        )
+        assignment = assign_flavors(spec, cq, self.quota, self.snap.flavors, self.levels)
+        entry = _Entry(
+            pw, cq, prio, assignment, {}, {}, assignment.mode, assignment.reason, assignment.message
+        )
+        if assignment.mode == NO_FIT:
+            return entry
+        implied = is_tas_only(cq, self.snap.flavors)
+        needs = set(assignment.needs_preemption)
+        by_flavor = self._tas_pod_sets(cq, assignment, spec.pod_sets)
+        if assignment.mode == FIT:
+            for flavor, pod_sets in sorted(by_flavor.items()):
+                placement = self._place(self.trees[flavor], pod_sets, implied)
+                if placement.fits:
+                    for p in placement.pod_sets:
+                        entry.placements[p.name] = p
+                        entry.tas_flavor[p.name] = flavor
+                    continue
+                first = pod_sets[0].name
+                message = f"couldn't assign flavors to pod set {first}: {placement.reason}"
+                if not self._place(self._empty_tree(flavor), pod_sets, implied).fits:
+                    entry.mode, entry.reason, entry.message = NO_FIT, REASON_TOPOLOGY_FAILED, message
+                    return entry
+                entry.mode, entry.reason, entry.message = PREEMPT, REASON_TOPOLOGY_FAILED, message
+                for ps in pod_sets:
+                    psf = next(p for p in assignment.pod_sets if p.name == ps.name)
+                    needs.update(fr for fr in psf.usage if fr[0] == flavor)
+        if entry.mode == PREEMPT:
+            entry.wanted_preemption = True
+            entry.targets = self.targets(entry, frozenset(needs), by_flavor, implied)
+            if not entry.targets:
+                entry.mode = NO_FIT
+        return entry
+
+    def _fits(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> FitCheck:
+        usage = entry.assignment.usage
+        cq = entry.cq.name
+
+        def check(state: QuotaState, victims: Sequence[AdmittedWorkload], allow_borrowing: bool) -> bool:
+            if not state.fits(cq, usage, allow_borrowing):
+                return False
+            for flavor, pod_sets in sorted(by_flavor.items()):
+                if not self._place(self._tree_without(flavor, victims), pod_sets, implied).fits:
+                    return False
+            return True
+
+        return check
+
+    def targets(
+        self,
+        entry: _Entry,
+        needs: frozenset[FlavorResource],
+        by_flavor: Mapping[str, list[PodSetSpec]],
+        implied: bool,
+    ) -> list[Target]:
+        fits = self._fits(entry, by_flavor, implied)
+        candidates = find_candidates(
+            entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
+        )
+        if not candidates:
+            return []
+        ordered = candidates_ordering(candidates, entry.cq.name, self.priority_of)
+        plan = plan_attempts(ordered, entry.cq, self.quota, needs, entry.priority, self.priority_of)
+        request = self._domain_request(entry, by_flavor)
+        if request is not None:
+            found = tas_targets(
+                request,
+                self.trees[request.flavor],
+                entry.cq,
+                self.quota,
+                plan,
+                needs,
+                entry.assignment.usage,
+                fits,
+                self.priority_of,
+                time_budget_s=self.snap.preemption_budget_s,
+            )
+            if found:
+                return found
+        for cands, allow_borrowing, threshold in plan:
+            targets = minimal_preemptions(
+                cands, entry.cq.name, self.quota, needs, fits, allow_borrowing, threshold, self.priority_of
+            )
+            if targets:
+                return targets
+        return []
+
+    @staticmethod
+    def _domain_request(entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]]) -> DomainRequest | None:
+        """A single TAS pod set with a required/preferred level (the CP-SAT victim search)."""
+        if len(by_flavor) != 1:
+            return None
+        flavor, pod_sets = next(iter(by_flavor.items()))
+        if len(pod_sets) != 1 or len(entry.pw.spec.pod_sets) != 1:
+            return None
+        ps = pod_sets[0]
+        req = ps.topology
+        if req is None or req.slice_constraints or req.group_name:
+            return None
+        level = req.required or req.preferred
+        if not level:
+            return None
+        return DomainRequest(flavor, level, ps.count, ps.requests, ps.node_selector, ps.tolerations)
+
+    # ------------------------------------------------------------------ admission
+    def commit_tas(self, entry: _Entry, sign: int) -> None:
+        requests = {ps.name: ps.requests for ps in entry.pw.spec.pod_sets}
+        for name, placement in sorted(entry.placements.items()):
+            tree = self.trees[entry.tas_flavor[name]]
+            if sign > 0:
+                tree.add_usage(placement, requests[name])
+            else:
+                tree.remove_usage(placement, requests[name])
+
+    def replace(self, entry: _Entry, victims: Sequence[AdmittedWorkload]) -> bool:
+        """Re-place the TAS pod sets on the working trees (after ``victims`` are removed)."""
+        spec = entry.pw.spec
+        implied = is_tas_only(entry.cq, self.snap.flavors)
+        by_flavor = self._tas_pod_sets(entry.cq, entry.assignment, spec.pod_sets)
+        placements: dict[str, PodSetPlacement] = {}
+        flavors: dict[str, str] = {}
+        for flavor, pod_sets in sorted(by_flavor.items()):
+            tree = self._tree_without(flavor, victims) if victims else self.trees[flavor]
+            placement = self._place(tree, pod_sets, implied)
+            if not placement.fits:
+                return False
+            for p in placement.pod_sets:
+                placements[p.name] = p
+                flavors[p.name] = flavor
+        entry.placements, entry.tas_flavor = placements, flavors
+        return True
+
+
+def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pending:
+    strict = entry.cq.queueing_strategy == STRICT_FIFO
+    return Pending(
+        entry.pw.key,
+        entry.pw.spec.uid,
+        entry.cq.name,
+        reason or REASON_PENDING,
+        message,
+        REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
+    )
+
+
+def _admit(entry: _Entry) -> Admit:
+    pod_sets = []
+    for psf in entry.assignment.pod_sets:
+        usage: dict[str, int] = {}
+        for (_, res), v in psf.usage.items():
+            usage[res] = usage.get(res, 0) + v
+        pod_sets.append(
+            PodSetAdmission(psf.name, psf.count, dict(psf.flavors), usage, entry.placements.get(psf.name))
+        )
+    return Admit(
+        entry.pw.key,
+        entry.pw.spec.uid,
+        entry.cq.name,
+        tuple(pod_sets),
+        entry.assignment.borrows,
+        message=f"Quota reserved in ClusterQueue {entry.cq.name}",
+    )
+
+
+def _reserve(quota: QuotaState, cq: str, usage: Usage) -> Usage:
+    """Kueue ``resourcesToReserve``: capacity held back for a preemptor with no targets, so a
+    lower-priority workload does not take it (up to nominal, or the borrowing limit)."""
+    out: Usage = {}
+    for fr, v in usage.items():
+        q = quota.quota(cq, fr)
+        if q is None:
+            continue
+        cap = (
+            q.nominal
+            if not quota.borrowing_with(cq, fr, v) or q.borrowing_limit is None
+            else q.nominal + q.borrowing_limit
+        )
+        out[fr] = max(0, min(v, cap - quota.used(cq, fr)))
+    return out
+
+
+def run_cycle(snapshot: Snapshot) -> list[Decision]:
+    """One Kueue-style admission cycle. Same snapshot -> same decisions."""
+    cyc = _Cycle(snapshot)
+    decisions: list[Decision] = []
+    # HoldAndDrain: evict what the stopped queues hold.
+    for w in cyc.admitted:
+        cq = snapshot.cluster_queues.get(w.cluster_queue)
+        if w.evicted:
+            continue
+        if cq is not None and cq.stop_policy == STOP_HOLD_AND_DRAIN:
+            decisions.append(
+                Evict(w.key, w.uid, w.cluster_queue, EVICT_CQ_STOPPED, "The ClusterQueue is stopped")
+            )
+        else:
+            lq = snapshot.local_queues.get(f"{w.spec.namespace}/{w.spec.queue_name}")
+            if lq is not None and lq.stop_policy == STOP_HOLD_AND_DRAIN:
+                decisions.append(
+                    Evict(w.key, w.uid, w.cluster_queue, EVICT_LQ_STOPPED, "The LocalQueue is stopped")
+                )
+    # 1. routing
+    queued: dict[str, list[tuple[tuple[int, float, str], PendingWorkload]]] = {}
+    for pw in sorted(snapshot.pending, key=lambda p: p.key):
+        spec = pw.spec
+        lq = snapshot.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
+        if lq is None:
+            decisions.append(
+                Pending(
+                    pw.key, spec.uid, "", REASON_MISCONFIGURED, f"LocalQueue {spec.queue_name} doesn't exist"
+                )
+            )
+            continue
+        if lq.stop_policy != STOP_NONE:
+            decisions.append(
+                Pending(
+                    pw.key,
+                    spec.uid,
+                    lq.cluster_queue,
+                    REASON_SUSPENDED,
+                    f"LocalQueue {spec.queue_name} is stopped",
+                )
+            )
+            continue
+        cq = snapshot.cluster_queues.get(lq.cluster_queue)
+        if cq is None:
+            decisions.append(
+                Pending(
+                    pw.key,
+                    spec.uid,
+                    lq.cluster_queue,
+                    REASON_MISCONFIGURED,
+                    f"ClusterQueue {lq.cluster_queue} doesn't exist",
+                )
+            )
+            continue
+        if cq.name in cyc.inactive:
+            decisions.append(
+                Pending(pw.key, spec.uid, cq.name, REASON_SUSPENDED, f"ClusterQueue {cq.name} is inactive")
+            )
+            continue
+        prio = resolve_priority(
+            spec, snapshot.workload_priority_classes, snapshot.priority_classes, pw.priority
+        )
+        queued.setdefault(cq.name, []).append((order_key(prio, pw.timestamp, pw.key), pw))
+    strategies = {name: cq.queueing_strategy for name, cq in snapshot.cluster_queues.items()}
+    # 2-3. heads and nomination
+    entries: list[_Entry] = []
+    for cq_name, pw in sorted(heads(queued, snapshot.inadmissible, strategies, snapshot.now).items()):
+        cq = snapshot.cluster_queues[cq_name]
+        labels = pw.namespace_labels or snapshot.namespace_labels.get(pw.spec.namespace, {})
+        if not cq.namespace_selector.matches(labels):
+            decisions.append(Pending(pw.key, pw.spec.uid, cq_name, REASON_INADMISSIBLE, MSG_NAMESPACE))
+            continue
+        entries.append(cyc.nominate(pw, cq))
+    # 4. order
+    entries.sort(key=lambda e: (e.assignment.borrows, -e.priority, e.pw.timestamp, e.pw.key))
+    # 5. admit against updated usage
+    preempted: set[str] = set()
+    for e in entries:
+        if e.mode == NO_FIT:
+            if e.wanted_preemption:
+                # needed preemption, found no targets: hold the capacity back (Kueue)
+                cyc.quota.add_usage(e.cq.name, _reserve(cyc.quota, e.cq.name, e.assignment.usage))
+            decisions.append(_pending(e, e.reason, e.message, False))
+            continue
+        usage = e.assignment.usage
+        if e.mode == PREEMPT:
+            keys = {t.workload.key for t in e.targets}
+            if keys & preempted:
+                decisions.append(_pending(e, e.reason, MSG_OVERLAPPING, True))
+                continue
+            work = cyc.quota.clone()
+            for t in e.targets:
+                work.remove_usage(t.workload.cluster_queue, t.workload.usage)
+            victims = [t.workload for t in e.targets]
+            if not work.fits(e.cq.name, usage) or not cyc.replace(e, victims):
+                decisions.append(_pending(e, e.reason, MSG_NO_LONGER_FITS, True))
+                continue
+            # The victims' capacity is now the preemptor's for the rest of the cycle.
+            cyc.quota = work
+            cyc.quota.add_usage(e.cq.name, usage)
+            for t in e.targets:
+                for u in t.workload.tas:
+                    if u.flavor in cyc.trees:
+                        cyc.trees[u.flavor].remove_usage(u.placement, u.per_pod)
+            cyc.commit_tas(e, +1)
+            preempted |= keys
+            issued = 0
+            for t in sorted(e.targets, key=lambda t: t.workload.key):
+                issued += 1
+                if t.workload.evicted:
+                    continue
+                decisions.append(
+                    Preempt(
+                        t.workload.key,
+                        t.workload.uid,
+                        t.workload.cluster_queue,
+                        e.pw.key,
+                        e.cq.name,
+                        t.reason,
+                        preemption_message(
+                            e.pw.spec,
+                            t.reason,
+                            cyc.quota.path(e.cq.name),
+                            cyc.quota.path(t.workload.cluster_queue),
+                        ),
+                    )
+                )
+            message = (
+                e.message or f"couldn't assign flavors to pod set {e.pw.spec.pod_sets[0].name}"
+            ) + f". Pending the preemption of {issued} workload(s)"
+            decisions.append(_pending(e, REASON_WAITING_FOR_PREEMPTION, message, True))
+            continue
+        # FIT: still fits after the entries before it?
+        if not cyc.quota.fits(e.cq.name, usage):
+            decisions.append(_pending(e, REASON_PENDING, MSG_NO_LONGER_FITS, True))
+            continue
+        if e.placements and not cyc.replace(e, ()):
+            decisions.append(_pending(e, REASON_PENDING, MSG_NO_LONGER_FITS, True))
+            continue
+        cyc.quota.add_usage(e.cq.name, usage)
+        cyc.commit_tas(e, +1)
+        decisions.append(_admit(e))
+    return decisions
+
+
+def admitted_from_decision(decision: Admit, pending: PendingWorkload, now: float) -> AdmittedWorkload:
+    """The :class:`AdmittedWorkload` an Admit decision produces (for simulators and tests)."""
+    from scheduler.core.preemption import TASUsage
+
+    spec = pending.spec
+    requests = {ps.name: ps.requests for ps in spec.pod_sets}
+    usage: dict[FlavorResource, int] = {}
+    tas: list[TASUsage] = []
+    for ps in decision.pod_sets:
+        for res, v in ps.resource_usage.items():
+            flavor = ps.flavors.get(res)
+            if flavor is not None:
+                usage[(flavor, res)] = usage.get((flavor, res), 0) + v
+        if ps.topology is not None:
+            flavor = sorted(set(ps.flavors.values()))[0]
+            tas.append(TASUsage(flavor, ps.topology, requests[ps.name]))
+    return AdmittedWorkload(
+        spec,
+        decision.cluster_queue,
+        usage,
+        reserved_at=now,
+        priority=pending.priority,
+        queued_at=pending.queued_at,
+        tas=tuple(tas),
+    )

@@ -1,0 +1,153 @@
+"""Queues: LocalQueue -> ClusterQueue routing, per-CQ ordering, heads, inadmissible requeue.
+
+Kueue semantics (``pkg/cache/queue``):
+
+* Order inside a ClusterQueue: priority descending, then queue-order timestamp ascending
+  (creation time, or the eviction time for a requeued workload), then key (deterministic).
+* One head per ClusterQueue per cycle.
+* ``StrictFIFO``: a head that cannot be admitted is requeued *immediately* and stays the
+  head, blocking everything behind it (head-of-line blocking), except for a namespace
+  mismatch.
+* ``BestEffortFIFO``: a head that cannot be admitted goes to the *inadmissible* set, so the
+  next workload becomes the head; it is requeued immediately only when it was skipped after
+  nomination or is waiting for its preemptions. Inadmissible workloads come back when quota
+  is released in their cohort tree (a workload finishes or is evicted) or the queue
+  configuration changes: :class:`QueueState` keeps that set across cycles for the caller.
+* ``stopPolicy`` ``Hold``/``HoldAndDrain`` on a ClusterQueue or LocalQueue stops new
+  admissions (``HoldAndDrain`` also evicts admitted workloads; see ``cycle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.core.quota import STOP_NONE
+from scheduler.core.workload import WorkloadSpec
+
+ANN_PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
+DEFAULT_PRIORITY = 0
+
+REQUEUE_IMMEDIATE = "immediate"
+REQUEUE_INADMISSIBLE = "inadmissible"
+
+
+@dataclass(frozen=True)
+class LocalQueueSpec:
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: str = STOP_NONE
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class PendingWorkload:
+    """A workload waiting for quota. ``queued_at`` is Kueue's queue-order timestamp (creation,
+    or eviction time after a requeue); ``requeue_at`` is the end of a requeue backoff."""
+
+    spec: WorkloadSpec
+    queued_at: float | None = None
+    priority: int | None = None  # resolved priority; None = resolve from classes
+    requeue_at: float | None = None
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    @property
+    def timestamp(self) -> float:
+        return self.spec.created_at if self.queued_at is None else self.queued_at
+
+
+def resolve_priority(
+    spec: WorkloadSpec,
+    workload_priority_classes: Mapping[str, int],
+    priority_classes: Mapping[str, int] | None = None,
+    override: int | None = None,
+) -> int:
+    """Kueue: the WorkloadPriorityClass named by ``kueue.x-k8s.io/priority-class`` wins, then
+    a (pod) PriorityClass of that name, then the Workload's own ``spec.priority``, default 0;
+    plus the ``kueue.x-k8s.io/priority-boost`` annotation."""
+    base: int
+    if override is not None:
+        base = override
+    elif spec.priority:
+        base = spec.priority  # resolved when the Workload was created (a WPC change does not move it)
+    elif spec.priority_class and spec.priority_class in workload_priority_classes:
+        base = workload_priority_classes[spec.priority_class]
+    elif spec.priority_class and priority_classes and spec.priority_class in priority_classes:
+        base = priority_classes[spec.priority_class]
+    else:
+        base = DEFAULT_PRIORITY
+    boost = spec.annotations.get(ANN_PRIORITY_BOOST)
+    if boost:
+        try:
+            base += int(boost)
+        except ValueError:
+            pass
+    return base
+
+
+def order_key(priority: int, timestamp: float, key: str) -> tuple[int, float, str]:
+    """Sort key inside a ClusterQueue: priority desc, timestamp asc, then key."""
+    return (-priority, timestamp, key)
+
+
+def heads(
+    queued: Mapping[str, Sequence[tuple[tuple[int, float, str], PendingWorkload]]],
+    inadmissible: frozenset[str] | set[str],
+    strategies: Mapping[str, str],
+    now: float,
+) -> dict[str, PendingWorkload]:
+    """The head of every ClusterQueue: the first workload in order that is not in backoff and
+    (BestEffortFIFO only) not parked as inadmissible."""
+    out: dict[str, PendingWorkload] = {}
+    for cq in sorted(queued):
+        strict = strategies.get(cq) == "StrictFIFO"
+        best: tuple[tuple[int, float, str], PendingWorkload] | None = None
+        for item in queued[cq]:
+            pw = item[1]
+            if pw.requeue_at is not None and pw.requeue_at > now:
+                continue
+            if not strict and pw.key in inadmissible:
+                continue
+            if best is None or item[0] < best[0]:
+                best = item
+        if best is not None:
+            out[cq] = best[1]
+    return out
+
+
+class QueueState:
+    """What Kueue's queue manager remembers between cycles that is not in the API objects:
+    the BestEffortFIFO inadmissible set. The caller applies each cycle's decisions and calls
+    :meth:`release` when quota is freed (workload finished/evicted/deleted) or a queue changes."""
+
+    def __init__(self) -> None:
+        self._inadmissible: dict[str, str] = {}  # workload key -> ClusterQueue
+
+    def inadmissible(self) -> frozenset[str]:
+        return frozenset(self._inadmissible)
+
+    def park(self, key: str, cluster_queue: str) -> None:
+        self._inadmissible[key] = cluster_queue
+
+    def forget(self, key: str) -> None:
+        self._inadmissible.pop(key, None)
+
+    def release(self, cluster_queues: Iterable[str] | None = None) -> int:
+        """Requeue inadmissible workloads of ``cluster_queues`` (all when None); returns how many."""
+        if cluster_queues is None:
+            n = len(self._inadmissible)
+            self._inadmissible.clear()
+            return n
+        wanted = set(cluster_queues)
+        gone = [k for k, cq in self._inadmissible.items() if cq in wanted]
+        for k in gone:
+            del self._inadmissible[k]
+        return len(gone)
