@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Webhook latency: validate and mutate over HTTPS on loopback vs the same decision in-process.
+
+Serves the real ``admission.server`` (ThreadingHTTPServer + TLS, self-signed CA, keep-alive)
+with a synthetic HyperPod cluster view (nodes in a 3-layer tree, a TAS flavor, a ClusterQueue,
+a LocalQueue), sends a bounded number of AdmissionReviews per endpoint and prints p50/p99.
+The validate request is the expensive case: a Job with podset-required-topology, so every
+cluster check runs (queue, level, quota, largest layer-3 domain).
+
+  python scripts/bench/webhook.py                # 2,000 requests per endpoint, 1,000 nodes
+  python scripts/bench/webhook.py --nodes 5000 --requests 2000 --concurrency 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import ssl
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from admission import review  # noqa: E402
+from admission.certs import CertManager  # noqa: E402
+from admission.server import WebhookApp, WebhookServer  # noqa: E402
+
+L = [f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3)]
+HOST = "kubernetes.io/hostname"
+
+
+def cluster(app: WebhookApp, nodes: int) -> None:
+    v = app.view
+    v.nodes = {}
+    for i in range(nodes):
+        name = f"hyperpod-i-{i:05d}"
+        v.nodes[name] = {"metadata": {"name": name, "labels": {
+            HOST: name, "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
+            L[0]: f"nn-{i // 512}", L[1]: f"nn-{i // 64}", L[2]: f"nn-{i // 16}"}},
+            "status": {"allocatable": {"cpu": "192", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    v.topologies = {"hyperpod-default": {"metadata": {"name": "hyperpod-default"},
+                                         "spec": {"levels": [{"nodeLabel": lv} for lv in (*L, HOST)]}}}
+    v.flavors = {"p5": {"metadata": {"name": "p5"}, "spec": {
+        "nodeLabels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}, "topologyName": "hyperpod-default"}}}
+    v.cluster_queues = {"cq": {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{
+        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "p5", "resources": [
+            {"name": "cpu", "nominalQuota": 100000}, {"name": "memory", "nominalQuota": "1000Ti"},
+            {"name": "nvidia.com/gpu", "nominalQuota": nodes * 8}]}]}]}}}
+    v.local_queues = {"team-a/hyperpod-ns-team-a-localqueue": {
+        "metadata": {"name": "hyperpod-ns-team-a-localqueue", "namespace": "team-a"}, "spec": {"clusterQueue": "cq"}}}
+
+
+def body(i: int) -> bytes:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": f"train-{i}", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name":
+                                                                "hyperpod-ns-team-a-localqueue"}},
+        "spec": {"parallelism": 10, "completions": 10, "template": {
+            "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": L[2]}},
+            "spec": {"containers": [{"name": "c", "image": "pytorch", "resources": {
+                "requests": {"nvidia.com/gpu": "1", "cpu": "8", "memory": "64Gi"}}}]}}}}
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": f"uid-{i}", "kind": {"group": "batch", "version": "v1", "kind": "Job"}, "operation": "CREATE",
+        "namespace": "team-a", "object": job}}).encode()
+
+
+def pct(samples: list[float], p: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def over_https(port: int, ca: str, path: str, n: int, concurrency: int) -> list[float]:
+    ctx = ssl.create_default_context(cadata=ca)
+    out: list[float] = []
+    lock = threading.Lock()
+
+    def worker(count: int, offset: int) -> None:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+        local = []
+        for i in range(count):
+            data = body(offset + i)
+            t0 = time.perf_counter()
+            conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            answer = json.loads(resp.read())
+            local.append((time.perf_counter() - t0) * 1e3)
+            assert resp.status == 200 and answer["response"]["allowed"], answer
+        conn.close()
+        with lock:
+            out.extend(local)
+
+    per = n // concurrency
+    threads = [threading.Thread(target=worker, args=(per, k * per)) for k in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def in_process(app: WebhookApp, path: str, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        data = body(i)
+        t0 = time.perf_counter()
+        answer = app.decide(path, json.loads(data))
+        json.dumps(answer)
+        out.append((time.perf_counter() - t0) * 1e3)
+        assert answer["response"]["allowed"], answer
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=2000, help="per endpoint (default 2000)")
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--concurrency", type=int, default=1, help="client connections in parallel")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        app = WebhookApp(None)
+        cluster(app, args.nodes)
+        server = WebhookServer(app, CertManager(Path(tmp), ["localhost"], ["127.0.0.1"]), "127.0.0.1", 0)
+        server.start()
+        try:
+            ca = server.certs.ca_bundle().decode()
+            print(f"webhook bench: {args.requests} requests per endpoint, {args.nodes} nodes, "
+                  f"concurrency {args.concurrency}, HTTPS keep-alive on 127.0.0.1:{server.port}")
+            print(f"{'endpoint':28} {'mode':10} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
+            worst = 0.0
+            for path in (review.VALIDATE_JOB, review.MUTATE_JOB):
+                # warm-up (TLS handshake, capacity index build)
+                over_https(server.port, ca, path, 20, 1)
+                in_process(app, path, 20)
+                base = in_process(app, path, args.requests)
+                wire = over_https(server.port, ca, path, args.requests, args.concurrency)
+                for mode, s in (("in-process", base), ("https", wire)):
+                    print(f"{path:28} {mode:10} {pct(s, 50):8.3f} {pct(s, 99):8.3f} {statistics.fmean(s):8.3f}")
+                print(f"{'':28} {'ratio':10} {pct(wire, 50) / pct(base, 50):8.1f} {pct(wire, 99) / pct(base, 99):8.1f}")
+                worst = max(worst, pct(wire, 99))
+            print(f"worst HTTPS p99: {worst:.2f} ms (aim < 10 ms): {'OK' if worst < 10 else 'ABOVE AIM'}")
+        finally:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
