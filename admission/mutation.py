@@ -66,7 +66,8 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
         _set_label(job, ops, LABEL_QUEUE_NAME, DEFAULT_LOCAL_QUEUE)
         out.warnings.append(f"toposched: no {LABEL_QUEUE_NAME} label; sent to LocalQueue "
                             f"\"{DEFAULT_LOCAL_QUEUE}\" of namespace \"{namespace}\" (LocalQueue defaulting)")
-    if not labels.get(LABEL_PRIORITY_CLASS) and view is not None and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False):
+    if (not labels.get(LABEL_PRIORITY_CLASS) and view is not None
+            and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
         _set_label(job, ops, LABEL_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS)
     spec = job.get("spec") or {}
     if spec.get("suspend") is not True:

@@ -217,7 +217,8 @@ def _validate_constraints(ann: Mapping[str, str], path: str, has: Mapping[str, b
         epath = f"{cpath}[{i}]"
         errs.extend(_validate_level_key(level, f"{epath}.topology"))
         if size < 1:
-            errs.append(invalid(f"{epath}.size", size, "must be greater than or equal to 1", "use a size of at least 1"))
+            errs.append(invalid(f"{epath}.size", size, "must be greater than or equal to 1",
+                                "use a size of at least 1"))
         if level in seen:
             errs.append(FieldError(f"{epath}.topology", "Duplicate value", f"{level} (also at index {seen[level]})",
                                    fix="each layer must name a different level"))
@@ -619,7 +620,8 @@ def validate_cluster_queue(obj: Obj, view: ClusterView | None = None) -> Verdict
                             f"{rpath}.{limit}", res.get(limit), f"{limit} must be nil when cohort is empty",
                             f"set {cohort_field} or remove {limit}"))
             if view is not None and flavor.get("name") and view.flavor(str(flavor.get("name"))) is None:
-                verdict.warnings.append(f"{fpath}.name: ResourceFlavor \"{flavor.get('name')}\" does not exist yet; the "
+                verdict.warnings.append(f"{fpath}.name: ResourceFlavor \"{flavor.get('name')}\" does not exist "
+                                        "yet; the "
                                         "ClusterQueue stays inactive (FlavorNotFound) until it is created")
     return verdict
 

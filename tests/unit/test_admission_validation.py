@@ -39,7 +39,8 @@ ANNOTATION_CASES: list[tuple[str, dict[str, str], int, list[str]]] = [
     ("two topology annotations", {R: L3, P: L2}, 10,
      [f"{A}: Invalid value: must not contain more than one topology annotation: {THREE}",
       f"keep exactly one of {R}, {P}"]),
-    ("three topology annotations", {R: L3, P: L2, U: "true"}, 10, ["must not contain more than one topology annotation"]),
+    ("three topology annotations", {R: L3, P: L2, U: "true"}, 10,
+     ["must not contain more than one topology annotation"]),
     ("unconstrained not bool", {U: "yes"}, 10,
      [f'{A}[{U}]: Invalid value: "yes": must be a boolean value; use "true" or "false"']),
     ("bad level key", {R: "not a label"}, 10, [f'{A}[{R}]: Invalid value: "not a label": name part must consist']),
@@ -122,7 +123,8 @@ def cluster(gpu_quota: int = 64, borrowing: int | None = None, cohort: str | Non
                                                                             "nominalQuota": other_gpu}
         cqs["cq-b"] = other
     return ClusterView(
-        local_queues={"team-a/lq": {"metadata": {"name": "lq", "namespace": "team-a"}, "spec": {"clusterQueue": "cq-a"}},
+        local_queues={"team-a/lq": {"metadata": {"name": "lq", "namespace": "team-a"},
+                                    "spec": {"clusterQueue": "cq-a"}},
                       "team-a/plain": {"metadata": {"name": "plain", "namespace": "team-a"},
                                        "spec": {"clusterQueue": "cq-plain"}}},
         cluster_queues={**cqs, "cq-plain": {"metadata": {"name": "cq-plain"}, "spec": {"resourceGroups": [
