@@ -1,0 +1,263 @@
+"""The real Kueue controller as a side-by-side peer on a LocalCluster.
+
+- Binary: ``go build sigs.k8s.io/kueue/cmd/kueue`` in the wrapper module ``scripts/kueue``
+  (requires ``sigs.k8s.io/kueue v0.17.0``; Kueue's own go.mod has no replace lines, so the
+  wrapper needs none), into ``<cache>/kueue-v0.17.0/bin/kueue``; built once, reused.
+- Harness: ``start_kueue(cluster)`` writes a Configuration (config.kueue.x-k8s.io/v1beta2:
+  batch/job integration, manageJobsWithoutQueueName false, leader election off, metrics and
+  health on 127.0.0.1 dynamic ports, internal cert management off), issues a serving cert
+  for 127.0.0.1 from the cluster CA, runs Kueue as a process of the cluster (so
+  ``LocalCluster.stop()`` stops it), registers Kueue's mutating/validating webhooks BY URL
+  (``https://127.0.0.1:<port>/<path>``, same paths as Kueue's own manifests read from the
+  module cache) and the RBAC Kueue needs (its identity is the cluster-admin client cert, so
+  only the webhook client needs no RBAC).
+
+Webhook decision: served by Kueue itself. Kueue's Job webhook is what suspends a queued Job
+at creation and defaults/validates the TAS annotations; without it every test job would
+have to be created suspended by hand and Kueue's validation messages would be missing from
+the comparison. Registering it by URL on loopback is exactly how toposched's own webhook
+runs here, so both engines see the same API server behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import ssl
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.devcluster import binaries, certs, processes
+from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_port
+from scheduler.errors import UserError
+
+KUEUE_VERSION = binaries.KUEUE_VERSION
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+PROCESS_NAME = "kueue"
+log = logging.getLogger(__name__)
+
+
+def kueue_binary_path() -> Path:
+    return binaries.cache_root() / f"kueue-{KUEUE_VERSION}" / "bin" / "kueue"
+
+
+def ensure_kueue() -> Path:
+    """Return the Kueue controller binary, building it from the module proxy the first time."""
+    binary = kueue_binary_path()
+    if binary.is_file():
+        return binary
+    module = binaries.repo_root() / "scripts" / "kueue"
+    if not (module / "go.mod").is_file():
+        raise UserError(f"{module}/go.mod is missing: run from a toposched checkout")
+    go = binaries._go()
+    binary.parent.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="bin.", dir=binary.parent.parent))
+    try:
+        binaries._run_build(
+            [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging / "kueue"), f"{KUEUE_MODULE}/cmd/kueue"],
+            module, binary.parent.parent / "build.log", f"Kueue {KUEUE_VERSION} controller")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        (staging / "kueue").rename(binary)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return binary
+
+
+def kueue_module_dir() -> Path:
+    return binaries.go_module_dir(KUEUE_MODULE, KUEUE_VERSION)
+
+
+@dataclass(frozen=True)
+class KueuePorts:
+    webhook: int
+    metrics: int
+    health: int
+
+    @classmethod
+    def dynamic(cls) -> KueuePorts:
+        return cls(free_port(), free_port(), free_port())
+
+
+def kueue_configuration(ports: KueuePorts, cert_dir: Path, *, integrations: tuple[str, ...] = ("batch/job",),
+                        wait_for_pods_ready: bool = False) -> dict[str, Any]:
+    """Kueue's Configuration for the local control plane (defaults everywhere else)."""
+    config: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": "kueue-system",
+        "manageJobsWithoutQueueName": False,
+        "leaderElection": {"leaderElect": False},
+        "health": {"healthProbeBindAddress": f"{LOOPBACK}:{ports.health}"},
+        "metrics": {"bindAddress": f"{LOOPBACK}:{ports.metrics}", "enableClusterQueueResources": False},
+        "webhook": {"port": ports.webhook, "host": LOOPBACK, "certDir": str(cert_dir)},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": 500, "burst": 1000},
+        "integrations": {"frameworks": list(integrations)},
+    }
+    if wait_for_pods_ready:
+        config["waitForPodsReady"] = {"timeout": "5m", "recoveryTimeout": "3m"}
+    return config
+
+
+# Kueue v0.17 hard-codes where it reads the metrics serving certificate when internal cert
+# management is off (the mount path of the Secret in its Deployment); it exits at start-up if
+# the files are missing. The harness writes a loopback certificate there once (metrics only).
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+# The on-demand visibility API server (pending-workload listing; not part of scheduling)
+# reads its certificate from the hard-coded /visibility and binds every interface; it is the
+# one feature gate the harness turns off.
+FEATURE_GATES = "VisibilityOnDemand=false"
+
+
+def _ensure_metrics_cert() -> None:
+    if (METRICS_CERT_DIR / "tls.crt").is_file() and (METRICS_CERT_DIR / "tls.key").is_file():
+        return
+    try:
+        METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+        ca = certs.create_ca(METRICS_CERT_DIR, "toposched-kueue-metrics-ca")
+        certs.issue(ca, METRICS_CERT_DIR, "tls", "kueue-metrics", server=True, dns_names=("localhost",),
+                    ips=(LOOPBACK,))
+    except OSError as exc:
+        raise UserError(
+            f"Kueue {KUEUE_VERSION} reads its metrics certificate from {METRICS_CERT_DIR} (hard-coded when "
+            f"internal cert management is off) and cannot start without it; creating it failed ({exc}): "
+            f"create the directory writable for this user, or run as root") from exc
+
+
+def _webhook_configurations(module_dir: Path, base_url: str, ca_bundle: str) -> list[dict[str, Any]]:
+    """Kueue's own webhook manifests (module cache), pointed at ``base_url`` instead of a Service.
+
+    Only the webhooks for objects this harness uses are kept (Workload, ClusterQueue, Cohort,
+    ResourceFlavor, LocalQueue, Topology, WorkloadPriorityClass and batch Jobs); the others
+    (JobSet, MPIJob, Ray, ...) target CRDs that are not installed here."""
+    import base64
+
+    path = module_dir / "config" / "components" / "webhook" / "manifests.yaml"
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    keep_groups = {"kueue.x-k8s.io", "batch"}
+    out = []
+    for doc in docs:
+        hooks = []
+        for hook in doc.get("webhooks", []):
+            groups = {g for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
+            if not groups or not groups <= keep_groups:
+                continue
+            svc = hook["clientConfig"]["service"]
+            hook["clientConfig"] = {"url": base_url + svc["path"],
+                                    "caBundle": base64.b64encode(ca_bundle.encode()).decode()}
+            hooks.append(hook)
+        if hooks:
+            doc["webhooks"] = hooks
+            doc["metadata"] = {"name": "toposched-peer-" + doc["metadata"]["name"]}
+            out.append(doc)
+    if not out:
+        raise UserError(f"no Kueue webhooks found in {path}")
+    return out
+
+
+def _wait_ready(url: str, proc: processes.Started, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not processes.alive(proc.pid):
+            raise UserError(f"Kueue exited during start-up: see {proc.log}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise UserError(f"Kueue not ready within {timeout_s:.0f}s: see {proc.log}")
+
+
+def _wait_webhook(port: int, ca: Path, timeout_s: float) -> None:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            import socket
+
+            with socket.create_connection((LOOPBACK, port), timeout=2) as sock:
+                with ctx.wrap_socket(sock, server_hostname=LOOPBACK):
+                    return
+        except OSError:
+            time.sleep(0.25)
+    raise UserError(f"Kueue's webhook server on {LOOPBACK}:{port} did not answer within {timeout_s:.0f}s")
+
+
+@dataclass
+class KueueHandle:
+    cluster: LocalCluster
+    ports: KueuePorts
+    process: processes.Started
+    config_path: Path
+
+    @property
+    def log(self) -> Path:
+        return Path(self.process.log)
+
+    def stop(self) -> None:
+        processes.stop(self.process)
+        self.cluster.state.processes.pop(PROCESS_NAME, None)
+        self.cluster.state.save(self.cluster.state_file)
+
+
+def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeout_s: float = 120,
+                extra_args: tuple[str, ...] = (), feature_gates: str = FEATURE_GATES) -> KueueHandle:
+    """Run the real Kueue controller against ``cluster`` (CRDs are installed by the cluster)."""
+    from kubernetes import client
+
+    from scheduler.devcluster.apply import apply_objects
+
+    binary = ensure_kueue()
+    _ensure_metrics_cert()
+    ports = ports or KueuePorts.dynamic()
+    kdir = cluster.dir / "kueue"
+    cert_dir = kdir / "certs"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    ca = certs.KeyPair(cluster.pki / "ca.crt", cluster.pki / "ca.key")
+    # controller-runtime's webhook server reads tls.crt / tls.key from certDir.
+    pair = certs.issue(ca, cert_dir, "tls", "kueue-webhook", server=True, dns_names=("localhost",), ips=(LOOPBACK,))
+    assert pair.cert.name == "tls.crt"
+    config = kueue_configuration(ports, cert_dir)
+    config_path = kdir / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    kube = cluster.api_client()
+    apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}])
+    argv = [str(binary), f"--config={config_path}", f"--kubeconfig={cluster.kubeconfig}", "--zap-log-level=2"]
+    if feature_gates:
+        argv.append(f"--feature-gates={feature_gates}")
+    argv += list(extra_args)
+    proc = cluster.start_process(PROCESS_NAME, argv)
+    handle = KueueHandle(cluster, ports, proc, config_path)
+    try:
+        _wait_ready(f"http://{LOOPBACK}:{ports.health}/readyz", proc, timeout_s)
+        _wait_webhook(ports.webhook, ca.cert, timeout_s)
+        hooks = _webhook_configurations(kueue_module_dir(), f"https://{LOOPBACK}:{ports.webhook}",
+                                        ca.cert.read_text())
+        adm = client.AdmissionregistrationV1Api(kube)
+        for doc in hooks:
+            name = doc["metadata"]["name"]
+            kind = doc["kind"]
+            create = (adm.create_mutating_webhook_configuration if kind == "MutatingWebhookConfiguration"
+                      else adm.create_validating_webhook_configuration)
+            delete = (adm.delete_mutating_webhook_configuration if kind == "MutatingWebhookConfiguration"
+                      else adm.delete_validating_webhook_configuration)
+            try:
+                create(doc)
+            except client.ApiException as exc:
+                if exc.status != 409:
+                    raise
+                delete(name)
+                create(doc)
+    except BaseException:
+        handle.stop()
+        raise
+    return handle
