@@ -229,10 +229,6 @@ class QuotaState:
             parent_available = min(
                 parent_available, stored_in_parent - used_in_parent + quota.borrowing_limit
             )
-        elif quota is None and par is not None:
-            # No quota entry at all for this flavor-resource: Kueue's zero-valued quota has
-            # borrowingLimit nil, i.e. unlimited borrowing from the parent.
-            pass
         return self._local_available(node, fr) + parent_available
 
     def _potential(self, node: str, fr: FlavorResource) -> int:
