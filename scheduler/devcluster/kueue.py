@@ -69,6 +69,55 @@ def ensure_kueue() -> Path:
     return binary
 
 
+def versioned_apiserver_path() -> Path:
+    return binaries.k8s_bin_dir().parent / "bin-versioned" / "kube-apiserver"
+
+
+def ensure_versioned_apiserver() -> Path:
+    """kube-apiserver with its release version stamped in (``-X .../version.gitVersion``).
+
+    ``go build`` from the module proxy leaves Kubernetes' version at the placeholder
+    ``v0.0.0-master+$Format:%H$``; Kueue reads ``/version`` at start-up, cannot parse that and
+    exits ("Unable to setup server version fetcher"). Only the link step differs from the
+    cached control-plane build, so this costs about a minute once."""
+    binary = versioned_apiserver_path()
+    if binary.is_file():
+        return binary
+    module = binaries.repo_root() / "scripts" / "controlplane"
+    go = binaries._go()
+    version = binaries.K8S_VERSION
+    major, minor = version.removeprefix("v").split(".")[:2]
+    pkg = "k8s.io/component-base/version"
+    ldflags = (f"-s -w -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor} "
+               f"-X {pkg}.gitTreeState=clean")
+    binary.parent.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="bin.", dir=binary.parent.parent))
+    try:
+        binaries._run_build([go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(staging / "kube-apiserver"),
+                             "k8s.io/kubernetes/cmd/kube-apiserver"], module,
+                            binary.parent.parent / "build-versioned.log", f"kube-apiserver {version} (versioned)")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        (staging / "kube-apiserver").rename(binary)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return binary
+
+
+class KueueCluster(LocalCluster):
+    """A LocalCluster whose API server reports its real version (Kueue requires a parseable one)."""
+
+    def start(self, timeout_s: float = 120) -> KueueCluster:
+        ensure_versioned_apiserver()
+        super().start(timeout_s)
+        return self
+
+    def _argv(self, name: str) -> list[str]:
+        argv = super()._argv(name)
+        if name == "kube-apiserver":
+            argv[0] = str(versioned_apiserver_path())
+        return argv
+
+
 def kueue_module_dir() -> Path:
     return binaries.go_module_dir(KUEUE_MODULE, KUEUE_VERSION)
 

@@ -1,0 +1,501 @@
+"""Run the same scenario through the real Kueue and through toposched, each on a fresh local
+control plane, and observe the outcome in engine-neutral terms.
+
+An *engine group* is one control plane (etcd, kube-apiserver, controller-manager,
+kube-scheduler, KWOK) with the group's fake nodes and queues and ONE engine:
+
+- ``kueue``: the real Kueue v0.17.0 controller (``scheduler.devcluster.kueue.start_kueue``);
+  its webhook suspends Jobs, its TopologyUngater pins gated pods with node selectors and the
+  default kube-scheduler binds them to the KWOK nodes.
+- ``toposched``: toposched's controller, webhook and extender (``start_toposched``).
+
+Scenarios of a group run one after another on that control plane, with a cleanup between
+(jobs and workloads deleted, deleted nodes re-created), so a group costs one start-up per
+engine. Jobs are created exactly as a user would (not suspended; each engine's own webhook
+suspends them) and one at a time: after each step the harness waits until every workload
+has a QuotaReserved condition and nothing changed for a quiet period, so the order of jobs
+is the order of decisions for both engines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from scheduler.core.assignment import decode_topology_assignment
+from scheduler.core.fakecluster import generate_nodes
+from scheduler.devcluster.apply import apply_objects, create_nodes
+from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL, LocalCluster
+from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS, Api
+
+ENGINES = ("kueue", "toposched")
+LAYER = "topology.k8s.aws/network-node-layer-"
+HOSTNAME = "kubernetes.io/hostname"
+TOPOLOGY = "hyperpod-default"
+FLAVOR = "ml.p5.48xlarge"
+LEVEL_ALIASES = {"layer-1": LAYER + "1", "layer-2": LAYER + "2", "layer-3": LAYER + "3", "hostname": HOSTNAME}
+ANN = "kueue.x-k8s.io/podset-"
+
+
+def level(name: str) -> str:
+    return LEVEL_ALIASES.get(name, name)
+
+
+# ---------------------------------------------------------------------------- queue objects
+def team_namespace(team: str) -> str:
+    return f"hyperpod-ns-{team}"
+
+
+def queue_objects(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """HyperPod-shaped Kueue objects from a compact group spec::
+
+        teams: {team-a: {gpu: 16, borrowingLimit: 8, lendingLimit: 0, cohort: shared,
+                         strategy: BestEffortFIFO, withinClusterQueue: LowerPriority,
+                         reclaimWithinCohort: Any}}
+        priorities: {high: 100, low: 10}
+    CPU/memory/EFA quotas scale with the GPU quota (per GPU: 24 CPU, 256Gi, 4 EFA).
+    """
+    objs: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": TOPOLOGY},
+         "spec": {"levels": [{"nodeLabel": LAYER + "1"}, {"nodeLabel": LAYER + "2"}, {"nodeLabel": LAYER + "3"},
+                             {"nodeLabel": HOSTNAME}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": FLAVOR},
+         "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": FLAVOR}, "topologyName": TOPOLOGY}},
+    ]
+    for name, value in sorted((spec.get("priorities") or {}).items()):
+        objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                     "metadata": {"name": name}, "value": int(value)})
+    for team, t in sorted((spec.get("teams") or {}).items()):
+        ns = team_namespace(team)
+        gpu = int(t["gpu"])
+
+        def quota(res: str, amount: str) -> dict[str, Any]:
+            q: dict[str, Any] = {"name": res, "nominalQuota": amount}
+            if res == "nvidia.com/gpu":
+                if t.get("borrowingLimit") is not None:
+                    q["borrowingLimit"] = str(t["borrowingLimit"])
+                if t.get("lendingLimit") is not None:
+                    q["lendingLimit"] = str(t["lendingLimit"])
+            return q
+
+        cq_spec: dict[str, Any] = {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "queueingStrategy": t.get("strategy", "BestEffortFIFO"),
+            "preemption": {"withinClusterQueue": t.get("withinClusterQueue", "LowerPriority"),
+                           "reclaimWithinCohort": t.get("reclaimWithinCohort", "Any")},
+            "resourceGroups": [{
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"],
+                "flavors": [{"name": FLAVOR, "resources": [
+                    {"name": "cpu", "nominalQuota": str(24 * gpu)},
+                    {"name": "memory", "nominalQuota": f"{256 * gpu}Gi"},
+                    quota("nvidia.com/gpu", str(gpu)),
+                    {"name": "vpc.amazonaws.com/efa", "nominalQuota": str(4 * gpu)},
+                ]}],
+            }],
+        }
+        if t.get("cohort"):
+            cq_spec["cohortName"] = t["cohort"]
+        objs += [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+             "metadata": {"name": f"{ns}-clusterqueue"}, "spec": cq_spec},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": f"{ns}-localqueue", "namespace": ns},
+             "spec": {"clusterQueue": f"{ns}-clusterqueue"}},
+        ]
+    return objs
+
+
+# ---------------------------------------------------------------------------- jobs
+def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
+    """A batch Job from a compact row::
+
+        {name: a, team: team-a, pods: 2, gpus: 8, required: layer-3 | preferred: layer-2 |
+         unconstrained: true, slice: {level: layer-3, size: 2}, priority: high, queue: other-lq}
+    Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node)."""
+    gpus = int(j.get("gpus", 8))
+    ns = team_namespace(j.get("team", "team-a"))
+    ann: dict[str, str] = {}
+    if j.get("required"):
+        ann[ANN + "required-topology"] = level(j["required"])
+    if j.get("preferred"):
+        ann[ANN + "preferred-topology"] = level(j["preferred"])
+    if j.get("unconstrained"):
+        ann[ANN + "unconstrained-topology"] = "true"
+    if j.get("slice"):
+        ann[ANN + "slice-required-topology"] = level(j["slice"]["level"])
+        ann[ANN + "slice-size"] = str(j["slice"]["size"])
+    labels = {"kueue.x-k8s.io/queue-name": j.get("queue", f"{ns}-localqueue")}
+    if j.get("priority"):
+        labels["kueue.x-k8s.io/priority-class"] = j["priority"]
+    requests = {"cpu": str(int(j.get("cpu", 24 * gpus))), "memory": f"{256 * gpus}Gi",
+                "nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(4 * gpus)}
+    if gpus == 0:
+        requests = {"cpu": str(j.get("cpu", 1)), "memory": "1Gi"}
+    pods = int(j.get("pods", 1))
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": j["name"], "namespace": ns, "labels": labels},
+        "spec": {
+            "parallelism": pods, "completions": pods, "completionMode": "Indexed",
+            "backoffLimit": 6,
+            "template": {
+                "metadata": {"annotations": ann},
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                         "resources": {"requests": requests, "limits": {
+                                             k: v for k, v in requests.items() if k in (
+                                                 "nvidia.com/gpu", "vpc.amazonaws.com/efa")}}}]},
+            },
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- observation
+@dataclass
+class JobOutcome:
+    name: str
+    admitted: bool = False
+    reason: str = ""
+    message: str = ""
+    hosts: dict[str, int] = field(default_factory=dict)          # hostname -> pods (assignment)
+    preempted: bool = False                                      # Preempted=True seen at any time
+    evictions: list[str] = field(default_factory=list)           # Evicted reasons seen
+    rejected: str = ""                                           # creation denied by a webhook
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"admitted": self.admitted}
+        if not self.admitted:
+            out["reason"], out["message"] = self.reason, self.message
+        if self.hosts:
+            out["hosts"] = dict(sorted(self.hosts.items()))
+        if self.preempted:
+            out["preempted"] = True
+        if self.evictions:
+            out["evictions"] = sorted(set(self.evictions))
+        if self.rejected:
+            out["rejected"] = self.rejected
+        return out
+
+
+def _cond(wl: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def assignment_hosts(wl: Mapping[str, Any], node_labels: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+    adm = (wl.get("status") or {}).get("admission") or {}
+    hosts: dict[str, int] = {}
+    for psa in adm.get("podSetAssignments") or []:
+        ta = psa.get("topologyAssignment")
+        if not ta:
+            continue
+        levels, domains = decode_topology_assignment(ta)
+        for d in domains:
+            values = dict(zip(levels, d.values, strict=True))
+            host = values.get(HOSTNAME)
+            if host is None:  # lowest level is not hostname: key by the lowest value path
+                host = "/".join(d.values)
+            hosts[host] = hosts.get(host, 0) + d.count
+    return hosts
+
+
+@dataclass
+class Run:
+    """One engine on one control plane."""
+
+    engine: str
+    cluster: LocalCluster
+    api: Api
+    kube: client.ApiClient
+    nodes: list[dict[str, Any]]
+    namespaces: list[str]
+    extra: Any = None
+    outcomes: dict[str, JobOutcome] = field(default_factory=dict)
+    deleted_nodes: list[dict[str, Any]] = field(default_factory=list)
+
+    # ---- helpers ------------------------------------------------------------------------
+    @property
+    def node_labels(self) -> dict[str, dict[str, str]]:
+        return {n["metadata"]["name"]: n["metadata"]["labels"] for n in self.nodes}
+
+    def workloads(self) -> list[dict[str, Any]]:
+        out = []
+        for ns in self.namespaces:
+            out += self.api.list(WORKLOADS, ns).get("items", [])
+        return out
+
+    def jobs(self) -> list[dict[str, Any]]:
+        out = []
+        for ns in self.namespaces:
+            out += self.api.list(JOBS, ns).get("items", [])
+        return out
+
+    def workload_of(self, wls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """job name -> its Workload (by controller ownerReference)."""
+        out: dict[str, dict[str, Any]] = {}
+        for wl in wls:
+            for ref in (wl["metadata"].get("ownerReferences") or []):
+                if ref.get("kind") == "Job":
+                    out[ref["name"]] = dict(wl)
+        return out
+
+    def observe(self) -> None:
+        by_job = self.workload_of(self.workloads())
+        for name, out in self.outcomes.items():
+            wl = by_job.get(name)
+            if wl is None:
+                continue
+            qr = _cond(wl, "QuotaReserved") or {}
+            out.admitted = qr.get("status") == "True" and bool((wl.get("status") or {}).get("admission"))
+            fin = _cond(wl, "Finished") or {}
+            if fin.get("status") == "True":
+                out.admitted = False
+                out.reason, out.message = "Finished", fin.get("reason", "")
+            elif not out.admitted:
+                out.reason, out.message = qr.get("reason", ""), qr.get("message", "")
+            out.hosts = assignment_hosts(wl, self.node_labels) if out.admitted else {}
+            pre = _cond(wl, "Preempted") or {}
+            if pre.get("status") == "True":
+                out.preempted = True
+            ev = _cond(wl, "Evicted") or {}
+            if ev.get("status") == "True" and ev.get("reason"):
+                out.evictions.append(ev["reason"])
+
+    def settle(self, quiet_s: float = 2.0, timeout_s: float = 60.0) -> None:
+        """Wait until each created job has a workload with a QuotaReserved condition and no
+        workload changed for ``quiet_s``; observe on every poll (evictions are transient)."""
+        deadline = time.monotonic() + timeout_s
+        last_sig: Any = None
+        stable_since = time.monotonic()
+        while time.monotonic() < deadline:
+            wls = self.workloads()
+            by_job = self.workload_of(wls)
+            sig = sorted((w["metadata"]["name"], w["metadata"]["resourceVersion"]) for w in wls)
+            ready = all(n in by_job and _cond(by_job[n], "QuotaReserved") is not None
+                        for n, o in self.outcomes.items() if not o.rejected)
+            self.observe()
+            now = time.monotonic()
+            if sig != last_sig:
+                last_sig, stable_since = sig, now
+            elif ready and now - stable_since >= quiet_s:
+                return
+            time.sleep(0.25)
+        raise AssertionError(f"{self.engine}: workloads did not settle within {timeout_s}s; logs in "
+                             f"{self.cluster.logs}")
+
+    # ---- steps --------------------------------------------------------------------------
+    def create_job(self, row: Mapping[str, Any]) -> None:
+        obj = job_object(row)
+        out = self.outcomes.setdefault(row["name"], JobOutcome(row["name"]))
+        try:
+            self.api.create(JOBS, obj, obj["metadata"]["namespace"])
+        except client.ApiException as exc:
+            import json
+
+            try:
+                out.rejected = json.loads(exc.body).get("message", "")[:300]
+            except (ValueError, TypeError):
+                out.rejected = str(exc.body)[:300]
+
+    def finish_job(self, name: str, team: str = "team-a") -> None:
+        """Make the job's running pods succeed (KWOK stage), then wait for the Job to complete."""
+        ns = team_namespace(team)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pods = [p for p in self.api.list(PODS, ns, labelSelector=f"job-name={name}").get("items", [])
+                    if p.get("spec", {}).get("nodeName")]
+            for p in pods:
+                if FAKE_POD_PHASE_LABEL not in (p["metadata"].get("labels") or {}):
+                    self.api.merge_patch(PODS, p["metadata"]["name"],
+                                         {"metadata": {"labels": {FAKE_POD_PHASE_LABEL: "Succeeded"}}}, ns)
+            job = self.api.get(JOBS, name, ns)
+            if any(c.get("type") == "Complete" and c.get("status") == "True"
+                   for c in (job.get("status") or {}).get("conditions") or []):
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"{self.engine}: job {name} did not complete (pods running?)")
+
+    def fail_node(self, name: str) -> None:
+        """A node disappears (deleted, as when HyperPod replaces an instance)."""
+        node = next(n for n in self.nodes if n["metadata"]["name"] == name)
+        self.deleted_nodes.append(node)
+        self.api.delete(NODES, name)
+
+    def wait_pods_running(self, name: str, team: str, count: int, timeout_s: float = 60) -> None:
+        ns = team_namespace(team)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pods = self.api.list(PODS, ns, labelSelector=f"job-name={name}").get("items", [])
+            running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+            if len(running) >= count:
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"{self.engine}: {count} pods of {name} not Running within {timeout_s}s")
+
+    def pod_nodes(self, name: str, team: str) -> dict[str, int]:
+        ns = team_namespace(team)
+        out: dict[str, int] = {}
+        for p in self.api.list(PODS, ns, labelSelector=f"job-name={name}").get("items", []):
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                out[node] = out.get(node, 0) + 1
+        return out
+
+    def cleanup(self, timeout_s: float = 60) -> None:
+        for ns in self.namespaces:
+            for job in self.api.list(JOBS, ns).get("items", []):
+                try:
+                    self.api.delete(JOBS, job["metadata"]["name"], ns, propagationPolicy="Background")
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            wls = self.workloads()
+            pods = [p for ns in self.namespaces for p in self.api.list(PODS, ns).get("items", [])]
+            for wl in wls:  # orphaned workloads (GC takes a moment): delete directly
+                try:
+                    self.api.delete(WORKLOADS, wl["metadata"]["name"], wl["metadata"]["namespace"])
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+            if not wls and not pods:
+                break
+            for p in pods:
+                try:
+                    self.api.delete(PODS, p["metadata"]["name"], p["metadata"]["namespace"], gracePeriodSeconds=0)
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+            time.sleep(0.3)
+        else:
+            raise AssertionError(f"{self.engine}: cleanup did not finish")
+        if self.deleted_nodes:
+            create_nodes(self.kube, self.deleted_nodes, FAKE_NODE_LABEL)
+            self.deleted_nodes.clear()
+            self._wait_nodes_ready()
+        self.outcomes = {}
+        time.sleep(1.0)  # let both engines' caches see the empty cluster
+
+    def _wait_nodes_ready(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            items = self.api.list(NODES).get("items", [])
+            ready = [n for n in items if any(c.get("type") == "Ready" and c.get("status") == "True"
+                                             for c in (n.get("status") or {}).get("conditions") or [])]
+            if len(ready) >= len(self.nodes):
+                return
+            time.sleep(0.3)
+        raise AssertionError("re-created nodes did not become Ready")
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+def start_run(engine: str, directory: Path, description: Mapping[str, Any], queues: Mapping[str, Any],
+              controller_args: tuple[str, ...] = ()) -> Run:
+    """A fresh control plane with the group's nodes and queues, and one engine."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}")
+    from scheduler.devcluster.kueue import KueueCluster
+
+    # Both engines get the same control plane: the API server with its version stamped in,
+    # which Kueue needs (see KueueCluster).
+    cluster: LocalCluster = KueueCluster(directory).start()
+    try:
+        kube = cluster.api_client()
+        api = Api(kube)
+        nodes = generate_nodes(description)
+        create_nodes(kube, nodes, FAKE_NODE_LABEL)
+        extra: Any = None
+        objs = queue_objects(queues)
+        if engine == "kueue":
+            from scheduler.devcluster.kueue import start_kueue
+
+            extra = start_kueue(cluster)
+            apply_objects(kube, objs)
+        else:
+            from scheduler.devcluster.stack import StackPorts, start_toposched
+
+            apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "toposched-system"}}])
+            apply_objects(kube, objs)
+            start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
+        namespaces = [team_namespace(t) for t in sorted((queues.get("teams") or {}))]
+        run = Run(engine, cluster, api, kube, nodes, namespaces, extra)
+        run._wait_nodes_ready()
+        _wait_queues_active(api, [f"{ns}-clusterqueue" for ns in namespaces], engine)
+    except BaseException:
+        cluster.stop()
+        raise
+    return run
+
+
+def _wait_queues_active(api: Api, cqs: list[str], engine: str, timeout_s: float = 30) -> None:
+    """Kueue marks a ClusterQueue Active once its flavors/topology are known; toposched does
+    not write CQ status, so only Kueue is waited for."""
+    if engine != "kueue":
+        time.sleep(1.0)
+        return
+    from scheduler.kube.informer import KUEUE_GROUP, KUEUE_VERSION, Resource
+
+    cq_res = Resource(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", namespaced=False)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ok = 0
+        for name in cqs:
+            try:
+                cq = api.get(cq_res, name)
+            except client.ApiException:
+                continue
+            if (_cond(cq, "Active") or {}).get("status") == "True":
+                ok += 1
+        if ok == len(cqs):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"ClusterQueues {cqs} not Active under Kueue within {timeout_s}s")
+
+
+# ---------------------------------------------------------------------------- scenario
+StepFn = Callable[[Run, Mapping[str, Any]], None]
+
+
+def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the steps; returns {job: outcome dict} plus ``_steps``: outcomes after each step."""
+    snapshots: list[dict[str, Any]] = []
+    for step in scenario["steps"]:
+        if "job" in step:
+            run.create_job(step["job"])
+        elif "jobs" in step:  # several at once (same cycle)
+            for row in step["jobs"]:
+                run.create_job(row)
+        elif "finish" in step:
+            team = step.get("team", "team-a")
+            run.finish_job(step["finish"], team)
+        elif "fail_node_of" in step:
+            # the first host (sorted) of the named job's assignment
+            job = step["fail_node_of"]
+            hosts = sorted(run.outcomes[job].hosts)
+            run.wait_pods_running(job, step.get("team", "team-a"), sum(run.outcomes[job].hosts.values()))
+            run.fail_node(hosts[0])
+            run.outcomes[job].evictions.clear()
+        elif "running" in step:
+            r = step["running"]
+            run.wait_pods_running(r["job"], r.get("team", "team-a"), int(r["pods"]))
+        elif "sleep" in step:
+            time.sleep(float(step["sleep"]))
+        else:
+            raise ValueError(f"unknown step {step}")
+        run.settle(quiet_s=float(step.get("quiet", scenario.get("quiet", 2.0))))
+        snapshots.append({n: o.to_dict() for n, o in run.outcomes.items()})
+    result = {n: o.to_dict() for n, o in run.outcomes.items()}
+    result["_steps"] = snapshots
+    return result
