@@ -29,6 +29,12 @@ def load_documents(path: Path | str, what: str = "file") -> list[tuple[str, dict
         raise UserError(f"{what} {path}: no such file") from exc
     except OSError as exc:
         raise UserError(f"{what} {path}: cannot read ({exc.strerror})") from exc
+    return parse_documents(text, what, path)
+
+
+def parse_documents(text: str, what: str, path: Path | str) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`load_documents` on text already read; ``what path`` starts every message (the
+    gRPC API passes e.g. ``("field", "workload.manifest")``)."""
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
@@ -63,9 +69,13 @@ def _prefix(what: str, path: Path | str, loc: str) -> str:
 
 
 def load_nodes(path: Path | str) -> list[NodeInfo]:
+    return nodes_from_documents(load_documents(path, "nodes file"), "nodes file", path)
+
+
+def nodes_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str) -> list[NodeInfo]:
     nodes = []
-    for loc, obj in load_documents(path, "nodes file"):
-        pre = _prefix("nodes file", path, loc)
+    for loc, obj in docs:
+        pre = _prefix(what, path, loc)
         kind = obj.get("kind", "Node")
         if kind != "Node":
             raise UserError(f"{pre}kind: expected Node, got {kind!r}")
@@ -81,9 +91,13 @@ def load_nodes(path: Path | str) -> list[NodeInfo]:
 
 
 def load_pods(path: Path | str) -> list[PodInfo]:
+    return pods_from_documents(load_documents(path, "pods file"), "pods file", path)
+
+
+def pods_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str) -> list[PodInfo]:
     pods = []
-    for loc, obj in load_documents(path, "pods file"):
-        pre = _prefix("pods file", path, loc)
+    for loc, obj in docs:
+        pre = _prefix(what, path, loc)
         kind = obj.get("kind", "Pod")
         if kind != "Pod":
             raise UserError(f"{pre}kind: expected Pod, got {kind!r}")
@@ -100,11 +114,16 @@ def load_pods(path: Path | str) -> list[PodInfo]:
 
 def load_topology(path: Path | str) -> tuple[str, tuple[str, ...]]:
     """A Kueue Topology -> (name, levels)."""
-    objs = [(loc, o) for loc, o in load_documents(path, "topology file") if o.get("kind") == "Topology"]
+    return topology_from_documents(load_documents(path, "topology file"), "topology file", path)
+
+
+def topology_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str,
+                            path: Path | str) -> tuple[str, tuple[str, ...]]:
+    objs = [(loc, o) for loc, o in docs if o.get("kind") == "Topology"]
     if not objs:
-        raise UserError(f"topology file {path}: kind: no Topology object found")
+        raise UserError(f"{what} {path}: kind: no Topology object found")
     loc, obj = objs[0]
-    pre = _prefix("topology file", path, loc)
+    pre = _prefix(what, path, loc)
     name = str((obj.get("metadata") or {}).get("name") or DEFAULT_TOPOLOGY_NAME)
     levels = (obj.get("spec") or {}).get("levels")
     if not isinstance(levels, list) or not levels:
@@ -124,11 +143,14 @@ def load_topology(path: Path | str) -> tuple[str, tuple[str, ...]]:
 
 def load_workload(path: Path | str) -> WorkloadSpec:
     """The first batch/v1 Job or Kueue Workload in the file."""
-    objs = load_documents(path, "workload file")
+    return workload_from_documents(load_documents(path, "workload file"), "workload file", path)
+
+
+def workload_from_documents(objs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str) -> WorkloadSpec:
     if not objs:
-        raise UserError(f"workload file {path}: empty; expected a batch/v1 Job or a Kueue Workload")
+        raise UserError(f"{what} {path}: empty; expected a batch/v1 Job or a Kueue Workload")
     loc, obj = next(((loc, o) for loc, o in objs if o.get("kind") in ("Job", "Workload")), objs[0])
-    pre = _prefix("workload file", path, loc)
+    pre = _prefix(what, path, loc)
     try:
         return workload_from_object(obj)
     except WorkloadFormatError as exc:

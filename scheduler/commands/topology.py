@@ -23,7 +23,8 @@ FORMATS = ("mermaid", "html", "json", "svg")
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mermaid") -> None:
+def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mermaid",
+                  with_server: bool = False) -> None:
     src = parser.add_argument_group("input (default: the live cluster from kubeconfig)")
     src.add_argument("--nodes", type=Path, metavar="FILE",
                      help="node list: output of `kubectl get nodes -o json` (or -o yaml)")
@@ -56,13 +57,19 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mer
                      help="treat nodes without sagemaker.amazonaws.com/node-health-status as unhealthy")
     pol.add_argument("--require-deep-health", action="store_true",
                      help="require sagemaker.amazonaws.com/deep-health-check-status=Passed")
+    if with_server:
+        from scheduler.api.client import add_server_arguments
+
+        srv = parser.add_argument_group("running engine (gRPC, docs/api.md)")
+        srv.add_argument("--flavor", help="with --server: report the capacity of this TAS ResourceFlavor")
+        add_server_arguments(srv)
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("topology", help="show the network topology (Mermaid like visualize_topology.sh, "
                                              "HTML, JSON)",
                             description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
+    add_arguments(parser, with_server=True)
     parser.set_defaults(func=run)
 
 
@@ -199,9 +206,7 @@ def read_live(args: argparse.Namespace, want_pods: bool) -> tuple[list[dict[str,
 
 def build(args: argparse.Namespace) -> tuple[Any, str]:
     """Read everything once and build the view; returns (view, source description)."""
-    from scheduler.core.health import HealthPolicy, UnknownValues, node_health
-    from scheduler.core.nodes import node_from_k8s, pod_from_k8s
-    from scheduler.topoview.model import LAYER_PREFIX, build_view, unknown_levels
+    from scheduler.core.health import HealthPolicy
 
     if args.nodes and args.cluster:
         raise UserError("give --nodes or --cluster, not both")
@@ -217,6 +222,19 @@ def build(args: argparse.Namespace) -> tuple[Any, str]:
         source = "live cluster"
     if args.pods and not args.no_pods:
         pods_raw = load_pod_file(args.pods)
+    policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
+                          require_deep_health_passed=args.require_deep_health)
+    return view_from_objects(nodes_raw, pods_raw, levels, policy, source), source
+
+
+def view_from_objects(nodes_raw: Sequence[Mapping[str, Any]], pods_raw: Sequence[Mapping[str, Any]],
+                      levels: Sequence[str] | None, policy: Any, source: str) -> Any:
+    """Raw Node/Pod objects -> the view, with the checks and warnings of ``toposched topology``
+    (shared with the gRPC GetTopology servicer). UserError for no nodes / unknown levels."""
+    from scheduler.core.health import UnknownValues, node_health
+    from scheduler.core.nodes import node_from_k8s, pod_from_k8s
+    from scheduler.topoview.model import LAYER_PREFIX, build_view, unknown_levels
+
     try:
         nodes = [node_from_k8s(n) for n in nodes_raw]
         pods = [pod_from_k8s(p) for p in pods_raw]
@@ -229,8 +247,6 @@ def build(args: argparse.Namespace) -> tuple[Any, str]:
         if missing:
             raise UserError(f"level {missing[0]!r} is not a label of any node in {source} "
                             f"(check --levels/--topology; layer labels look like {LAYER_PREFIX}1)")
-    policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
-                          require_deep_health_passed=args.require_deep_health)
     view = build_view(nodes, pods, levels=levels, policy=policy)
     if not view.nodes:
         what = ", ".join(levels) if levels else f"{LAYER_PREFIX}<N>"
@@ -241,7 +257,24 @@ def build(args: argparse.Namespace) -> tuple[Any, str]:
         health = node_health(node, policy)
         if seen.first(health):
             view.warnings.append(f"node {node.name}: {health.reason}")
-    return view, source
+    return view
+
+
+def build_remote(args: argparse.Namespace) -> tuple[Any, str]:
+    """``--server``: the engine's live snapshot via gRPC GetTopology, as the same view."""
+    from scheduler.api import client as api_client
+    from scheduler.api.convert import response_to_view
+    from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
+
+    for flag in ("nodes", "pods", "cluster", "kubeconfig", "context"):
+        if getattr(args, flag, None):
+            raise UserError(f"give --server or --{flag}, not both (the engine reads its own cluster)")
+    request = pb.GetTopologyRequest(levels=load_levels(args) or [], flavor=args.flavor or "",
+                                    unlabelled_unhealthy=args.unlabelled_unhealthy,
+                                    require_deep_health=args.require_deep_health)
+    with api_client.connect_from_args(args) as conn:
+        response = conn.call("GetTopology", request)
+    return response_to_view(response), f"{response.source or 'engine'} at {args.server}"
 
 
 def render(view: Any, fmt: str, args: argparse.Namespace, source: str) -> str:
@@ -266,7 +299,7 @@ def _write(path: Path, text: str) -> None:
 def run(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    view, source = build(args)
+    view, source = build_remote(args) if getattr(args, "server", None) else build(args)
     for warning in view.warnings:
         print(f"warning: {warning}", file=err)
     text = render(view, args.format, args, source)
