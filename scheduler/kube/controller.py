@@ -28,6 +28,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.core.queueing import QueueState
 from scheduler.core.workload import ANN_UNCONSTRAINED, LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache, Wakeup
@@ -75,6 +76,8 @@ class Controller:
         self.resync_s = resync_s
         self.events = EventRecorder(api)
         self.node_failures = NodeFailureHandler(self, grace_s=node_failure_grace_s)
+        self.queue_state = QueueState()
+        self._fingerprint = 0
         self.wakeup = Wakeup()
         self.leading = threading.Event()
         self._stop = threading.Event()
@@ -310,12 +313,30 @@ class Controller:
                                f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 
     # ------------------------------------------------------------------ phase 5
+    def _capacity_fingerprint(self) -> int:
+        """Changes whenever capacity or queue configuration may have changed: then workloads
+        parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
+        a workload finishes or is evicted, or queue objects change)."""
+        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED), is_finished(w))
+                            for w in self.cache.workloads.items() if has_reservation(w))
+        config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("resourceVersion"))
+                           for inf in (self.cache.cluster_queues, self.cache.local_queues, self.cache.flavors,
+                                       self.cache.topologies, self.cache.cohorts, self.cache.nodes)
+                           for o in inf.items())
+        return hash((holding, config))
+
     def admit(self) -> None:
+        from scheduler.core.cycle import run_cycle
         from scheduler.kube.snapshot import apply_decisions, build_snapshot
 
-        snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s)
-        from scheduler.core.cycle import run_cycle
-
+        fingerprint = self._capacity_fingerprint()
+        if fingerprint != self._fingerprint:
+            self.queue_state.release()
+            self._fingerprint = fingerprint
+        snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
+                                  inadmissible=self.queue_state.inadmissible())
+        if not snapshot.pending:
+            return
         decisions = run_cycle(snapshot)
         apply_decisions(self, snapshot, decisions)
 

@@ -81,3 +81,133 @@ def flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: l
             if tree is not None:
                 tree.add_usage(placement, per_pod)
     return trees
+
+
+# ---------------------------------------------------------------------- decisions -> API
+
+
+def pod_set_assignment(psa: Any) -> dict[str, Any]:
+    """A core ``PodSetAdmission`` as Kueue's ``status.admission.podSetAssignments[]`` entry."""
+    from scheduler.core.assignment import encode_v1beta2
+    from scheduler.core.resources import format_quantity
+
+    out: dict[str, Any] = {
+        "name": psa.name,
+        "flavors": dict(psa.flavors),
+        "resourceUsage": {res: format_quantity(amount, res) for res, amount in sorted(psa.resource_usage.items())},
+        "count": psa.count,
+    }
+    if psa.topology is not None:
+        out["topologyAssignment"] = encode_v1beta2(psa.topology)
+    return out
+
+
+def apply_decisions(controller: Any, snapshot: Any, decisions: Iterable[Any]) -> None:
+    """Write each decision: Admit -> admission + QuotaReserved/Admitted; Preempt/Evict ->
+    Evicted (+Preempted) — the eviction phase then stops the job; Pending -> QuotaReserved=False
+    with the reason, only when it changed (routing failures repeat every cycle)."""
+    from scheduler.core.cycle import Admit, Evict, Pending, Preempt
+    from scheduler.kube import status as st
+
+    now = controller.clock()
+    waited: dict[str, float] = {p.key: p.timestamp for p in snapshot.pending}
+    for decision in decisions:
+        wl = controller.cache.workloads.get(decision.workload)
+        if wl is None or (wl.get("metadata") or {}).get("uid") != decision.uid:
+            continue
+        if isinstance(decision, Admit):
+            psas = [pod_set_assignment(p) for p in decision.pod_sets]
+            updated = controller._patch_status(wl, st.admit_status(wl, decision.cluster_queue, psas, now))
+            if updated:
+                controller.queue_state.forget(decision.workload)
+                wait_s = max(0.0, snapshot.now - waited.get(decision.workload, snapshot.now))
+                controller.events.record(updated, "Normal", "QuotaReserved",
+                                         f"Quota reserved in ClusterQueue {decision.cluster_queue}, "
+                                         f"wait time since queued was {wait_s:.0f}s")
+                controller.events.record(updated, "Normal", "Admitted",
+                                         f"Admitted by ClusterQueue {decision.cluster_queue}, "
+                                         "wait time since reservation was 0s")
+                controller._notify("admitted", updated, {"clusterQueue": decision.cluster_queue,
+                                                         "podSetAssignments": psas})
+        elif isinstance(decision, Preempt):
+            updated = controller._patch_status(wl, st.evict_status(wl, "Preempted", decision.message, now,
+                                                                   preempted_reason=decision.reason))
+            if updated:
+                controller.events.record(updated, "Normal", "EvictedDueToPreempted", decision.message)
+                controller.events.record(updated, "Normal", "Preempted", decision.message)
+                preemptor = controller.cache.workloads.get(decision.preemptor)
+                if preemptor:
+                    controller.events.record(preemptor, "Normal", "PreemptedWorkload",
+                                             f"Preempted {decision.workload} ({decision.reason})")
+                controller._notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
+                                                          "preemptor": decision.preemptor})
+        elif isinstance(decision, Evict):
+            updated = controller._patch_status(wl, st.evict_status(wl, decision.reason, decision.message, now))
+            if updated:
+                controller.events.record(updated, "Normal", f"EvictedDue{decision.reason}", decision.message)
+                controller._notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
+        elif isinstance(decision, Pending):
+            current = st.find_condition(wl, st.QUOTA_RESERVED) or {}
+            if decision.requeue == "inadmissible" and decision.cluster_queue:
+                cq = snapshot.cluster_queues.get(decision.cluster_queue)
+                if cq is not None and cq.queueing_strategy == "BestEffortFIFO":
+                    controller.queue_state.park(decision.workload, decision.cluster_queue)
+            if (current.get("status"), current.get("reason"), current.get("message")) == (
+                    "False", decision.reason, decision.message):
+                continue
+            updated = controller._patch_status(wl, st.pending_status(wl, decision.reason, decision.message, now))
+            if updated:
+                controller.events.record(updated, "Warning" if decision.reason != "Pending" else "Normal",
+                                         decision.reason, decision.message)
+                controller._notify("pending", updated, {"reason": decision.reason, "message": decision.message})
+
+
+# ---------------------------------------------------------------------- cache -> Snapshot
+
+
+def build_snapshot(cache: Any, now: Any, *, solver: str = "auto", time_budget_s: float = 0.1,
+                   inadmissible: frozenset[str] = frozenset(), health_policy: Any = None) -> Any:
+    """The informer caches as one immutable core ``Snapshot`` (Kueue objects parsed through
+    ``scheduler.models`` and converted by ``scheduler.models.convert``)."""
+    from scheduler.core.cycle import Snapshot
+    from scheduler.kube import status as st
+    from scheduler.models import convert
+    from scheduler.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload
+
+    holding, pending = [], []
+    for wl in cache.workloads.items():
+        if st.condition_true(wl, st.FINISHED) or (wl.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if st.condition_true(wl, st.QUOTA_RESERVED) and (wl.get("status") or {}).get("admission"):
+            holding.append(wl)
+        elif (wl.get("spec") or {}).get("active") is not False:
+            pending.append(wl)
+    nodes = core_nodes(cache.nodes.items())
+    pods = core_pods(cache.pods.items())
+    topologies = {t["metadata"]["name"]: t for t in cache.topologies.items()}
+    trees = flavor_trees(cache.flavors.items(), topologies, nodes, pods, holding, health_policy)
+    namespace_labels = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {})
+                        for n in cache.namespaces.items()}
+    tas_flavors = frozenset(trees)
+    return Snapshot(
+        now=now.timestamp(),
+        cluster_queues={o["metadata"]["name"]: convert.cluster_queue_to_core(ClusterQueue.model_validate(o))
+                        for o in cache.cluster_queues.items()},
+        cohorts={o["metadata"]["name"]: convert.cohort_to_core(Cohort.model_validate(o))
+                 for o in cache.cohorts.items()},
+        local_queues={f"{o['metadata']['namespace']}/{o['metadata']['name']}":
+                      convert.local_queue_to_core(LocalQueue.model_validate(o)) for o in cache.local_queues.items()},
+        flavors={o["metadata"]["name"]: convert.flavor_to_core(ResourceFlavor.model_validate(o))
+                 for o in cache.flavors.items()},
+        trees=trees,
+        pending=tuple(convert.workload_to_pending(
+            Workload.model_validate(wl), namespace_labels.get(wl["metadata"]["namespace"], {})) for wl in pending),
+        admitted=tuple(convert.workload_to_admitted(Workload.model_validate(wl), tas_flavors) for wl in holding),
+        workload_priority_classes={o["metadata"]["name"]: int(o.get("value") or 0)
+                                   for o in cache.workload_priority_classes.items()},
+        priority_classes={o["metadata"]["name"]: int(o.get("value") or 0) for o in cache.priority_classes.items()},
+        inadmissible=inadmissible,
+        namespace_labels=namespace_labels,
+        solver=solver,
+        time_budget_s=time_budget_s,
+    )

@@ -123,10 +123,14 @@ def _cond_time(wl: Workload, type_: str) -> float | None:
 
 
 def workload_to_pending(wl: Workload, namespace_labels: dict[str, str] | None = None) -> PendingWorkload:
-    """Queue-order timestamp: the eviction time after a requeue (Kueue ``Eviction`` default),
-    else creation; ``requeueState.requeueAt`` is the backoff end."""
+    """Queue-order timestamp (Kueue ``requeuingStrategy.timestamp: Eviction``): the eviction time
+    after a PodsReadyTimeout or AdmissionCheck eviction, else creation — Preempted and
+    NodeFailures evictions keep their place by creation time (reference 2.1, 3.3);
+    ``requeueState.requeueAt`` is the backoff end."""
     spec = workload_from_kueue(dump(wl))
-    evicted_at = _cond_time(wl, "Evicted") if wl.status and wl.status.condition("Evicted") else None
+    evicted = wl.status.condition("Evicted") if wl.status else None
+    evicted_at = (_cond_time(wl, "Evicted")
+                  if evicted is not None and evicted.reason in ("PodsReadyTimeout", "AdmissionCheck") else None)
     requeue_at = _ts(wl.status.requeue_state.requeue_at) if wl.status and wl.status.requeue_state else None
     return PendingWorkload(
         spec,

@@ -32,6 +32,7 @@ def sample_job(name: str, pods: int, gpus: int, annotation: tuple[str, str] | No
     job = yaml.safe_load((repo_root() / "examples" / "jobs" / "hyperpod-required-layer3.yaml").read_text())
     job = copy.deepcopy(job)
     job["metadata"]["name"] = name
+    job["spec"]["template"]["metadata"].pop("labels", None)  # the Job controller sets job-name itself
     job["spec"]["parallelism"] = job["spec"]["completions"] = pods
     res = job["spec"]["template"]["spec"]["containers"][0]["resources"]
     res["requests"]["nvidia.com/gpu"] = res["limits"]["nvidia.com/gpu"] = str(gpus)
