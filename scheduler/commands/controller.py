@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("toposched.controller")
@@ -28,7 +29,50 @@ def register(sub: Any) -> None:
                    "or evicted (debounces flapping health labels)")
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
+    g = p.add_argument_group("gRPC API (toposched.v1.Placement, docs/api.md)")
+    g.add_argument("--grpc-port", type=int, default=50051,
+                   help="serve the gRPC API on this port (default 50051; 0: off)")
+    g.add_argument("--grpc-bind", default="127.0.0.1", help="address to bind (default loopback only)")
+    g.add_argument("--grpc-tls-cert", type=Path, metavar="FILE", help="server certificate (PEM); turns TLS on")
+    g.add_argument("--grpc-tls-key", type=Path, metavar="FILE", help="server private key (PEM)")
+    g.add_argument("--grpc-client-ca", type=Path, metavar="FILE",
+                   help="CA bundle clients' certificates must chain to (mTLS; needs --grpc-tls-cert)")
+    g.add_argument("--grpc-token-file", type=Path, metavar="FILE",
+                   help="require metadata 'authorization: Bearer <token>' with the token in this file")
+    g.add_argument("--grpc-reflection", action="store_true", help="enable gRPC server reflection")
+    g.add_argument("--grpc-workers", type=int, default=16, help="gRPC worker threads (each open stream holds one)")
     p.set_defaults(func=run)
+
+
+def start_api(args: argparse.Namespace, controller: Any) -> Any:
+    """The gRPC door on the controller's engine, or None when --grpc-port is 0 or the port is
+    taken (logged: admission goes on without the API)."""
+    if not args.grpc_port:
+        return None
+    from scheduler.api.engine import ControllerEngine
+    from scheduler.api.server import ApiServer, TlsConfig, load_token
+    from scheduler.errors import UserError
+
+    if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
+        raise UserError("--grpc-tls-cert and --grpc-tls-key go together")
+    if args.grpc_client_ca and not args.grpc_tls_cert:
+        raise UserError("--grpc-client-ca needs --grpc-tls-cert/--grpc-tls-key (mTLS is TLS)")
+    tls = TlsConfig(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca) if args.grpc_tls_cert else None
+    token = load_token(args.grpc_token_file) if args.grpc_token_file else None
+    if args.grpc_bind not in ("127.0.0.1", "::1", "localhost") and tls is None and token is None:
+        log.warning("gRPC API on %s without TLS or a token: anyone who can reach it can query the engine",
+                    args.grpc_bind)
+    engine = ControllerEngine(controller)
+    try:
+        server = ApiServer(engine, bind=args.grpc_bind, port=args.grpc_port, tls=tls, token=token,
+                           reflection=args.grpc_reflection, max_workers=args.grpc_workers)
+    except UserError as err:
+        if err.exit_code == 1:  # cannot listen
+            log.error("%s; running without the gRPC API", err)
+            engine.close()
+            return None
+        raise
+    return server.start()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,8 +90,11 @@ def run(args: argparse.Namespace) -> int:
     synced = threading.Event()
     if args.health_port:
         serve_health(args.health_bind, args.health_port, synced.is_set)
+    api = start_api(args, controller)
     cache.start(controller.wakeup)
     synced.set()
+    if api is not None:
+        api.set_serving(True)
     log.info("caches synced; campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
     elector = LeaseElector(api, args.lease_name, args.namespace, args.identity)
     loop: dict[str, threading.Thread] = {}
@@ -71,5 +118,7 @@ def run(args: argparse.Namespace) -> int:
     elector.run(started, stopped)
     if "t" in loop:
         loop["t"].join(timeout=10)
+    if api is not None:
+        api.stop()
     cache.stop()
     return 0
