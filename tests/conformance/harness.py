@@ -349,7 +349,33 @@ class Run:
                 out[node] = out.get(node, 0) + 1
         return out
 
+    def occupy(self, node_index: int, gpus: int) -> None:
+        """A pod outside any queue bound straight to a node (non-TAS usage both must subtract)."""
+        node = self.nodes[node_index]["metadata"]["name"]
+        requests = {"cpu": str(24 * gpus), "memory": f"{256 * gpus}Gi", "nvidia.com/gpu": str(gpus),
+                    "vpc.amazonaws.com/efa": str(4 * gpus)}
+        self.api.create(PODS, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"occupy-{node_index}", "namespace": "default",
+                         "labels": {"toposched.dev/conformance": "occupy"}},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"requests": requests, "limits": {
+                                         "nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(4 * gpus)}}}]},
+        }, "default")
+
+    def wait_occupied(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pods = self.api.list(PODS, "default", labelSelector="toposched.dev/conformance=occupy").get("items", [])
+            if all((p.get("status") or {}).get("phase") == "Running" for p in pods):
+                return
+            time.sleep(0.3)
+        raise AssertionError("occupying pods did not go Running")
+
     def cleanup(self, timeout_s: float = 60) -> None:
+        for p in self.api.list(PODS, "default", labelSelector="toposched.dev/conformance=occupy").get("items", []):
+            self.api.delete(PODS, p["metadata"]["name"], "default", gracePeriodSeconds=0)
         for ns in self.namespaces:
             for job in self.api.list(JOBS, ns).get("items", []):
                 try:
@@ -490,6 +516,9 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
         elif "running" in step:
             r = step["running"]
             run.wait_pods_running(r["job"], r.get("team", "team-a"), int(r["pods"]))
+        elif "occupy" in step:
+            run.occupy(int(step["occupy"]["node"]), int(step["occupy"].get("gpus", 8)))
+            run.wait_occupied()
         elif "sleep" in step:
             time.sleep(float(step["sleep"]))
         else:

@@ -1,0 +1,88 @@
+"""Compare one scenario's outcome under Kueue and under toposched (engine-neutral dicts from
+``harness.run_scenario``), by the scenario's mode. Returns a list of human-readable
+differences; empty = conforming."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from tests.conformance.harness import LAYER
+
+MODES = ("same", "at_least_as_good", "admitted", "victims_at_most")
+
+
+def domains(hosts: Mapping[str, int], node_labels: Mapping[str, Mapping[str, str]], layer: int) -> Counter[str]:
+    """Pods per layer-N domain of an assignment (hostname -> pods)."""
+    out: Counter[str] = Counter()
+    for host, count in hosts.items():
+        value = (node_labels.get(host) or {}).get(f"{LAYER}{layer}", f"?{host}")
+        out[value] += count
+    return out
+
+
+def spanned(hosts: Mapping[str, int], node_labels: Mapping[str, Mapping[str, str]]) -> tuple[int, int]:
+    """(layer-2 domains, layer-3 domains) an assignment spans: the compactness metric."""
+    return len(domains(hosts, node_labels, 2)), len(domains(hosts, node_labels, 3))
+
+
+def jobs_of(result: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {k: v for k, v in result.items() if not k.startswith("_")}
+
+
+def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping[str, Any],
+            node_labels: Mapping[str, Mapping[str, str]]) -> list[str]:
+    mode = scenario.get("mode", "same")
+    if mode not in MODES:
+        raise ValueError(f"{scenario['name']}: mode must be one of {MODES}")
+    overrides = scenario.get("compare") or {}
+    diffs: list[str] = []
+    kj, tj = jobs_of(kueue), jobs_of(topo)
+    if sorted(kj) != sorted(tj):
+        return [f"different jobs observed: kueue {sorted(kj)} vs toposched {sorted(tj)}"]
+    if mode == "victims_at_most":
+        kv = sorted(n for n, o in kj.items() if o.get("preempted"))
+        tv = sorted(n for n, o in tj.items() if o.get("preempted"))
+        if len(tv) > len(kv):
+            diffs.append(f"toposched preempted {tv}, more than Kueue's {kv}")
+        victims = set(kv) | set(tv)
+    else:
+        victims = set()
+    for name in sorted(kj):
+        k, t = kj[name], tj[name]
+        job_mode = overrides.get(name, mode)
+        if k.get("rejected") or t.get("rejected"):
+            if bool(k.get("rejected")) != bool(t.get("rejected")):
+                diffs.append(f"{name}: rejected at creation: kueue {k.get('rejected')!r} vs toposched "
+                             f"{t.get('rejected')!r}")
+            continue
+        if name in victims:
+            continue  # who was preempted may differ; counted above
+        if k["admitted"] != t["admitted"]:
+            diffs.append(f"{name}: admitted kueue={k['admitted']} toposched={t['admitted']} "
+                         f"(kueue: {k.get('message', '')!r}; toposched: {t.get('message', '')!r})")
+            continue
+        if not k["admitted"]:
+            if k.get("message") != t.get("message"):
+                diffs.append(f"{name}: pending message differs:\n  kueue:     {k.get('message')!r}\n"
+                             f"  toposched: {t.get('message')!r}")
+            continue
+        if bool(k.get("preempted")) != bool(t.get("preempted")):
+            diffs.append(f"{name}: preempted kueue={k.get('preempted', False)} toposched={t.get('preempted', False)}")
+        kh, th = k.get("hosts") or {}, t.get("hosts") or {}
+        if sum(kh.values()) != sum(th.values()):
+            diffs.append(f"{name}: assigned pods differ: kueue {sum(kh.values())} vs toposched {sum(th.values())}")
+            continue
+        if job_mode == "same":
+            for layer in (3, 2):
+                kd, td = domains(kh, node_labels, layer), domains(th, node_labels, layer)
+                if kd != td:
+                    diffs.append(f"{name}: layer-{layer} domains differ: kueue {dict(kd)} vs toposched {dict(td)}")
+                    break
+        elif job_mode == "at_least_as_good":
+            ks, ts = spanned(kh, node_labels), spanned(th, node_labels)
+            if ts > ks:
+                diffs.append(f"{name}: toposched spans (layer-2, layer-3) = {ts} domains, worse than Kueue's {ks}")
+    return diffs
+
