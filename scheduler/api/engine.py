@@ -55,14 +55,20 @@ class EngineSnapshot:
 
     def __init__(self, *, nodes: Sequence[Obj], pods: Sequence[Obj] = (), flavors: Sequence[Obj] = (),
                  topologies: Sequence[Obj] = (), workloads: Sequence[Obj] = (), jobs: Sequence[Obj] = (),
-                 health_policy: HealthPolicy = DEFAULT_POLICY, source: str = "live snapshot",
-                 generation: int = 0) -> None:
+                 cluster_queues: Sequence[Obj] = (), local_queues: Sequence[Obj] = (), cohorts: Sequence[Obj] = (),
+                 namespaces: Sequence[Obj] = (), workload_priority_classes: Sequence[Obj] = (),
+                 priority_classes: Sequence[Obj] = (), health_policy: HealthPolicy = DEFAULT_POLICY,
+                 source: str = "live snapshot", generation: int = 0) -> None:
         self.nodes_raw = list(nodes)
         self.pods_raw = list(pods)
         self.flavors_raw = {f["metadata"]["name"]: f for f in flavors}
         self.topologies_raw = {t["metadata"]["name"]: t for t in topologies}
         self.workloads_raw = list(workloads)
         self.jobs_raw = list(jobs)
+        self.queue_objects: dict[str, list[Obj]] = {
+            "cluster_queues": list(cluster_queues), "local_queues": list(local_queues), "cohorts": list(cohorts),
+            "namespaces": list(namespaces), "workload_priority_classes": list(workload_priority_classes),
+            "priority_classes": list(priority_classes)}
         self.health_policy = health_policy
         self.source = source
         self.generation = generation
@@ -130,6 +136,20 @@ class EngineSnapshot:
                         tree.add_usage(placement, per_pod)
                 self._trees[key] = tree
             return tree
+
+    def as_cache(self) -> Any:
+        """The snapshot shaped like ``ClusterCache`` (``.items()`` per resource), for
+        ``scheduler.kube.snapshot.build_snapshot``."""
+        from types import SimpleNamespace
+
+        def items(objs: Iterable[Obj]) -> Any:
+            frozen = list(objs)
+            return SimpleNamespace(items=lambda: list(frozen))
+
+        return SimpleNamespace(nodes=items(self.nodes_raw), pods=items(self.pods_raw),
+                               flavors=items(self.flavors_raw.values()), topologies=items(self.topologies_raw.values()),
+                               workloads=items(self.workloads_raw),
+                               **{k: items(v) for k, v in self.queue_objects.items()})
 
     # ------------------------------------------------------------------ lookups
     def find_job(self, namespace: str, name: str) -> tuple[Obj | None, Obj | None]:
@@ -247,6 +267,8 @@ class Engine:
     (a server started without a cluster: only offline requests can be answered)."""
 
     hub: DecisionHub
+    solver: str = "auto"
+    time_budget_s: float = 0.1
 
     def snapshot(self) -> EngineSnapshot | None:
         raise NotImplementedError
@@ -272,14 +294,15 @@ class ControllerEngine(Engine):
 
     def __init__(self, controller: Controller, health_policy: HealthPolicy = DEFAULT_POLICY) -> None:
         self.controller = controller
+        self.solver = controller.solver
+        self.time_budget_s = controller.time_budget_s
         self.cache = controller.cache
         self.health_policy = health_policy
         self.hub = DecisionHub()
         self._generation = 0
         self._lock = threading.Lock()
         self._snapshot: EngineSnapshot | None = None
-        for informer in (self.cache.nodes, self.cache.pods, self.cache.workloads, self.cache.flavors,
-                         self.cache.topologies, *self.cache.jobs.values()):
+        for informer in self.cache.all():
             informer.add_handler(self._changed)
         controller.observers.append(self.hub.publish)
 
@@ -297,6 +320,10 @@ class ControllerEngine(Engine):
         jobs = [job for informer in cache.jobs.values() for job in informer.items()]
         snap = EngineSnapshot(nodes=cache.nodes.items(), pods=cache.pods.items(), flavors=cache.flavors.items(),
                               topologies=cache.topologies.items(), workloads=cache.workloads.items(), jobs=jobs,
+                              cluster_queues=cache.cluster_queues.items(), local_queues=cache.local_queues.items(),
+                              cohorts=cache.cohorts.items(), namespaces=cache.namespaces.items(),
+                              workload_priority_classes=cache.workload_priority_classes.items(),
+                              priority_classes=cache.priority_classes.items(),
                               health_policy=self.health_policy, source="live snapshot", generation=generation)
         with self._lock:
             if self._snapshot is None or self._snapshot.generation <= generation:

@@ -8,8 +8,9 @@ GetTopology builds the view with ``scheduler.commands.topology.view_from_objects
 
 Status codes: INVALID_ARGUMENT (message starts with the field path), NOT_FOUND (unknown job
 or flavor), FAILED_PRECONDITION (no live snapshot on a server started without a cluster),
-DEADLINE_EXCEEDED (the deadline leaves no time to work), UNIMPLEMENTED (Explain and Simulate
-while the admission cycle does not exist; the message names what is missing).
+DEADLINE_EXCEEDED (the deadline leaves no time to work), UNIMPLEMENTED (Simulate, whose trace
+driver is not built; Explain while the admission cycle does not exist; the message names what
+is missing).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from scheduler.api.convert import (
     structured_workload,
     view_to_response,
 )
-from scheduler.api.engine import Engine, EngineSnapshot
+from scheduler.api.engine import Engine, EngineSnapshot, holds_reservation
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc
 from scheduler.core.topology import TopologyTree
@@ -205,13 +206,38 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if job is None and workload is None:
             raise _Status(grpc.StatusCode.NOT_FOUND,
                           f"no Job or Workload {request.name!r} in namespace {request.namespace!r}")
+        resp = pb.ExplainResponse(namespace=request.namespace, name=request.name)
+        if workload is None:
+            resp.reasons.append(pb.PendingReason(
+                reason="NoWorkload",
+                message="no Workload for this Job yet: the controller creates one per Job labelled "
+                        "kueue.x-k8s.io/queue-name (is the label set, is the controller running?)"))
+            return resp
+        resp.workload = workload["metadata"]["name"]
+        admission = (workload.get("status") or {}).get("admission") or {}
+        resp.cluster_queue = admission.get("clusterQueue", "")
+        conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or ()}
+        finished = conditions.get("Finished")
+        if finished and finished.get("status") == "True":
+            resp.reasons.append(pb.PendingReason(reason="Finished", message=finished.get("message", "")
+                                                 or "the Workload is finished"))
+            return resp
+        if holds_reservation(workload):
+            resp.admitted = True
+            return resp
         missing = cycle_missing()
         if missing:
             raise _Status(grpc.StatusCode.UNIMPLEMENTED,
                           "Explain needs the admission cycle (quota, queueing, preemption), which is not built yet: "
                           f"missing {', '.join(missing)}; no partial answer is given")
-        raise _Status(grpc.StatusCode.UNIMPLEMENTED,  # pragma: no cover - wired once the cycle lands
-                      "Explain: the admission cycle exists but this server does not call it yet")
+        for reason in explain_with_cycle(snap, workload, self.engine.solver, self.engine.time_budget_s, resp):
+            resp.reasons.append(reason)
+        recorded = conditions.get("QuotaReserved")
+        if recorded and recorded.get("status") == "False" and recorded.get("message") and not any(
+                r.message == recorded.get("message") for r in resp.reasons):
+            resp.reasons.append(pb.PendingReason(reason=recorded.get("reason", ""),
+                                                 message=f"last recorded by the controller: {recorded['message']}"))
+        return resp
 
     # ------------------------------------------------------------------ GetTopology
     def GetTopology(self, request: pb.GetTopologyRequest, context: grpc.ServicerContext) -> pb.GetTopologyResponse:
@@ -269,9 +295,14 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             if getattr(request, name) < 0:
                 raise FieldError(name, f"must be >= 0, got {getattr(request, name)}")
         missing = cycle_missing()
+        if missing:
+            raise _Status(grpc.StatusCode.UNIMPLEMENTED,
+                          "Simulate needs the admission cycle (quota, queueing, preemption), which is not built yet: "
+                          f"missing {', '.join(missing)}")
         raise _Status(grpc.StatusCode.UNIMPLEMENTED,
-                      "Simulate needs the admission cycle (quota, queueing, preemption), which is not built yet: "
-                      f"missing {', '.join(missing) or 'the simulator driver in scheduler/api'}")
+                      "Simulate: the trace-replay driver (submissions and job completions on a simulated clock "
+                      "around scheduler.core.cycle.run_cycle, with progress events) is not built yet; no made-up "
+                      "summary is sent")
 
     # ------------------------------------------------------------------ WatchDecisions
     def WatchDecisions(self, request: pb.WatchDecisionsRequest,
@@ -301,6 +332,58 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 raise FieldError(f"kinds[{i}]", f"not a decision kind: {kind}")
             out.add(int(kind))
         return out
+
+
+def explain_with_cycle(snap: EngineSnapshot, workload: Mapping[str, Any], solver: str, time_budget_s: float,
+                       resp: pb.ExplainResponse) -> list[pb.PendingReason]:
+    """Run one admission cycle on the live snapshot with this workload as the only pending one
+    (as if it were at the head of its queue): the cycle's own Pending reason, or that it would
+    fit now (then what is ahead of it in the queue), plus the preemptions it would need."""
+    import dataclasses
+    import datetime as dt
+
+    from scheduler.core.cycle import Admit, Pending, Preempt, run_cycle
+    from scheduler.core.queueing import order_key, resolve_priority
+    from scheduler.kube.snapshot import build_snapshot
+
+    full = build_snapshot(snap.as_cache(), dt.datetime.now(dt.UTC), solver=solver, time_budget_s=time_budget_s)
+    meta = workload["metadata"]
+    key = f"{meta['namespace']}/{meta['name']}"
+    mine = [p for p in full.pending if p.key == key]
+    if not mine:
+        return [pb.PendingReason(reason="NotQueued",
+                                 message="the Workload is not queued (spec.active is false or it is being deleted)")]
+    decisions = run_cycle(dataclasses.replace(full, pending=tuple(mine), inadmissible=frozenset()))
+    out: list[pb.PendingReason] = []
+    victims = []
+    for d in decisions:
+        if isinstance(d, Pending) and d.workload == key:
+            resp.cluster_queue = resp.cluster_queue or d.cluster_queue
+            out.append(pb.PendingReason(reason=d.reason, message=d.message))
+        elif isinstance(d, Preempt) and d.preemptor == key:
+            victims.append(f"{d.workload} ({d.reason})")
+        elif isinstance(d, Admit) and d.workload == key:
+            resp.cluster_queue = d.cluster_queue
+            pw = mine[0]
+            lq = {k: v.cluster_queue for k, v in full.local_queues.items()}
+            prio = resolve_priority(pw.spec, full.workload_priority_classes, full.priority_classes, pw.priority)
+            me = order_key(prio, pw.timestamp, pw.key)
+            ahead = 0
+            for other in full.pending:
+                if other.key == key or lq.get(f"{other.spec.namespace}/{other.spec.queue_name}") != d.cluster_queue:
+                    continue
+                op = resolve_priority(other.spec, full.workload_priority_classes, full.priority_classes, other.priority)
+                if order_key(op, other.timestamp, other.key) < me:
+                    ahead += 1
+            out.append(pb.PendingReason(
+                reason="Admissible",
+                message=f"fits now in ClusterQueue {d.cluster_queue} (quota and topology); "
+                        f"{ahead} workload(s) ahead of it in that queue, admitted at the next cycle that reaches it"))
+    if victims:
+        out.append(pb.PendingReason(reason="Preemption", message=f"needs the preemption of {', '.join(victims)}"))
+    if not out:
+        out.append(pb.PendingReason(reason="Pending", message="the admission cycle made no decision for it"))
+    return out
 
 
 def decision_message(kind: int, kind_name: str, workload: Mapping[str, Any], detail: Mapping[str, Any], at: float,
