@@ -40,7 +40,7 @@ Obj = dict[str, Any]
 def _conditions_true(obj: Mapping[str, Any], type_: str) -> bool:
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("type") == type_:
-            return cond.get("status") == "True"
+            return bool(cond.get("status") == "True")
     return False
 
 

@@ -73,7 +73,7 @@ def _deny(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler
     return grpc.unary_unary_rpc_method_handler(abort, handler.request_deserializer, handler.response_serializer)
 
 
-class BearerTokenInterceptor(grpc.ServerInterceptor):
+class BearerTokenInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     """Every call except the health service needs metadata ``authorization: Bearer <token>``
     (health stays open so kubelet gRPC probes and load balancers can check it)."""
 

@@ -392,7 +392,8 @@ def decision_message(kind: int, kind_name: str, workload: Mapping[str, Any], det
     job = next((ref.get("name", "") for ref in meta.get("ownerReferences") or () if ref.get("controller")), "")
     cq = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
     return pb.Decision(
-        kind=kind, kind_name=kind_name, namespace=meta.get("namespace", ""), workload=meta.get("name", ""),
+        kind=pb.DecisionKind.ValueType(kind), kind_name=kind_name, namespace=meta.get("namespace", ""),
+        workload=meta.get("name", ""),
         job=job, cluster_queue=cq or "",
         detail={str(k): v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
                 for k, v in detail.items()},

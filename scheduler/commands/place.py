@@ -159,7 +159,7 @@ def run_remote(args: argparse.Namespace) -> int:
     load_workload(args.workload)
     request = pb.PlaceRequest(
         workload=pb.WorkloadInput(manifest=args.workload.read_bytes()),
-        solver=api_client.SOLVER_ENUM[args.solver], time_budget_ms=max(args.time_budget_ms, 0),
+        solver=pb.Solver.Value(f"SOLVER_{args.solver.upper()}"), time_budget_ms=max(args.time_budget_ms, 0),
         flavor=args.flavor or "",
     )
     if args.nodes:
