@@ -49,6 +49,10 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
         victims = set(kv) | set(tv)
     else:
         victims = set()
+    failed = set(topo.get("_failed_nodes") or ())
+    for name, o in sorted(tj.items()):
+        if failed & set(o.get("hosts") or {}):
+            diffs.append(f"{name}: toposched still assigns failed node(s) {sorted(failed & set(o['hosts']))}")
     for name in sorted(kj):
         k, t = kj[name], tj[name]
         job_mode = overrides.get(name, mode)

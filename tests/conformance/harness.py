@@ -497,6 +497,7 @@ StepFn = Callable[[Run, Mapping[str, Any]], None]
 def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
     """Run the steps; returns {job: outcome dict} plus ``_steps``: outcomes after each step."""
     snapshots: list[dict[str, Any]] = []
+    failed: list[str] = []
     for step in scenario["steps"]:
         if "job" in step:
             run.create_job(step["job"])
@@ -512,7 +513,7 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
             hosts = sorted(run.outcomes[job].hosts)
             run.wait_pods_running(job, step.get("team", "team-a"), sum(run.outcomes[job].hosts.values()))
             run.fail_node(hosts[0])
-            run.outcomes[job].evictions.clear()
+            failed.append(hosts[0])
         elif "running" in step:
             r = step["running"]
             run.wait_pods_running(r["job"], r.get("team", "team-a"), int(r["pods"]))
@@ -527,4 +528,6 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
         snapshots.append({n: o.to_dict() for n, o in run.outcomes.items()})
     result = {n: o.to_dict() for n, o in run.outcomes.items()}
     result["_steps"] = snapshots
+    if failed:
+        result["_failed_nodes"] = failed
     return result
