@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""The same generated workload stream through the real Kueue v0.17.0 and through toposched,
+each on a fresh local control plane (real kube-apiserver, Job controller, kube-scheduler,
+KWOK nodes), one after the other in one run.
+
+Stream (deterministic, ``--seed``): ``--jobs`` batch Jobs from ``--teams`` teams (one
+namespace/LocalQueue/ClusterQueue each, nominal = cluster GPUs / teams, one cohort, borrowing
+allowed, reclaimWithinCohort Any). Job shapes: 60 % single-node (1, 2, 4 or 8 GPUs, no
+annotation = implicit TAS), 40 % multi-node of whole nodes (2, 4, 8 or 16 pods x 8 GPUs,
+half ``required`` layer-3 when it fits in one layer-3 domain else layer-2, half ``preferred``
+layer-3). Each job "runs" ``--min-s``..``--max-s`` seconds after its admission is observed,
+then the driver deletes it (quota and topology are released exactly as when it finishes).
+Submission is bounded: at most ``--max-outstanding`` created-but-unfinished jobs.
+
+Printed per engine: wall time, admissions/s, time to admission p50/p99 (driver clock: job
+created -> admission observed, 0.2 s polling), GPU utilisation (time-average of admitted GPUs /
+cluster GPUs over the run), mean layer-3 domains spanned per multi-node job; then ratios
+toposched/Kueue.
+
+    python scripts/bench/vs_kueue.py                       # 2,000 jobs, 128 nodes (~10 min)
+    python scripts/bench/vs_kueue.py --jobs 300 --layers 2,2,4 --nodes-per-domain 4
+    python scripts/bench/vs_kueue.py --engine kueue        # one side only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from kubernetes import client  # noqa: E402
+
+from tests.conformance.harness import (  # noqa: E402
+    LAYER,
+    assignment_hosts,
+    job_object,
+    start_run,
+    team_namespace,
+)
+
+from scheduler.kube.informer import JOBS, WORKLOADS  # noqa: E402
+
+
+@dataclass
+class JobRow:
+    name: str
+    team: str
+    pods: int
+    gpus: int
+    mode: str  # "required" | "preferred" | "implicit"
+    duration_s: float
+
+    def row(self) -> dict[str, Any]:
+        r: dict[str, Any] = {"name": self.name, "team": self.team, "pods": self.pods, "gpus": self.gpus}
+        if self.mode != "implicit":
+            r[self.mode] = self.level
+        return r
+
+    level: str = "layer-3"
+
+
+def generate(n: int, teams: list[str], nodes_per_l3: int, seed: int, min_s: float, max_s: float) -> list[JobRow]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        team = teams[i % len(teams)] if rng.random() < 0.5 else rng.choice(teams)
+        dur = rng.uniform(min_s, max_s)
+        if rng.random() < 0.6:
+            out.append(JobRow(f"j{i:05d}", team, 1, rng.choice([1, 2, 4, 8]), "implicit", dur))
+        else:
+            pods = rng.choice([2, 4, 8, 16])
+            mode = "required" if rng.random() < 0.5 else "preferred"
+            row = JobRow(f"j{i:05d}", team, pods, 8, mode, dur)
+            if mode == "required" and pods > nodes_per_l3:
+                row.level = "layer-2"
+            out.append(row)
+    return out
+
+
+@dataclass
+class Track:
+    row: JobRow
+    created: float
+    admitted: float | None = None
+    deleted: float | None = None
+    l3_spanned: int = 0
+
+
+@dataclass
+class Result:
+    engine: str
+    wall_s: float
+    admitted: int
+    tta: list[float] = field(default_factory=list)
+    gpu_seconds: float = 0.0
+    total_gpus: int = 0
+    l3: list[int] = field(default_factory=list)
+    preempted: int = 0
+
+    def figures(self) -> dict[str, float]:
+        q = sorted(self.tta) or [0.0]
+        return {
+            "wall_s": self.wall_s,
+            "admissions_per_s": self.admitted / self.wall_s if self.wall_s else 0.0,
+            "tta_p50_s": q[int(0.50 * (len(q) - 1))],
+            "tta_p99_s": q[int(0.99 * (len(q) - 1))],
+            "gpu_utilisation": self.gpu_seconds / (self.total_gpus * self.wall_s) if self.wall_s else 0.0,
+            "mean_l3_domains_multinode": statistics.fmean(self.l3) if self.l3 else 0.0,
+        }
+
+
+def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Result:
+    layers = [int(x) for x in args.layers.split(",")]
+    description = {"name": "bench", "instanceType": "ml.p5.48xlarge", "layers": layers,
+                   "nodesPerDomain": args.nodes_per_domain}
+    nodes_total = args.nodes_per_domain
+    for f in layers:
+        nodes_total *= f
+    total_gpus = 8 * nodes_total
+    teams = [f"team-{chr(ord('a') + i)}" for i in range(args.teams)]
+    queues = {"teams": {t: {"gpu": total_gpus // len(teams), "cohort": "bench"} for t in teams}}
+    directory = Path(tempfile.mkdtemp(prefix=f"vs-kueue-{engine}-"))
+    run = start_run(engine, directory, description, queues)
+    labels = run.node_labels
+    api = run.api
+    tracks: dict[str, Track] = {}
+    pending_rows = list(rows)
+    result = Result(engine, 0.0, 0, total_gpus=total_gpus)
+    outstanding = 0
+    running_gpus = 0
+    last_t = t0 = time.monotonic()
+    try:
+        while pending_rows or any(t.deleted is None for t in tracks.values()):
+            now = time.monotonic()
+            if now - t0 > args.timeout_s:
+                print(f"[{engine}] timeout after {args.timeout_s}s", file=sys.stderr)
+                break
+            # submit
+            while pending_rows and outstanding < args.max_outstanding:
+                row = pending_rows.pop(0)
+                obj = job_object(row.row())
+                api.create(JOBS, obj, obj["metadata"]["namespace"])
+                tracks[row.name] = Track(row, time.monotonic())
+                outstanding += 1
+            # observe
+            now = time.monotonic()
+            result.gpu_seconds += running_gpus * (now - last_t)
+            last_t = now
+            for ns in (team_namespace(t) for t in teams):
+                for wl in api.list(WORKLOADS, ns).get("items", []):
+                    owner = next((r["name"] for r in wl["metadata"].get("ownerReferences") or []
+                                  if r.get("kind") == "Job"), None)
+                    tr = tracks.get(owner or "")
+                    if tr is None or tr.admitted is not None or tr.deleted is not None:
+                        continue
+                    conds = {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or []}
+                    if (conds.get("QuotaReserved") or {}).get("status") == "True" and \
+                            (wl.get("status") or {}).get("admission"):
+                        tr.admitted = now
+                        running_gpus += tr.row.pods * tr.row.gpus
+                        if tr.row.pods > 1:
+                            hosts = assignment_hosts(wl, labels)
+                            tr.l3_spanned = len({labels[h][f"{LAYER}3"] for h in hosts if h in labels})
+            # finish
+            for tr in tracks.values():
+                if tr.admitted is not None and tr.deleted is None and now - tr.admitted >= tr.row.duration_s:
+                    try:
+                        api.delete(JOBS, tr.row.name, team_namespace(tr.row.team), propagationPolicy="Background")
+                    except client.ApiException as exc:
+                        if exc.status != 404:
+                            raise
+                    tr.deleted = now
+                    running_gpus -= tr.row.pods * tr.row.gpus
+                    outstanding -= 1
+            time.sleep(args.poll_s)
+        end = max((t.admitted or 0.0) for t in tracks.values()) if tracks else time.monotonic()
+        result.wall_s = end - t0
+        for tr in tracks.values():
+            if tr.admitted is not None:
+                result.admitted += 1
+                result.tta.append(tr.admitted - tr.created)
+                if tr.row.pods > 1:
+                    result.l3.append(tr.l3_spanned)
+    finally:
+        run.stop()
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--teams", type=int, default=4)
+    ap.add_argument("--layers", default="2,4,4", help="fan-out per network layer (3 layers)")
+    ap.add_argument("--nodes-per-domain", type=int, default=4)
+    ap.add_argument("--min-s", type=float, default=2.0)
+    ap.add_argument("--max-s", type=float, default=8.0)
+    ap.add_argument("--max-outstanding", type=int, default=150)
+    ap.add_argument("--poll-s", type=float, default=0.2)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--timeout-s", type=float, default=1800)
+    ap.add_argument("--engine", action="append", choices=("kueue", "toposched"))
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+    teams = [f"team-{chr(ord('a') + i)}" for i in range(args.teams)]
+    rows = generate(args.jobs, teams, args.nodes_per_domain, args.seed, args.min_s, args.max_s)
+    engines = args.engine or ["kueue", "toposched"]
+    figures: dict[str, dict[str, float]] = {}
+    for engine in engines:
+        res = run_engine(engine, args, rows)
+        figures[engine] = res.figures()
+        f = figures[engine]
+        print(f"{engine:10s} jobs={args.jobs} admitted={res.admitted} wall={f['wall_s']:.1f}s "
+              f"admissions/s={f['admissions_per_s']:.2f} tta_p50={f['tta_p50_s']:.2f}s tta_p99={f['tta_p99_s']:.2f}s "
+              f"gpu_util={100 * f['gpu_utilisation']:.1f}% mean_l3_domains={f['mean_l3_domains_multinode']:.2f}",
+              flush=True)
+    if len(figures) == 2:
+        k, t = figures["kueue"], figures["toposched"]
+        ratios = {key: (t[key] / k[key] if k[key] else float("nan")) for key in k}
+        print("ratio toposched/kueue: " + " ".join(f"{key}={val:.2f}" for key, val in ratios.items()))
+        figures["ratio"] = ratios
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
