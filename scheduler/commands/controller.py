@@ -90,11 +90,11 @@ def run(args: argparse.Namespace) -> int:
     synced = threading.Event()
     if args.health_port:
         serve_health(args.health_bind, args.health_port, synced.is_set)
-    api = start_api(args, controller)
+    grpc_server = start_api(args, controller)
     cache.start(controller.wakeup)
     synced.set()
-    if api is not None:
-        api.set_serving(True)
+    if grpc_server is not None:
+        grpc_server.set_serving(True)
     log.info("caches synced; campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
     elector = LeaseElector(api, args.lease_name, args.namespace, args.identity)
     loop: dict[str, threading.Thread] = {}
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     elector.run(started, stopped)
     if "t" in loop:
         loop["t"].join(timeout=10)
-    if api is not None:
-        api.stop()
+    if grpc_server is not None:
+        grpc_server.stop()
     cache.stop()
     return 0

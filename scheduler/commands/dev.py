@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from scheduler.devcluster import binaries
+from scheduler.devcluster.stack import StackPorts, start_toposched
 from scheduler.errors import UserError
 
 DEFAULT_PORT = 16443
@@ -38,8 +39,8 @@ def register(sub: Any) -> None:
                     help="Kueue objects to apply (ClusterQueues, LocalQueues, flavors, Topology, priorities)")
     up.add_argument("--dir", type=Path, default=None, help=f"cluster state directory (default {default_dir()})")
     up.add_argument("--port", type=int, default=DEFAULT_PORT,
-                    help="kube-apiserver port on 127.0.0.1 (the next eight are used by etcd, "
-                    "controller-manager, scheduler, kwok, and toposched's extender, webhook, controller)")
+                    help="kube-apiserver port on 127.0.0.1 (the next nine are used by etcd, controller-manager, "
+                    "scheduler, kwok, and toposched's extender, webhook, controller health, gRPC API)")
     up.set_defaults(func=run_up)
     down = dev_sub.add_parser("down", help="stop everything `dev up` started")
     down.add_argument("--dir", type=Path, default=None)
@@ -63,7 +64,6 @@ def run_up(args: argparse.Namespace) -> int:
     from scheduler.core.fakecluster import generate_nodes
     from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents
     from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports
-    from scheduler.devcluster.stack import StackPorts, start_toposched
 
     directory = args.dir or default_dir()
     description = _read_yaml(args.cluster, "cluster description")
@@ -74,10 +74,11 @@ def run_up(args: argparse.Namespace) -> int:
     queues = load_documents(args.queues)
     from scheduler.devcluster.controlplane import port_in_use
 
-    for offset, what in ((6, "toposched extender"), (7, "toposched webhook"), (8, "toposched controller health")):
+    for offset, what in ((6, "toposched extender"), (7, "toposched webhook"), (8, "toposched controller health"),
+                         (9, "toposched gRPC API")):
         if port_in_use(args.port + offset):
             raise UserError(f"port {args.port + offset} ({what}) on 127.0.0.1 is in use: stop what holds it "
-                            f"or choose another --port (toposched uses --port .. --port+8)")
+                            f"or choose another --port (toposched uses --port .. --port+9)")
     started = time.monotonic()
     print(f"starting the local control plane in {directory} (first run builds Kubernetes: ~5-15 min) ...",
           file=sys.stderr, flush=True)
@@ -97,6 +98,7 @@ def run_up(args: argparse.Namespace) -> int:
     print(f"toposched dev cluster is up ({len(nodes)} fake {description.get('instanceType', 'GPU')} nodes, "
           f"{len(layers)} topology layers) in {took:.0f}s")
     print(f"  kubeconfig: {cluster.kubeconfig}")
+    print(f"  gRPC API:   127.0.0.1:{StackPorts.after(args.port).grpc}  (toposched place|topology --server ...)")
     print(f"  toposched:  {', '.join(components) if components else 'no components built yet'}")
     print("next:")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")

@@ -20,14 +20,15 @@ class StackPorts:
     extender: int
     webhook: int
     controller_health: int
+    grpc: int
 
     @classmethod
     def dynamic(cls) -> StackPorts:
-        return cls(free_port(), free_port(), free_port())
+        return cls(free_port(), free_port(), free_port(), free_port())
 
     @classmethod
     def after(cls, base: int) -> StackPorts:
-        return cls(base + 6, base + 7, base + 8)
+        return cls(base + 6, base + 7, base + 8, base + 9)
 
 
 def _wait_ready(url: str, proc: processes.Started, timeout_s: float) -> None:
@@ -72,6 +73,7 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
     if "toposched-controller" in wanted:
         proc = cluster.start_process("toposched-controller", [
             *python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(ports.controller_health),
+            "--grpc-port", str(ports.grpc),
             *controller_args])
         started.append((proc, f"http://127.0.0.1:{ports.controller_health}/readyz"))
     for proc, url in started:

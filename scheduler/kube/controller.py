@@ -206,8 +206,12 @@ class Controller:
             if not integration.is_suspended(job):
                 self._suspend(integration, job, wl)
                 continue
-            if integration.active_pods(job) == 0:
-                self._release(wl, job)
+            if not integration.can_restore(job):
+                continue  # pods still going, or the Job controller has not cleared startTime yet
+            restore = integration.restore_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
+            if restore is not None and not self._patch_job(integration, job, restore):
+                continue
+            self._release(wl, job)
 
     def _release(self, wl: Obj, job: Obj) -> None:
         """The evicted job's pods are gone: drop the reservation. Preempted and NodeFailures
@@ -224,18 +228,23 @@ class Controller:
             else:
                 self._notify("requeued", wl, {})
 
-    def _suspend(self, integration: JobIntegration, job: Obj, wl: Mapping[str, Any]) -> None:
-        patch = integration.stop_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
+    def _patch_job(self, integration: JobIntegration, job: Obj, patch: Mapping[str, Any]) -> bool:
         meta = job["metadata"]
         try:
-            updated = self.api.merge_patch(integration.resource, meta["name"], patch, meta["namespace"])
+            updated = self.api.merge_patch(integration.resource, meta["name"], dict(patch), meta["namespace"])
         except ApiException as exc:
-            if exc.status not in (404, 409):
-                raise
-            return
+            if exc.status in (404, 409):
+                return False
+            log.warning("patching %s failed: HTTP %s %s", object_key(job), exc.status, str(exc.body)[:300])
+            self.events.record(job, "Warning", "UpdateFailed", str(exc.body)[:500])
+            return False
         self.cache.write_through(self.cache.jobs[f"{integration.group}/{integration.kind}"], updated)
-        evicted = st.find_condition(wl, st.EVICTED) or {}
-        self.events.record(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
+        return True
+
+    def _suspend(self, integration: JobIntegration, job: Obj, wl: Mapping[str, Any]) -> None:
+        if self._patch_job(integration, job, integration.stop_patch(job)):
+            evicted = st.find_condition(wl, st.EVICTED) or {}
+            self.events.record(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
 
     # ------------------------------------------------------------------ phase 4
     def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
@@ -298,17 +307,11 @@ class Controller:
             integration, job = entry
             if not integration.is_suspended(job):
                 continue
+            if not integration.can_restore(job):
+                continue  # the previous run's pods are not gone yet: never two copies of a pod
             patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
-            meta = job["metadata"]
-            try:
-                updated = self.api.merge_patch(integration.resource, meta["name"], patch, meta["namespace"])
-            except ApiException as exc:
-                if exc.status in (404, 409):
-                    continue
-                log.warning("starting %s failed: %s", object_key(job), exc.body)
-                self.events.record(job, "Warning", "StartFailed", str(exc.body)[:500])
+            if not self._patch_job(integration, job, patch):
                 continue
-            self.cache.write_through(self.cache.jobs[f"{integration.group}/{integration.kind}"], updated)
             self.events.record(job, "Normal", "Started",
                                f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 

@@ -68,9 +68,12 @@ class JobIntegration(Protocol):
     def start_patch(
         self, job: Mapping[str, Any], workload_name: str, pod_sets: list[PodSetStart]
     ) -> dict[str, Any]: ...
-    def stop_patch(self, job: Mapping[str, Any], original_pod_sets: list[Mapping[str, Any]]) -> dict[str, Any]: ...
+    def stop_patch(self, job: Mapping[str, Any]) -> dict[str, Any]: ...
+    def restore_patch(self, job: Mapping[str, Any],
+                      original_pod_sets: list[Mapping[str, Any]]) -> dict[str, Any] | None: ...
     def finish_state(self, job: Mapping[str, Any]) -> FinishState: ...
     def active_pods(self, job: Mapping[str, Any]) -> int: ...
+    def can_restore(self, job: Mapping[str, Any]) -> bool: ...
 
 
 def topology_request_from_template(template: Mapping[str, Any], pod_index_label: str | None) -> dict[str, Any] | None:
@@ -141,17 +144,45 @@ class BatchJob:
             }
         }
 
-    def stop_patch(self, job: Mapping[str, Any], original_pod_sets: list[Mapping[str, Any]]) -> dict[str, Any]:
-        """Suspend and restore the template as it was before start (Kueue restores from the
-        Workload's pod set templates)."""
+    def stop_patch(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """Suspend only: the API server refuses template changes while the Job has a
+        startTime; the template is restored once the Job controller has cleared it."""
+        return {"spec": {"suspend": True}}
+
+    def restore_patch(self, job: Mapping[str, Any],
+                      original_pod_sets: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+        """Restore the template as it was before start (Kueue restores from the Workload's pod
+        set templates), or None when there is nothing to restore. Valid only while suspended
+        with no ``status.startTime``."""
         original = (original_pod_sets[0].get("template") or {}) if original_pod_sets else {}
         current = (job.get("spec") or {}).get("template") or {}
         ospec, cspec = original.get("spec") or {}, current.get("spec") or {}
-        spec_patch: dict[str, Any] = {"nodeSelector": ospec.get("nodeSelector") or None}
-        if "tolerations" in cspec or "tolerations" in ospec:
+        cmeta = current.get("metadata") or {}
+        spec_patch: dict[str, Any] = {}
+        if (cspec.get("nodeSelector") or {}) != (ospec.get("nodeSelector") or {}):
+            spec_patch["nodeSelector"] = ospec.get("nodeSelector") or None
+        if (cspec.get("tolerations") or []) != (ospec.get("tolerations") or []):
             spec_patch["tolerations"] = ospec.get("tolerations") or None
-        meta_patch = {"annotations": {ANN_WORKLOAD: None}, "labels": {LABEL_PODSET: None}}
-        return {"spec": {"suspend": True, "template": {"metadata": meta_patch, "spec": spec_patch}}}
+        meta_patch: dict[str, Any] = {}
+        original_ann = (original.get("metadata") or {}).get("annotations") or {}
+        stale = {k: None for k in (cmeta.get("annotations") or {})
+                 if k in (ANN_WORKLOAD, ANN_UNCONSTRAINED) and k not in original_ann}
+        if stale:
+            meta_patch["annotations"] = stale
+        if LABEL_PODSET in (cmeta.get("labels") or {}):
+            meta_patch["labels"] = {LABEL_PODSET: None}
+        template: dict[str, Any] = {}
+        if spec_patch:
+            template["spec"] = spec_patch
+        if meta_patch:
+            template["metadata"] = meta_patch
+        return {"spec": {"template": template}} if template else None
+
+    def can_restore(self, job: Mapping[str, Any]) -> bool:
+        """Suspended, no pods left, and ``status.startTime`` cleared by the Job controller:
+        the template may change and nothing of the previous run is still going."""
+        status = job.get("status") or {}
+        return self.is_suspended(job) and not status.get("startTime") and self.active_pods(job) == 0
 
     def finish_state(self, job: Mapping[str, Any]) -> FinishState:
         for cond in (job.get("status") or {}).get("conditions") or ():
