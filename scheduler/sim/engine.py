@@ -1,0 +1,419 @@
+"""The simulator: virtual time around ``run_cycle``, driven as the controller drives it.
+
+Events (arrival, completion, node failure, node recovery) are processed in time order; at
+each instant the loop runs admission cycles until one makes no progress (nothing admitted,
+preempted, evicted or newly parked), then jumps to the next event. Between cycles it keeps a
+``queueing.QueueState`` like the controller: ``park`` every Pending with requeue
+"inadmissible" on a BestEffortFIFO ClusterQueue, ``forget`` on Admit, ``release`` of the cohort
+tree when a workload there finishes or is evicted/preempted, ``release`` of everything when a
+node recovers (capacity appeared).
+
+Node failures flip ``sagemaker.amazonaws.com/node-health-status`` to
+``UnschedulablePendingReboot`` (so ``node_health`` excludes the node when the trees are
+rebuilt) and, like ``scheduler.kube.nodefailures``: a workload with exactly one failed node in
+a hostname-level assignment is hot-swapped when ``core.failures.find_replacement`` finds a
+slot in the required domain; otherwise it is evicted with reason ``NodeFailures`` and requeued
+(keeping its creation-time queue position, as Kueue does). A requeued job restarts from the
+beginning (no checkpoint model). Preempted victims are released at once (their pods'
+termination takes no virtual time).
+
+By default a cycle takes no virtual time (``cycle_cost="zero"``); ``"measured"`` advances the
+clock by each cycle's wall time (scripts/bench/admission.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
+from scheduler.core.failures import EVICTION_REASON, find_replacement, pods_per_node
+from scheduler.core.fakecluster import HEALTH_STATUS_LABEL
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
+from scheduler.core.nodes import NodeInfo
+from scheduler.core.preemption import AdmittedWorkload, TASUsage
+from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
+from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
+from scheduler.core.topology import TopologyTree
+from scheduler.core.workload import WorkloadSpec
+
+GPU = "nvidia.com/gpu"
+FAILED_STATUS = "UnschedulablePendingReboot"
+MAX_CYCLES_PER_INSTANT = 10_000
+
+
+@dataclass(frozen=True)
+class World:
+    """The static configuration: nodes, queues, flavors, topologies (core specs)."""
+
+    nodes: tuple[NodeInfo, ...]
+    cluster_queues: Mapping[str, ClusterQueueSpec]
+    local_queues: Mapping[str, LocalQueueSpec]
+    flavors: Mapping[str, FlavorSpec]
+    topologies: Mapping[str, tuple[str, ...]]  # Topology name -> levels
+    cohorts: Mapping[str, CohortSpec] = field(default_factory=dict)
+    workload_priority_classes: Mapping[str, int] = field(default_factory=dict)
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    health_policy: HealthPolicy = DEFAULT_POLICY
+
+
+@dataclass
+class SimJob:
+    spec: WorkloadSpec
+    duration: float
+    submit_at: float
+    label: str = ""  # free-form class name (bench)
+    first_admitted: float | None = None
+    admitted_at: float | None = None
+    finished_at: float | None = None
+    preemptions: int = 0
+    evictions: int = 0
+    domains: dict[str, int] = field(default_factory=dict)  # level -> domains spanned (first admission)
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    @property
+    def gpus(self) -> int:
+        return sum(ps.count * ps.requests.get(GPU, 0) for ps in self.spec.pod_sets)
+
+
+@dataclass(frozen=True)
+class SimFailure:
+    at: float
+    node: str
+    recover_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    time_s: float
+    submitted: int
+    admitted: int
+    finished: int
+    pending: int
+    preemptions: int
+    gpu_utilization: float
+    total_jobs: int
+
+
+@dataclass
+class SimResult:
+    jobs: list[SimJob]
+    makespan: float
+    cycles: int
+    wall_s: float
+    preemptions: int
+    evictions: int
+    replacements: int
+    samples: list[tuple[float, int, int, int]]  # (t, GPUs used, GPUs healthy, pending)
+    events: list[dict[str, Any]]  # failures, recoveries, evictions, preemptions, replacements
+    gpu_seconds_used: float
+    gpu_seconds_available: float
+    cq_usage_integral: dict[str, float]
+    levels: tuple[str, ...]
+
+    @property
+    def gpu_utilization(self) -> float:
+        return self.gpu_seconds_used / self.gpu_seconds_available if self.gpu_seconds_available else 0.0
+
+
+def _with_health(node: NodeInfo, status: str) -> NodeInfo:
+    return dataclasses.replace(node, labels={**node.labels, HEALTH_STATUS_LABEL: status})
+
+
+class Simulator:
+    def __init__(self, world: World, jobs: Sequence[SimJob], failures: Sequence[SimFailure] = (), *,
+                 solver: str = "greedy", time_budget_s: float = 0.1, cycle_cost: str = "zero",
+                 horizon_s: float | None = None, progress: Callable[[Progress], None] | None = None,
+                 progress_every_s: float = 0.0) -> None:
+        if cycle_cost not in ("zero", "measured"):
+            raise ValueError(f"cycle_cost must be 'zero' or 'measured', got {cycle_cost!r}")
+        self.world = world
+        self.jobs = {j.key: j for j in jobs}
+        if len(self.jobs) != len(jobs):
+            raise ValueError("two jobs have the same namespace/name")
+        self.failures = sorted(failures, key=lambda f: (f.at, f.node))
+        known = {n.name for n in world.nodes}
+        for f in self.failures:
+            if f.node not in known:
+                raise ValueError(f"failure at {f.at:g}s: no node named {f.node!r} in the cluster")
+        self.solver, self.time_budget_s, self.cycle_cost = solver, time_budget_s, cycle_cost
+        self.horizon_s = horizon_s
+        self.progress_cb, self.progress_every_s = progress, progress_every_s
+        self.nodes = {n.name: n for n in world.nodes}
+        self.quota_shape = QuotaState(world.cluster_queues.values(), world.cohorts.values())
+        self.state = QueueState()
+        self.pending: dict[str, PendingWorkload] = {}
+        self.admitted: dict[str, AdmittedWorkload] = {}
+        self.generation: dict[str, int] = defaultdict(int)
+        self.events: list[tuple[float, int, str, str]] = []
+        self._seq = 0
+        self.trees: dict[str, TopologyTree] = {}
+        self.gpus_healthy = 0
+        self.log: list[dict[str, Any]] = []
+        self.preemptions = self.evictions = self.replacements = self.cycles = 0
+        self.submitted = self.finished = self.ever_admitted = 0
+        self.now = 0.0
+        self._rebuild()
+
+    # ------------------------------------------------------------------ state helpers
+    def _push(self, t: float, kind: str, key: str) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, self._seq, kind, key))
+
+    def _rebuild(self) -> None:
+        """Trees from the current node health, with every admitted workload's usage."""
+        nodes = list(self.nodes.values())
+        self.trees = {}
+        for name, flavor in sorted(self.world.flavors.items()):
+            levels = self.world.topologies.get(flavor.topology_name or "")
+            if not levels:
+                continue
+            self.trees[name] = TopologyTree.build(flavor.topology_name or "", levels, nodes,
+                                                  flavor_node_labels=flavor.node_labels,
+                                                  health_policy=self.world.health_policy)
+        for w in self.admitted.values():
+            self._tas(w, +1)
+        self.gpus_healthy = sum(n.allocatable.get(GPU, 0) for n in nodes
+                                if node_health(n, self.world.health_policy).healthy)
+
+    def _tas(self, w: AdmittedWorkload, sign: int) -> None:
+        for u in w.tas:
+            tree = self.trees.get(u.flavor)
+            if tree is not None:
+                (tree.add_usage if sign > 0 else tree.remove_usage)(u.placement, u.per_pod)
+
+    def _release(self, w: AdmittedWorkload) -> None:
+        self._tas(w, -1)
+        self.state.release(self.quota_shape.cluster_queues_in_tree(w.cluster_queue))
+
+    def _requeue(self, key: str, kind: str, detail: str) -> None:
+        w = self.admitted.pop(key)
+        self._release(w)
+        self.generation[key] += 1  # its completion event is now stale
+        self.pending[key] = PendingWorkload(w.spec)  # Kueue: Preempted/NodeFailures keep creation order
+        job = self.jobs[key]
+        job.admitted_at = None
+        self.log.append({"t": self.now, "kind": kind, "workload": key, "detail": detail})
+
+    def gpus_used(self) -> int:
+        return sum(v for w in self.admitted.values() for (_f, res), v in w.usage.items() if res == GPU)
+
+    # ------------------------------------------------------------------ events
+    def _arrive(self, key: str) -> None:
+        job = self.jobs[key]
+        self.pending[key] = PendingWorkload(job.spec)
+        self.submitted += 1
+
+    def _complete(self, key: str, gen: int) -> None:
+        w = self.admitted.get(key)
+        if w is None or self.generation[key] != gen:
+            return
+        del self.admitted[key]
+        self._release(w)
+        self.jobs[key].finished_at = self.now
+        self.finished += 1
+
+    def _fail(self, node: str) -> None:
+        self.nodes[node] = _with_health(self.nodes[node], FAILED_STATUS)
+        self.log.append({"t": self.now, "kind": "failure", "node": node})
+        self._rebuild()
+        failed = {n for n, info in self.nodes.items() if not node_health(info, self.world.health_policy).healthy}
+        for key in sorted(self.admitted):
+            w = self.admitted[key]
+            hit = sorted({h for u in w.tas for h in pods_per_node(u.placement) if h == node})
+            if not hit:
+                continue
+            on_failed = sorted({h for u in w.tas for h in pods_per_node(u.placement) if h in failed})
+            new_tas = self._replace(w, node) if len(on_failed) == 1 else None
+            if new_tas is not None:
+                self._tas(w, -1)
+                w = dataclasses.replace(w, tas=new_tas)
+                self.admitted[key] = w
+                self._tas(w, +1)
+                self.replacements += 1
+                self.log.append({"t": self.now, "kind": "replacement", "workload": key, "node": node})
+                continue
+            self.evictions += 1
+            self.jobs[key].evictions += 1
+            self._requeue(key, "eviction", f"{EVICTION_REASON}: {node}")
+
+    def _replace(self, w: AdmittedWorkload, node: str) -> tuple[TASUsage, ...] | None:
+        required = {ps.name: (ps.topology.required if ps.topology else None) for ps in w.spec.pod_sets}
+        out = []
+        for u in w.tas:
+            if node not in pods_per_node(u.placement):
+                out.append(u)
+                continue
+            tree = self.trees.get(u.flavor)
+            if tree is None:
+                return None
+            new = find_replacement(tree, u.placement, u.per_pod, node, required.get(u.placement.name),
+                                   self.nodes[node].labels)
+            if new is None:
+                return None
+            out.append(TASUsage(u.flavor, new, u.per_pod))
+        return tuple(out)
+
+    def _recover(self, node: str) -> None:
+        self.nodes[node] = _with_health(self.nodes[node], "Schedulable")
+        self.log.append({"t": self.now, "kind": "recovery", "node": node})
+        self._rebuild()
+        self.state.release(None)
+
+    # ------------------------------------------------------------------ cycle
+    def _cycle(self) -> bool:
+        snap = Snapshot(now=self.now, cluster_queues=self.world.cluster_queues, cohorts=self.world.cohorts,
+                        local_queues=self.world.local_queues, flavors=self.world.flavors, trees=self.trees,
+                        pending=[self.pending[k] for k in sorted(self.pending)],
+                        admitted=[self.admitted[k] for k in sorted(self.admitted)],
+                        workload_priority_classes=self.world.workload_priority_classes,
+                        inadmissible=self.state.inadmissible(), namespace_labels=self.world.namespace_labels,
+                        solver=self.solver, time_budget_s=self.time_budget_s)
+        t0 = time.perf_counter()
+        decisions = run_cycle(snap)
+        spent = time.perf_counter() - t0
+        self.cycles += 1
+        if self.cycle_cost == "measured":
+            self._advance(self.now + spent)
+        progress = False
+        parked = self.state.inadmissible()
+        for d in decisions:
+            if isinstance(d, Admit):
+                pw = self.pending.pop(d.workload)
+                w = admitted_from_decision(d, pw, self.now)
+                self.admitted[d.workload] = w
+                self._tas(w, +1)
+                job = self.jobs[d.workload]
+                job.admitted_at = self.now
+                if job.first_admitted is None:
+                    job.first_admitted = self.now
+                    job.domains = self._domains(w)
+                    self.ever_admitted += 1
+                self.generation[d.workload] += 1
+                self._push(self.now + job.duration, "complete", f"{d.workload}#{self.generation[d.workload]}")
+                self.state.forget(d.workload)
+                progress = True
+            elif isinstance(d, Preempt):
+                if d.workload in self.admitted:
+                    self.preemptions += 1
+                    self.jobs[d.workload].preemptions += 1
+                    self._requeue(d.workload, "preemption", f"{d.reason} by {d.preemptor}")
+                    progress = True
+            elif isinstance(d, Evict):
+                if d.workload in self.admitted:
+                    self.evictions += 1
+                    self.jobs[d.workload].evictions += 1
+                    self._requeue(d.workload, "eviction", d.reason)
+                    progress = True
+            elif isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE and d.cluster_queue:
+                cq = self.world.cluster_queues.get(d.cluster_queue)
+                if cq is not None and cq.queueing_strategy != STRICT_FIFO:
+                    self.state.park(d.workload, d.cluster_queue)
+                    progress = progress or d.workload not in parked
+        return progress
+
+    def _domains(self, w: AdmittedWorkload) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for u in w.tas:
+            tree = self.trees.get(u.flavor)
+            if tree is None:
+                continue
+            for li, level in enumerate(tree.levels):
+                seen = set()
+                for dom in u.placement.domains:
+                    leaf = tree.leaf_for_values(u.placement.levels, dom.values)
+                    if leaf is not None:
+                        seen.add(tree.ancestor(leaf, li))
+                out[level] = out.get(level, 0) + len(seen)
+        return out
+
+    # ------------------------------------------------------------------ accounting
+    def _advance(self, to: float) -> None:
+        dt = to - self.now
+        if dt > 0:
+            self.gpu_used_s += self.gpus_used() * dt
+            self.gpu_avail_s += self.gpus_healthy * dt
+            for w in self.admitted.values():
+                self.cq_integral[w.cluster_queue] += sum(w.usage.values()) * dt
+        self.now = max(self.now, to)
+
+    def _sample(self) -> None:
+        point = (self.now, self.gpus_used(), self.gpus_healthy, len(self.pending))
+        if self.samples and self.samples[-1][0] == self.now:
+            self.samples[-1] = point
+        else:
+            self.samples.append(point)
+
+    def _report(self, force: bool = False) -> None:
+        if self.progress_cb is None:
+            return
+        if not force and self.progress_every_s and self.now - self._last_progress < self.progress_every_s:
+            return
+        self._last_progress = self.now
+        self.progress_cb(Progress(self.now, self.submitted, self.ever_admitted, self.finished, len(self.pending),
+                                  self.preemptions,
+                                  self.gpus_used() / self.gpus_healthy if self.gpus_healthy else 0.0,
+                                  len(self.jobs)))
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        self.gpu_used_s = self.gpu_avail_s = 0.0
+        self.cq_integral: dict[str, float] = defaultdict(float)
+        self.samples: list[tuple[float, int, int, int]] = []
+        self._last_progress = float("-inf")
+        for job in sorted(self.jobs.values(), key=lambda j: (j.submit_at, j.key)):
+            self._push(job.submit_at, "arrive", job.key)
+        for f in self.failures:
+            self._push(f.at, "fail", f.node)
+            if f.recover_after is not None:
+                self._push(f.at + f.recover_after, "recover", f.node)
+        self._sample()
+        while self.events or self.pending:
+            if self.events and self.events[0][0] <= self.now:
+                while self.events and self.events[0][0] <= self.now:
+                    _t, _s, kind, key = heapq.heappop(self.events)
+                    if kind == "arrive":
+                        self._arrive(key)
+                    elif kind == "complete":
+                        k, gen = key.rsplit("#", 1)
+                        self._complete(k, int(gen))
+                    elif kind == "fail":
+                        self._fail(key)
+                    elif kind == "recover":
+                        self._recover(key)
+            for _ in range(MAX_CYCLES_PER_INSTANT):
+                if not self.pending or not self._cycle():
+                    break
+            self._sample()
+            self._report()
+            if self.horizon_s is not None and self.now >= self.horizon_s:
+                break
+            if not self.events:
+                break  # pending jobs that can never be admitted: stop, they stay pending
+            nxt = self.events[0][0]
+            if self.horizon_s is not None:
+                nxt = min(nxt, self.horizon_s)
+            self._advance(max(nxt, self.now))
+            self._sample()
+        self._report(force=True)
+        levels: tuple[str, ...] = next(iter(self.trees.values())).levels if self.trees else ()
+        return SimResult(
+            jobs=sorted(self.jobs.values(), key=lambda j: (j.submit_at, j.key)), makespan=self.now,
+            cycles=self.cycles, wall_s=time.perf_counter() - wall0, preemptions=self.preemptions,
+            evictions=self.evictions, replacements=self.replacements, samples=self.samples, events=self.log,
+            gpu_seconds_used=self.gpu_used_s, gpu_seconds_available=self.gpu_avail_s,
+            cq_usage_integral=dict(self.cq_integral), levels=levels)
+
+
+def simulate(world: World, jobs: Iterable[SimJob], failures: Sequence[SimFailure] = (), **kwargs: Any) -> SimResult:
+    """Build a :class:`Simulator` and run it."""
+    return Simulator(world, list(jobs), failures, **kwargs).run()
