@@ -86,11 +86,15 @@ def jobs_from_trace(trace: Trace, world: World) -> tuple[list[SimJob], list[SimF
             raise TraceError(f"jobs[{i}].topology: level {level!r} is not in any Topology of the queues file")
         if t.priority_class and t.priority_class not in world.workload_priority_classes:
             raise TraceError(f"jobs[{i}].priorityClass: no WorkloadPriorityClass {t.priority_class!r}")
-        topo = TopologyRequest(required=t.required, preferred=t.preferred) if level else None
-        requests = {GPU: t.gpus_per_pod} if t.gpus_per_pod else {}
-        spec = WorkloadSpec(t.namespace, t.name, (PodSetSpec("main", t.pods, requests, topo),),
-                            uid=f"uid-{t.namespace}-{t.name}", queue_name=t.queue, priority_class=t.priority_class,
-                            created_at=t.at, labels={"kueue.x-k8s.io/queue-name": t.queue})
+        if t.spec is not None:
+            spec = dataclasses.replace(t.spec, created_at=t.at, uid=t.spec.uid or f"uid-{t.namespace}-{t.name}")
+        else:
+            topo = TopologyRequest(required=t.required, preferred=t.preferred) if level else None
+            requests = {GPU: t.gpus_per_pod} if t.gpus_per_pod else {}
+            spec = WorkloadSpec(t.namespace, t.name, (PodSetSpec("main", t.pods, requests, topo),),
+                                uid=f"uid-{t.namespace}-{t.name}", queue_name=t.queue,
+                                priority_class=t.priority_class, created_at=t.at,
+                                labels={"kueue.x-k8s.io/queue-name": t.queue})
         jobs.append(SimJob(spec, t.duration, t.at, t.priority_class or ""))
     names = {n.name for n in world.nodes}
     failures = []
@@ -205,3 +209,39 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "cycles": result.cycles,
         "wall_s": round(result.wall_s, 3),
     }
+
+
+
+# ---------------------------------------------------------------------- one entry point (CLI and gRPC)
+
+
+def cluster_from_documents(docs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | list[Mapping[str, Any]]:
+    """A fakecluster description (one mapping with ``layers``) or a list of Node objects."""
+    if len(docs) == 1 and "layers" in docs[0] and "kind" not in docs[0]:
+        return docs[0]
+    bad = [d.get("kind") for d in docs if d.get("kind", "Node") != "Node"]
+    if bad or not docs:
+        raise ValueError("expected a cluster description (name, layers, nodesPerDomain, ...) or Node objects"
+                         + (f", got kind {bad[0]!r}" if bad else ", got nothing"))
+    return list(docs)
+
+
+def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare: str | None = None,
+                 time_budget_s: float = 0.1, horizon_s: float | None = None,
+                 progress: Any = None, progress_every_s: float = 0.0) -> list[tuple[str, SimResult, dict[str, Any]]]:
+    """Every variant of ``compare`` on the same trace: (label, result, summary).
+    ``progress(label, index, count, Progress)`` is called as the engine reports."""
+    from scheduler.sim.engine import Simulator
+
+    out = []
+    runs = variants(world, compare, solver)
+    for idx, (label, w, sol) in enumerate(runs):
+        jobs, failures = jobs_from_trace(trace, w)
+        cb = None
+        if progress is not None:
+            def cb(p: Any, label: str = label, idx: int = idx) -> None:
+                progress(label, idx, len(runs), p)
+        result = Simulator(w, jobs, failures, solver=sol, time_budget_s=time_budget_s, horizon_s=horizon_s,
+                           progress=cb, progress_every_s=progress_every_s).run()
+        out.append((label, result, summarize(result)))
+    return out

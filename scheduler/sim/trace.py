@@ -41,6 +41,7 @@ class TraceJob:
     priority_class: str | None = None
     required: str | None = None
     preferred: str | None = None
+    spec: Any = None  # a WorkloadSpec when the entry gave a full manifest ({at, job: <Job>, duration})
 
 
 @dataclass(frozen=True)
@@ -105,19 +106,18 @@ def trace_from_data(data: Any) -> Trace:
     if not isinstance(raw_jobs, list):
         raise TraceError("jobs: expected a list")
     jobs: list[TraceJob] = []
-    names: set[str] = set()
     for i, e in enumerate(raw_jobs):
         where = f"jobs[{i}]"
         if not isinstance(e, Mapping):
             raise TraceError(f"{where}: expected a mapping")
+        if "job" in e:
+            jobs.append(_manifest_job(e, where))
+            continue
         topo = e.get("topology") or {}
         if not isinstance(topo, Mapping) or set(topo) - {"required", "preferred"} or len(topo) > 1:
             raise TraceError(f"{where}.topology: expected {{required: <level>}} or {{preferred: <level>}}")
         ns = _str(e, "namespace", where)
         name = _str(e, "name", where, default=f"job-{i}")
-        if f"{ns}/{name}" in names:
-            raise TraceError(f"{where}.name: {ns}/{name} appears twice")
-        names.add(f"{ns}/{name}")
         pc = e.get("priorityClass")
         if pc is not None and not isinstance(pc, str):
             raise TraceError(f"{where}.priorityClass: expected a string")
@@ -127,6 +127,11 @@ def trace_from_data(data: Any) -> Trace:
             gpus_per_pod=_num(e, "gpusPerPod", where, integer=True, default=0),
             duration=float(_num(e, "duration", where)), priority_class=pc,
             required=topo.get("required"), preferred=topo.get("preferred")))
+    seen: set[str] = set()
+    for j in jobs:
+        if f"{j.namespace}/{j.name}" in seen:
+            raise TraceError(f"jobs: {j.namespace}/{j.name} appears twice")
+        seen.add(f"{j.namespace}/{j.name}")
     raw_failures = data.get("failures") or []
     if not isinstance(raw_failures, list):
         raise TraceError("failures: expected a list")
@@ -139,6 +144,27 @@ def trace_from_data(data: Any) -> Trace:
         failures.append(TraceFailure(float(_num(e, "at", where)), _str(e, "node", where),
                                      None if rec is None else float(rec)))
     return Trace(tuple(jobs), tuple(failures))
+
+
+def _manifest_job(e: Mapping[str, Any], where: str) -> TraceJob:
+    """``{at, job: <batch/v1 Job or Kueue Workload>, duration}`` (the gRPC SimulateRequest form)."""
+    from scheduler.core.workload import WorkloadFormatError, workload_from_object
+
+    if not isinstance(e["job"], Mapping):
+        raise TraceError(f"{where}.job: expected a batch/v1 Job (a mapping)")
+    try:
+        spec = workload_from_object(dict(e["job"]))
+    except (WorkloadFormatError, ValueError, TypeError, KeyError) as exc:
+        raise TraceError(f"{where}.job: {exc}") from exc
+    if not spec.queue_name:
+        raise TraceError(f"{where}.job: no kueue.x-k8s.io/queue-name label")
+    pods = sum(ps.count for ps in spec.pod_sets)
+    ps0 = spec.pod_sets[0]
+    return TraceJob(at=float(_num(e, "at", where)), namespace=spec.namespace, name=spec.name,
+                    queue=spec.queue_name, pods=pods, gpus_per_pod=int(ps0.requests.get(GPU, 0)),
+                    duration=float(_num(e, "duration", where)), priority_class=spec.priority_class,
+                    required=ps0.topology.required if ps0.topology else None,
+                    preferred=ps0.topology.preferred if ps0.topology else None, spec=spec)
 
 
 # ---------------------------------------------------------------------- synthetic
