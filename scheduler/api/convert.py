@@ -201,3 +201,15 @@ def response_to_view(resp: pb.GetTopologyResponse) -> TopologyView:
 def capacity_levels(view_levels: Sequence[str]) -> tuple[str, ...]:
     """Levels of the all-nodes capacity tree behind a view: its layers plus hostname."""
     return (*view_levels, HOSTNAME_LABEL)
+
+
+def explain_response_to_dict(resp: pb.ExplainResponse) -> dict[str, Any]:
+    """An ExplainResponse back to ``scheduler.explain.explain``'s dict (details_json when the
+    server sent it, else the typed fields)."""
+    import json
+
+    if resp.details_json:
+        return dict(json.loads(resp.details_json))
+    return {"namespace": resp.namespace, "name": resp.name, "workload": resp.workload,
+            "clusterQueue": resp.cluster_queue, "admitted": resp.admitted,
+            "reasons": [{"reason": r.reason, "message": r.message} for r in resp.reasons]}

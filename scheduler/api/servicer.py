@@ -8,9 +8,10 @@ GetTopology builds the view with ``scheduler.commands.topology.view_from_objects
 
 Status codes: INVALID_ARGUMENT (message starts with the field path), NOT_FOUND (unknown job
 or flavor), FAILED_PRECONDITION (no live snapshot on a server started without a cluster),
-DEADLINE_EXCEEDED (the deadline leaves no time to work), UNIMPLEMENTED (Simulate, whose trace
-driver is not built; Explain while the admission cycle does not exist; the message names what
-is missing).
+DEADLINE_EXCEEDED (the deadline leaves no time to work), UNIMPLEMENTED (Explain/Simulate while
+the admission cycle does not exist; the message names what is missing).
+Explain is ``scheduler.explain.explain`` (the code of ``toposched explain``); Simulate runs
+``scheduler.sim`` and streams its progress.
 """
 
 from __future__ import annotations
@@ -197,47 +198,24 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         return self._run(context, self._explain, request)  # type: ignore[no-any-return]
 
     def _explain(self, request: pb.ExplainRequest) -> pb.ExplainResponse:
+        from scheduler.explain import NotFound, explain
+
         if not request.namespace:
             raise FieldError("namespace", "required")
         if not request.name:
             raise FieldError("name", "required")
         snap = self._live()
-        job, workload = snap.find_job(request.namespace, request.name)
-        if job is None and workload is None:
-            raise _Status(grpc.StatusCode.NOT_FOUND,
-                          f"no Job or Workload {request.name!r} in namespace {request.namespace!r}")
-        resp = pb.ExplainResponse(namespace=request.namespace, name=request.name)
-        if workload is None:
-            resp.reasons.append(pb.PendingReason(
-                reason="NoWorkload",
-                message="no Workload for this Job yet: the controller creates one per Job labelled "
-                        "kueue.x-k8s.io/queue-name (is the label set, is the controller running?)"))
-            return resp
-        resp.workload = workload["metadata"]["name"]
-        admission = (workload.get("status") or {}).get("admission") or {}
-        resp.cluster_queue = admission.get("clusterQueue", "")
-        conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or ()}
-        finished = conditions.get("Finished")
-        if finished and finished.get("status") == "True":
-            resp.reasons.append(pb.PendingReason(reason="Finished", message=finished.get("message", "")
-                                                 or "the Workload is finished"))
-            return resp
-        if holds_reservation(workload):
-            resp.admitted = True
-            return resp
         missing = cycle_missing()
         if missing:
             raise _Status(grpc.StatusCode.UNIMPLEMENTED,
                           "Explain needs the admission cycle (quota, queueing, preemption), which is not built yet: "
                           f"missing {', '.join(missing)}; no partial answer is given")
-        for reason in explain_with_cycle(snap, workload, self.engine.solver, self.engine.time_budget_s, resp):
-            resp.reasons.append(reason)
-        recorded = conditions.get("QuotaReserved")
-        if recorded and recorded.get("status") == "False" and recorded.get("message") and not any(
-                r.message == recorded.get("message") for r in resp.reasons):
-            resp.reasons.append(pb.PendingReason(reason=recorded.get("reason", ""),
-                                                 message=f"last recorded by the controller: {recorded['message']}"))
-        return resp
+        try:
+            result = explain(snap, request.namespace, request.name, solver=self.engine.solver,
+                             time_budget_s=self.engine.time_budget_s)
+        except NotFound as err:
+            raise _Status(grpc.StatusCode.NOT_FOUND, str(err)) from err
+        return explain_dict_to_response(result)
 
     # ------------------------------------------------------------------ GetTopology
     def GetTopology(self, request: pb.GetTopologyRequest, context: grpc.ServicerContext) -> pb.GetTopologyResponse:
@@ -282,10 +260,74 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
 
     # ------------------------------------------------------------------ Simulate
     def Simulate(self, request: pb.SimulateRequest, context: grpc.ServicerContext) -> Iterator[pb.SimulateEvent]:
-        self._run(context, self._simulate_check, request)
-        return iter(())
+        """Progress events on the simulated clock (every ``progress_every_s``, else every cycle batch),
+        then one summary per variant (this API runs the single configured policy: one summary)."""
+        world, trace = self._run(context, self._simulate_inputs, request)
+        from scheduler.sim.engine import Progress, Simulator
+        from scheduler.sim.scenario import jobs_from_trace, summarize
 
-    def _simulate_check(self, request: pb.SimulateRequest) -> None:
+        events: list[pb.SimulateEvent] = []
+        jobs, failures = self._run(context, self._simulate_jobs, trace, world, jobs_from_trace)
+
+        def progress(p: Progress) -> None:
+            events.append(pb.SimulateEvent(progress=pb.SimulateProgress(
+                time_s=p.time_s, submitted=p.submitted, admitted=p.admitted, finished=p.finished,
+                pending=p.pending, preemptions=p.preemptions, gpu_utilization=p.gpu_utilization)))
+
+        solver = SOLVER_NAMES[request.solver]
+        sim = Simulator(world, jobs, failures, solver="greedy" if solver == "auto" else solver,
+                        time_budget_s=(request.time_budget_ms or DEFAULT_TIME_BUDGET_MS) / 1000,
+                        horizon_s=request.horizon_s or None, progress=progress,
+                        progress_every_s=request.progress_every_s)
+        # Stream while simulating: the engine calls back synchronously, so run it in steps.
+        result_box: list[Any] = []
+        import threading
+
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                result_box.append(sim.run())
+            except Exception as exc:  # reported to the client below
+                result_box.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="simulate", daemon=True).start()
+        sent = 0
+        while not done.wait(STREAM_POLL_S) or sent < len(events):
+            if not context.is_active():
+                return
+            while sent < len(events):
+                yield events[sent]
+                sent += 1
+            if done.is_set() and sent >= len(events):
+                break
+        result = result_box[0]
+        if isinstance(result, Exception):
+            context.abort(grpc.StatusCode.INTERNAL, f"simulation failed: {result}")
+        s = summarize(result)
+        yield pb.SimulateEvent(summary=pb.SimulateSummary(
+            makespan_s=s["makespan_s"], submitted=s["submitted"], admitted=s["admitted"], finished=s["finished"],
+            pending=s["pending"], preemptions=s["preemptions"], wait_p50_s=s["wait_s"]["p50"],
+            wait_p99_s=s["wait_s"]["p99"], gpu_utilization=s["gpu_utilization"],
+            mean_layer3_domains=s["mean_domains_multi_pod"], wall_s=s["wall_s"]))
+
+    @staticmethod
+    def _simulate_jobs(trace: Any, world: Any, jobs_from_trace: Any) -> Any:
+        from scheduler.sim.trace import TraceError
+
+        try:
+            return jobs_from_trace(trace, world)
+        except TraceError as err:
+            raise FieldError("trace", str(err)) from err
+
+    def _simulate_inputs(self, request: pb.SimulateRequest) -> tuple[Any, Any]:
+        import yaml
+
+        from scheduler.sim.scenario import cluster_from_documents, world_from_objects
+        from scheduler.sim.trace import TraceError, trace_from_data
+
         for name in ("cluster", "queues", "trace"):
             if not getattr(request, name):
                 raise FieldError(name, "required")
@@ -299,10 +341,30 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             raise _Status(grpc.StatusCode.UNIMPLEMENTED,
                           "Simulate needs the admission cycle (quota, queueing, preemption), which is not built yet: "
                           f"missing {', '.join(missing)}")
-        raise _Status(grpc.StatusCode.UNIMPLEMENTED,
-                      "Simulate: the trace-replay driver (submissions and job completions on a simulated clock "
-                      "around scheduler.core.cycle.run_cycle, with progress events) is not built yet; no made-up "
-                      "summary is sent")
+        try:
+            cluster = cluster_from_documents([o for _, o in _docs(request.cluster, "cluster")])
+        except UserError as err:
+            raise _user_error_to_field(err) from err
+        except ValueError as err:
+            raise FieldError("cluster", str(err)) from err
+        try:
+            queues = [o for _, o in _docs(request.queues, "queues")]
+        except UserError as err:
+            raise _user_error_to_field(err) from err
+        try:
+            world = world_from_objects(cluster, queues)
+        except ValueError as err:
+            raise FieldError("queues" if "cluster" not in str(err) and "node" not in str(err) else "cluster",
+                             str(err)) from err
+        try:
+            data = yaml.safe_load(_field_text(request.trace, "trace"))
+        except yaml.YAMLError as err:
+            raise FieldError("trace", f"not valid YAML ({err.__class__.__name__})") from err
+        try:
+            trace = trace_from_data(data)
+        except TraceError as err:
+            raise FieldError("trace", str(err)) from err
+        return world, trace
 
     # ------------------------------------------------------------------ WatchDecisions
     def WatchDecisions(self, request: pb.WatchDecisionsRequest,
@@ -334,56 +396,14 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         return out
 
 
-def explain_with_cycle(snap: EngineSnapshot, workload: Mapping[str, Any], solver: str, time_budget_s: float,
-                       resp: pb.ExplainResponse) -> list[pb.PendingReason]:
-    """Run one admission cycle on the live snapshot with this workload as the only pending one
-    (as if it were at the head of its queue): the cycle's own Pending reason, or that it would
-    fit now (then what is ahead of it in the queue), plus the preemptions it would need."""
-    import dataclasses
-    import datetime as dt
-
-    from scheduler.core.cycle import Admit, Pending, Preempt, run_cycle
-    from scheduler.core.queueing import order_key, resolve_priority
-    from scheduler.kube.snapshot import build_snapshot
-
-    full = build_snapshot(snap.as_cache(), dt.datetime.now(dt.UTC), solver=solver, time_budget_s=time_budget_s)
-    meta = workload["metadata"]
-    key = f"{meta['namespace']}/{meta['name']}"
-    mine = [p for p in full.pending if p.key == key]
-    if not mine:
-        return [pb.PendingReason(reason="NotQueued",
-                                 message="the Workload is not queued (spec.active is false or it is being deleted)")]
-    decisions = run_cycle(dataclasses.replace(full, pending=tuple(mine), inadmissible=frozenset()))
-    out: list[pb.PendingReason] = []
-    victims = []
-    for d in decisions:
-        if isinstance(d, Pending) and d.workload == key:
-            resp.cluster_queue = resp.cluster_queue or d.cluster_queue
-            out.append(pb.PendingReason(reason=d.reason, message=d.message))
-        elif isinstance(d, Preempt) and d.preemptor == key:
-            victims.append(f"{d.workload} ({d.reason})")
-        elif isinstance(d, Admit) and d.workload == key:
-            resp.cluster_queue = d.cluster_queue
-            pw = mine[0]
-            lq = {k: v.cluster_queue for k, v in full.local_queues.items()}
-            prio = resolve_priority(pw.spec, full.workload_priority_classes, full.priority_classes, pw.priority)
-            me = order_key(prio, pw.timestamp, pw.key)
-            ahead = 0
-            for other in full.pending:
-                if other.key == key or lq.get(f"{other.spec.namespace}/{other.spec.queue_name}") != d.cluster_queue:
-                    continue
-                op = resolve_priority(other.spec, full.workload_priority_classes, full.priority_classes, other.priority)
-                if order_key(op, other.timestamp, other.key) < me:
-                    ahead += 1
-            out.append(pb.PendingReason(
-                reason="Admissible",
-                message=f"fits now in ClusterQueue {d.cluster_queue} (quota and topology); "
-                        f"{ahead} workload(s) ahead of it in that queue, admitted at the next cycle that reaches it"))
-    if victims:
-        out.append(pb.PendingReason(reason="Preemption", message=f"needs the preemption of {', '.join(victims)}"))
-    if not out:
-        out.append(pb.PendingReason(reason="Pending", message="the admission cycle made no decision for it"))
-    return out
+def explain_dict_to_response(result: Mapping[str, Any]) -> pb.ExplainResponse:
+    """``scheduler.explain.explain``'s answer as the typed message (+ the whole of it in details_json)."""
+    return pb.ExplainResponse(
+        namespace=result["namespace"], name=result["name"], workload=result.get("workload", ""),
+        cluster_queue=result.get("clusterQueue", ""), admitted=bool(result.get("admitted")),
+        reasons=[pb.PendingReason(reason=r["reason"], message=r["message"], pod_set=r.get("podSet", ""))
+                 for r in result.get("reasons", [])],
+        details_json=json.dumps(result, sort_keys=True))
 
 
 def decision_message(kind: int, kind_name: str, workload: Mapping[str, Any], detail: Mapping[str, Any], at: float,

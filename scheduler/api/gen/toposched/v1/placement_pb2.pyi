@@ -658,6 +658,7 @@ class ExplainResponse(_message.Message):
     CLUSTER_QUEUE_FIELD_NUMBER: _builtins.int
     ADMITTED_FIELD_NUMBER: _builtins.int
     REASONS_FIELD_NUMBER: _builtins.int
+    DETAILS_JSON_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """Namespace of the job."""
     name: _builtins.str
@@ -668,6 +669,12 @@ class ExplainResponse(_message.Message):
     """The ClusterQueue the LocalQueue points to, empty when unknown."""
     admitted: _builtins.bool
     """True when the workload is admitted (then `reasons` is empty)."""
+    details_json: _builtins.str
+    """The whole answer of `toposched explain --output json` (quota per flavor/resource with
+    the shortage, cohort borrowing, largest topology domain now and on an empty cluster,
+    excluded nodes by reason, queue position, last condition), as a JSON object. The fields
+    above are the same data in typed form.
+    """
     @_builtins.property
     def reasons(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingReason]:
         """Why it is pending, most important first."""
@@ -681,10 +688,11 @@ class ExplainResponse(_message.Message):
         cluster_queue: _builtins.str = ...,
         admitted: _builtins.bool = ...,
         reasons: _abc.Iterable[Global___PendingReason] | None = ...,
+        details_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted", b"admitted", "cluster_queue", b"cluster_queue", "name", b"name", "namespace", b"namespace", "reasons", b"reasons", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted", b"admitted", "cluster_queue", b"cluster_queue", "details_json", b"details_json", "name", b"name", "namespace", b"namespace", "reasons", b"reasons", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

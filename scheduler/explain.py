@@ -1,0 +1,312 @@
+"""Why is this job pending? One answer for ``toposched explain`` and the gRPC ``Explain``.
+
+:func:`explain` takes an ``api.engine.EngineSnapshot`` (the raw objects; the CLI fills it
+from one list call per resource, the gRPC server from the controller's caches), builds the
+controller's own core snapshot with ``scheduler.kube.snapshot.build_snapshot``, runs one
+admission cycle with the workload alone at the head of its queue, and adds the numbers
+behind the verdict:
+
+- quota: per (flavor, resource) requested, used, nominal, borrowing limit, available now and
+  how much is short; whether the ClusterQueue borrows and what the other ClusterQueues of
+  its cohort use;
+- topology: per TAS pod set the largest domain at the requested level (required/preferred,
+  else the lowest level) and how many of its pods it can take now and with no admitted
+  workloads;
+- health: how many nodes ``node_health`` excludes, by reason;
+- queue: position in the ClusterQueue (priority, then queue time);
+- the QuotaReserved condition the controller last wrote.
+
+Pure: no client calls here. The result is a JSON-able dict; :func:`to_text` words it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.api.engine import EngineSnapshot, holds_reservation
+from scheduler.core.health import node_health
+from scheduler.core.resources import format_quantity, with_pod_slot
+
+
+class NotFound(LookupError):
+    """No Job or Workload of that name in the namespace."""
+
+
+def _conditions(workload: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or ()}
+
+
+def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "auto",
+            time_budget_s: float = 0.1, now: dt.datetime | None = None) -> dict[str, Any]:
+    job, workload = snap.find_job(namespace, name)
+    if job is None and workload is None:
+        raise NotFound(f"no Job or Workload {name!r} in namespace {namespace!r}")
+    out: dict[str, Any] = {"namespace": namespace, "name": name, "workload": "", "clusterQueue": "",
+                           "admitted": False, "reasons": []}
+    reasons: list[dict[str, str]] = out["reasons"]
+    if workload is None:
+        reasons.append({"reason": "NoWorkload",
+                        "message": "no Workload for this Job yet: the controller creates one per Job labelled "
+                                   "kueue.x-k8s.io/queue-name (is the label set, is the controller running?)"})
+        return out
+    out["workload"] = workload["metadata"]["name"]
+    conds = _conditions(workload)
+    recorded = conds.get("QuotaReserved")
+    if recorded:
+        out["condition"] = {k: recorded.get(k, "") for k in ("type", "status", "reason", "message",
+                                                             "lastTransitionTime")}
+    admission = (workload.get("status") or {}).get("admission") or {}
+    out["clusterQueue"] = admission.get("clusterQueue", "")
+    finished = conds.get("Finished")
+    if finished and finished.get("status") == "True":
+        reasons.append({"reason": "Finished", "message": finished.get("message", "") or "the Workload is finished"})
+        return out
+    if holds_reservation(workload):
+        out["admitted"] = True
+        return out
+    _explain_pending(snap, workload, out, solver, time_budget_s, now or dt.datetime.now(dt.UTC))
+    if recorded and recorded.get("status") == "False" and recorded.get("message") and not any(
+            r["message"] == recorded.get("message") for r in reasons):
+        reasons.append({"reason": recorded.get("reason", ""),
+                        "message": f"last recorded by the controller: {recorded['message']}"})
+    return out
+
+
+def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dict[str, Any], solver: str,
+                     time_budget_s: float, now: dt.datetime) -> None:
+    from scheduler.core.cycle import Admit, Pending, Preempt, run_cycle
+    from scheduler.core.queueing import order_key, resolve_priority
+    from scheduler.core.quota import QuotaState
+    from scheduler.kube.snapshot import build_snapshot
+
+    full = build_snapshot(snap.as_cache(), now, solver=solver, time_budget_s=time_budget_s,
+                          health_policy=snap.health_policy)
+    meta = workload["metadata"]
+    key = f"{meta['namespace']}/{meta['name']}"
+    reasons: list[dict[str, str]] = out["reasons"]
+    mine = [p for p in full.pending if p.key == key]
+    if not mine:
+        reasons.append({"reason": "NotQueued",
+                        "message": "the Workload is not queued (spec.active is false or it is being deleted)"})
+        return
+    pw = mine[0]
+    lq = full.local_queues.get(f"{pw.spec.namespace}/{pw.spec.queue_name}")
+    cq_name = lq.cluster_queue if lq else ""
+    out["localQueue"] = pw.spec.queue_name
+    out["clusterQueue"] = out["clusterQueue"] or cq_name
+    decisions = run_cycle(dataclasses.replace(full, pending=(pw,), inadmissible=frozenset()))
+    victims = []
+    for d in decisions:
+        if isinstance(d, Pending) and d.workload == key:
+            out["clusterQueue"] = out["clusterQueue"] or d.cluster_queue
+            reasons.append({"reason": d.reason, "message": d.message})
+        elif isinstance(d, Preempt) and d.preemptor == key:
+            victims.append(f"{d.workload} ({d.reason})")
+        elif isinstance(d, Admit) and d.workload == key:
+            reasons.append({"reason": "Admissible",
+                            "message": f"fits now in ClusterQueue {d.cluster_queue} (quota and topology); admitted "
+                                       "at the next cycle that reaches it in its queue"})
+    if victims:
+        reasons.append({"reason": "Preemption", "message": f"needs the preemption of {', '.join(victims)}"})
+    if not reasons:
+        reasons.append({"reason": "Pending", "message": "the admission cycle made no decision for it"})
+    cq = full.cluster_queues.get(cq_name)
+    # ---- queue position
+    prio = resolve_priority(pw.spec, full.workload_priority_classes, full.priority_classes, pw.priority)
+    me = order_key(prio, pw.timestamp, pw.key)
+    lq_cq = {k: v.cluster_queue for k, v in full.local_queues.items()}
+    same = [o for o in full.pending if cq_name and lq_cq.get(f"{o.spec.namespace}/{o.spec.queue_name}") == cq_name]
+    ahead = sum(1 for o in same if o.key != key and order_key(
+        resolve_priority(o.spec, full.workload_priority_classes, full.priority_classes, o.priority),
+        o.timestamp, o.key) < me)
+    out["queue"] = {"clusterQueue": cq_name, "priority": prio, "position": ahead + 1, "ahead": ahead,
+                    "pending": len(same), "strategy": cq.queueing_strategy if cq else ""}
+    # ---- quota
+    if cq is not None:
+        quota = QuotaState(full.cluster_queues.values(), full.cohorts.values())
+        for w in full.admitted:
+            quota.add_usage(w.cluster_queue, w.usage)
+        out["quota"] = _quota(quota, cq, pw.spec, full.cluster_queues)
+    # ---- topology and health
+    out["topology"] = _topology(full, cq, pw.spec)
+    out["health"] = _health(snap, full, cq)
+
+
+def _requested(spec: Any) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for ps in spec.pod_sets:
+        for res, v in ps.requests.items():
+            total[res] = total.get(res, 0) + v * ps.count
+    return total
+
+
+def _quota(quota: Any, cq: Any, spec: Any, cqs: Mapping[str, Any]) -> dict[str, Any]:
+    requested = _requested(spec)
+    rows = []
+    for group in cq.resource_groups:
+        for res in group.covered_resources:
+            if not requested.get(res):
+                continue
+            for fq in group.flavors:
+                q = fq.resources.get(res)
+                if q is None:
+                    continue
+                fr = (fq.name, res)
+                avail = quota.available(cq.name, fr)
+                need = requested[res]
+                rows.append({
+                    "flavor": fq.name, "resource": res, "requested": format_quantity(need, res),
+                    "used": format_quantity(quota.used(cq.name, fr), res),
+                    "nominal": format_quantity(q.nominal, res),
+                    "borrowingLimit": None if q.borrowing_limit is None else format_quantity(q.borrowing_limit, res),
+                    "available": format_quantity(max(avail, 0), res),
+                    "maxEver": format_quantity(quota.potential_available(cq.name, fr), res),
+                    "short": format_quantity(max(0, need - avail), res),
+                    "shortValue": max(0, need - avail),
+                    "borrowing": quota.borrowing(cq.name, fr),
+                })
+    uncovered = sorted(r for r in requested if requested[r] and not cq.covers(r))
+    cohort = quota.cohort_name(cq.name)
+    members = []
+    if cohort:
+        for other in quota.cluster_queues_in_tree(cq.name):
+            if other not in cqs:
+                continue
+            usage = []
+            for row in rows:
+                fr = (row["flavor"], row["resource"])
+                usage.append({"flavor": fr[0], "resource": fr[1],
+                              "used": format_quantity(quota.used(other, fr), fr[1]),
+                              "nominal": format_quantity(quota.nominal(other, fr), fr[1]),
+                              "borrowing": quota.borrowing(other, fr)})
+            members.append({"clusterQueue": other, "usage": usage})
+    return {"clusterQueue": cq.name, "cohort": cohort or "", "borrowing": any(r["borrowing"] for r in rows),
+            "resources": rows, "uncovered": uncovered, "cohortMembers": members}
+
+
+def _topology(full: Any, cq: Any, spec: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    flavors = cq.flavor_names() if cq is not None else []
+    tas = [f for f in flavors if f in full.trees]
+    if not tas:
+        return out
+    flavor = tas[0]
+    tree = full.trees[flavor]
+    empty = tree.clone()
+    for w in full.admitted:
+        for u in w.tas:
+            if u.flavor == flavor:
+                empty.remove_usage(u.placement, u.per_pod)
+    for ps in spec.pod_sets:
+        req = ps.topology
+        mode = "required" if req and req.required else "preferred" if req and req.preferred else "unconstrained"
+        level = (req.required or req.preferred) if req else None
+        level = level or tree.levels[-1]
+        entry: dict[str, Any] = {"podSet": ps.name, "flavor": flavor, "topology": tree.name, "mode": mode,
+                                 "level": level, "pods": ps.count}
+        if not tree.has_level(level):
+            entry["error"] = f"level {level} is not in Topology {tree.name} (levels: {', '.join(tree.levels)})"
+            out.append(entry)
+            continue
+        li = tree.level_index(level)
+        per_pod = with_pod_slot(ps.requests)
+        for label, t in (("now", tree), ("empty", empty)):
+            fit = t.leaf_fit(per_pod, ps.node_selector, ps.tolerations)
+            anc = t.ancestors_array(li)
+            sums: dict[int, int] = {}
+            for leaf in range(t.n_leaves):
+                sums[int(anc[leaf])] = sums.get(int(anc[leaf]), 0) + int(fit.counts[leaf])
+            best = max(sorted(sums), key=lambda d: sums[d], default=None)
+            entry[label] = {"largestDomain": "/".join(t.paths[li][best]) if best is not None else "",
+                            "podsFit": sums.get(best, 0) if best is not None else 0,
+                            "domainsThatFit": sum(1 for v in sums.values() if v >= ps.count),
+                            "domains": t.domain_count(li), "podsFitInAll": int(fit.counts.sum())}
+            if label == "now":
+                entry["exclusions"] = dict(fit.exclusions)
+        entry["nodesLeftOut"] = dict(tree.build_exclusions)
+        out.append(entry)
+    return out
+
+
+def _health(snap: EngineSnapshot, full: Any, cq: Any) -> dict[str, Any]:
+    labels: dict[str, str] = {}
+    if cq is not None:
+        for f in cq.flavor_names():
+            spec = full.flavors.get(f)
+            if spec is not None:
+                labels.update(spec.node_labels)
+    nodes = [n for n in snap.nodes if all(n.labels.get(k) == v for k, v in labels.items())]
+    by_reason: dict[str, int] = {}
+    examples: dict[str, list[str]] = {}
+    for n in nodes:
+        h = node_health(n, snap.health_policy)
+        if not h.healthy:
+            by_reason[h.reason] = by_reason.get(h.reason, 0) + 1
+            examples.setdefault(h.reason, []).append(n.name)
+    return {"nodes": len(nodes), "excluded": sum(by_reason.values()),
+            "byReason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "examples": {k: sorted(v)[:3] for k, v in examples.items()},
+            "flavorNodeLabels": labels}
+
+
+def to_text(result: Mapping[str, Any]) -> str:
+    """Plain words, most important first."""
+    lines = []
+    who = f"{result['namespace']}/{result['name']}"
+    wl = f" (Workload {result['workload']})" if result.get("workload") and result["workload"] != result["name"] else ""
+    if result.get("admitted"):
+        return f"{who}{wl} is admitted in ClusterQueue {result.get('clusterQueue') or '?'}: nothing is pending.\n"
+    lines.append(f"{who}{wl} is not admitted" + (f" (ClusterQueue {result['clusterQueue']})"
+                                                  if result.get("clusterQueue") else "") + ".")
+    for r in result.get("reasons", []):
+        lines.append(f"  {r['reason']}: {r['message']}")
+    q = result.get("queue")
+    if q:
+        lines.append(f"Queue: position {q['position']} of {q['pending']} pending in {q['clusterQueue']} "
+                     f"({q['strategy']}, priority {q['priority']}; {q['ahead']} ahead of it).")
+    quota = result.get("quota")
+    if quota:
+        state = "borrowing" if quota["borrowing"] else "not borrowing"
+        co = f", cohort {quota['cohort']}" if quota["cohort"] else ", no cohort"
+        lines.append(f"Quota in ClusterQueue {quota['clusterQueue']} ({state}{co}):")
+        for r in quota["resources"]:
+            limit = "no borrowing limit" if r["borrowingLimit"] is None else f"borrowing limit {r['borrowingLimit']}"
+            verdict = f"short by {r['short']}" if r["shortValue"] else "enough"
+            lines.append(f"  {r['resource']} on flavor {r['flavor']}: requests {r['requested']}, available "
+                         f"{r['available']} (used {r['used']} of nominal {r['nominal']}, {limit}; at most "
+                         f"{r['maxEver']} ever) -> {verdict}")
+        for res in quota["uncovered"]:
+            lines.append(f"  {res}: not covered by any resource group of the ClusterQueue")
+        for m in quota["cohortMembers"]:
+            if m["clusterQueue"] == quota["clusterQueue"]:
+                continue
+            use = ", ".join(f"{u['resource']} {u['used']}/{u['nominal']}{' (borrowing)' if u['borrowing'] else ''}"
+                            for u in m["usage"])
+            lines.append(f"  cohort member {m['clusterQueue']}: {use or 'no usage of these resources'}")
+    for t in result.get("topology", []):
+        if "error" in t:
+            lines.append(f"Topology (pod set {t['podSet']}): {t['error']}")
+            continue
+        lvl = t["level"].rsplit("/", 1)[-1]
+        now, empty = t["now"], t["empty"]
+        lines.append(f"Topology (pod set {t['podSet']}, {t['pods']} pods, {t['mode']} {t['level']}, flavor "
+                     f"{t['flavor']}): largest {lvl} domain {now['largestDomain'] or '-'} takes {now['podsFit']} "
+                     f"now ({now['domainsThatFit']} of {now['domains']} domains take all {t['pods']}); on an "
+                     f"empty cluster the largest takes {empty['podsFit']}"
+                     + (" -> can never fit at this level" if t["mode"] == "required" and empty["podsFit"] < t["pods"]
+                        else "") + ".")
+    h = result.get("health")
+    if h:
+        if h["excluded"]:
+            why = "; ".join(f"{n} x {reason}" for reason, n in h["byReason"].items())
+            lines.append(f"Health: {h['excluded']} of {h['nodes']} nodes excluded ({why}).")
+        else:
+            lines.append(f"Health: all {h['nodes']} nodes healthy.")
+    c = result.get("condition")
+    if c:
+        lines.append(f"Last condition: QuotaReserved={c.get('status')} reason {c.get('reason') or '-'}: "
+                     f"{c.get('message') or '-'} ({c.get('lastTransitionTime') or 'no time'}).")
+    return "\n".join(lines) + "\n"
