@@ -1,0 +1,147 @@
+"""toposched explain: the numbers behind the verdict (quota, topology, health, queue), and the CLI's exits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from scheduler import cli
+from scheduler.api.engine import EngineSnapshot
+from scheduler.core.fakecluster import generate_nodes
+from scheduler.explain import NotFound, explain, to_text
+
+GPU = "nvidia.com/gpu"
+L3 = "topology.k8s.aws/network-node-layer-3"
+KQ = "kueue.x-k8s.io/v1beta2"
+# 1 x 2 x 2 layer domains, 2 nodes each: 8 nodes of 8 GPUs; node 7 reported failed by HyperPod.
+CLUSTER = {"name": "explain-8", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 2,
+           "nodes": [{"index": 7, "labels": {"sagemaker.amazonaws.com/node-health-status":
+                                             "UnschedulablePendingReplacement"}}]}
+TOPOLOGY = {"apiVersion": KQ, "kind": "Topology", "metadata": {"name": "hp"},
+            "spec": {"levels": [{"nodeLabel": f"topology.k8s.aws/network-node-layer-{i}"} for i in (1, 2, 3)]
+                     + [{"nodeLabel": "kubernetes.io/hostname"}]}}
+FLAVOR = {"apiVersion": KQ, "kind": "ResourceFlavor", "metadata": {"name": "p5"},
+          "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}, "topologyName": "hp"}}
+
+
+def cq(name: str, gpus: int, borrowing_limit: int | None = None) -> dict[str, Any]:
+    res: dict[str, Any] = {"name": GPU, "nominalQuota": str(gpus)}
+    if borrowing_limit is not None:
+        res["borrowingLimit"] = str(borrowing_limit)
+    return {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": name},
+            "spec": {"cohortName": "shared", "namespaceSelector": {},
+                     "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "p5", "resources": [res]}]}]}}
+
+
+def lq(ns: str, cluster_queue: str) -> dict[str, Any]:
+    return {"apiVersion": KQ, "kind": "LocalQueue", "metadata": {"name": "q", "namespace": ns},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+def workload(name: str, pods: int, level: str | None = None, ns: str = "team-a",
+             created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    ps: dict[str, Any] = {"name": "main", "count": pods, "template": {"spec": {"containers": [
+        {"name": "c", "image": "x", "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}}}]}}}
+    if level:
+        ps["topologyRequest"] = {"required": level}
+    return {"apiVersion": KQ, "kind": "Workload",
+            "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "creationTimestamp": created},
+            "spec": {"queueName": "q", "podSets": [ps]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                       "message": "recorded by the controller", "lastTransitionTime": created}]}}
+
+
+def snap(*workloads: dict[str, Any], a_gpus: int = 32, limit: int | None = 8) -> EngineSnapshot:
+    return EngineSnapshot(nodes=generate_nodes(CLUSTER), flavors=[FLAVOR], topologies=[TOPOLOGY],
+                          workloads=list(workloads), cluster_queues=[cq("cq-a", a_gpus, limit), cq("cq-b", 16)],
+                          local_queues=[lq("team-a", "cq-a"), lq("team-b", "cq-b")],
+                          namespaces=[{"metadata": {"name": "team-a"}}, {"metadata": {"name": "team-b"}}])
+
+
+def test_quota_shortage_numbers_and_borrowing() -> None:
+    # cq-a: nominal 32, borrowingLimit 8, cohort peer cq-b lends 16 unused -> 40 available; 6 x 8 = 48 asked.
+    out = explain(snap(workload("big", 6)), "team-a", "big", solver="greedy")
+    row = out["quota"]["resources"][0]
+    assert (row["flavor"], row["resource"]) == ("p5", GPU)
+    assert (row["requested"], row["available"], row["short"], row["nominal"], row["borrowingLimit"]) == (
+        "48", "40", "8", "32", "8")
+    assert out["quota"]["cohort"] == "shared" and out["quota"]["borrowing"] is False
+    assert [m["clusterQueue"] for m in out["quota"]["cohortMembers"]] == ["cq-a", "cq-b"]
+    assert out["reasons"][0]["reason"] in ("WaitingForQuota", "ExceedsMaxQuota") and GPU in out["reasons"][0]["message"]
+    text = to_text(out)
+    assert "requests 48, available 40" in text and "short by 8" in text and "cohort shared" in text
+    assert "last recorded by the controller: recorded by the controller" in text
+
+
+def test_topology_largest_domain_now_and_empty() -> None:
+    # 4 pods required in one layer-3 domain; layer-3 domains hold 2 nodes (8 GPUs each): never fits.
+    out = explain(snap(workload("wide", 4, L3)), "team-a", "wide", solver="greedy")
+    (t,) = out["topology"]
+    assert t["level"] == L3 and t["mode"] == "required" and t["pods"] == 4
+    assert t["now"]["podsFit"] == 2 and t["empty"]["podsFit"] == 2
+    assert t["now"]["domains"] == 4 and t["now"]["domainsThatFit"] == 0
+    assert out["reasons"][0]["reason"] == "TopologyPlacementFailed"
+    assert "can never fit at this level" in to_text(out)
+
+
+def test_health_exclusion_counts() -> None:
+    out = explain(snap(workload("one", 1)), "team-a", "one", solver="greedy")
+    h = out["health"]
+    assert h["nodes"] == 8 and h["excluded"] == 1
+    (reason,) = h["byReason"]
+    assert "UnschedulablePendingReplacement" in reason and h["byReason"][reason] == 1
+    assert "Health: 1 of 8 nodes excluded" in to_text(out)
+
+
+def test_queue_position() -> None:
+    first = workload("first", 6, created="2026-01-01T00:00:00Z")
+    second = workload("second", 1, created="2026-01-01T00:01:00Z")
+    out = explain(snap(first, second), "team-a", "second", solver="greedy")
+    assert out["queue"]["position"] == 2 and out["queue"]["ahead"] == 1 and out["queue"]["pending"] == 2
+    assert out["reasons"][0]["reason"] == "Admissible"
+
+
+def test_admitted_and_unknown() -> None:
+    with pytest.raises(NotFound):
+        explain(snap(), "team-a", "nope")
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.commands.explain as cmd
+    import scheduler.kube.client as kclient
+
+    monkeypatch.setattr(kclient, "api_client", lambda kubeconfig: object())
+    monkeypatch.setattr(cmd, "read_cluster", lambda api: snap(workload("big", 6), workload("wide", 4, L3)))
+
+
+def test_cli_json_and_text(fake_cluster: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["explain", "team-a/big", "--kubeconfig", "k", "--output", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["quota"]["resources"][0]["short"] == "8"
+    assert cli.main(["explain", "team-a/wide", "--kubeconfig", "k"]) == 0
+    assert "largest network-node-layer-3 domain" in capsys.readouterr().out
+
+
+def test_cli_unknown_job_exit_1(fake_cluster: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["explain", "team-a/nope", "--kubeconfig", "k"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no Job or Workload 'nope' in namespace 'team-a'" in err
+
+
+@pytest.mark.parametrize("argv", [["explain", "no-slash"], ["explain", "a/b/c"], ["explain", "Team/x"],
+                                  ["explain", "a/b", "--server", "x:1", "--kubeconfig", "k"]])
+def test_cli_bad_argument_exit_2(fake_cluster: None, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_cli_bad_output_flag_exit_2(fake_cluster: None) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["explain", "a/b", "--output", "xml"])
+    assert info.value.code == 2
