@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kubernetes import client  # noqa: E402
 
+from scheduler.kube.informer import JOBS, WORKLOADS  # noqa: E402
 from tests.conformance.harness import (  # noqa: E402
     LAYER,
     assignment_hosts,
@@ -47,8 +48,6 @@ from tests.conformance.harness import (  # noqa: E402
     start_run,
     team_namespace,
 )
-
-from scheduler.kube.informer import JOBS, WORKLOADS  # noqa: E402
 
 
 @dataclass

@@ -74,7 +74,7 @@ def queue_objects(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         ns = team_namespace(team)
         gpu = int(t["gpu"])
 
-        def quota(res: str, amount: str) -> dict[str, Any]:
+        def quota(res: str, amount: str, t: Mapping[str, Any] = t) -> dict[str, Any]:
             q: dict[str, Any] = {"name": res, "nominalQuota": amount}
             if res == "nvidia.com/gpu":
                 if t.get("borrowingLimit") is not None:
@@ -455,7 +455,7 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
                                   "metadata": {"name": "toposched-system"}}])
             apply_objects(kube, objs)
             start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
-        namespaces = [team_namespace(t) for t in sorted((queues.get("teams") or {}))]
+        namespaces = [team_namespace(t) for t in sorted(queues.get("teams") or {})]
         run = Run(engine, cluster, api, kube, nodes, namespaces, extra)
         run._wait_nodes_ready()
         _wait_queues_active(api, [f"{ns}-clusterqueue" for ns in namespaces], engine)
