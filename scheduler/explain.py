@@ -204,7 +204,7 @@ def _topology(full: Any, cq: Any, spec: Any) -> list[dict[str, Any]]:
         req = ps.topology
         mode = "required" if req and req.required else "preferred" if req and req.preferred else "unconstrained"
         level = (req.required or req.preferred) if req else None
-        level = level or tree.levels[-1]
+        level = level or tree.levels[0]  # unconstrained: the widest level (where it could go at all)
         entry: dict[str, Any] = {"podSet": ps.name, "flavor": flavor, "topology": tree.name, "mode": mode,
                                  "level": level, "pods": ps.count}
         if not tree.has_level(level):

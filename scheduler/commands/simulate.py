@@ -97,9 +97,10 @@ def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float) -> Any
 class ProgressPrinter:
     """A bar redrawn in place on a TTY; otherwise one line every ``every_s`` wall seconds."""
 
-    def __init__(self, stream: TextIO = sys.stderr, every_s: float = 5.0) -> None:
-        self.stream, self.every_s = stream, every_s
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+    def __init__(self, stream: TextIO | None = None, every_s: float = 5.0) -> None:
+        self.stream: TextIO = stream if stream is not None else sys.stderr
+        self.every_s = every_s
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last = 0.0
 
     def __call__(self, label: str, idx: int, count: int, p: Any) -> None:
