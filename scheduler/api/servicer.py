@@ -35,7 +35,7 @@ from scheduler.api.convert import (
     structured_workload,
     view_to_response,
 )
-from scheduler.api.engine import Engine, EngineSnapshot, holds_reservation
+from scheduler.api.engine import Engine, EngineSnapshot
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc
 from scheduler.core.topology import TopologyTree

@@ -161,6 +161,10 @@ class Simulator:
         self.preemptions = self.evictions = self.replacements = self.cycles = 0
         self.submitted = self.finished = self.ever_admitted = 0
         self.now = 0.0
+        self._last_progress = float("-inf")
+        self.gpu_used_s = self.gpu_avail_s = 0.0
+        self.cq_integral: dict[str, float] = defaultdict(float)
+        self.samples: list[tuple[float, int, int, int]] = []
         self._rebuild()
 
     # ------------------------------------------------------------------ state helpers
@@ -366,10 +370,6 @@ class Simulator:
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
-        self.gpu_used_s = self.gpu_avail_s = 0.0
-        self.cq_integral: dict[str, float] = defaultdict(float)
-        self.samples: list[tuple[float, int, int, int]] = []
-        self._last_progress = float("-inf")
         for job in sorted(self.jobs.values(), key=lambda j: (j.submit_at, j.key)):
             self._push(job.submit_at, "arrive", job.key)
         for f in self.failures:

@@ -43,7 +43,8 @@ def _frame(title: str, x_max: float, y_max: float, x_label: str, y_fmt: Any = No
     for i in range(6):
         x = ML + (W - ML - MR) * i / 5
         out.append(f'<text x="{x:.1f}" y="{H - MB + 14}" text-anchor="middle">{escape(_fmt_t(x_max * i / 5))}</text>')
-    out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 4}" text-anchor="middle" fill="#5a6b7c">{escape(x_label)}</text>')
+    out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 4}" text-anchor="middle" fill="#5a6b7c">'
+               f"{escape(x_label)}</text>")
     return out
 
 
@@ -95,8 +96,9 @@ def bars_svg(title: str, rows: Sequence[tuple[str, Sequence[float]]], series: Se
                    f"{escape(label)}</text>")
         for i, v in enumerate(vals):
             bw = (width - label_w - 90) * v / vmax
+            tip = escape(f"{series[i]}: {v:.1f}{unit}")
             out.append(f'<rect x="{label_w}" y="{y}" width="{bw:.1f}" height="{bar_h - 1}" '
-                       f'fill="{PALETTE[i % len(PALETTE)]}"><title>{escape(f"{series[i]}: {v:.1f}{unit}")}</title></rect>')
+                       f'fill="{PALETTE[i % len(PALETTE)]}"><title>{tip}</title></rect>')
             out.append(f'<text x="{label_w + bw + 4:.1f}" y="{y + bar_h - 2}">{escape(f"{v:.1f}{unit}")}</text>')
             y += bar_h
         y += gap
@@ -124,7 +126,8 @@ def histogram_svg(title: str, counts: Mapping[int, int], x_label: str) -> str:
                    f'fill="{GPU_USED}"><title>{v} job(s) spanning {k}</title></rect>')
         out.append(f'<text x="{x + bw / 2:.1f}" y="{H - MB - h - 3:.1f}" text-anchor="middle">{v}</text>')
         out.append(f'<text x="{x + bw / 2:.1f}" y="{H - MB + 14}" text-anchor="middle">{k}</text>')
-    out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 4}" text-anchor="middle" fill="#5a6b7c">{escape(x_label)}</text>')
+    out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 4}" text-anchor="middle" fill="#5a6b7c">'
+               f"{escape(x_label)}</text>")
     out.append("</svg>")
     return "".join(out)
 

@@ -53,15 +53,15 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         cohorts = {name(o): convert.cohort_to_core(Cohort.model_validate(o)) for o in by_kind.get("Cohort", [])}
     except Exception as exc:  # pydantic ValidationError and friends: one line
         raise ValueError(f"invalid Kueue object: {str(exc).splitlines()[0]}") from exc
-    topologies = {}
+    topologies: dict[str, tuple[str, ...]] = {}
     for o in by_kind.get("Topology", []):
         levels = [lv.get("nodeLabel") for lv in (o.get("spec") or {}).get("levels") or ()]
         if not levels or not all(isinstance(lv, str) and lv for lv in levels):
             raise ValueError(f"Topology {name(o)}: spec.levels[].nodeLabel missing")
         topologies[name(o)] = tuple(levels)
     labelled = {lv for n in nodes for lv in n.labels}
-    for tname, levels in topologies.items():
-        for lv in levels:
+    for tname, tlevels in topologies.items():
+        for lv in tlevels:
             if lv not in labelled:
                 raise ValueError(f"Topology {tname}: level {lv!r} is not a label of any node in the cluster")
     wpcs = {name(o): int(o.get("value") or 0) for o in by_kind.get("WorkloadPriorityClass", [])}
@@ -192,7 +192,8 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "submitted": len([j for j in jobs if j.submit_at <= result.makespan]),
         "admitted": sum(1 for j in jobs if j.first_admitted is not None),
         "finished": sum(1 for j in jobs if j.finished_at is not None),
-        "pending": sum(1 for j in jobs if j.first_admitted is None or (j.finished_at is None and j.admitted_at is None)),
+        "pending": sum(1 for j in jobs
+                       if j.first_admitted is None or (j.finished_at is None and j.admitted_at is None)),
         "never_admitted": sorted(j.key for j in jobs if j.first_admitted is None),
         "preemptions": result.preemptions,
         "evictions_node_failures": sum(1 for e in result.events if e["kind"] == "eviction"

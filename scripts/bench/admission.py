@@ -8,10 +8,11 @@ small (2 pods x 500m, 200 ms, priority 50, one every 100 ms) + 100 medium (4 x 1
 priority 100, every 500 ms) + 50 large (8 x 2500m, 1 s, priority 200, every 1200 ms) = 15,000
 workloads; each class split into rack-``required`` and rack-``preferred`` halves.
 
-A small discrete-event loop drives ``run_cycle``: arrivals, completions ``duration`` after
-admission, preemptions requeue the victim. Virtual time advances by the *measured* wall time
-of every cycle (so scheduling cost counts as it would in a live system) and jumps to the next
-event when a cycle admits nothing. Printed: wall time, admissions/s, average time to
+The simulator (``scheduler.sim.engine.Simulator``, the engine behind ``toposched simulate``)
+drives ``run_cycle``: arrivals, completions ``duration`` after admission, preemptions requeue
+the victim. Virtual time advances by the *measured* wall time of every cycle
+(``cycle_cost="measured"``, so scheduling cost counts as it would in a live system) and jumps
+to the next event when a cycle makes no progress. Printed: wall time, admissions/s, average time to
 admission per class (virtual), ClusterQueue utilisation, and the ratio to Kueue's published
 run (~401.5 s wall for the same 15,000 workloads, ~37 admissions/s).
 
@@ -22,15 +23,11 @@ run (~401.5 s wall for the same 15,000 workloads, ~37 admissions/s).
 from __future__ import annotations
 
 import argparse
-import heapq
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from scheduler.core.cycle import Admit, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
 from scheduler.core.nodes import NodeCondition, NodeInfo
-from scheduler.core.preemption import AdmittedWorkload
-from scheduler.core.queueing import LocalQueueSpec, PendingWorkload, QueueState
+from scheduler.core.queueing import LocalQueueSpec
 from scheduler.core.quota import (
     ANY,
     LOWER_PRIORITY,
@@ -38,12 +35,11 @@ from scheduler.core.quota import (
     FlavorQuotas,
     FlavorSpec,
     PreemptionPolicy,
-    QuotaState,
     ResourceGroup,
     ResourceQuota,
 )
-from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import PodSetSpec, TopologyRequest, WorkloadSpec
+from scheduler.sim.engine import SimJob, Simulator, World
 
 BLOCK, RACK, HOST = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"
 FLAVOR = "tas-flavor"
@@ -109,105 +105,25 @@ def build_arrivals(cqs: dict[str, ClusterQueueSpec], scale: float) -> list[tuple
 
 def run(scale: float, solver: str, racks: int, per_rack: int, cohorts: int, per_cohort: int) -> None:
     nodes = build_nodes(racks, per_rack)
-    tree = TopologyTree.build("default-topology", (BLOCK, RACK, HOST), nodes,
-                              flavor_node_labels={"tas-node-group": "tas"})
     cqs, lqs = build_queues(cohorts, per_cohort)
     flavors = {FLAVOR: FlavorSpec(FLAVOR, {"tas-node-group": "tas"}, topology_name="default-topology")}
-    quota_shape = QuotaState(cqs.values())
+    world = World(nodes=tuple(nodes), cluster_queues=cqs, local_queues=lqs, flavors=flavors,
+                  topologies={"default-topology": (BLOCK, RACK, HOST)})
     arrivals = build_arrivals(cqs, scale)
     total = len(arrivals)
-    jobs = {key: job for _, key, job in arrivals}
-    pending: dict[str, PendingWorkload] = {}
-    admitted: dict[str, AdmittedWorkload] = {}
-    completions: list[tuple[float, str]] = []
-    generation: dict[str, int] = defaultdict(int)
-    state = QueueState()
-    usage_integral: dict[str, float] = defaultdict(float)
-    cq_usage: dict[str, int] = defaultdict(int)
-    now, last, ai = 0.0, 0.0, 0
-    cycles = preemptions = 0
-    wall0 = time.perf_counter()
-    done = 0
-
-    def advance(to: float) -> None:
-        nonlocal last
-        for name, used in cq_usage.items():
-            usage_integral[name] += used * (to - last)
-        last = to
-
-    def release(w: AdmittedWorkload) -> None:
-        for u in w.tas:
-            tree.remove_usage(u.placement, u.per_pod)
-        cq_usage[w.cluster_queue] -= sum(w.usage.values())
-        state.release(quota_shape.cluster_queues_in_tree(w.cluster_queue))
-
-    while done < total:
-        while ai < len(arrivals) and arrivals[ai][0] <= now:
-            _, key, job = arrivals[ai]
-            pending[key] = PendingWorkload(job.spec)
-            ai += 1
-        while completions and completions[0][0] <= now:
-            _, key = heapq.heappop(completions)
-            key, gen = key.rsplit("#", 1)
-            w = admitted.get(key)
-            if w is not None and generation[key] == int(gen):  # not a preempted run's stale end
-                del admitted[key]
-                release(w)
-                done += 1
-        if done == total:
-            break
-        if pending:
-            snap = Snapshot(now=now, cluster_queues=cqs, local_queues=lqs, flavors=flavors, trees={FLAVOR: tree},
-                            pending=list(pending.values()), admitted=list(admitted.values()),
-                            inadmissible=state.inadmissible(), solver=solver)
-            t0 = time.perf_counter()
-            decisions = run_cycle(snap)
-            spent = time.perf_counter() - t0
-            cycles += 1
-            advance(now + spent)
-            now += spent
-            progress = False
-            for d in decisions:
-                if isinstance(d, Admit):
-                    pw = pending.pop(d.workload)
-                    w = admitted_from_decision(d, pw, now)
-                    admitted[d.workload] = w
-                    for u in w.tas:
-                        tree.add_usage(u.placement, u.per_pod)
-                    cq_usage[w.cluster_queue] += sum(w.usage.values())
-                    job = jobs[d.workload]
-                    job.admitted_at = now
-                    generation[d.workload] += 1
-                    heapq.heappush(completions, (now + job.runtime, f"{d.workload}#{generation[d.workload]}"))
-                    state.forget(d.workload)
-                    progress = True
-                elif isinstance(d, Preempt):
-                    victim = admitted.pop(d.workload)
-                    release(victim)
-                    pending[d.workload] = PendingWorkload(victim.spec, queued_at=now)
-                    jobs[d.workload].admitted_at = None
-                    preemptions += 1
-                    progress = True
-                elif isinstance(d, Pending) and d.requeue == "inadmissible":
-                    state.park(d.workload, d.cluster_queue)
-            if progress:
-                continue
-        upcoming = ([arrivals[ai][0]] if ai < len(arrivals) else []) + ([completions[0][0]] if completions else [])
-        if not upcoming:
-            raise SystemExit(f"stuck at t={now:.1f}s: {len(pending)} pending, {len(admitted)} admitted, "
-                             f"{done}/{total} done")
-        nxt = min(upcoming)
-        advance(max(nxt, now))
-        now = max(nxt, now)
-    wall = time.perf_counter() - wall0
-    makespan = now
+    jobs = [SimJob(job.spec, job.runtime, t, label=job.cls) for t, _key, job in arrivals]
+    result = Simulator(world, jobs, solver=solver, cycle_cost="measured").run()
+    stuck = [j for j in result.jobs if j.finished_at is None]
+    if stuck:
+        raise SystemExit(f"stuck at t={result.makespan:.1f}s: {len(stuck)} of {total} workloads not finished")
+    wall, makespan = result.wall_s, result.makespan
     tta: dict[str, list[float]] = defaultdict(list)
-    for job in jobs.values():
-        assert job.admitted_at is not None
-        tta[job.cls].append(job.admitted_at - job.created)
-    util = {name: usage_integral[name] / (makespan * 20_000) for name in cqs}
+    for j in result.jobs:
+        assert j.admitted_at is not None
+        tta[j.label].append(j.admitted_at - j.submit_at)  # last admission (after preemptions), as before
+    util = {name: result.cq_usage_integral.get(name, 0.0) / (makespan * 20_000) for name in cqs}
     print(f"workloads: {total} ({len(cqs)} ClusterQueues, {len(nodes)} nodes), solver={solver}, scale={scale}")
-    print(f"cycles: {cycles}, preemptions: {preemptions}")
+    print(f"cycles: {result.cycles}, preemptions: {result.preemptions}")
     print(f"wall time (compute): {wall:.1f} s; virtual makespan: {makespan:.1f} s")
     print(f"admissions/s: {total / makespan:.1f} over the makespan, {total / wall:.1f} per wall-clock second")
     for cls in ("large", "medium", "small"):
