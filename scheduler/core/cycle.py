@@ -21,6 +21,7 @@ The snapshot is never modified: quota state and trees are cloned at the start.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -66,7 +67,7 @@ from scheduler.core.quota import (
     is_tas_only,
 )
 from scheduler.core.topology import TopologyTree
-from scheduler.core.workload import PodSetSpec
+from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
 # QuotaReserved=False reasons used here (Kueue v0.19, UnadmittedWorkloadsObservability).
 REASON_MISCONFIGURED = "Misconfigured"
@@ -235,13 +236,15 @@ class _Cycle:
                 by_flavor.setdefault(names[0], []).append(ps)
         return by_flavor
 
-    def _place(self, tree: TopologyTree, pod_sets: Sequence[PodSetSpec], implied: bool) -> Placement:
+    def _place(self, tree: TopologyTree, pod_sets: Sequence[PodSetSpec], implied: bool,
+               spec: WorkloadSpec | None = None) -> Placement:
         return place_workload(
             tree,
             pod_sets,
             solver=self.snap.solver,
             time_budget_s=self.snap.time_budget_s,
             implied_tas=implied,
+            preferred_domains=previous_domains(spec) if spec is not None else None,
         )
 
     def _empty_tree(self, flavor: str) -> TopologyTree:
@@ -277,7 +280,7 @@ class _Cycle:
         by_flavor = self._tas_pod_sets(cq, assignment, spec.pod_sets)
         if assignment.mode == FIT:
             for flavor, pod_sets in sorted(by_flavor.items()):
-                placement = self._place(self.trees[flavor], pod_sets, implied)
+                placement = self._place(self.trees[flavor], pod_sets, implied, spec)
                 if placement.fits:
                     for p in placement.pod_sets:
                         entry.placements[p.name] = p
@@ -388,7 +391,7 @@ class _Cycle:
         flavors: dict[str, str] = {}
         for flavor, pod_sets in sorted(by_flavor.items()):
             tree = self._tree_without(flavor, victims) if victims else self.trees[flavor]
-            placement = self._place(tree, pod_sets, implied)
+            placement = self._place(tree, pod_sets, implied, spec)
             if not placement.fits:
                 return False
             for p in placement.pod_sets:
@@ -444,6 +447,24 @@ def _reserve(quota: QuotaState, cq: str, usage: Usage) -> Usage:
         )
         out[fr] = max(0, min(v, cap - quota.used(cq, fr)))
     return out
+
+
+ANN_PREVIOUS_DOMAINS = "toposched.dev/previous-domains"
+
+
+def previous_domains(spec: WorkloadSpec) -> dict[str, dict[str, str]] | None:
+    """The domains a requeued workload held before its eviction (annotation written by the
+    controller: JSON ``{"<pod set>": {"<level label>": "<value>"}}``), or None."""
+    raw = spec.annotations.get(ANN_PREVIOUS_DOMAINS)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {str(ps): {str(k): str(v) for k, v in sel.items()} for ps, sel in data.items() if isinstance(sel, dict)}
 
 
 def run_cycle(snapshot: Snapshot) -> list[Decision]:

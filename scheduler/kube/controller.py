@@ -116,6 +116,44 @@ class Controller:
         self.cache.write_through(self.cache.workloads, updated)
         return updated
 
+    def previous_domains(self, wl: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+        """Per pod set, the domain at its requested level (required, else preferred) that the
+        current assignment sits in — remembered at eviction so re-admission prefers it."""
+        from scheduler.kube.snapshot import admitted_placements
+
+        requests = {ps["name"]: (ps.get("topologyRequest") or {}) for ps in (wl.get("spec") or {}).get("podSets") or ()}
+        out: dict[str, dict[str, str]] = {}
+        for placement, _per_pod, _flavor in admitted_placements(wl):
+            req = requests.get(placement.name) or {}
+            level = req.get("required") or req.get("preferred")
+            if not level or tuple(placement.levels) != ("kubernetes.io/hostname",):
+                continue
+            values = {((self.cache.nodes.get(d.values[0]) or {}).get("metadata") or {}).get("labels", {}).get(level)
+                      for d in placement.domains}
+            if len(values) == 1 and None not in values:
+                out[placement.name] = {level: values.pop()}
+        return out
+
+    def evict(self, wl: Obj, reason: str, message: str, preempted_reason: str | None = None) -> Obj | None:
+        """Evicted=True (and Preempted=True), after remembering the domains the workload held."""
+        import json
+
+        from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS
+
+        domains = self.previous_domains(wl)
+        if domains:
+            meta = wl["metadata"]
+            try:
+                wl = self.api.merge_patch(WORKLOADS, meta["name"], {"metadata": {
+                    "resourceVersion": meta.get("resourceVersion"),
+                    "annotations": {ANN_PREVIOUS_DOMAINS: json.dumps(domains, sort_keys=True)}}}, meta["namespace"])
+                self.cache.write_through(self.cache.workloads, wl)
+            except ApiException as exc:
+                if exc.status in (404, 409):
+                    return None
+                raise
+        return self._patch_status(wl, st.evict_status(wl, reason, message, self.clock(), preempted_reason))
+
     def _notify(self, kind: str, workload: Obj, detail: Mapping[str, Any]) -> None:
         for observer in self.observers:
             try:

@@ -176,7 +176,7 @@ class NodeFailureHandler:
         if enabled and not self._count_retry(wl):
             return  # could not persist the count: do not act on an uncounted failure
         fresh = ctl.cache.workloads.get(f"{wl['metadata']['namespace']}/{wl['metadata']['name']}") or wl
-        if ctl._patch_status(fresh, st.evict_status(fresh, EVICTION_REASON, message, ctl.clock())):
+        if ctl.evict(fresh, EVICTION_REASON, message):
             ctl.events.record(fresh, "Warning", "EvictedDueToNodeFailures", message)
             ctl._notify("evicted", fresh, {"reason": EVICTION_REASON, "message": message})
             log.info("workload %s/%s evicted: %s", fresh["metadata"]["namespace"], fresh["metadata"]["name"], message)

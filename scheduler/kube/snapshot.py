@@ -130,8 +130,7 @@ def apply_decisions(controller: Any, snapshot: Any, decisions: Iterable[Any]) ->
                 controller._notify("admitted", updated, {"clusterQueue": decision.cluster_queue,
                                                          "podSetAssignments": psas})
         elif isinstance(decision, Preempt):
-            updated = controller._patch_status(wl, st.evict_status(wl, "Preempted", decision.message, now,
-                                                                   preempted_reason=decision.reason))
+            updated = controller.evict(wl, "Preempted", decision.message, preempted_reason=decision.reason)
             if updated:
                 controller.events.record(updated, "Normal", "EvictedDueToPreempted", decision.message)
                 controller.events.record(updated, "Normal", "Preempted", decision.message)
@@ -142,7 +141,7 @@ def apply_decisions(controller: Any, snapshot: Any, decisions: Iterable[Any]) ->
                 controller._notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
                                                           "preemptor": decision.preemptor})
         elif isinstance(decision, Evict):
-            updated = controller._patch_status(wl, st.evict_status(wl, decision.reason, decision.message, now))
+            updated = controller.evict(wl, decision.reason, decision.message)
             if updated:
                 controller.events.record(updated, "Normal", f"EvictedDue{decision.reason}", decision.message)
                 controller._notify("evicted", updated, {"reason": decision.reason, "message": decision.message})

@@ -5,6 +5,7 @@ limit, and a recovered node is used again. Times from failure to pods Running ar
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -102,6 +103,8 @@ def test_eviction_readmission_retry_limit_and_recovery(stack: Stack) -> None:
     assert second_domain != first_domain
     wl = workload(stack, uid)
     assert wl["metadata"]["annotations"][ANN_RETRIES] == "1"
+    # The domain it held is remembered (re-admission prefers it when it has room; here it has not).
+    assert json.loads(wl["metadata"]["annotations"]["toposched.dev/previous-domains"]) == {"main": {L3: first_domain}}
     conds = {c["type"]: c for c in wl["status"]["conditions"]}
     assert conds["Evicted"]["reason"] == "QuotaReserved"  # flipped back on re-admission
     assert "no replacement for unhealthy node(s): " + victim in conds["Evicted"]["message"]

@@ -10,7 +10,8 @@ Pod sets are placed sequentially with assumed usage; the tree itself is never mo
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from scheduler.core.placement import cpsat, greedy
 from scheduler.core.placement.types import (
@@ -48,7 +49,24 @@ def place_workload(
     solver: str = "auto",
     time_budget_s: float = 0.1,
     implied_tas: bool = False,
+    preferred_domains: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Placement:
+    """Place ``pod_sets`` on ``tree`` (unchanged). ``preferred_domains`` (pod set name ->
+    ``{level label: value}``) is a soft wish, e.g. the domain a requeued workload ran in
+    before: the placement is tried inside it first and taken when everything fits there;
+    otherwise the normal placement is returned. (Node selectors are honoured by the tree only
+    when hostname is the lowest level, as in Kueue, so the wish is ignored elsewhere.)"""
+    if preferred_domains and tree.hostname_lowest:
+        hinted = [
+            replace(ps, node_selector={**ps.node_selector, **preferred_domains[ps.name]})
+            if ps.name in preferred_domains else ps
+            for ps in pod_sets
+        ]
+        first = place_workload(tree, hinted, solver=solver, time_budget_s=time_budget_s / 2,
+                               implied_tas=implied_tas)
+        if first.fits:
+            return first
+        time_budget_s /= 2
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
     if solver == "greedy":
