@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import os
 import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,6 +160,8 @@ class Row:
     finish_scheduled: bool = False
     reservations: list[list[float]] = field(default_factory=list)  # [start, end] of each reservation
     cpu: int = 0
+    all_running: float | None = None  # last run: every pod Running
+    labelled: float | None = None  # last run: the driver marked the pods Succeeded
 
 
 class Driver:
@@ -237,6 +241,7 @@ class Driver:
         (row.running.add if up else row.running.discard)(name)
         if len(row.running) >= row.pods and not row.finish_scheduled:
             row.finish_scheduled = True
+            row.all_running = now
             heapq.heappush(self.finishes, (now + row.runtime, row.key))
         elif len(row.running) < row.pods and up is False and FAKE_PHASE not in (pod["metadata"].get("labels") or {}):
             row.finish_scheduled = False  # pods gone before the run ended (preempted): run again when back
@@ -256,6 +261,7 @@ class Driver:
                     if row.finish_scheduled and len(row.running) >= row.pods:
                         due.append((key, sorted(row.running)))
             for key, pods in due:
+                self.rows[key].labelled = time.monotonic()
                 ns = key.split("/", 1)[0]
                 for pod in pods:
                     try:
@@ -264,6 +270,19 @@ class Driver:
                         if exc.status != 404:
                             raise
             time.sleep(0.05)
+
+
+def component_cpu_seconds(cluster: LocalCluster) -> dict[str, float]:
+    """CPU seconds (user + system) each process of the stack used so far, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for name, proc in cluster.state.processes.items():
+        try:
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
 
 
 def pct(values: list[float], q: float) -> float:
@@ -311,9 +330,12 @@ def run(a: argparse.Namespace) -> int:
             time.sleep(0.5)
         driver.stop.set()
         t_end = time.monotonic()
+        cpu = component_cpu_seconds(cluster)
+        load_end = os.getloadavg()[0]
     finally:
         cluster.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not a.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     total = len(rows)
     got = [r for r in rows.values() if r.admitted is not None]
@@ -332,6 +354,19 @@ def run(a: argparse.Namespace) -> int:
     for cls in ("large", "medium", "small"):
         tta = [r.admitted - r.created for r in got if r.cls == cls and r.created is not None]
         print(f"time to admission {cls:6s}: p50 {pct(tta, 50):6.2f}s  p99 {pct(tta, 99):6.2f}s  (n={len(tta)})")
+    stages: dict[str, list[float]] = defaultdict(list)
+    for r in done:
+        if not r.reservations or r.all_running is None or r.labelled is None:
+            continue
+        start, end = r.reservations[-1]
+        stages["reserved -> all pods Running"].append(r.all_running - start)
+        stages["Running -> marked Succeeded (runtime)"].append(r.labelled - r.all_running)
+        stages["marked -> Job Complete"].append(r.completed - r.labelled)
+        if end != float("inf"):
+            stages["Job Complete -> quota released"].append(end - r.completed)
+            stages["quota held (reserved -> released)"].append(end - start)
+    print("pipeline per job, mean (p99): " + "; ".join(
+        f"{k} {statistics.mean(v):.2f}s ({pct(v, 99):.2f}s)" for k, v in stages.items()))
     util = {}
     for name in cqs:
         used = sum(r.cpu * (min(e, t0 + makespan) - s) for r in rows.values() if r.cluster_queue == name
@@ -339,6 +374,10 @@ def run(a: argparse.Namespace) -> int:
         util[name] = used / (nominal[name] * makespan) if makespan > 0 else 0.0
     print(f"CQ utilisation (time-avg admitted CPU / nominal over the makespan): min {min(util.values()):.1%}, "
           f"mean {sum(util.values()) / len(util):.1%}, max {max(util.values()):.1%}")
+    print("CPU seconds used by each process during the run (setup included): " + ", ".join(
+        f"{k} {v:.0f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])))
+    print(f"host load average (1 min) at the end: {load_end:.1f} on {os.cpu_count()} cores "
+          "(other engineers' control planes share them)")
     print(f"vs Kueue's published TAS run (~{KUEUE_WALL_S} s for 15,000 workloads, ~{KUEUE_ADMISSIONS_PER_S:.0f} "
           f"admissions/s, envtest: no Job controller, scheduler or pods): {rate / KUEUE_ADMISSIONS_PER_S:.2f}x the "
           f"rate at {total / 15000:.1%} of its workloads and {a.racks * a.nodes_per_rack / 640:.1%} of its nodes")
@@ -352,6 +391,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=240, help="seconds from the first creation (default 240)")
     ap.add_argument("--racks", type=int, default=10)
     ap.add_argument("--nodes-per-rack", type=int, default=8, help="Kueue: 64 (default 8: KWOK on 2 cores)")
+    ap.add_argument("--keep", action="store_true", help="keep the control plane's directory (logs) afterwards")
     ap.add_argument("--cohorts", type=int, default=5)
     ap.add_argument("--queues-per-cohort", type=int, default=6)
     sys.exit(run(ap.parse_args()))
