@@ -175,6 +175,10 @@ def test_borrowed_quota_is_reclaimed_by_the_lending_team(stack: Stack) -> None:
     assert stack.api.get(JOBS, "a-big", ns_a)["spec"]["suspend"] is True
     stack.wait(lambda: not running(stack, job_a), 30, "A's pod gone")
     stays(lambda: not admitted(stack, job_a) and running(stack, job_b), 4, "A stays pending while B runs")
+    qr = conds(workload_of(stack, ns_a, job_a["metadata"]["uid"]))["QuotaReserved"]
+    assert qr["status"] == "False" and "insufficient unused quota for nvidia.com/gpu in flavor ml.p5.48xlarge" \
+        in qr["message"], qr
+    print(f"\n[reclaim] victim pending: {qr['reason']}: {qr['message']}")
 
     # B finishes: the cohort's quota is idle again and A is re-admitted.
     finish(stack, job_b)
