@@ -5,7 +5,7 @@ KWOK nodes), one after the other in one run.
 
 Stream (deterministic, ``--seed``): ``--jobs`` batch Jobs from ``--teams`` teams (one
 namespace/LocalQueue/ClusterQueue each, nominal = cluster GPUs / teams, one cohort, borrowing
-allowed, reclaimWithinCohort Any). Job shapes: 60 % single-node (1, 2, 4 or 8 GPUs, no
+allowed, no preemption unless ``--preemption``). Job shapes: 60 % single-node (1, 2, 4 or 8 GPUs, no
 annotation = implicit TAS), 40 % multi-node of whole nodes (2, 4, 8 or 16 pods x 8 GPUs,
 half ``required`` layer-3 when it fits in one layer-3 domain else layer-2, half ``preferred``
 layer-3). Each job "runs" ``--min-s``..``--max-s`` seconds after its admission is observed,
@@ -127,7 +127,9 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
         nodes_total *= f
     total_gpus = 8 * nodes_total
     teams = [f"team-{chr(ord('a') + i)}" for i in range(args.teams)]
-    queues = {"teams": {t: {"gpu": total_gpus // len(teams), "cohort": "bench"} for t in teams}}
+    policy = "LowerPriority" if args.preemption else "Never"
+    queues = {"teams": {t: {"gpu": total_gpus // len(teams), "cohort": "bench", "withinClusterQueue": policy,
+                            "reclaimWithinCohort": "Any" if args.preemption else "Never"} for t in teams}}
     directory = Path(tempfile.mkdtemp(prefix=f"vs-kueue-{engine}-"))
     run = start_run(engine, directory, description, queues)
     labels = run.node_labels
@@ -137,7 +139,7 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
     result = Result(engine, 0.0, 0, total_gpus=total_gpus)
     outstanding = 0
     running_gpus = 0
-    last_t = t0 = time.monotonic()
+    last_t = t0 = last_progress = time.monotonic()
     try:
         while pending_rows or any(t.deleted is None for t in tracks.values()):
             now = time.monotonic()
@@ -155,21 +157,25 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
             now = time.monotonic()
             result.gpu_seconds += running_gpus * (now - last_t)
             last_t = now
-            for ns in (team_namespace(t) for t in teams):
-                for wl in api.list(WORKLOADS, ns).get("items", []):
-                    owner = next((r["name"] for r in wl["metadata"].get("ownerReferences") or []
-                                  if r.get("kind") == "Job"), None)
-                    tr = tracks.get(owner or "")
-                    if tr is None or tr.admitted is not None or tr.deleted is not None:
-                        continue
-                    conds = {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or []}
-                    if (conds.get("QuotaReserved") or {}).get("status") == "True" and \
-                            (wl.get("status") or {}).get("admission"):
-                        tr.admitted = now
-                        running_gpus += tr.row.pods * tr.row.gpus
-                        if tr.row.pods > 1:
-                            hosts = assignment_hosts(wl, labels)
-                            tr.l3_spanned = len({labels[h][f"{LAYER}3"] for h in hosts if h in labels})
+            if now - last_progress >= 15:
+                last_progress = now
+                done = sum(1 for t in tracks.values() if t.admitted is not None)
+                print(f"[{engine}] {now - t0:.0f}s: created {len(tracks)}, admitted {done}, "
+                      f"GPUs in use {running_gpus}/{total_gpus}", file=sys.stderr, flush=True)
+            for wl in api.list(WORKLOADS).get("items", []):
+                owner = next((r["name"] for r in wl["metadata"].get("ownerReferences") or []
+                              if r.get("kind") == "Job"), None)
+                tr = tracks.get(owner or "")
+                if tr is None or tr.admitted is not None or tr.deleted is not None:
+                    continue
+                conds = {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or []}
+                if (conds.get("QuotaReserved") or {}).get("status") == "True" and \
+                        (wl.get("status") or {}).get("admission"):
+                    tr.admitted = now
+                    running_gpus += tr.row.pods * tr.row.gpus
+                    if tr.row.pods > 1:
+                        hosts = assignment_hosts(wl, labels)
+                        tr.l3_spanned = len({labels[h][f"{LAYER}3"] for h in hosts if h in labels})
             # finish
             for tr in tracks.values():
                 if tr.admitted is not None and tr.deleted is None and now - tr.admitted >= tr.row.duration_s:
@@ -211,8 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=1800)
     ap.add_argument("--engine", action="append", choices=("kueue", "toposched"))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--preemption", action="store_true",
+                    help="ClusterQueues preempt (withinClusterQueue LowerPriority, reclaimWithinCohort Any); "
+                         "off by default so the stream measures admission and placement only")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    import signal
+
+    def _term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # run the finally blocks: stop the control plane we started
+
+    signal.signal(signal.SIGTERM, _term)
     teams = [f"team-{chr(ord('a') + i)}" for i in range(args.teams)]
     rows = generate(args.jobs, teams, args.nodes_per_domain, args.seed, args.min_s, args.max_s)
     engines = args.engine or ["kueue", "toposched"]
