@@ -22,7 +22,8 @@ Printed: admissions/s, time to admission p50/p99 per class (driver clock: Job cr
 QuotaReserved=True seen on the watch), ClusterQueue utilisation (time-average admitted CPU /
 nominal over the run), preemptions, and the ratio to Kueue's figure.
 
-    python scripts/bench/admission_e2e.py                        # 300 workloads, 80 nodes (~2-3 min)
+    python scripts/bench/admission_e2e.py                        # 300 workloads, 640 nodes (~2 min)
+    python scripts/bench/admission_e2e.py --nodes-per-rack 8     # 80 nodes
     python scripts/bench/admission_e2e.py --scale 0.05 --timeout 600
 """
 
@@ -390,7 +391,7 @@ def main() -> None:
                     help="fraction of Kueue's 350/100/50 workloads per CQ (default 0.02 = 10 per CQ, 300 in all)")
     ap.add_argument("--timeout", type=float, default=240, help="seconds from the first creation (default 240)")
     ap.add_argument("--racks", type=int, default=10)
-    ap.add_argument("--nodes-per-rack", type=int, default=8, help="Kueue: 64 (default 8: KWOK on 2 cores)")
+    ap.add_argument("--nodes-per-rack", type=int, default=64, help="default 64 = Kueue's 640 nodes")
     ap.add_argument("--keep", action="store_true", help="keep the control plane's directory (logs) afterwards")
     ap.add_argument("--cohorts", type=int, default=5)
     ap.add_argument("--queues-per-cohort", type=int, default=6)
