@@ -314,6 +314,9 @@ class Recorder:
         self.unsuspends: Counter[str] = Counter()
         self.workloads_per_job: dict[str, set[str]] = defaultdict(set)
         self._reserved: dict[str, bool] = {}
+        self._holding: dict[str, bool] = {}
+        self.max_reserved = 0  # most Workloads holding quota at once, as the watch saw them
+        self.trigger, self.trigger_at = threading.Event(), 10**9  # set once trigger_at admissions were seen
         self._suspended: dict[str, bool] = {}
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._watch, args=(r,), daemon=True) for r in (WORKLOADS, JOBS)]
@@ -349,6 +352,10 @@ class Recorder:
         if now and not self._reserved.get(uid, False):
             self.reservations[uid] += 1
         self._reserved[uid] = now
+        self._holding[uid] = now and not is_true(wl, "Finished")
+        self.max_reserved = max(self.max_reserved, sum(self._holding.values()))
+        if sum(self.reservations.values()) >= self.trigger_at:
+            self.trigger.set()
 
     def _job(self, job: dict[str, Any]) -> None:
         uid = job["metadata"]["uid"]
@@ -365,10 +372,12 @@ def test_controller_killed_mid_run_admits_every_job_exactly_once(stack: Stack) -
     ns, cq, total, quota = "qa-crash", "qa-crash-cq", 12, 8
     apply_objects(stack.kube, [namespace(ns), cluster_queue(cq, quota), local_queue(ns, "lq", cq)])
     rec = Recorder(stack.api, ns)
+    rec.trigger_at = 2
     time.sleep(0.5)
     jobs = [submit(stack, gpu_job(f"j{i:02d}", ns, "lq", 1)) for i in range(total)]
-    # Kill the controller (SIGKILL, no clean-up) while the admissions are under way, twice.
-    stack.wait(lambda: sum(admitted(stack, j) for j in jobs) >= 2, 60, "first admissions")
+    # Kill the controller (SIGKILL, no clean-up) while the admissions are under way, twice:
+    # the watch fires the trigger the moment it sees the 2nd admission.
+    assert rec.trigger.wait(60), "first admissions"
     stop_component(stack.cluster, "toposched-controller", kill=True)
     at_kill = sum(admitted(stack, j) for j in jobs)
     print(f"\n[controller crash] killed with {at_kill}/{quota} admissible jobs admitted")
@@ -384,7 +393,9 @@ def test_controller_killed_mid_run_admits_every_job_exactly_once(stack: Stack) -
         finish(stack, job)
     rest = [j for j in jobs if j not in first]
     # Second crash, as soon as the next admission is written (its Job may still be suspended).
-    stack.wait(lambda: any(admitted(stack, j) for j in rest), 90, "first admission of the second wave")
+    rec.trigger.clear()
+    rec.trigger_at = quota + 1
+    assert rec.trigger.wait(90), "first admission of the second wave"
     stop_component(stack.cluster, "toposched-controller", kill=True)
     suspended = [j["metadata"]["name"] for j in rest
                  if admitted(stack, j) and stack.api.get(JOBS, j["metadata"]["name"], ns)["spec"].get("suspend")]
@@ -404,4 +415,5 @@ def test_controller_killed_mid_run_admits_every_job_exactly_once(stack: Stack) -
         pods = stack.api.list(PODS, ns, labelSelector=f"job-name={job['metadata']['name']}")["items"]
         assert len(pods) == 1, f"{job['metadata']['name']}: {len(pods)} pods"
     assert len(stack.api.list(WORKLOADS, ns)["items"]) == total
+    assert rec.max_reserved <= quota, f"{rec.max_reserved} Workloads held quota at once (quota {quota})"
     cleanup(stack, jobs)
