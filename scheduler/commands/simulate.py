@@ -39,6 +39,9 @@ def register(sub: Any) -> None:
     p.add_argument("--time-budget-ms", type=int, default=100, help="CP-SAT budget per placement (default 100)")
     p.add_argument("--compare", choices=COMPARE, help="also run the other policy on the same trace: "
                    "solver (greedy vs cpsat), queueing (StrictFIFO vs BestEffortFIFO), borrowing (with/without)")
+    p.add_argument("--eviction-delay", type=float, default=30.0, metavar="SECONDS",
+                   help="a preempted workload holds its reservation this long before it is requeued "
+                        "(pod termination; default 30, Kubernetes' default grace period)")
     p.add_argument("--horizon", type=float, metavar="SECONDS", help="stop after this much simulated time")
     p.add_argument("--out", type=Path, required=True, help="output directory (created)")
     p.set_defaults(func=run)
@@ -153,6 +156,8 @@ def run(args: Any) -> int:
         raise UserError("--synthetic: the number of jobs must be >= 1")
     if args.trace is not None and (args.seed or args.failures_per_day):
         raise UserError("--seed/--failures-per-day only apply to --synthetic")
+    if args.eviction_delay < 0:
+        raise UserError(f"--eviction-delay: must be >= 0, got {args.eviction_delay:g}")
     if args.time_budget_ms <= 0:
         raise UserError(f"--time-budget-ms: must be > 0, got {args.time_budget_ms}")
     world = load_world(args.cluster, args.queues)
@@ -164,10 +169,12 @@ def run(args: Any) -> int:
     try:
         runs = run_variants(world, trace, solver=args.solver, compare=args.compare,
                             time_budget_s=args.time_budget_ms / 1000, horizon_s=args.horizon,
-                            progress=ProgressPrinter(), progress_every_s=0.0)
+                            progress=ProgressPrinter(), progress_every_s=0.0,
+                            eviction_delay_s=args.eviction_delay)
     except TraceError as exc:
         raise UserError(f"trace {source}: {exc}") from exc
     meta = {"cluster": str(args.cluster), "queues": str(args.queues), "trace": source, "solver": args.solver,
+            "eviction_delay_s": args.eviction_delay,
             "compare": args.compare, "nodes": len(world.nodes), "jobs": len(trace.jobs)}
     write_outputs(args.out, runs, meta)
     if args.synthetic is not None:

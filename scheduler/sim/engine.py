@@ -8,6 +8,11 @@ preempted, evicted or newly parked), then jumps to the next event. Between cycle
 tree when a workload there finishes or is evicted/preempted, ``release`` of everything when a
 node recovers (capacity appeared).
 
+Preempted (and HoldAndDrain-evicted) workloads keep their reservation, marked evicted, for
+``eviction_delay_s`` (default 30 s, Kubernetes' default terminationGracePeriodSeconds) — the
+controller also waits until the victim's pods are gone — and are then released and requeued.
+With 0 they are released at once.
+
 Node failures flip ``sagemaker.amazonaws.com/node-health-status`` to
 ``UnschedulablePendingReboot`` (so ``node_health`` excludes the node when the trees are
 rebuilt) and, like ``scheduler.kube.nodefailures``: a workload with exactly one failed node in
@@ -132,7 +137,7 @@ class Simulator:
     def __init__(self, world: World, jobs: Sequence[SimJob], failures: Sequence[SimFailure] = (), *,
                  solver: str = "greedy", time_budget_s: float = 0.1, cycle_cost: str = "zero",
                  horizon_s: float | None = None, progress: Callable[[Progress], None] | None = None,
-                 progress_every_s: float = 0.0) -> None:
+                 progress_every_s: float = 0.0, eviction_delay_s: float = 30.0) -> None:
         if cycle_cost not in ("zero", "measured"):
             raise ValueError(f"cycle_cost must be 'zero' or 'measured', got {cycle_cost!r}")
         self.world = world
@@ -146,6 +151,7 @@ class Simulator:
                 raise ValueError(f"failure at {f.at:g}s: no node named {f.node!r} in the cluster")
         self.solver, self.time_budget_s, self.cycle_cost = solver, time_budget_s, cycle_cost
         self.horizon_s = horizon_s
+        self.eviction_delay_s = eviction_delay_s
         self.progress_cb, self.progress_every_s = progress, progress_every_s
         self.nodes = {n.name: n for n in world.nodes}
         self.quota_shape = QuotaState(world.cluster_queues.values(), world.cohorts.values())
@@ -206,6 +212,25 @@ class Simulator:
         job = self.jobs[key]
         job.admitted_at = None
         self.log.append({"t": self.now, "kind": kind, "workload": key, "detail": detail})
+
+    def _evict_later(self, key: str, kind: str, detail: str) -> None:
+        """Preempt/Evict decision: the reservation is held (evicted) until the pods are gone."""
+        if self.eviction_delay_s <= 0:
+            self._requeue(key, kind, detail)
+            return
+        self.admitted[key] = dataclasses.replace(self.admitted[key], evicted=True)
+        self.generation[key] += 1  # its completion event is now stale
+        self.jobs[key].admitted_at = None
+        self.log.append({"t": self.now, "kind": kind, "workload": key, "detail": detail})
+        self._push(self.now + self.eviction_delay_s, "released", f"{key}#{self.generation[key]}")
+
+    def _released(self, key: str, gen: int) -> None:
+        w = self.admitted.get(key)
+        if w is None or not w.evicted or self.generation[key] != gen:
+            return
+        del self.admitted[key]
+        self._release(w)
+        self.pending[key] = PendingWorkload(w.spec)
 
     def gpus_used(self) -> int:
         return sum(v for w in self.admitted.values() for (_f, res), v in w.usage.items() if res == GPU)
@@ -306,16 +331,16 @@ class Simulator:
                 self.state.forget(d.workload)
                 progress = True
             elif isinstance(d, Preempt):
-                if d.workload in self.admitted:
+                if d.workload in self.admitted and not self.admitted[d.workload].evicted:
                     self.preemptions += 1
                     self.jobs[d.workload].preemptions += 1
-                    self._requeue(d.workload, "preemption", f"{d.reason} by {d.preemptor}")
+                    self._evict_later(d.workload, "preemption", f"{d.reason} by {d.preemptor}")
                     progress = True
             elif isinstance(d, Evict):
-                if d.workload in self.admitted:
+                if d.workload in self.admitted and not self.admitted[d.workload].evicted:
                     self.evictions += 1
                     self.jobs[d.workload].evictions += 1
-                    self._requeue(d.workload, "eviction", d.reason)
+                    self._evict_later(d.workload, "eviction", d.reason)
                     progress = True
             elif isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE and d.cluster_queue:
                 cq = self.world.cluster_queues.get(d.cluster_queue)
@@ -386,6 +411,9 @@ class Simulator:
                     elif kind == "complete":
                         k, gen = key.rsplit("#", 1)
                         self._complete(k, int(gen))
+                    elif kind == "released":
+                        k, gen = key.rsplit("#", 1)
+                        self._released(k, int(gen))
                     elif kind == "fail":
                         self._fail(key)
                     elif kind == "recover":

@@ -229,7 +229,8 @@ def cluster_from_documents(docs: Sequence[Mapping[str, Any]]) -> Mapping[str, An
 
 def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare: str | None = None,
                  time_budget_s: float = 0.1, horizon_s: float | None = None,
-                 progress: Any = None, progress_every_s: float = 0.0) -> list[tuple[str, SimResult, dict[str, Any]]]:
+                 progress: Any = None, progress_every_s: float = 0.0,
+                 eviction_delay_s: float = 30.0) -> list[tuple[str, SimResult, dict[str, Any]]]:
     """Every variant of ``compare`` on the same trace: (label, result, summary).
     ``progress(label, index, count, Progress)`` is called as the engine reports."""
     from scheduler.sim.engine import Simulator
@@ -243,6 +244,6 @@ def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare:
             def cb(p: Any, label: str = label, idx: int = idx) -> None:
                 progress(label, idx, len(runs), p)
         result = Simulator(w, jobs, failures, solver=sol, time_budget_s=time_budget_s, horizon_s=horizon_s,
-                           progress=cb, progress_every_s=progress_every_s).run()
+                           progress=cb, progress_every_s=progress_every_s, eviction_delay_s=eviction_delay_s).run()
         out.append((label, result, summarize(result)))
     return out
