@@ -87,6 +87,24 @@ def _with_counts(pod_set: PodSetPlacement, counts: Mapping[str, int], tree: Topo
     return PodSetPlacement(pod_set.name, pod_set.count, pod_set.levels, domains)
 
 
+def _fill(leaves: list[int], capacity: Mapping[int, int], missing: int, tree: TopologyTree) -> dict[int, int] | None:
+    """Best fit: the tightest single node that takes all ``missing`` pods, else the largest
+    nodes first; None when the leaves cannot take them."""
+    single = sorted((capacity[leaf], tree.paths[-1][leaf], leaf) for leaf in leaves if capacity[leaf] >= missing)
+    if single:
+        return {single[0][2]: missing}
+    chosen: dict[int, int] = {}
+    remaining = missing
+    for c, _path, leaf in sorted(((capacity[lf], tree.paths[-1][lf], lf) for lf in leaves if capacity[lf] > 0),
+                                 key=lambda t: (-t[0], t[1])):
+        take = min(c, remaining)
+        chosen[leaf] = take
+        remaining -= take
+        if remaining == 0:
+            return chosen
+    return None
+
+
 def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Resources, failed_node: str,
                      required_level: str | None, failed_node_labels: Mapping[str, str] | None = None,
                      ) -> PodSetPlacement | None:
@@ -123,32 +141,29 @@ def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Reso
         if not domains and failed_node_labels is not None:
             path = tuple(failed_node_labels.get(lv, "") for lv in tree.levels[: level + 1])
             domains = {i for i, p in enumerate(tree.paths[level]) if p == path}
-        if len(domains) != 1:
+        if not domains and not anchor_leaves:
+            # Nothing of the workload is left and the failed node is gone: any one domain of the
+            # level keeps the request (all the pods together), as Kueue replaces it.
+            domains = set(range(tree.domain_count(level)))
+        if len(domains) != 1 and anchor_leaves:
             if required_level is not None:
                 return None  # the remaining pods already span domains: the request cannot hold
             continue
-        (domain,) = domains
-        leaves = [leaf for leaf in range(tree.n_leaves) if tree.ancestor(leaf, level) == domain]
-        # Best fit: the fewest nodes, preferring the tightest single node that takes them all.
-        capacity = {leaf: fit(leaf) for leaf in leaves}
-        single = sorted((c, tree.paths[-1][leaf], leaf) for leaf, c in capacity.items() if c >= missing)
-        chosen: dict[int, int] = {}
-        if single:
-            chosen[single[0][2]] = missing
-        else:
-            remaining = missing
-            for c, _path, leaf in sorted(((c, tree.paths[-1][lf], lf) for lf, c in capacity.items() if c > 0),
-                                         key=lambda t: (-t[0], t[1])):
-                take = min(c, remaining)
-                chosen[leaf] = take
-                remaining -= take
-                if remaining == 0:
-                    break
-            if remaining:
+        leaves_of: dict[int, list[int]] = {}
+        for leaf in range(tree.n_leaves):
+            domain = tree.ancestor(leaf, level)
+            if domain in domains:
+                leaves_of.setdefault(domain, []).append(leaf)
+        capacity = {leaf: fit(leaf) for leaves in leaves_of.values() for leaf in leaves}
+        # Tightest domain that takes them all first (BestFit), by value path on ties.
+        ranked = sorted(leaves_of, key=lambda d: (sum(capacity[lf] for lf in leaves_of[d]), tree.paths[level][d]))
+        for domain in ranked:
+            chosen = _fill(leaves_of[domain], capacity, missing, tree)
+            if chosen is None:
                 continue
-        new_counts = dict(counts)
-        for leaf, take in chosen.items():
-            host = tree.paths[-1][leaf][-1]
-            new_counts[host] = new_counts.get(host, 0) + take
-        return _with_counts(pod_set, new_counts, tree)
+            new_counts = dict(counts)
+            for leaf, take in chosen.items():
+                host = tree.paths[-1][leaf][-1]
+                new_counts[host] = new_counts.get(host, 0) + take
+            return _with_counts(pod_set, new_counts, tree)
     return None

@@ -90,3 +90,12 @@ def test_deleted_node_fails_at_once() -> None:
 def test_message_is_kueues() -> None:
     assert no_replacement_message(["b", "a"]) == (
         "Workload was evicted as there was no replacement for unhealthy node(s): a,b")
+
+
+def test_single_pod_on_a_deleted_node_is_replaced_in_any_domain_that_fits() -> None:
+    # The workload's only pod sat on n2, which is gone (deleted): nothing anchors the domain,
+    # and one pod alone satisfies "all pods in one layer-3 domain" anywhere.
+    current = placement({"n2": 1})
+    tree = tree_with(current, failed={"n2"}, extra_used={"n1": 1, "n3": 1})
+    got = find_replacement(tree, current, PER_POD, "n2", L3, failed_node_labels=None)
+    assert got is not None and sum(pods_per_node(got).values()) == 1 and "n2" not in pods_per_node(got)
