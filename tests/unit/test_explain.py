@@ -145,3 +145,22 @@ def test_cli_bad_output_flag_exit_2(fake_cluster: None) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["explain", "a/b", "--output", "xml"])
     assert info.value.code == 2
+
+
+def test_cli_server_gives_the_same_answer_as_kubeconfig(fake_cluster: None, capsys: pytest.CaptureFixture[str]) -> None:
+    from scheduler.api.engine import StaticEngine
+    from scheduler.api.server import serve
+
+    assert cli.main(["explain", "team-a/big", "--kubeconfig", "k", "-o", "json"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    srv = serve(StaticEngine(snap(workload("big", 6), workload("wide", 4, L3))), bind="127.0.0.1", port=0,
+                max_workers=2)
+    try:
+        assert cli.main(["explain", "team-a/big", "--server", f"127.0.0.1:{srv.port}", "-o", "json"]) == 0
+        remote = json.loads(capsys.readouterr().out)
+        assert cli.main(["explain", "team-a/nope", "--server", f"127.0.0.1:{srv.port}"]) == 1
+    finally:
+        srv.stop(0.5)
+    assert remote["quota"] == local["quota"] and remote["topology"] == local["topology"]
+    assert remote["health"] == local["health"] and remote["queue"] == local["queue"]
+    assert [r["reason"] for r in remote["reasons"]] == [r["reason"] for r in local["reasons"]]

@@ -222,3 +222,22 @@ def test_grpc_simulate_bad_trace_is_invalid_argument(stub: Any) -> None:
             trace=b"jobs: [{at: 0}]"), timeout=30))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
     assert info.value.details().startswith("trace: jobs[0]")  # type: ignore[attr-defined]
+
+
+def test_tty_progress_bar_redraws_in_place() -> None:
+    import io
+
+    from scheduler.commands.simulate import ProgressPrinter
+    from scheduler.sim.engine import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    bar = ProgressPrinter(stream)
+    bar("greedy", 0, 1, Progress(10.0, 2, 1, 0, 1, 0, 0.5, 2))
+    bar("greedy", 0, 1, Progress(20.0, 2, 2, 2, 0, 0, 0.0, 2))
+    text = stream.getvalue()
+    assert text.startswith("\r[greedy] |") and text.count("\r") == 2 and text.endswith("\n")
+    assert "100%" in text and "|" + "#" * 28 + "|" in text
