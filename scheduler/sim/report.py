@@ -68,15 +68,20 @@ def utilisation_svg(result: SimResult) -> str:
         prev = frac
     if pts:
         out.append(f'<polyline fill="none" stroke="{GPU_USED}" stroke-width="1.5" points="{" ".join(pts)}"/>')
-    for e in result.events:
-        colour = {"failure": "#c62828", "recovery": "#2e7d32", "preemption": "#e07b00", "eviction": "#8e24aa"}.get(
-            e["kind"])
-        if colour is None:
-            continue
+    # preemptions/evictions first, node failures/recoveries on top (they often share an instant)
+    order = {"preemption": 0, "eviction": 1, "recovery": 2, "failure": 3}
+    colours = {"failure": "#c62828", "recovery": "#2e7d32", "preemption": "#e07b00", "eviction": "#8e24aa"}
+    for e in sorted((e for e in result.events if e["kind"] in order), key=lambda e: (order[e["kind"]], e["t"])):
+        colour = colours[e["kind"]]
         x = sx(e["t"])
         label = escape(f'{e["kind"]} {e.get("node") or e.get("workload", "")} at {_fmt_t(e["t"])}')
-        out.append(f'<line x1="{x:.1f}" y1="{MT}" x2="{x:.1f}" y2="{H - MB}" stroke="{colour}" stroke-dasharray="3,3">'
+        node_event = e["kind"] in ("failure", "recovery")
+        out.append(f'<line x1="{x:.1f}" y1="{MT}" x2="{x:.1f}" y2="{H - MB}" stroke="{colour}" '
+                   f'stroke-width="{2 if node_event else 1}" stroke-dasharray="{"6,3" if node_event else "2,3"}">'
                    f"<title>{label}</title></line>")
+        if node_event:
+            out.append(f'<path d="M{x - 5:.1f},{MT} L{x + 5:.1f},{MT} L{x:.1f},{MT + 8}" fill="{colour}">'
+                       f"<title>{label}</title></path>")
     out.append("</svg>")
     return "".join(out)
 
