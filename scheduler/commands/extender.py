@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import threading
 from pathlib import Path
@@ -47,19 +46,10 @@ def register(sub: Any) -> None:
 
 
 def _api(kubeconfig: Path | None) -> Any:
-    from kubernetes import client, config
-
+    from scheduler.kube.client import api_client
     from scheduler.kube.informer import Api
 
-    try:
-        if kubeconfig:
-            return Api(config.new_client_from_config(config_file=str(kubeconfig)))
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()
-            return Api(client.ApiClient())
-        return Api(config.new_client_from_config())
-    except (config.ConfigException, OSError) as exc:
-        raise UserError(f"cannot load Kubernetes credentials ({exc}); pass --kubeconfig") from exc
+    return Api(api_client(kubeconfig))
 
 
 def run(args: argparse.Namespace) -> int:
