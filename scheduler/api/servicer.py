@@ -16,7 +16,6 @@ Explain is ``scheduler.explain.explain`` (the code of ``toposched explain``); Si
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import time
@@ -56,18 +55,6 @@ class _Status(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def cycle_missing() -> list[str]:
-    """What of the admission cycle is not there yet (empty when Explain/Simulate can run)."""
-    missing = []
-    if importlib.util.find_spec("scheduler.core.cycle") is None:
-        missing.append("scheduler.core.cycle.run_cycle")
-    from scheduler.kube import snapshot as kube_snapshot
-
-    if not hasattr(kube_snapshot, "build_snapshot"):
-        missing.append("scheduler.kube.snapshot.build_snapshot")
-    return missing
 
 
 def _field_text(text_bytes: bytes, field: str) -> str:
@@ -205,11 +192,6 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         if not request.name:
             raise FieldError("name", "required")
         snap = self._live()
-        missing = cycle_missing()
-        if missing:
-            raise _Status(grpc.StatusCode.UNIMPLEMENTED,
-                          "Explain needs the admission cycle (quota, queueing, preemption), which is not built yet: "
-                          f"missing {', '.join(missing)}; no partial answer is given")
         try:
             result = explain(snap, request.namespace, request.name, solver=self.engine.solver,
                              time_budget_s=self.engine.time_budget_s)
@@ -336,11 +318,6 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         for name in ("time_budget_ms", "progress_every_s", "horizon_s"):
             if getattr(request, name) < 0:
                 raise FieldError(name, f"must be >= 0, got {getattr(request, name)}")
-        missing = cycle_missing()
-        if missing:
-            raise _Status(grpc.StatusCode.UNIMPLEMENTED,
-                          "Simulate needs the admission cycle (quota, queueing, preemption), which is not built yet: "
-                          f"missing {', '.join(missing)}")
         try:
             cluster = cluster_from_documents([o for _, o in _docs(request.cluster, "cluster")])
         except UserError as err:

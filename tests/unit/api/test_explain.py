@@ -9,11 +9,8 @@ import pytest
 
 from scheduler.api.engine import StaticEngine
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
-from scheduler.api.servicer import cycle_missing
 
 from .conftest import TOPOLOGY, job, snapshot
-
-pytestmark = pytest.mark.skipif(bool(cycle_missing()), reason="admission cycle not built")
 
 GPU = "nvidia.com/gpu"
 FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpu"},

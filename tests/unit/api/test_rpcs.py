@@ -14,7 +14,6 @@ import yaml
 from scheduler.api.convert import place_response_to_json
 from scheduler.api.engine import StaticEngine
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
-from scheduler.api.servicer import cycle_missing
 from scheduler.cli import main
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
@@ -181,13 +180,6 @@ def test_explain_validation_and_not_found(stub: Any) -> None:
     assert code == grpc.StatusCode.NOT_FOUND and "ghost" in details
     code, details = status_of(lambda: stub.Explain(pb.ExplainRequest(namespace="other", name="req-l3")))
     assert code == grpc.StatusCode.NOT_FOUND
-
-
-@pytest.mark.skipif(not cycle_missing(), reason="the admission cycle exists")
-def test_explain_known_job_unimplemented_names_what_is_missing(stub: Any) -> None:
-    code, details = status_of(lambda: stub.Explain(pb.ExplainRequest(namespace="team-a", name="req-l3")))
-    assert code == grpc.StatusCode.UNIMPLEMENTED
-    assert "scheduler.core.cycle.run_cycle" in details or "build_snapshot" in details
 
 
 def test_simulate_validation(stub: Any) -> None:
