@@ -164,10 +164,11 @@ def workload_to_admitted(wl: Workload, tas_flavors: set[str] | frozenset[str] = 
             if flavor_names:
                 tas.append(TASUsage(flavor_names[0], placement, requests.get(psa.name, {})))
     status = wl.status
+    admission = wl.status.admission  # checked above; re-read so the type checker sees it is set
     return AdmittedWorkload(
         spec,
-        status.admission.cluster_queue,
-        usage,  # type: ignore[union-attr]
+        admission.cluster_queue,
+        usage,
         reserved_at=_cond_time(wl, "QuotaReserved") or 0.0,
         priority=wl.spec.priority,
         evicted=status.is_true("Evicted"),
