@@ -9,8 +9,9 @@
   for 127.0.0.1 from the cluster CA, runs Kueue as a process of the cluster (so
   ``LocalCluster.stop()`` stops it), registers Kueue's mutating/validating webhooks BY URL
   (``https://127.0.0.1:<port>/<path>``, same paths as Kueue's own manifests read from the
-  module cache) and the RBAC Kueue needs (its identity is the cluster-admin client cert, so
-  only the webhook client needs no RBAC).
+  module cache). Kueue runs with the cluster's admin kubeconfig (system:masters), so no RBAC
+  objects are created. ``KueueCluster`` is a LocalCluster whose kube-apiserver reports its
+  real version (Kueue exits on the module-proxy build's ``v0.0.0-master`` placeholder).
 
 Webhook decision: served by Kueue itself. Kueue's Job webhook is what suspends a queued Job
 at creation and defaults/validates the TAS annotations; without it every test job would
