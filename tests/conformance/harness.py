@@ -524,7 +524,8 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
             time.sleep(float(step["sleep"]))
         else:
             raise ValueError(f"unknown step {step}")
-        run.settle(quiet_s=float(step.get("quiet", scenario.get("quiet", 2.0))))
+        default_quiet = 0.5 if "occupy" in step else scenario.get("quiet", 2.0)
+        run.settle(quiet_s=float(step.get("quiet", default_quiet)))
         snapshots.append({n: o.to_dict() for n, o in run.outcomes.items()})
     result = {n: o.to_dict() for n, o in run.outcomes.items()}
     result["_steps"] = snapshots
