@@ -506,21 +506,12 @@ def fits_resource_quota(
     available = quota.available(cq.name, fr)
     if val <= available:
         return FIT, borrows
-    rq = quota.quota(cq.name, fr)
-    used = quota.used(cq.name, fr)
-    if (
-        rq is not None
-        and rq.borrowing_limit is not None
-        and quota.has_cohort(cq.name)
-        and used + val > rq.nominal + rq.borrowing_limit
-    ):
-        # What HyperPod task governance (Kueue <= v0.9) shows; it names the real cause.
-        status.reasons.append(f"borrowing limit for {res} in flavor {flavor} exceeded")
-    else:
-        status.reasons.append(
-            f"insufficient unused quota for {res} in flavor {flavor}, "
-            f"{format_quantity(val - available, res)} more needed"
-        )
+    # Kueue v0.17's text, also when the borrowing limit is what blocks (Kueue <= v0.9, which
+    # HyperPod's older docs show, said "borrowing limit for <res> in flavor <f> exceeded").
+    status.reasons.append(
+        f"insufficient unused quota for {res} in flavor {flavor}, "
+        f"{format_quantity(val - available, res)} more needed"
+    )
     if _preemption_possible(cq, quota, fr, val):
         return PREEMPT, borrows
     return NO_FIT, borrows

@@ -41,8 +41,9 @@ def test_fit_borrow_lend(case: str, qa: ResourceQuota, qb: ResourceQuota, used_b
         assert msg in d.message
 
 
-def test_borrowing_limit_message_names_the_limit() -> None:
-    # a already borrows 1 of its limit 1; the cohort has room: HyperPod's wording.
+def test_borrowing_limit_reached_uses_kueues_current_message() -> None:
+    # a already borrows 1 of its limit 1; the cohort has room. Kueue v0.17 reports the shortfall
+    # ("insufficient unused quota ..."), not the Kueue <= v0.9 "borrowing limit ... exceeded".
     cqs = {"a": cq("a", {"ml.g5.8xlarge": {"nvidia.com/gpu": rq(2, borrow=1)}}, cohort="co"),
            "b": cq("b", {"ml.g5.8xlarge": {"nvidia.com/gpu": rq(4)}}, cohort="co")}
     busy = admitted(wl("busy", 0, queue="la", extra={"nvidia.com/gpu": 3}), "a", "ml.g5.8xlarge")
@@ -50,8 +51,8 @@ def test_borrowing_limit_message_names_the_limit() -> None:
                     pending=[pending(wl("x", 0, queue="la", extra={"nvidia.com/gpu": 1}))])
     [d] = run_cycle(snap)
     assert isinstance(d, Pending)
-    assert d.message == ("couldn't assign flavors to pod set main: borrowing limit for nvidia.com/gpu "
-                         "in flavor ml.g5.8xlarge exceeded")
+    assert d.message == ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+                         "in flavor ml.g5.8xlarge, 1 more needed")
 
 
 def test_flavors_tried_in_order_and_resource_not_covered() -> None:
