@@ -76,31 +76,45 @@ def _run_build(cmd: list[str], cwd: Path, log_path: Path, what: str, env: dict[s
         raise UserError(f"building {what} failed ({last}); full log: {log_path}")
 
 
-def ensure_k8s_binaries() -> Path:
-    """Return the directory holding the three control-plane binaries, building them if needed."""
-    bin_dir = k8s_bin_dir()
-    if all((bin_dir / name).is_file() for name in K8S_COMMANDS):
-        return bin_dir
-    module = repo_root() / "scripts" / "controlplane"
+def go_build(module: Path, packages: list[str], bin_dir: Path, what: str, ldflags: str = "-s -w") -> Path:
+    """``go build`` ``packages`` of the wrapper module ``module`` into ``bin_dir``: built into a
+    temporary directory next to it and moved into place only when complete."""
     if not (module / "go.mod").is_file():
         raise UserError(f"{module}/go.mod is missing: run from a toposched checkout")
     go = _go()
     bin_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="bin.", dir=bin_dir.parent))
     try:
-        _run_build(
-            [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging) + "/"]
-            + [f"k8s.io/kubernetes/cmd/{name}" for name in K8S_COMMANDS],
-            module,
-            bin_dir.parent / "build.log",
-            f"Kubernetes {K8S_VERSION} control plane",
-        )
+        _run_build([go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(staging) + "/", *packages],
+                   module, bin_dir.parent / "build.log", what)
         if bin_dir.exists():
             shutil.rmtree(bin_dir)
         staging.rename(bin_dir)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+    return bin_dir
+
+
+def _version_ldflags(version: str) -> str:
+    """Stamp the release into the binaries (``/version``, ``kubectl version``): a plain module
+    build reports ``v0.0.0-master+$Format:%H$``, which Kueue cannot parse and refuses to run on."""
+    major, minor = version.removeprefix("v").split(".")[:2]
+    pkg = "k8s.io/component-base/version"
+    return (f"-s -w -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor} "
+            f"-X {pkg}.gitTreeState=clean")
+
+
+def ensure_k8s_binaries() -> Path:
+    """Return the directory holding the three control-plane binaries, building them if needed."""
+    bin_dir = k8s_bin_dir()
+    stamp = bin_dir / "VERSION"
+    if all((bin_dir / name).is_file() for name in K8S_COMMANDS) and \
+            stamp.is_file() and stamp.read_text().strip() == K8S_VERSION:
+        return bin_dir
+    go_build(repo_root() / "scripts" / "controlplane", [f"k8s.io/kubernetes/cmd/{name}" for name in K8S_COMMANDS],
+             bin_dir, f"Kubernetes {K8S_VERSION} control plane", ldflags=_version_ldflags(K8S_VERSION))
+    stamp.write_text(K8S_VERSION + "\n")
     return bin_dir
 
 

@@ -23,9 +23,7 @@ runs here, so both engines see the same API server behaviour.
 from __future__ import annotations
 
 import logging
-import shutil
 import ssl
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -51,72 +49,19 @@ def kueue_binary_path() -> Path:
 def ensure_kueue() -> Path:
     """Return the Kueue controller binary, building it from the module proxy the first time."""
     binary = kueue_binary_path()
-    if binary.is_file():
-        return binary
-    module = binaries.repo_root() / "scripts" / "kueue"
-    if not (module / "go.mod").is_file():
-        raise UserError(f"{module}/go.mod is missing: run from a toposched checkout")
-    go = binaries._go()
-    binary.parent.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="bin.", dir=binary.parent.parent))
-    try:
-        binaries._run_build(
-            [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging / "kueue"), f"{KUEUE_MODULE}/cmd/kueue"],
-            module, binary.parent.parent / "build.log", f"Kueue {KUEUE_VERSION} controller")
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        (staging / "kueue").rename(binary)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return binary
-
-
-def versioned_apiserver_path() -> Path:
-    return binaries.k8s_bin_dir().parent / "bin-versioned" / "kube-apiserver"
-
-
-def ensure_versioned_apiserver() -> Path:
-    """kube-apiserver with its release version stamped in (``-X .../version.gitVersion``).
-
-    ``go build`` from the module proxy leaves Kubernetes' version at the placeholder
-    ``v0.0.0-master+$Format:%H$``; Kueue reads ``/version`` at start-up, cannot parse that and
-    exits ("Unable to setup server version fetcher"). Only the link step differs from the
-    cached control-plane build, so this costs about a minute once."""
-    binary = versioned_apiserver_path()
-    if binary.is_file():
-        return binary
-    module = binaries.repo_root() / "scripts" / "controlplane"
-    go = binaries._go()
-    version = binaries.K8S_VERSION
-    major, minor = version.removeprefix("v").split(".")[:2]
-    pkg = "k8s.io/component-base/version"
-    ldflags = (f"-s -w -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor} "
-               f"-X {pkg}.gitTreeState=clean")
-    binary.parent.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="bin.", dir=binary.parent.parent))
-    try:
-        binaries._run_build([go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(staging / "kube-apiserver"),
-                             "k8s.io/kubernetes/cmd/kube-apiserver"], module,
-                            binary.parent.parent / "build-versioned.log", f"kube-apiserver {version} (versioned)")
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        (staging / "kube-apiserver").rename(binary)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    if not binary.is_file():
+        binaries.go_build(binaries.repo_root() / "scripts" / "kueue", [f"{KUEUE_MODULE}/cmd/kueue"], binary.parent,
+                          f"Kueue {KUEUE_VERSION} controller")
     return binary
 
 
 class KueueCluster(LocalCluster):
-    """A LocalCluster whose API server reports its real version (Kueue requires a parseable one)."""
+    """A LocalCluster for the Kueue peer (its API server reports its real version, which
+    Kueue requires: every control-plane build is version-stamped, see binaries.py)."""
 
     def start(self, timeout_s: float = 120) -> KueueCluster:
-        ensure_versioned_apiserver()
         super().start(timeout_s)
         return self
-
-    def _argv(self, name: str) -> list[str]:
-        argv = super()._argv(name)
-        if name == "kube-apiserver":
-            argv[0] = str(versioned_apiserver_path())
-        return argv
 
 
 def kueue_module_dir() -> Path:
