@@ -71,6 +71,26 @@ def _reap(pid: int) -> None:
         pass
 
 
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    """Reap and poll until ``pid`` is gone; True if it went within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        _reap(pid)
+        if not alive(pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _sigkill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    _wait_gone(pid, 5.0)
+
+
 def stop(proc: Started, grace_s: float = 10.0) -> None:
     """SIGTERM, wait up to ``grace_s``, then SIGKILL. Only if the pid is still ours."""
     if not is_ours(proc.pid, proc.executable):
@@ -79,32 +99,11 @@ def stop(proc: Started, grace_s: float = 10.0) -> None:
         os.kill(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        _reap(proc.pid)
-        if not alive(proc.pid):
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    for _ in range(100):
-        _reap(proc.pid)
-        if not alive(proc.pid):
-            return
-        time.sleep(0.05)
+    if not _wait_gone(proc.pid, grace_s):
+        _sigkill(proc.pid)
 
 
 def kill(proc: Started) -> None:
     """SIGKILL at once (fault tests: a component that dies without cleaning up)."""
     if is_ours(proc.pid, proc.executable):
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        for _ in range(100):
-            _reap(proc.pid)
-            if not alive(proc.pid):
-                return
-            time.sleep(0.02)
+        _sigkill(proc.pid)
