@@ -42,10 +42,23 @@ FAKE_POD_PHASE_LABEL = "toposched.dev/fake-phase"
 WATCH_LIST_OFF = "--feature-gates=WatchListClient=false"
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports. All sockets stay bound until every port is
+    chosen: binding port 0 one socket at a time can hand out the same port twice."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((LOOPBACK, 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def port_in_use(port: int) -> bool:
@@ -69,7 +82,7 @@ class Ports:
 
     @classmethod
     def dynamic(cls) -> Ports:
-        return cls(*(free_port() for _ in range(6)))
+        return cls(*free_ports(6))
 
     @classmethod
     def fixed(cls, base: int) -> Ports:
@@ -376,6 +389,9 @@ class LocalCluster:
                             f"https://{LOOPBACK}:{self.ports.controller_manager}/healthz", ctx, timeout_s)
             self._wait_http("kube-scheduler", f"https://{LOOPBACK}:{self.ports.scheduler}/healthz", ctx, timeout_s)
             self._wait_default_service_account(timeout_s)
+            for proc in self.state.processes.values():  # e.g. KWOK losing a port race exits at once
+                if not processes.alive(proc.pid):
+                    raise UserError(f"{proc.name} exited during start-up: see {proc.log}")
         except BaseException:
             self.stop()
             raise

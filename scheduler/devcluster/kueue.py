@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from scheduler.devcluster import binaries, certs, processes
-from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_port
+from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 from scheduler.errors import UserError
 
 KUEUE_VERSION = binaries.KUEUE_VERSION
@@ -76,7 +76,7 @@ class KueuePorts:
 
     @classmethod
     def dynamic(cls) -> KueuePorts:
-        return cls(free_port(), free_port(), free_port())
+        return cls(*free_ports(3))
 
 
 def kueue_configuration(ports: KueuePorts, cert_dir: Path, *, integrations: tuple[str, ...] = ("batch/job",),

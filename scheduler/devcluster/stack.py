@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from scheduler.devcluster import processes
-from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_port
+from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_ports
 from scheduler.errors import UserError
 
 COMPONENTS = ("toposched-extender", "toposched-webhook", "toposched-controller")
@@ -24,7 +24,7 @@ class StackPorts:
 
     @classmethod
     def dynamic(cls) -> StackPorts:
-        return cls(free_port(), free_port(), free_port(), free_port())
+        return cls(*free_ports(4))
 
     @classmethod
     def after(cls, base: int) -> StackPorts:

@@ -4,6 +4,7 @@ Workload that cannot fit are created as objects (no controller runs; explain onl
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,16 @@ def setup(kube_api: client.ApiClient, namespace: str) -> Iterator[dict[str, Any]
                                               "UnschedulablePendingReplacement"}}]}
     nodes = generate_nodes(desc)
     create_nodes(kube_api, nodes, FAKE_NODE_LABEL)
+    # KWOK marks them Ready asynchronously: explain must see the final health, not the start-up.
+    core_api = client.CoreV1Api(kube_api)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready = [any(c.type == "Ready" and c.status == "True" for c in (core_api.read_node(n["metadata"]["name"])
+                                                                       .status.conditions or []))
+                 for n in nodes]
+        if all(ready):
+            break
+        time.sleep(0.2)
     topo, flavor, cq = f"topo-{namespace}", f"rf-{namespace}", f"cq-{namespace}"
     objects = [
         {"apiVersion": KQ, "kind": "Topology", "metadata": {"name": topo}, "spec": {"levels": [
