@@ -55,6 +55,7 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
     webhook_rejects = scenario.get("webhook_rejects") or {}
     message_differs = scenario.get("message_differs") or {}
     message_superset = set(scenario.get("message_superset") or ())
+    scenario_fails_nodes = any("fail_node_of" in step for step in scenario.get("steps") or ())
     diffs: list[str] = []
     kj, tj = jobs_of(kueue), jobs_of(topo)
     if sorted(kj) != sorted(tj):
@@ -101,7 +102,13 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
                 diffs.append(f"{name}: pending message differs:\n  kueue:     {k.get('message')!r}\n"
                              f"  toposched: {t.get('message')!r}")
             continue
-        if job_mode == "same" and sorted(k.get("evictions") or ()) != sorted(t.get("evictions") or ()):
+        k_evictions = list(k.get("evictions") or ())
+        if not scenario_fails_nodes:
+            # No node fails in this scenario: a NodeFailures eviction on the Kueue side is the
+            # environment (a KWOK lease renewed late on the loaded 2-core CI machine, seen on q08),
+            # not a scheduling decision. toposched must still show none (it is not filtered).
+            k_evictions = [e for e in k_evictions if e != "NodeFailures"]
+        if job_mode == "same" and sorted(k_evictions) != sorted(t.get("evictions") or ()):
             diffs.append(f"{name}: evictions differ: kueue {k.get('evictions') or []} vs toposched "
                          f"{t.get('evictions') or []}")
         if bool(k.get("preempted")) != bool(t.get("preempted")):

@@ -34,6 +34,10 @@ def setup(kube_api: client.ApiClient, namespace: str) -> Iterator[dict[str, Any]
             "nodes": [{"index": 3, "labels": {"sagemaker.amazonaws.com/node-health-status":
                                               "UnschedulablePendingReplacement"}}]}
     nodes = generate_nodes(desc)
+    # A taint of their own: pending pods of other tests in this session must not land here.
+    taint = {"key": "toposched.dev/explain-test", "value": namespace, "effect": "NoSchedule"}
+    for n in nodes:
+        n.setdefault("spec", {})["taints"] = [*(n["spec"].get("taints") or []), taint]
     create_nodes(kube_api, nodes, FAKE_NODE_LABEL)
     # KWOK marks them Ready asynchronously: explain must see the final health, not the start-up.
     core_api = client.CoreV1Api(kube_api)
@@ -64,6 +68,8 @@ def setup(kube_api: client.ApiClient, namespace: str) -> Iterator[dict[str, Any]
     job = yaml.safe_load((repo_root() / "examples/jobs/hyperpod-required-layer3.yaml").read_text())
     job["metadata"]["namespace"] = namespace
     job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    job["spec"]["template"]["spec"]["tolerations"] = [{"key": "toposched.dev/explain-test", "operator": "Equal",
+                                                       "value": namespace, "effect": "NoSchedule"}]
     job = api.create(JOBS, job, namespace)  # 10 pods x 1 GPU, required layer-3
     api.create(WORKLOADS, workload_for_job(BatchJob(), job, 0, None), namespace)
     try:
