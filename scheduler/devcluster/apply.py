@@ -16,7 +16,7 @@ FIELD_MANAGER = "toposched-dev"
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:
-    docs = []
+    docs: list[dict[str, Any]] = []
     for doc in yaml.safe_load_all(path.read_text()):
         if not doc:
             continue
@@ -63,3 +63,30 @@ def create_nodes(api: client.ApiClient, nodes: Iterable[Mapping[str, Any]], fake
                 raise
         count += 1
     return count
+
+
+# Taints the node-lifecycle controller puts on a node whose Ready condition is not True. A fresh
+# fake node carries not-ready until KWOK reports Ready *and* the controller's next monitor pass
+# (node-monitor-period, 5 s) lifts it, so "Ready" alone does not mean "placeable" yet.
+LIFECYCLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+def node_is_settled(node: client.V1Node) -> bool:
+    """Ready=True and none of the node-lifecycle taints left: what every health check will see."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    return ready and not any(t.key in LIFECYCLE_TAINTS for t in (node.spec.taints or []))
+
+
+def wait_nodes_settled(api: client.ApiClient, names: Iterable[str], timeout_s: float = 60) -> None:
+    """Block until each named node is settled (see node_is_settled); raise naming the stragglers."""
+    core = client.CoreV1Api(api)
+    pending = set(names)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        pending = {n for n in pending if not node_is_settled(core.read_node(n))}
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes not Ready (or still tainted not-ready) after {timeout_s:.0f}s: "
+                               f"{', '.join(sorted(pending)[:5])}{' ...' if len(pending) > 5 else ''}")
+        time.sleep(0.2)

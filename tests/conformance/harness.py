@@ -29,7 +29,7 @@ from kubernetes import client
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.fakecluster import generate_nodes
-from scheduler.devcluster.apply import apply_objects, create_nodes
+from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL, LocalCluster
 from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS, Api
 
@@ -412,15 +412,7 @@ class Run:
         time.sleep(1.0)  # let both engines' caches see the empty cluster
 
     def _wait_nodes_ready(self, timeout_s: float = 30) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            items = self.api.list(NODES).get("items", [])
-            ready = [n for n in items if any(c.get("type") == "Ready" and c.get("status") == "True"
-                                             for c in (n.get("status") or {}).get("conditions") or [])]
-            if len(ready) >= len(self.nodes):
-                return
-            time.sleep(0.3)
-        raise AssertionError("re-created nodes did not become Ready")
+        wait_nodes_settled(self.kube, [n["metadata"]["name"] for n in self.nodes], timeout_s)
 
     def stop(self) -> None:
         self.cluster.stop()

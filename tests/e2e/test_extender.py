@@ -19,7 +19,7 @@ from kubernetes import client
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
-from scheduler.devcluster.apply import create_nodes
+from scheduler.devcluster.apply import create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, default_scheduler_config, free_port
 from scheduler.devcluster.processes import stop
 from scheduler.extender.config import toposched_scheduler_config
@@ -181,13 +181,7 @@ def test_pods_land_on_assigned_healthy_nodes_only(
     nodes.append(_node(sick, f"nn-{namespace}-y", health="UnschedulablePendingReplacement"))
     create_nodes(kube_api, nodes, FAKE_NODE_LABEL)
     all_names = {n["metadata"]["name"] for n in nodes}
-    _wait(
-        lambda: all(
-            any(c.type == "Ready" and c.status == "True" for c in (core.read_node(n).status.conditions or []))
-            for n in all_names
-        ),
-        what="fake nodes Ready",
-    )
+    wait_nodes_settled(kube_api, all_names)
     # 10 pods: 3+3 in layer-3 x, 2+1 in y, 1 on the unhealthy node; x2, y2 are not assigned.
     assignment = {x[0]: 3, x[1]: 3, y[0]: 2, y[1]: 1, sick: 1}
     _admitted_workload(api, namespace, "wl", assignment)

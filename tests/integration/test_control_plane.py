@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.devcluster.apply import apply_objects, create_nodes
+from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -105,8 +105,7 @@ def test_real_scheduler_binds_plain_pod_and_kwok_runs_it(kube_api: client.ApiCli
     node_name = f"bind-{namespace}"
     create_nodes(kube_api, [_node(node_name, "nn-bind")], FAKE_NODE_LABEL)
     core = client.CoreV1Api(kube_api)
-    _wait(lambda: any(c.type == "Ready" and c.status == "True"
-                      for c in (core.read_node(node_name).status.conditions or [])))
+    wait_nodes_settled(kube_api, [node_name])
     pod = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain", "namespace": namespace},
         "spec": {

@@ -4,7 +4,6 @@ Workload that cannot fit are created as objects (no controller runs; explain onl
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +13,7 @@ from kubernetes import client
 
 from scheduler import cli
 from scheduler.core.fakecluster import generate_nodes
-from scheduler.devcluster.apply import apply_objects, create_nodes
+from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL
 from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, TOPOLOGIES, WORKLOADS, Api
@@ -35,16 +34,9 @@ def setup(kube_api: client.ApiClient, namespace: str) -> Iterator[dict[str, Any]
                                               "UnschedulablePendingReplacement"}}]}
     nodes = generate_nodes(desc)
     create_nodes(kube_api, nodes, FAKE_NODE_LABEL)
-    # KWOK marks them Ready asynchronously: explain must see the final health, not the start-up.
-    core_api = client.CoreV1Api(kube_api)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready = [any(c.type == "Ready" and c.status == "True" for c in (core_api.read_node(n["metadata"]["name"])
-                                                                       .status.conditions or []))
-                 for n in nodes]
-        if all(ready):
-            break
-        time.sleep(0.2)
+    # KWOK marks them Ready asynchronously and the node-lifecycle controller lifts its not-ready
+    # taint on a later pass: explain must see the final health, not the start-up.
+    wait_nodes_settled(kube_api, [n["metadata"]["name"] for n in nodes])
     topo, flavor, cq = f"topo-{namespace}", f"rf-{namespace}", f"cq-{namespace}"
     objects = [
         {"apiVersion": KQ, "kind": "Topology", "metadata": {"name": topo}, "spec": {"levels": [
