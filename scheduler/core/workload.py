@@ -24,6 +24,9 @@ ANN_SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constrain
 ANN_GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+# What Kueue (and toposched) put on the pods of an admitted workload: which Workload, which pod set.
+ANN_WORKLOAD = "kueue.x-k8s.io/workload"
+LABEL_PODSET = "kueue.x-k8s.io/podset"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 DEFAULT_POD_SET = "main"

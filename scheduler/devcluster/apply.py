@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -71,22 +72,26 @@ def create_nodes(api: client.ApiClient, nodes: Iterable[Mapping[str, Any]], fake
 LIFECYCLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 
 
-def node_is_settled(node: client.V1Node) -> bool:
+def node_is_settled(node: Mapping[str, Any]) -> bool:
     """Ready=True and none of the node-lifecycle taints left: what every health check will see."""
-    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
-    return ready and not any(t.key in LIFECYCLE_TAINTS for t in (node.spec.taints or []))
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or ())
+    return ready and not any(t.get("key") in LIFECYCLE_TAINTS for t in (node.get("spec") or {}).get("taints") or ())
 
 
 def wait_nodes_settled(api: client.ApiClient, names: Iterable[str], timeout_s: float = 60) -> None:
-    """Block until each named node is settled (see node_is_settled); raise naming the stragglers."""
+    """Block until each named node is settled (see node_is_settled); raise naming the stragglers.
+    One raw LIST per poll (thousands of nodes deserialised as plain JSON, not client models)."""
     core = client.CoreV1Api(api)
     pending = set(names)
     deadline = time.monotonic() + timeout_s
     while pending:
-        pending = {n for n in pending if not node_is_settled(core.read_node(n))}
+        raw = core.list_node(_preload_content=False)
+        settled = {n["metadata"]["name"] for n in json.loads(raw.data).get("items") or () if node_is_settled(n)}
+        pending -= settled
         if not pending:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"nodes not Ready (or still tainted not-ready) after {timeout_s:.0f}s: "
+            raise TimeoutError(f"{len(pending)} node(s) not Ready (or still tainted not-ready) after {timeout_s:.0f}s: "
                                f"{', '.join(sorted(pending)[:5])}{' ...' if len(pending) > 5 else ''}")
-        time.sleep(0.2)
+        time.sleep(0.5)

@@ -33,10 +33,11 @@ from scheduler.core.assignment import AssignmentFormatError, decode_topology_ass
 from scheduler.core.health import DEFAULT_POLICY, Health, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS
+from scheduler.core.workload import ANN_WORKLOAD, DEFAULT_POD_SET, LABEL_PODSET
 
-WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
-PODSET_LABEL = "kueue.x-k8s.io/podset"
-DEFAULT_PODSET = "main"
+WORKLOAD_ANNOTATION = ANN_WORKLOAD
+PODSET_LABEL = LABEL_PODSET
+DEFAULT_PODSET = DEFAULT_POD_SET
 SCHEDULER_NAME = "toposched"
 MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 

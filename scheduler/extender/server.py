@@ -122,6 +122,9 @@ class Extender:
         out = self.book.filter(pod, names, payload)
         if out.error:
             log.info("filter %s/%s: %s", pod.namespace, pod.name, out.error)
+        else:
+            log.debug("filter %s/%s: %d node(s) offered, %d passed", pod.namespace, pod.name, len(names),
+                      len(out.passed))
         passed_items: list[Any] = []
         if names_in is None:
             keep = set(out.passed)

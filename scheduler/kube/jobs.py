@@ -21,8 +21,10 @@ from scheduler.core.workload import (
     ANN_SLICE_REQUIRED,
     ANN_SLICE_SIZE,
     ANN_UNCONSTRAINED,
+    ANN_WORKLOAD,
     DEFAULT_POD_SET,
     JOB_COMPLETION_INDEX,
+    LABEL_PODSET,
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
     job_pod_count,
@@ -30,8 +32,6 @@ from scheduler.core.workload import (
 )
 from scheduler.kube.informer import JOBS, Resource
 
-ANN_WORKLOAD = "kueue.x-k8s.io/workload"
-LABEL_PODSET = "kueue.x-k8s.io/podset"
 LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 SCHEDULER_NAME = "toposched"
 # HyperPod auto-resume (on the job's metadata).

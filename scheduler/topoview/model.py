@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import NodeInfo, PodInfo
+from scheduler.core.workload import ANN_WORKLOAD
 
 LAYER_PREFIX = "topology.k8s.aws/network-node-layer-"
 _LAYER_RE = re.compile(r"^topology\.k8s\.aws/network-node-layer-(\d+)$")
 ACCELERATORS = ("nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neurondevice")
-WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+WORKLOAD_ANNOTATION = ANN_WORKLOAD
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name", "training.kubeflow.org/job-name")
 
 # Health categories used for colour: placeable, HyperPod/fault unhealthy, unavailable
