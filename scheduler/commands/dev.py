@@ -62,7 +62,7 @@ def _read_yaml(path: Path, what: str) -> Any:
 
 def run_up(args: argparse.Namespace) -> int:
     from scheduler.core.fakecluster import generate_nodes
-    from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents
+    from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents, wait_nodes_settled
     from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports
 
     directory = args.dir or default_dir()
@@ -86,6 +86,8 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         api = cluster.api_client()
         create_nodes(api, nodes, FAKE_NODE_LABEL)
+        # 'up' means placeable: Ready and the node-lifecycle controller's not-ready taint lifted.
+        wait_nodes_settled(api, [n["metadata"]["name"] for n in nodes], timeout_s=120)
         # toposched's own namespace (leader-election Lease, webhook certificates), as deploy/ has it.
         apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(api, queues)

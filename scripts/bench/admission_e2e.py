@@ -65,7 +65,7 @@ build_arrivals, build_nodes, build_queues = _shape.build_arrivals, _shape.build_
 from kubernetes import client  # noqa: E402
 
 from scheduler.core.resources import format_quantity  # noqa: E402
-from scheduler.devcluster.apply import apply_objects, create_nodes  # noqa: E402
+from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
 from scheduler.kube.informer import JOBS, PODS, WORKLOADS, Api  # noqa: E402
@@ -309,7 +309,9 @@ def run(a: argparse.Namespace) -> int:
         cluster.start()
         kube = cluster.api_client()
         api = Api(kube)
-        create_nodes(kube, node_objects(a.racks, a.nodes_per_rack), FAKE_NODE_LABEL)
+        node_list = node_objects(a.racks, a.nodes_per_rack)
+        create_nodes(kube, node_list, FAKE_NODE_LABEL)
+        wait_nodes_settled(kube, [n["metadata"]["name"] for n in node_list], timeout_s=300)
         apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(kube, queue_objects(cqs, lqs))
         start_toposched(cluster, StackPorts.dynamic())

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.core.fakecluster import generate_nodes
-from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents
+from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents, wait_nodes_settled
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster
 from scheduler.devcluster.stack import StackPorts, start_toposched
@@ -53,6 +53,7 @@ def start_stack(directory: Path, description: dict[str, Any], controller_args: t
         kube = cluster.api_client()
         nodes = generate_nodes(description)
         create_nodes(kube, nodes, FAKE_NODE_LABEL)
+        wait_nodes_settled(kube, [n["metadata"]["name"] for n in nodes])
         apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(kube, load_documents(QUEUES))
         start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
