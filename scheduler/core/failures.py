@@ -15,7 +15,7 @@ stay where they are. No replacement -> the caller evicts with reason ``NodeFailu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,24 +107,24 @@ def _fill(leaves: list[int], capacity: Mapping[int, int], missing: int, tree: To
 
 def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Resources, failed_node: str,
                      required_level: str | None, failed_node_labels: Mapping[str, str] | None = None,
-                     ) -> PodSetPlacement | None:
+                     slice_levels: Sequence[str] = ()) -> PodSetPlacement | None:
     """The assignment with ``failed_node``'s pods moved to healthy nodes, or None.
 
     ``tree`` must already hold this workload's usage (it is the live snapshot): the freed
     slots of the failed node are not in it anyway (unhealthy nodes are not in the tree).
+
+    ``slice_levels`` (``podset-slice-required-topology`` and the levels of multi-layer slice
+    constraints): the failed node's pods may only move inside the failed node's own domain at
+    the deepest of these levels, so every slice stays whole in its domain (and therefore inside
+    the pod set's required domain, which contains it). That needs the failed node's labels.
     """
+    if slice_levels:
+        return _replace_within_slice_domain(tree, pod_set, per_pod, failed_node, failed_node_labels, slice_levels)
     counts = pods_per_node(pod_set)
     missing = counts.pop(failed_node, 0)
-    if missing == 0 or not tree.hostname_lowest:
+    fit = _pods_fitting(tree, per_pod)
+    if missing == 0 or not tree.hostname_lowest or fit is None:
         return None
-    vec = tree.request_vector(with_pod_slot(per_pod))
-    requested = vec > 0
-    if not requested.any():
-        return None
-
-    def fit(leaf: int) -> int:
-        free = np.maximum(tree.free[leaf][requested], 0)
-        return int((free // vec[requested]).min())
 
     # Levels to search, narrowest first: for required, exactly the required level's domain;
     # for preferred/unconstrained, every level from just above hostname up to the top.
@@ -159,11 +159,39 @@ def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Reso
         ranked = sorted(leaves_of, key=lambda d: (sum(capacity[lf] for lf in leaves_of[d]), tree.paths[level][d]))
         for domain in ranked:
             chosen = _fill(leaves_of[domain], capacity, missing, tree)
-            if chosen is None:
-                continue
-            new_counts = dict(counts)
-            for leaf, take in chosen.items():
-                host = tree.paths[-1][leaf][-1]
-                new_counts[host] = new_counts.get(host, 0) + take
-            return _with_counts(pod_set, new_counts, tree)
+            if chosen is not None:
+                return _with_counts(pod_set, _moved_to(counts, chosen, tree), tree)
     return None
+
+
+def _replace_within_slice_domain(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Resources,
+                                 failed_node: str, failed_node_labels: Mapping[str, str] | None,
+                                 slice_levels: Sequence[str]) -> PodSetPlacement | None:
+    counts = pods_per_node(pod_set)
+    missing = counts.pop(failed_node, 0)
+    levels = [tree.level_index(lv) for lv in slice_levels if tree.has_level(lv) and lv != HOSTNAME_LABEL]
+    fit = _pods_fitting(tree, per_pod)
+    if missing == 0 or not tree.hostname_lowest or not levels or failed_node_labels is None or fit is None:
+        return None  # e.g. the node object is gone, so its slice domain is unknown: evict
+    level = max(levels)
+    path = tuple(failed_node_labels.get(lv, "") for lv in tree.levels[: level + 1])
+    leaves = [leaf for leaf in range(tree.n_leaves) if tree.paths[level][tree.ancestor(leaf, level)] == path]
+    chosen = _fill(leaves, {leaf: fit(leaf) for leaf in leaves}, missing, tree)
+    return None if chosen is None else _with_counts(pod_set, _moved_to(counts, chosen, tree), tree)
+
+
+def _pods_fitting(tree: TopologyTree, per_pod: Resources) -> Callable[[int], int] | None:
+    """leaf -> how many more pods of ``per_pod`` (plus a pod slot) fit there; None if it asks nothing."""
+    vec = tree.request_vector(with_pod_slot(per_pod))
+    requested = vec > 0
+    if not requested.any():
+        return None
+    return lambda leaf: int((np.maximum(tree.free[leaf][requested], 0) // vec[requested]).min())
+
+
+def _moved_to(counts: Mapping[str, int], chosen: Mapping[int, int], tree: TopologyTree) -> dict[str, int]:
+    out = dict(counts)
+    for leaf, take in chosen.items():
+        host = tree.paths[-1][leaf][-1]
+        out[host] = out.get(host, 0) + take
+    return out

@@ -203,7 +203,8 @@ def workload_from_job(job: Mapping[str, Any]) -> WorkloadSpec:
     )
 
 
-def _topology_request_from_workload(raw: Mapping[str, Any] | None) -> TopologyRequest | None:
+def topology_request_from_workload(raw: Mapping[str, Any] | None) -> TopologyRequest | None:
+    """A Workload pod set's ``topologyRequest`` (v1beta1 or v1beta2 field names) -> TopologyRequest."""
     if not raw:
         return None
     constraints: list[SliceConstraint] = []
@@ -221,6 +222,11 @@ def _topology_request_from_workload(raw: Mapping[str, Any] | None) -> TopologyRe
     )
 
 
+def slice_levels_of(request: TopologyRequest | None) -> tuple[str, ...]:
+    """The levels a pod set's slices must each stay within (empty without slices)."""
+    return tuple(c.level for c in request.slice_constraints) if request else ()
+
+
 def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
     """A Kueue Workload (v1beta1 or v1beta2) -> :class:`WorkloadSpec`.
 
@@ -236,7 +242,7 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
         if not isinstance(template, Mapping):
             raise WorkloadFormatError(f"spec.podSets[{i}].template: missing pod template")
         built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
-        request = _topology_request_from_workload(ps.get("topologyRequest"))
+        request = topology_request_from_workload(ps.get("topologyRequest"))
         if request is not None:
             built = PodSetSpec(built.name, built.count, built.requests, request, built.node_selector, built.tolerations)
         pod_sets.append(built)

@@ -4,7 +4,7 @@ For every workload that holds a reservation, the nodes of its assignment are che
 ``node_health`` (one function, one answer) through a debounced :class:`FailureTracker`.
 
 - One failed node, hostname-level assignment, and a replacement inside the domain the
-  request requires: the assignment is rewritten (hot swap, like Kueue's
+  request requires (for slices: the failed node's own slice domain): the assignment is rewritten (hot swap, like Kueue's
   ``TASFailedNodeReplacement``) and the workload's pods on the failed node are deleted so
   the Job controller recreates them; the extender places them on the new slot. Pods
   elsewhere keep running.
@@ -40,9 +40,10 @@ from scheduler.core.failures import (
 )
 from scheduler.core.health import node_health
 from scheduler.core.nodes import node_from_k8s
+from scheduler.core.workload import ANN_WORKLOAD, slice_levels_of, topology_request_from_workload
 from scheduler.kube import status as st
 from scheduler.kube.informer import PODS, WORKLOADS
-from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY, ANN_WORKLOAD
+from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.kube.snapshot import admitted_placements, core_nodes, core_pods, flavor_trees
 
 if TYPE_CHECKING:
@@ -133,12 +134,12 @@ class NodeFailureHandler:
                 new_psas.append(psa)
                 continue
             tree = trees.get(flavor)
-            request = (spec_sets.get(psa["name"]) or {}).get("topologyRequest") or {}
-            if tree is None or request.get("podSetSliceRequiredTopology") or \
-                    request.get("podsetSliceRequiredTopologyConstraints"):
-                return False  # slices: evict (replacement of a broken slice is not built yet)
+            request = topology_request_from_workload((spec_sets.get(psa["name"]) or {}).get("topologyRequest"))
+            if tree is None:
+                return False
             failed_labels = ((nodes.get(failed) or {}).get("metadata") or {}).get("labels")
-            new = find_replacement(tree, placement, per_pod, failed, request.get("required"), failed_labels)
+            new = find_replacement(tree, placement, per_pod, failed, request.required if request else None,
+                                   failed_labels, slice_levels_of(request))
             if new is None:
                 return False
             new_psas.append({**psa, "topologyAssignment": encode_v1beta2(new)})

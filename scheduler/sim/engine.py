@@ -45,7 +45,7 @@ from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
 from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.topology import TopologyTree
-from scheduler.core.workload import WorkloadSpec
+from scheduler.core.workload import WorkloadSpec, slice_levels_of
 
 GPU = "nvidia.com/gpu"
 FAILED_STATUS = "UnschedulablePendingReboot"
@@ -275,7 +275,7 @@ class Simulator:
             self._requeue(key, "eviction", f"{EVICTION_REASON}: {node}")
 
     def _replace(self, w: AdmittedWorkload, node: str) -> tuple[TASUsage, ...] | None:
-        required = {ps.name: (ps.topology.required if ps.topology else None) for ps in w.spec.pod_sets}
+        requests = {ps.name: ps.topology for ps in w.spec.pod_sets}
         out = []
         for u in w.tas:
             if node not in pods_per_node(u.placement):
@@ -284,8 +284,9 @@ class Simulator:
             tree = self.trees.get(u.flavor)
             if tree is None:
                 return None
-            new = find_replacement(tree, u.placement, u.per_pod, node, required.get(u.placement.name),
-                                   self.nodes[node].labels)
+            request = requests.get(u.placement.name)
+            new = find_replacement(tree, u.placement, u.per_pod, node, request.required if request else None,
+                                   self.nodes[node].labels, slice_levels_of(request))
             if new is None:
                 return None
             out.append(TASUsage(u.flavor, new, u.per_pod))

@@ -15,6 +15,7 @@ from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube.nodefailures import ANN_RETRIES
 from tests.e2e.conftest import Stack
 
+L2 = "topology.k8s.aws/network-node-layer-2"
 L3 = "topology.k8s.aws/network-node-layer-3"
 HEALTH = "sagemaker.amazonaws.com/node-health-status"
 HEALTH_TAINT = {"key": HEALTH, "value": "Unschedulable", "effect": "NoSchedule"}
@@ -28,7 +29,8 @@ def stack(stack_factory: Any) -> Stack:
     return stack_factory(CLUSTER, controller_args=("--node-failure-grace-seconds", "1"))
 
 
-def training_job(name: str, pods: int, max_retry: int | None = 1) -> dict[str, Any]:
+def training_job(name: str, pods: int, max_retry: int | None = 1,
+                 topology: dict[str, str] | None = None) -> dict[str, Any]:
     ann = {}
     if max_retry is not None:
         ann = {"sagemaker.amazonaws.com/enable-job-auto-resume": "true",
@@ -39,7 +41,7 @@ def training_job(name: str, pods: int, max_retry: int | None = 1) -> dict[str, A
                      "labels": {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue"}},
         "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 100,
                  "template": {
-                     "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": L3}},
+                     "metadata": {"annotations": topology or {"kueue.x-k8s.io/podset-required-topology": L3}},
                      "spec": {"restartPolicy": "Never", "containers": [{
                          "name": "trainer", "image": "busybox",
                          "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}},
@@ -155,4 +157,39 @@ def test_hot_swap_replaces_only_the_failed_node(stack: Stack) -> None:
     assert (wl["metadata"].get("annotations") or {}).get(ANN_RETRIES) is None  # a hot swap is no retry
     assert not any(c["type"] == "Evicted" and c["status"] == "True" for c in wl["status"]["conditions"])
     stack.api.delete(JOBS, "swap", NS, propagationPolicy="Background")
+    recover_node(stack, victim)
+
+
+def test_hot_swap_keeps_each_slice_in_its_domain(stack: Stack) -> None:
+    # 2 slices of 3 pods, each slice inside one layer-3 domain, the job inside the layer-2 block.
+    sliced = {"kueue.x-k8s.io/podset-required-topology": L2,
+              "kueue.x-k8s.io/podset-slice-required-topology": L3, "kueue.x-k8s.io/podset-slice-size": "3"}
+    job = stack.api.create(JOBS, training_job("sliced", 6, max_retry=2, topology=sliced), NS)
+    uid = job["metadata"]["uid"]
+
+    def six_running(avoid: set[str]) -> list[dict[str, Any]] | None:
+        got = running(stack, "sliced")
+        return got if len(got) == 6 and not {p["spec"]["nodeName"] for p in got} & avoid else None
+
+    def pods_per_l3(pods: list[dict[str, Any]]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in pods:
+            out[l3_of(stack)[p["spec"]["nodeName"]]] = out.get(l3_of(stack)[p["spec"]["nodeName"]], 0) + 1
+        return out
+
+    pods = stack.wait(lambda: six_running(set()), 120, "6 sliced pods Running")
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    per_l3 = pods_per_l3(pods)
+    assert all(n % 3 == 0 for n in per_l3.values()), per_l3  # whole slices per layer-3 domain
+    victim = sorted(before.values())[0]
+    t0 = time.monotonic()
+    fail_node(stack, victim)
+    after = stack.wait(lambda: six_running({victim}), 120, "sliced pods re-placed")
+    print(f"\n[node-failure] hot swap in a slice: failure -> 6 pods Running again in {time.monotonic() - t0:.1f}s")
+    assert pods_per_l3(after) == per_l3  # the replacement stayed in the failed node's slice domain
+    assert len({p["metadata"]["name"] for p in after} & set(before)) == 5
+    wl = workload(stack, uid)
+    assert not any(c["type"] == "Evicted" and c["status"] == "True" for c in wl["status"]["conditions"])
+    stack.api.delete(JOBS, "sliced", NS, propagationPolicy="Background")
+    stack.wait(lambda: running(stack, "sliced") == [], 60, "sliced pods gone")
     recover_node(stack, victim)

@@ -99,3 +99,36 @@ def test_single_pod_on_a_deleted_node_is_replaced_in_any_domain_that_fits() -> N
     tree = tree_with(current, failed={"n2"}, extra_used={"n1": 1, "n3": 1})
     got = find_replacement(tree, current, PER_POD, "n2", L3, failed_node_labels=None)
     assert got is not None and sum(pods_per_node(got).values()) == 1 and "n2" not in pods_per_node(got)
+
+
+# Slices of 2 pods, each slice inside one rack (layer-3), the pod set inside one layer-2 block:
+# slice A on n1+n2 (rack r1), slice B on n4+n5 (rack r2); n3 (r1) is the only free node.
+SLICED = {"n1": 1, "n2": 1, "n4": 1, "n5": 1}
+
+
+def labels_of(name: str) -> dict[str, str]:
+    return next(n.labels for n in NODES if n.name == name)
+
+
+def test_slice_pod_moves_only_inside_its_own_slice_domain() -> None:
+    current = placement(SLICED)
+    tree = tree_with(current, failed={"n2"})
+    got = find_replacement(tree, current, PER_POD, "n2", L2, labels_of("n2"), slice_levels=(L3,))
+    assert got is not None and pods_per_node(got) == {"n1": 1, "n3": 1, "n4": 1, "n5": 1}
+
+
+def test_slice_is_not_broken_to_keep_the_outer_domain() -> None:
+    # n4 fails; the free n3 is in the same block (required layer-2 would hold) but in rack r1,
+    # which would split slice B over two racks: no replacement, the workload is evicted.
+    current = placement(SLICED)
+    tree = tree_with(current, failed={"n4"})
+    assert find_replacement(tree, current, PER_POD, "n4", L2, labels_of("n4"), slice_levels=(L3,)) is None
+    # without the slice constraint the same failure is hot-swapped onto n3
+    got = find_replacement(tree, current, PER_POD, "n4", L2, labels_of("n4"))
+    assert got is not None and "n3" in pods_per_node(got)
+
+
+def test_slice_replacement_needs_the_failed_nodes_labels() -> None:
+    current = placement(SLICED)
+    tree = tree_with(current, failed={"n2"})
+    assert find_replacement(tree, current, PER_POD, "n2", L2, None, slice_levels=(L3,)) is None
