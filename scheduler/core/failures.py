@@ -118,13 +118,39 @@ def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Reso
     the deepest of these levels, so every slice stays whole in its domain (and therefore inside
     the pod set's required domain, which contains it). That needs the failed node's labels.
     """
-    if slice_levels:
-        return _replace_within_slice_domain(tree, pod_set, per_pod, failed_node, failed_node_labels, slice_levels)
     counts = pods_per_node(pod_set)
     missing = counts.pop(failed_node, 0)
     fit = _pods_fitting(tree, per_pod)
     if missing == 0 or not tree.hostname_lowest or fit is None:
         return None
+
+    def failed_nodes_domain(level: int) -> set[int]:
+        if failed_node_labels is None:
+            return set()
+        path = tuple(failed_node_labels.get(lv, "") for lv in tree.levels[: level + 1])
+        return {i for i, p in enumerate(tree.paths[level]) if p == path}
+
+    def place_in(level: int, domains: set[int]) -> PodSetPlacement | None:
+        leaves_of: dict[int, list[int]] = {}
+        for leaf in range(tree.n_leaves):
+            domain = tree.ancestor(leaf, level)
+            if domain in domains:
+                leaves_of.setdefault(domain, []).append(leaf)
+        capacity = {leaf: fit(leaf) for leaves in leaves_of.values() for leaf in leaves}
+        # Tightest domain that takes them all first (BestFit), by value path on ties.
+        ranked = sorted(leaves_of, key=lambda d: (sum(capacity[lf] for lf in leaves_of[d]), tree.paths[level][d]))
+        for domain in ranked:
+            chosen = _fill(leaves_of[domain], capacity, missing, tree)
+            if chosen is not None:
+                return _with_counts(pod_set, _moved_to(counts, chosen, tree), tree)
+        return None
+
+    if slice_levels:
+        levels = [tree.level_index(lv) for lv in slice_levels if tree.has_level(lv) and lv != HOSTNAME_LABEL]
+        if not levels:
+            return None
+        # Unknown labels (the node object is gone) give no domain: no replacement, evict.
+        return place_in(max(levels), failed_nodes_domain(max(levels)))
 
     # Levels to search, narrowest first: for required, exactly the required level's domain;
     # for preferred/unconstrained, every level from just above hostname up to the top.
@@ -138,9 +164,8 @@ def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Reso
     anchor_leaves = [leaf for host in counts if (leaf := tree.leaf_of_node(host)) is not None]
     for level in search_levels:
         domains = {tree.ancestor(leaf, level) for leaf in anchor_leaves}
-        if not domains and failed_node_labels is not None:
-            path = tuple(failed_node_labels.get(lv, "") for lv in tree.levels[: level + 1])
-            domains = {i for i, p in enumerate(tree.paths[level]) if p == path}
+        if not domains:
+            domains = failed_nodes_domain(level)
         if not domains and not anchor_leaves:
             # Nothing of the workload is left and the failed node is gone: any one domain of the
             # level keeps the request (all the pods together), as Kueue replaces it.
@@ -149,35 +174,10 @@ def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Reso
             if required_level is not None:
                 return None  # the remaining pods already span domains: the request cannot hold
             continue
-        leaves_of: dict[int, list[int]] = {}
-        for leaf in range(tree.n_leaves):
-            domain = tree.ancestor(leaf, level)
-            if domain in domains:
-                leaves_of.setdefault(domain, []).append(leaf)
-        capacity = {leaf: fit(leaf) for leaves in leaves_of.values() for leaf in leaves}
-        # Tightest domain that takes them all first (BestFit), by value path on ties.
-        ranked = sorted(leaves_of, key=lambda d: (sum(capacity[lf] for lf in leaves_of[d]), tree.paths[level][d]))
-        for domain in ranked:
-            chosen = _fill(leaves_of[domain], capacity, missing, tree)
-            if chosen is not None:
-                return _with_counts(pod_set, _moved_to(counts, chosen, tree), tree)
+        placed = place_in(level, domains)
+        if placed is not None:
+            return placed
     return None
-
-
-def _replace_within_slice_domain(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Resources,
-                                 failed_node: str, failed_node_labels: Mapping[str, str] | None,
-                                 slice_levels: Sequence[str]) -> PodSetPlacement | None:
-    counts = pods_per_node(pod_set)
-    missing = counts.pop(failed_node, 0)
-    levels = [tree.level_index(lv) for lv in slice_levels if tree.has_level(lv) and lv != HOSTNAME_LABEL]
-    fit = _pods_fitting(tree, per_pod)
-    if missing == 0 or not tree.hostname_lowest or not levels or failed_node_labels is None or fit is None:
-        return None  # e.g. the node object is gone, so its slice domain is unknown: evict
-    level = max(levels)
-    path = tuple(failed_node_labels.get(lv, "") for lv in tree.levels[: level + 1])
-    leaves = [leaf for leaf in range(tree.n_leaves) if tree.paths[level][tree.ancestor(leaf, level)] == path]
-    chosen = _fill(leaves, {leaf: fit(leaf) for leaf in leaves}, missing, tree)
-    return None if chosen is None else _with_counts(pod_set, _moved_to(counts, chosen, tree), tree)
 
 
 def _pods_fitting(tree: TopologyTree, per_pod: Resources) -> Callable[[int], int] | None:

@@ -35,9 +35,6 @@ from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS
 from scheduler.core.workload import ANN_WORKLOAD, DEFAULT_POD_SET, LABEL_PODSET
 
-WORKLOAD_ANNOTATION = ANN_WORKLOAD
-PODSET_LABEL = LABEL_PODSET
-DEFAULT_PODSET = DEFAULT_POD_SET
 SCHEDULER_NAME = "toposched"
 MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
@@ -60,7 +57,7 @@ class PodRef:
     uid: str
     scheduler_name: str = ""
     workload: str | None = None  # kueue.x-k8s.io/workload annotation
-    pod_set: str = DEFAULT_PODSET
+    pod_set: str = DEFAULT_POD_SET
     node_name: str | None = None
     terminal: bool = False
 
@@ -81,8 +78,8 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef:
         name=meta.get("name") or "",
         uid=meta.get("uid") or "",
         scheduler_name=spec.get("schedulerName") or "default-scheduler",
-        workload=annotations.get(WORKLOAD_ANNOTATION) or None,
-        pod_set=labels.get(PODSET_LABEL) or DEFAULT_PODSET,
+        workload=annotations.get(ANN_WORKLOAD) or None,
+        pod_set=labels.get(LABEL_PODSET) or DEFAULT_POD_SET,
         node_name=spec.get("nodeName") or None,
         terminal=(status.get("phase") in ("Succeeded", "Failed")),
     )
@@ -158,7 +155,7 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
     pod_sets: dict[str, Assignment] = {}
     errors: dict[str, str] = {}
     for psa in (admission or {}).get("podSetAssignments") or ():
-        ps_name = psa.get("name") or DEFAULT_PODSET
+        ps_name = psa.get("name") or DEFAULT_POD_SET
         ta = psa.get("topologyAssignment")
         if not ta:
             continue
@@ -352,7 +349,7 @@ class SlotBook:
         view = self.workloads.get((ns, wl_name))
         if view is None:
             return None, (
-                f"workload {ns}/{wl_name} (annotation {WORKLOAD_ANNOTATION} of pod {pod.name}) "
+                f"workload {ns}/{wl_name} (annotation {ANN_WORKLOAD} of pod {pod.name}) "
                 "is not known to the toposched extender yet; retrying"
             )
         if not view.admitted:
@@ -367,7 +364,7 @@ class SlotBook:
             names = ", ".join(sorted(view.pod_sets)) or "none"
             return None, (
                 f"workload {ns}/{wl_name} has no topologyAssignment for pod set {ps!r} "
-                f"(label {PODSET_LABEL}; pod sets with one: {names})"
+                f"(label {LABEL_PODSET}; pod sets with one: {names})"
             )
         return assignment, ""
 

@@ -4,10 +4,10 @@ For every workload that holds a reservation, the nodes of its assignment are che
 ``node_health`` (one function, one answer) through a debounced :class:`FailureTracker`.
 
 - One failed node, hostname-level assignment, and a replacement inside the domain the
-  request requires (for slices: the failed node's own slice domain): the assignment is rewritten (hot swap, like Kueue's
-  ``TASFailedNodeReplacement``) and the workload's pods on the failed node are deleted so
-  the Job controller recreates them; the extender places them on the new slot. Pods
-  elsewhere keep running.
+  request requires (for slices: the failed node's own slice domain): the assignment is
+  rewritten (hot swap, like Kueue's ``TASFailedNodeReplacement``) and the workload's pods on
+  the failed node are deleted so the Job controller recreates them; the extender places them
+  on the new slot. Pods elsewhere keep running.
 - Otherwise the workload is evicted with reason ``NodeFailures`` and Kueue's message; the
   controller's eviction phase suspends the Job, waits until its pods are gone (so a pod never
   runs twice), and requeues it.

@@ -23,7 +23,6 @@ from scheduler.core.workload import ANN_WORKLOAD
 LAYER_PREFIX = "topology.k8s.aws/network-node-layer-"
 _LAYER_RE = re.compile(r"^topology\.k8s\.aws/network-node-layer-(\d+)$")
 ACCELERATORS = ("nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neurondevice")
-WORKLOAD_ANNOTATION = ANN_WORKLOAD
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name", "training.kubeflow.org/job-name")
 
 # Health categories used for colour: placeable, HyperPod/fault unhealthy, unavailable
@@ -147,7 +146,7 @@ def short_reason(reason: str) -> str:
 
 def workload_of(pod: PodInfo) -> str:
     """A readable workload name for a pod: Kueue workload, else job name, else the pod."""
-    name = pod.annotations.get(WORKLOAD_ANNOTATION)
+    name = pod.annotations.get(ANN_WORKLOAD)
     if not name:
         name = next((pod.labels[k] for k in JOB_NAME_LABELS if pod.labels.get(k)), pod.name)
     return f"{pod.namespace}/{name}"

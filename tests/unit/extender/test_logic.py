@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
+from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
 from scheduler.extender.logic import (
-    PODSET_LABEL,
-    WORKLOAD_ANNOTATION,
     SlotBook,
     SlotTaken,
     pod_ref,
@@ -59,9 +58,9 @@ def pod(
         "annotations": {},
     }
     if wl:
-        meta["annotations"][WORKLOAD_ANNOTATION] = wl
+        meta["annotations"][ANN_WORKLOAD] = wl
     if ps:
-        meta["labels"][PODSET_LABEL] = ps
+        meta["labels"][LABEL_PODSET] = ps
     spec: dict[str, Any] = {"schedulerName": sched, "containers": [{"name": "c"}]}
     if node_name:
         spec["nodeName"] = node_name
