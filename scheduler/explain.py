@@ -77,9 +77,8 @@ def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "a
 
 def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dict[str, Any], solver: str,
                      time_budget_s: float, now: dt.datetime) -> None:
-    from scheduler.core.cycle import Admit, Pending, Preempt, run_cycle
+    from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycle
     from scheduler.core.queueing import order_key, resolve_priority
-    from scheduler.core.quota import QuotaState
     from scheduler.kube.snapshot import build_snapshot
 
     full = build_snapshot(snap.as_cache(), now, solver=solver, time_budget_s=time_budget_s,
@@ -126,10 +125,7 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
                     "pending": len(same), "strategy": cq.queueing_strategy if cq else ""}
     # ---- quota
     if cq is not None:
-        quota = QuotaState(full.cluster_queues.values(), full.cohorts.values())
-        for w in full.admitted:
-            quota.add_usage(w.cluster_queue, w.usage)
-        out["quota"] = _quota(quota, cq, pw.spec, full.cluster_queues)
+        out["quota"] = _quota(quota_in_use(full), cq, pw.spec, full.cluster_queues)
     # ---- topology and health
     out["topology"] = _topology(full, cq, pw.spec)
     out["health"] = _health(snap, full, cq)

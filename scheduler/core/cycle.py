@@ -194,13 +194,23 @@ class _Entry:
     wanted_preemption: bool = False
 
 
+def quota_in_use(snap: Snapshot) -> QuotaState:
+    """The quota tree of the snapshot's ClusterQueues and Cohorts charged with every admitted
+    workload. A workload whose ClusterQueue was deleted under it keeps its nodes (its topology
+    usage is in the trees) but has no quota left to charge."""
+    quota = QuotaState(snap.cluster_queues.values(), snap.cohorts.values())
+    for w in snap.admitted:
+        if w.cluster_queue in snap.cluster_queues:
+            quota.add_usage(w.cluster_queue, w.usage)
+    return quota
+
+
 class _Cycle:
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
-        self.quota = QuotaState(snap.cluster_queues.values(), snap.cohorts.values())
+        self.quota = quota_in_use(snap)
         self.prio: dict[str, int] = {}
         for w in snap.admitted:
-            self.quota.add_usage(w.cluster_queue, w.usage)
             self.prio[w.key] = resolve_priority(
                 w.spec, snap.workload_priority_classes, snap.priority_classes, w.priority
             )

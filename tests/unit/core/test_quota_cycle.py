@@ -314,3 +314,14 @@ def test_lower_or_newer_equal_priority_takes_newer_equal() -> None:
                     pending=[pending(wl("x", 2, prio=5, created=50))])
     assert summary(run_cycle(snap)) == [("preempt", "newer", "InClusterQueue"),
                                         ("pending", "x", "WaitingForPreemptedWorkloads")]
+
+
+def test_workload_admitted_in_a_deleted_cluster_queue_does_not_stop_the_cycle() -> None:
+    # ClusterQueue "gone" was deleted while "orphan" was admitted in it: there is no quota left to
+    # charge it to, and the other queues are still served (explain and the controller ran this
+    # cycle and failed with KeyError 'cq:gone').
+    cqs = {"a": cq("a", {"f": {"cpu": rq(4)}}, within="LowerPriority")}
+    snap = snapshot(cluster_queues=cqs, local_queues=lqs(("la", "a")),
+                    admitted=[admitted(wl("orphan", 4, prio=0, queue="lgone"), "gone")],
+                    pending=[pending(wl("x", 4, prio=9, queue="la"))])
+    assert summary(run_cycle(snap)) == [("admit", "x", "a")]
