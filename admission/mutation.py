@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.view import ClusterView
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, SCHEDULER_NAME
 
-SCHEDULER_NAME = "toposched"
 DEFAULT_LOCAL_QUEUE = "default"
 DEFAULT_PRIORITY_CLASS = "default"
 

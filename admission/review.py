@@ -13,9 +13,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from admission.mutation import SCHEDULER_NAME, mutate_job
+from admission.mutation import mutate_job
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
+from scheduler.core.workload import SCHEDULER_NAME
 
 log = logging.getLogger(__name__)
 

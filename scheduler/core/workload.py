@@ -27,6 +27,9 @@ LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 # What Kueue (and toposched) put on the pods of an admitted workload: which Workload, which pod set.
 ANN_WORKLOAD = "kueue.x-k8s.io/workload"
 LABEL_PODSET = "kueue.x-k8s.io/podset"
+# The kube-scheduler profile (pod spec.schedulerName) whose pods go through toposched's extender:
+# the webhook sets it, the controller checks it, the extender config names it.
+SCHEDULER_NAME = "toposched"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 DEFAULT_POD_SET = "main"

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.extender.logic import SCHEDULER_NAME
+from scheduler.core.workload import SCHEDULER_NAME
 
 DEFAULT_PORT = 8888
 GPU = "nvidia.com/gpu"

@@ -33,9 +33,8 @@ from scheduler.core.assignment import AssignmentFormatError, decode_topology_ass
 from scheduler.core.health import DEFAULT_POLICY, Health, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS
-from scheduler.core.workload import ANN_WORKLOAD, DEFAULT_POD_SET, LABEL_PODSET
+from scheduler.core.workload import ANN_WORKLOAD, DEFAULT_POD_SET, LABEL_PODSET, SCHEDULER_NAME
 
-SCHEDULER_NAME = "toposched"
 MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
 # Levels used to judge compactness in prioritize: every level above the hostname.

@@ -33,7 +33,6 @@ from scheduler.core.workload import (
 from scheduler.kube.informer import JOBS, Resource
 
 LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
-SCHEDULER_NAME = "toposched"
 # HyperPod auto-resume (on the job's metadata).
 ANN_AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
 ANN_MAX_RETRY = "sagemaker.amazonaws.com/job-max-retry-count"

@@ -58,6 +58,8 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
     scenario_fails_nodes = any("fail_node_of" in step for step in scenario.get("steps") or ())
     diffs: list[str] = []
     kj, tj = jobs_of(kueue), jobs_of(topo)
+    kueue_disturbed = not scenario_fails_nodes and any("NodeFailures" in (o.get("evictions") or ())
+                                                        for o in kj.values())
     if sorted(kj) != sorted(tj):
         return [f"different jobs observed: kueue {sorted(kj)} vs toposched {sorted(tj)}"]
     if mode == "victims_at_most":
@@ -108,6 +110,11 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
             # environment (a KWOK lease renewed late on the loaded 2-core CI machine, seen on q08),
             # not a scheduling decision. toposched must still show none (it is not filtered).
             k_evictions = [e for e in k_evictions if e != "NodeFailures"]
+        if job_mode == "same" and kueue_disturbed:
+            # Kueue re-admitted the disturbed workload wherever there was room then, which moves
+            # it and every later placement (q08 in CI: b and a2 swapped domains), so compare
+            # compactness, not the exact domains, for this run of the scenario.
+            job_mode = "at_least_as_good"
         if job_mode == "same" and sorted(k_evictions) != sorted(t.get("evictions") or ()):
             diffs.append(f"{name}: evictions differ: kueue {k.get('evictions') or []} vs toposched "
                          f"{t.get('evictions') or []}")

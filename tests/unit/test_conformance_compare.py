@@ -1,0 +1,55 @@
+"""The conformance comparison's rules on plain outcome dicts (no cluster): exact domains in
+``same`` mode, and the downgrade to compactness when Kueue's run was disturbed by a spurious
+NodeFailures eviction in a scenario where no node fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conformance.compare import compare
+from tests.conformance.harness import LAYER
+
+# Two layer-2 domains (x: n0-n3, y: n4-n7), each of two layer-3 domains of two nodes.
+NODE_LABELS = {
+    f"n{i}": {f"{LAYER}1": "root", f"{LAYER}2": "x" if i < 4 else "y", f"{LAYER}3": f"l3-{i // 2}"}
+    for i in range(8)
+}
+SCENARIO: dict[str, Any] = {"name": "s", "mode": "same", "steps": [{"job": {"name": "b"}}, {"job": {"name": "a"}}]}
+
+
+def outcome(hosts: dict[str, int], evictions: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"admitted": True, "hosts": hosts}
+    if evictions:
+        out["evictions"] = evictions
+    return out
+
+
+def test_same_mode_requires_the_same_domains() -> None:
+    kueue = {"b": outcome({"n0": 1, "n1": 1}), "a": outcome({"n4": 1, "n5": 1})}
+    topo = {"b": outcome({"n4": 1, "n5": 1}), "a": outcome({"n0": 1, "n1": 1})}
+    diffs = compare(SCENARIO, kueue, topo, NODE_LABELS)
+    assert len(diffs) == 2 and all("layer-3 domains differ" in d for d in diffs)
+
+
+def test_spurious_kueue_node_failure_compares_compactness_only() -> None:
+    # Kueue evicted b with NodeFailures although no node failed, and re-admitted it elsewhere.
+    kueue = {"b": outcome({"n0": 1, "n1": 1}, ["NodeFailures"]), "a": outcome({"n4": 1, "n5": 1})}
+    swapped = {"b": outcome({"n4": 1, "n5": 1}), "a": outcome({"n0": 1, "n1": 1})}
+    assert compare(SCENARIO, kueue, swapped, NODE_LABELS) == []
+    spread = {"b": outcome({"n4": 1, "n6": 1}), "a": outcome({"n0": 1, "n1": 1})}  # 2 layer-3 domains
+    diffs = compare(SCENARIO, kueue, spread, NODE_LABELS)
+    assert diffs == ["b: toposched spans (layer-2, layer-3) = (1, 2) domains, worse than Kueue's (1, 1)"]
+
+
+def test_toposched_node_failure_eviction_is_never_excused() -> None:
+    kueue = {"b": outcome({"n0": 1, "n1": 1}), "a": outcome({"n4": 1, "n5": 1})}
+    topo = {"b": outcome({"n0": 1, "n1": 1}, ["NodeFailures"]), "a": outcome({"n4": 1, "n5": 1})}
+    diffs = compare(SCENARIO, kueue, topo, NODE_LABELS)
+    assert diffs == ["b: evictions differ: kueue [] vs toposched ['NodeFailures']"]
+
+
+def test_a_scenario_that_fails_a_node_keeps_exact_domains() -> None:
+    scenario = {**SCENARIO, "steps": [*SCENARIO["steps"], {"fail_node_of": "a"}]}
+    kueue = {"b": outcome({"n0": 1, "n1": 1}, ["NodeFailures"]), "a": outcome({"n4": 1, "n5": 1})}
+    topo = {"b": outcome({"n4": 1, "n5": 1}, ["NodeFailures"]), "a": outcome({"n0": 1, "n1": 1})}
+    assert any("layer-3 domains differ" in d for d in compare(scenario, kueue, topo, NODE_LABELS))
