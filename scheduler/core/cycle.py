@@ -45,6 +45,7 @@ from scheduler.core.queueing import (
     REQUEUE_INADMISSIBLE,
     LocalQueueSpec,
     PendingWorkload,
+    cluster_queue_readiness,
     heads,
     order_key,
     resolve_priority,
@@ -223,17 +224,11 @@ class _Cycle:
         return self.prio[w.key]
 
     def _inactive_cluster_queues(self) -> set[str]:
-        out: set[str] = set()
-        for name, cq in self.snap.cluster_queues.items():
-            if cq.stop_policy != STOP_NONE:
-                out.add(name)
-            for flavor in cq.flavor_names():
-                spec = self.snap.flavors.get(flavor)
-                if spec is None or (spec.topology_name and flavor not in self.trees):
-                    out.add(name)  # FlavorNotFound / TopologyNotFound
-            if "cq:" + name in self.quota.cycles:
-                out.add(name)
-        return out
+        """Not Active (stopped, terminating, missing flavor or topology: the condition
+        ``queue_status`` reports), or in a cohort cycle (Kueue's scheduler skips those too)."""
+        return {name for name, cq in self.snap.cluster_queues.items()
+                if not cluster_queue_readiness(cq, self.snap.flavors, self.trees).active
+                or "cq:" + name in self.quota.cycles}
 
     # ------------------------------------------------------------------ TAS
     def _tas_pod_sets(

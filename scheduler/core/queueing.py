@@ -19,10 +19,10 @@ Kueue semantics (``pkg/cache/queue``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.quota import STOP_NONE
+from scheduler.core.quota import STOP_NONE, ClusterQueueSpec, FlavorSpec
 from scheduler.core.workload import WorkloadSpec
 
 ANN_PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
@@ -30,6 +30,44 @@ DEFAULT_PRIORITY = 0
 
 REQUEUE_IMMEDIATE = "immediate"
 REQUEUE_INADMISSIBLE = "inadmissible"
+
+# ``Active`` condition (reason, message) of ClusterQueues and LocalQueues, Kueue's words
+# (pkg/cache/scheduler/clusterqueue.go, pkg/controller/core/localqueue_controller.go).
+ACTIVE = "Active"
+CQ_READY = ("Ready", "Can admit new workloads")
+CQ_TERMINATING = ("Terminating", "Can't admit new workloads; clusterQueue is terminating")
+LQ_READY = ("Ready", "Can submit new workloads to localQueue")
+LQ_STOPPED = ("Stopped", "LocalQueue is stopped")
+LQ_NO_CLUSTER_QUEUE = ("ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+LQ_CLUSTER_QUEUE_INACTIVE = ("ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+
+
+@dataclass(frozen=True)
+class ActiveCondition:
+    active: bool
+    reason: str
+    message: str
+
+
+def cluster_queue_readiness(cq: ClusterQueueSpec, flavors: Mapping[str, FlavorSpec],
+                            tas_flavors: Collection[str]) -> ActiveCondition:
+    """Kueue's ``Active`` condition of one ClusterQueue. ``tas_flavors``: the flavors whose
+    Topology exists (one topology tree each); a TAS flavor outside it has no Topology."""
+    if cq.terminating:
+        return ActiveCondition(False, *CQ_TERMINATING)
+    reasons: list[tuple[str, str]] = []
+    if cq.stop_policy != STOP_NONE:
+        reasons.append(("Stopped", "is stopped"))
+    missing = [f for f in cq.flavor_names() if f not in flavors]
+    if missing:
+        reasons.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {','.join(missing)}"))
+    for name in sorted(f for f in cq.flavor_names() if f in flavors and flavors[f].topology_name
+                       and f not in tas_flavors):
+        reasons.append(("TopologyNotFound", f'there is no Topology "{flavors[name].topology_name}" '
+                                            f'for TAS flavor "{name}"'))
+    if not reasons:
+        return ActiveCondition(True, *CQ_READY)
+    return ActiveCondition(False, reasons[0][0], f"Can't admit new workloads: {', '.join(m for _, m in reasons)}.")
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,9 @@ class ClusterQueueSpec:
     preemption: PreemptionPolicy = PreemptionPolicy()
     flavor_fungibility: FlavorFungibility = FlavorFungibility()
     stop_policy: str = STOP_NONE
+    # Being deleted (deletionTimestamp set): admits nothing new; Kueue's resource-in-use
+    # finalizer keeps the object until its admitted workloads are gone.
+    terminating: bool = False
 
     def flavor_names(self) -> list[str]:
         return [f.name for g in self.resource_groups for f in g.flavors]
@@ -342,22 +345,6 @@ class QuotaState:
             if value > self.available(cq, fr):
                 return False
         return True
-
-    def flavors_usage(self, cq: str) -> list[dict[str, object]]:
-        """``status.flavorsUsage`` shape: ``[{name, resources: [{name, total, borrowed}]}]``."""
-        node = _CQ + cq
-        flavors: dict[str, list[dict[str, object]]] = {}
-        for flavor, res in sorted(self.quotas[node]):
-            total = self.usage[node].get((flavor, res), 0)
-            borrowed = max(0, total - self.subtree[node].get((flavor, res), 0))
-            flavors.setdefault(flavor, []).append(
-                {
-                    "name": res,
-                    "total": format_quantity(total, res),
-                    "borrowed": format_quantity(borrowed, res),
-                }
-            )
-        return [{"name": f, "resources": r} for f, r in flavors.items()]
 
 
 # ---------------------------------------------------------------------- flavor assignment

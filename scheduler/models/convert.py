@@ -79,6 +79,7 @@ def cluster_queue_to_core(cq: ClusterQueue) -> CoreClusterQueue:
         policy,
         fungibility,
         spec.stop_policy,
+        terminating=cq.metadata.deletion_timestamp is not None,
     )
 
 

@@ -48,6 +48,8 @@ class ObjectMeta(KueueModel):
     resource_version: str | None = None
     generation: int | None = None
     creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    finalizers: list[str] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list)
