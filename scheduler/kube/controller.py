@@ -36,6 +36,7 @@ from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, Api, object_key
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
 from scheduler.kube.nodefailures import NodeFailureHandler
+from scheduler.kube.queues import QueueObjectsWriter
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -77,6 +78,7 @@ class Controller:
         self.events = EventRecorder(api)
         self.node_failures = NodeFailureHandler(self, grace_s=node_failure_grace_s)
         self.queue_state = QueueState()
+        self.queue_objects = QueueObjectsWriter(api, cache, clock)
         self._fingerprint = 0
         self.wakeup = Wakeup()
         self.leading = threading.Event()
@@ -360,13 +362,19 @@ class Controller:
         a workload finishes or is evicted, or queue objects change)."""
         holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED), is_finished(w))
                             for w in self.cache.workloads.items() if has_reservation(w))
-        config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("resourceVersion"))
+        # Queue objects by spec generation (and deletion), not resourceVersion: our own status
+        # and finalizer writes (kube.queues) must not count as a configuration change.
+        config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("generation"),
+                            bool(o["metadata"].get("deletionTimestamp")))
                            for inf in (self.cache.cluster_queues, self.cache.local_queues, self.cache.flavors,
-                                       self.cache.topologies, self.cache.cohorts, self.cache.nodes)
+                                       self.cache.topologies, self.cache.cohorts)
                            for o in inf.items())
-        return hash((holding, config))
+        nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in self.cache.nodes.items())
+        return hash((holding, config, nodes))
 
-    def admit(self) -> None:
+    def admit(self) -> Any:
+        """One admission cycle; returns the snapshot it decided on (the queue status is
+        computed from it too)."""
         from scheduler.core.cycle import run_cycle
         from scheduler.kube.snapshot import apply_decisions, build_snapshot
 
@@ -376,10 +384,9 @@ class Controller:
             self._fingerprint = fingerprint
         snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible())
-        if not snapshot.pending:
-            return
-        decisions = run_cycle(snapshot)
-        apply_decisions(self, snapshot, decisions)
+        if snapshot.pending:
+            apply_decisions(self, snapshot, run_cycle(snapshot))
+        return snapshot
 
     # ------------------------------------------------------------------ loop
     def reconcile(self) -> None:
@@ -388,7 +395,10 @@ class Controller:
         self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()
-        self.admit()
+        snapshot = self.admit()
+        # From the snapshot before this pass's decisions: each write they made comes back as a
+        # watch event and wakes the next pass, which reports it.
+        self.queue_objects.sync(snapshot)
 
     def run_leading(self) -> None:
         log.info("controller loop started")

@@ -417,3 +417,88 @@ def test_controller_killed_mid_run_admits_every_job_exactly_once(stack: Stack) -
     assert len(stack.api.list(WORKLOADS, ns)["items"]) == total
     assert rec.max_reserved <= quota, f"{rec.max_reserved} Workloads held quota at once (quota {quota})"
     cleanup(stack, jobs)
+
+
+# ---------------------------------------------------------------------- queue objects as Kueue shows them
+
+
+def table_row(stack: Stack, path: str) -> dict[str, str]:
+    """The row ``kubectl get`` prints for one object (server-side Table with the CRD's columns)."""
+    resp = stack.kube.call_api(path, "GET", header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+                               auth_settings=["BearerToken"], _preload_content=False)[0]
+    table = json.loads(resp.data)
+    return dict(zip((c["name"] for c in table["columnDefinitions"]), map(str, table["rows"][0]["cells"]),
+                    strict=True))
+
+
+def test_queue_status_and_deleting_a_queue_under_a_running_job_follow_kueue(stack: Stack) -> None:
+    from scheduler.kube.informer import CLUSTER_QUEUES, RESOURCE_FLAVORS, TOPOLOGIES
+
+    ns, cq = "qa-qstatus", "qa-qstatus-cq"
+    apply_objects(stack.kube, [namespace(ns), cluster_queue(cq, 8, cohort="qa-qstatus-cohort"),
+                               local_queue(ns, "lq", cq)])
+    running_job = submit(stack, gpu_job("runs", ns, "lq", 4))
+    stack.wait(lambda: running(stack, running_job), 90, "first job Running")
+    waiting_job = submit(stack, gpu_job("waits", ns, "lq", 8))  # 8 > 8 - 4: pending on quota
+
+    def cq_status_is(pending: int, admitted: int) -> dict[str, Any] | None:
+        obj = stack.api.get(CLUSTER_QUEUES, cq)
+        s = obj.get("status") or {}
+        ok = (s.get("pendingWorkloads"), s.get("admittedWorkloads"), s.get("reservingWorkloads")) == (
+            pending, admitted, admitted)
+        return obj if ok else None
+
+    obj = stack.wait(lambda: cq_status_is(1, 1), 30, "ClusterQueue status: 1 pending, 1 admitted")
+    status = obj["status"]
+    assert status["flavorsUsage"] == [{"name": FLAVOR, "resources": [
+        {"name": "nvidia.com/gpu", "total": "4", "borrowed": "0"}]}], status
+    assert status["flavorsReservation"] == status["flavorsUsage"]
+    active = {c["type"]: c for c in status["conditions"]}["Active"]
+    assert (active["status"], active["reason"], active["message"]) == ("True", "Ready", "Can admit new workloads")
+    assert "kueue.x-k8s.io/resource-in-use" in obj["metadata"]["finalizers"]
+    for resource, name in ((RESOURCE_FLAVORS, FLAVOR), (TOPOLOGIES, "hyperpod-default")):
+        assert "kueue.x-k8s.io/resource-in-use" in stack.api.get(resource, name)["metadata"].get("finalizers", [])
+    lq = stack.api.get(LOCAL_QUEUES, "lq", ns)["status"]
+    assert (lq["pendingWorkloads"], lq["admittedWorkloads"], lq["reservingWorkloads"]) == (1, 1, 1), lq
+    assert lq["flavorsUsage"] == [{"name": FLAVOR, "resources": [{"name": "nvidia.com/gpu", "total": "4"}]}], lq
+    row = table_row(stack, CLUSTER_QUEUES.path(name=cq))
+    assert (row["Pending Workloads"], row["Admitted Workloads"]) == ("1", "1"), row
+    print(f"\n[queue status] kubectl get clusterqueue: {row}")
+
+    # Deleting the ClusterQueue under a running job: the finalizer keeps it (Terminating), the
+    # running job keeps its quota accounting, nothing new is admitted into it.
+    stack.api.delete(CLUSTER_QUEUES, cq)
+
+    def terminating() -> dict[str, Any] | None:
+        obj = stack.api.get(CLUSTER_QUEUES, cq)
+        cond = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or ()}.get("Active", {})
+        return obj if cond.get("reason") == "Terminating" else None
+
+    obj = stack.wait(terminating, 30, "ClusterQueue Terminating")
+    active = {c["type"]: c for c in obj["status"]["conditions"]}["Active"]
+    assert (active["status"], active["message"]) == ("False", "Can't admit new workloads; clusterQueue is terminating")
+    assert obj["metadata"].get("deletionTimestamp") and running(stack, running_job)
+
+    def waiting_message() -> str:
+        qr = conds(workload_of(stack, ns, waiting_job["metadata"]["uid"])).get("QuotaReserved", {})
+        return str(qr.get("message", ""))
+
+    stack.wait(lambda: waiting_message() == f"ClusterQueue {cq} is inactive", 30, "pending: ClusterQueue inactive")
+    lq_active = {c["type"]: c for c in stack.api.get(LOCAL_QUEUES, "lq", ns)["status"]["conditions"]}["Active"]
+    assert (lq_active["reason"], lq_active["message"]) == (
+        "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"), lq_active
+
+    # The running job finishes: nothing uses the ClusterQueue any more, so it goes.
+    finish(stack, running_job)
+
+    def gone() -> bool:
+        try:
+            stack.api.get(CLUSTER_QUEUES, cq)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    stack.wait(gone, 60, "ClusterQueue deleted once its last workload finished")
+    stack.wait(lambda: waiting_message() == f"ClusterQueue {cq} doesn't exist", 30, "pending: ClusterQueue gone")
+    assert not admitted(stack, waiting_job)
+    cleanup(stack, [running_job, waiting_job])

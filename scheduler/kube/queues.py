@@ -1,0 +1,131 @@
+"""Writes what Kueue's ClusterQueue, LocalQueue, ResourceFlavor and Topology controllers write,
+so ``kubectl get clusterqueues,localqueues`` and the HyperPod console read the same columns
+under toposched as under Kueue:
+
+* ``status`` of every ClusterQueue and LocalQueue (``core.queue_status`` computes it; written
+  through the status subresource only when it changed, with Kueue's condition semantics).
+* the ``kueue.x-k8s.io/resource-in-use`` finalizer: added to ClusterQueues, ResourceFlavors and
+  Topologies; removed from one being deleted only when nothing uses it any more (a ClusterQueue
+  holds no reservation, no ClusterQueue names the flavor, no flavor names the topology), so
+  deleting a queue under running jobs neither loses their accounting nor strands them.
+
+Writes only; every decision is in ``scheduler.core``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.core.queue_status import FlavorUsage, QueueStatus, queue_statuses
+from scheduler.core.queueing import ACTIVE
+from scheduler.kube import informer as inf
+from scheduler.kube import status as st
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
+
+
+def _table(rows: Sequence[FlavorUsage]) -> list[dict[str, Any]] | None:
+    """A usage table in Kueue's JSON shape; None (field removed) when empty, as Kueue's omitempty."""
+    if not rows:
+        return None
+    return [{"name": row.name,
+             "resources": [{"name": r.name, "total": r.total, **({"borrowed": r.borrowed} if r.borrowed else {})}
+                           for r in row.resources]}
+            for row in rows]
+
+
+def status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: Any) -> dict[str, Any]:
+    """The status Kueue would write for this queue object, carrying over its other conditions."""
+    meta = obj.get("metadata") or {}
+    conditions = st.set_condition([dict(c) for c in (obj.get("status") or {}).get("conditions") or ()], ACTIVE,
+                                  "True" if qs.active.active else "False", qs.active.reason, qs.active.message,
+                                  now, meta.get("generation"))
+    return {"conditions": conditions, "pendingWorkloads": qs.pending_workloads,
+            "reservingWorkloads": qs.reserving_workloads, "admittedWorkloads": qs.admitted_workloads,
+            "flavorsReservation": _table(qs.flavors_reservation), "flavorsUsage": _table(qs.flavors_usage)}
+
+
+def _changed(obj: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    current = obj.get("status") or {}
+    return any(current.get(k) != v for k, v in fields.items())
+
+
+class QueueObjectsWriter:
+    """Keeps queue status and resource-in-use finalizers in step with the cluster."""
+
+    def __init__(self, api: inf.Api, cache: Any, clock: Any) -> None:
+        self.api = api
+        self.cache = cache
+        self.clock = clock
+
+    def sync(self, snapshot: Any) -> None:
+        cq_status, lq_status = queue_statuses(snapshot)
+        now = self.clock()
+        for obj in self.cache.cluster_queues.items():
+            qs = cq_status.get(obj["metadata"]["name"])
+            if qs is not None:
+                self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, status_fields(obj, qs, now))
+        for obj in self.cache.local_queues.items():
+            qs = lq_status.get(inf.object_key(obj))
+            if qs is not None:
+                self._write_status(self.cache.local_queues, inf.LOCAL_QUEUES, obj, status_fields(obj, qs, now))
+        self._sync_finalizers(snapshot)
+
+    def _write_status(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, fields: dict[str, Any]) -> None:
+        if not _changed(obj, fields):
+            return
+        meta = obj["metadata"]
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": fields}
+        try:
+            updated = self.api.merge_patch(resource, meta["name"], body, meta.get("namespace"), subresource="status")
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or a newer copy is on its way: next pass
+                return
+            raise
+        self.cache.write_through(informer, updated)
+
+    # ------------------------------------------------------------------ finalizers
+    def _sync_finalizers(self, snapshot: Any) -> None:
+        holding = {w.cluster_queue for w in snapshot.admitted}
+        used_flavors = {f for obj in self.cache.cluster_queues.items() for f in _flavor_names(obj)}
+        used_topologies = {(o.get("spec") or {}).get("topologyName") for o in self.cache.flavors.items()}
+        for informer, resource, in_use in (
+            (self.cache.cluster_queues, inf.CLUSTER_QUEUES, lambda name: name in holding),
+            (self.cache.flavors, inf.RESOURCE_FLAVORS, lambda name: name in used_flavors),
+            (self.cache.topologies, inf.TOPOLOGIES, lambda name: name in used_topologies),
+        ):
+            for obj in informer.items():
+                meta = obj["metadata"]
+                finalizers = list(meta.get("finalizers") or ())
+                deleting = bool(meta.get("deletionTimestamp"))
+                if not deleting and RESOURCE_IN_USE not in finalizers:
+                    self._set_finalizers(informer, resource, obj, [*finalizers, RESOURCE_IN_USE])
+                elif deleting and RESOURCE_IN_USE in finalizers and not in_use(meta["name"]):
+                    log.info("%s %s is no longer in use: removing %s", resource.plural, meta["name"], RESOURCE_IN_USE)
+                    self._set_finalizers(informer, resource, obj, [f for f in finalizers if f != RESOURCE_IN_USE])
+
+    def _set_finalizers(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, finalizers: list[str]) -> None:
+        meta = obj["metadata"]
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "finalizers": finalizers}}
+        try:
+            updated = self.api.merge_patch(resource, meta["name"], body)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return
+            raise
+        if updated.get("metadata", {}).get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+            self.cache.forget(informer, updated)  # the API server deletes it now
+        else:
+            self.cache.write_through(informer, updated)
+
+
+def _flavor_names(cluster_queue: Mapping[str, Any]) -> list[str]:
+    return [str(f.get("name")) for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or ()
+            for f in g.get("flavors") or ()]
