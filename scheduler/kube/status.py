@@ -100,10 +100,26 @@ def evict_status(workload: Mapping[str, Any], reason: str, message: str, now: dt
     """Step one of an eviction: Evicted=True (and Preempted=True). Quota stays reserved until the
     job's pods are gone (:func:`release_status`), so the freed capacity is never double-booked."""
     gen = (workload.get("metadata") or {}).get("generation")
+    already = condition_true(workload, EVICTED)
     conds = set_condition(conditions_of(workload), EVICTED, "True", reason, message, now, gen)
     if preempted_reason:
         conds = set_condition(conds, PREEMPTED, "True", preempted_reason, message, now, gen)
-    return {"conditions": conds}
+    if already:  # the same eviction written again: count it once
+        return {"conditions": conds}
+    return {"conditions": conds, "schedulingStats": {"evictions": count_eviction(workload, reason)}}
+
+
+def count_eviction(workload: Mapping[str, Any], reason: str, underlying_cause: str = "") -> list[dict[str, Any]]:
+    """``status.schedulingStats.evictions`` with one more eviction for (reason, underlyingCause),
+    as Kueue v0.17 keeps it (``workloadEvictionStateInc``); every toposched eviction has an
+    empty underlying cause, as Kueue's preemption, node-failure and stop evictions do."""
+    stats = ((workload.get("status") or {}).get("schedulingStats") or {}).get("evictions") or ()
+    out = [dict(e) for e in stats]
+    for entry in out:
+        if entry.get("reason") == reason and entry.get("underlyingCause", "") == underlying_cause:
+            entry["count"] = int(entry.get("count") or 0) + 1
+            return out
+    return [*out, {"reason": reason, "underlyingCause": underlying_cause, "count": 1}]
 
 
 def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool = True) -> dict[str, Any]:

@@ -268,6 +268,10 @@ class Run:
             ev = _cond(wl, "Evicted") or {}
             if ev.get("status") == "True" and ev.get("reason"):
                 out.evictions.append(ev["reason"])
+            # Both engines count evictions here too (Kueue v0.17), so one that began and ended
+            # between two polls is not missed.
+            stats = ((wl.get("status") or {}).get("schedulingStats") or {}).get("evictions") or ()
+            out.evictions.extend(e["reason"] for e in stats if e.get("reason"))
 
     def settle(self, quiet_s: float = 2.0, timeout_s: float = 60.0) -> None:
         """Wait until each created job has a workload with a QuotaReserved condition and no

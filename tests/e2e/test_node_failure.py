@@ -111,6 +111,8 @@ def test_eviction_readmission_retry_limit_and_recovery(stack: Stack) -> None:
     assert conds["Evicted"]["reason"] == "QuotaReserved"  # flipped back on re-admission
     assert "no replacement for unhealthy node(s): " + victim in conds["Evicted"]["message"]
     assert conds["Requeued"]["status"] == "True" and conds["Requeued"]["reason"] == "NodeFailures"
+    assert wl["status"]["schedulingStats"]["evictions"] == [
+        {"reason": "NodeFailures", "underlyingCause": "", "count": 1}]
 
     # 2. A second failure is beyond max-retry 1: the workload finishes as Failed, the job stays down.
     second_victim = sorted(p["spec"]["nodeName"] for p in pods)[0]

@@ -169,6 +169,8 @@ def test_borrowed_quota_is_reclaimed_by_the_lending_team(stack: Stack) -> None:
     assert c["Preempted"]["status"] == "True" and c["Preempted"]["reason"] == "InCohortReclamation", c["Preempted"]
     assert "due to reclamation within the cohort" in c["Preempted"]["message"], c["Preempted"]["message"]
     assert c["Requeued"]["status"] == "True" and c["Requeued"]["reason"] == "Preempted", c["Requeued"]
+    assert (victim or {})["status"]["schedulingStats"]["evictions"] == [
+        {"reason": "Preempted", "underlyingCause": "", "count": 1}]
     assert c["QuotaReserved"]["status"] == "False", c["QuotaReserved"]
     assert not (victim or {}).get("status", {}).get("admission")
     # The victim's Job is suspended again, its pod gone, and it stays pending (8 > 8 - 4 in use by B).
