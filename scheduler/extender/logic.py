@@ -59,6 +59,7 @@ class PodRef:
     pod_set: str = DEFAULT_POD_SET
     node_name: str | None = None
     terminal: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def group(self) -> Group | None:
@@ -81,15 +82,60 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef:
         pod_set=labels.get(LABEL_PODSET) or DEFAULT_POD_SET,
         node_name=spec.get("nodeName") or None,
         terminal=(status.get("phase") in ("Succeeded", "Failed")),
+        labels=labels,
     )
 
 
 @dataclass(frozen=True)
+class RankRule:
+    """How a pod's rank is read (Kueue's ``podIndexLabel`` / ``subGroupIndexLabel`` /
+    ``subGroupCount`` of the pod set's topologyRequest): rank = sub-group index x pods per
+    sub-group + pod index."""
+
+    pod_index_label: str
+    sub_group_index_label: str | None = None
+    sub_group_count: int | None = None
+
+    def rank_of(self, labels: Mapping[str, str], pod_set_size: int) -> int | None:
+        """The pod's rank, or None when it cannot be used (missing, not a number, out of
+        range): Kueue's ``readRanksForLabels`` bounds."""
+        index = _uint(labels.get(self.pod_index_label))
+        if index is None:
+            return None
+        if self.sub_group_index_label is None:
+            return index if index < pod_set_size else None
+        groups = self.sub_group_count or 0
+        job = _uint(labels.get(self.sub_group_index_label))
+        if job is None or groups <= 0 or job >= groups:
+            return None
+        per_group = pod_set_size // groups
+        if index >= per_group:
+            return None
+        rank = job * per_group + index
+        return rank if rank < pod_set_size else None
+
+
+def _uint(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+@dataclass(frozen=True)
 class Assignment:
-    """One pod set's topology assignment: levels and pods per domain."""
+    """One pod set's topology assignment: levels and pods per domain (in assignment order,
+    which is also rank order: ranks 0..n-1 fill the domains one after the other)."""
 
     levels: tuple[str, ...]
     counts: Mapping[Domain, int]
+    rank_rule: RankRule | None = None
+
+    def domain_of_rank(self, rank: int) -> Domain | None:
+        """Kueue's ``rankToDomainID``: the domain rank ``rank`` belongs to."""
+        start = 0
+        for dom, count in self.counts.items():
+            if rank < start + count:
+                return dom
+            start += count
+        return None
 
     @property
     def hostname_only(self) -> bool:
@@ -153,6 +199,8 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         reason = "is Finished"
     pod_sets: dict[str, Assignment] = {}
     errors: dict[str, str] = {}
+    rules = {str(ps.get("name") or DEFAULT_POD_SET): _rank_rule(ps.get("topologyRequest") or {})
+             for ps in (obj.get("spec") or {}).get("podSets") or ()}
     for psa in (admission or {}).get("podSetAssignments") or ():
         ps_name = psa.get("name") or DEFAULT_POD_SET
         ta = psa.get("topologyAssignment")
@@ -166,8 +214,17 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         counts: dict[Domain, int] = {}
         for d in domains:
             counts[d.values] = counts.get(d.values, 0) + d.count
-        pod_sets[ps_name] = Assignment(levels, counts)
+        pod_sets[ps_name] = Assignment(levels, counts, rules.get(ps_name))
     return WorkloadView(ns, name, not reason, reason, pod_sets, errors)
+
+
+def _rank_rule(request: Mapping[str, Any]) -> RankRule | None:
+    label = request.get("podIndexLabel")
+    if not label:
+        return None
+    count = request.get("subGroupCount")
+    return RankRule(str(label), request.get("subGroupIndexLabel") or None,
+                    int(count) if isinstance(count, int) else None)
 
 
 # ---- results --------------------------------------------------------------------------------
@@ -386,6 +443,7 @@ class SlotBook:
             used = self._used(group, assignment, pod.uid)
             wl = f"{group[0]}/{group[1]}"
             out = FilterOutcome([], ours=True)
+            planned, rank = self._rank_domain(pod, assignment, used)
             not_assigned = f"not in the topology assignment of workload {wl} pod set {group[2]}"
             # Fast path (the common case at scale): hostname-only assignment, cached nodes. Most
             # names are not assigned and are settled by one dict lookup each.
@@ -422,8 +480,30 @@ class SlotBook:
                         f"on {'/'.join(dom)} are taken"
                     )
                     continue
+                if planned is not None and dom != planned:
+                    out.failed[name] = (f"rank {rank} of workload {wl} pod set {group[2]} goes to "
+                                        f"{'/'.join(planned)} (ranks fill the assigned domains in order)")
+                    continue
                 out.passed.append(name)
             return out
+
+    def _rank_domain(self, pod: PodRef, assignment: Assignment,
+                     used: Mapping[Domain, int]) -> tuple[Domain | None, int | None]:
+        """Kueue's rank-based ordering: the domain a ranked pod belongs in, so neighbouring ranks
+        (NCCL ring and tree neighbours) share the lowest domains. None (any assigned slot) when
+        the pod has no usable rank, or its domain has no free slot left because pods already
+        there do not follow the rank order (e.g. after a node was replaced): then, like Kueue,
+        fill the free slots greedily."""
+        rule = assignment.rank_rule
+        if rule is None:
+            return None, None
+        rank = rule.rank_of(pod.labels, assignment.total)
+        if rank is None:
+            return None, None
+        dom = assignment.domain_of_rank(rank)
+        if dom is None or used.get(dom, 0) >= assignment.counts[dom]:
+            return None, rank
+        return dom, rank
 
     # ---- prioritize ---------------------------------------------------------------------
     def prioritize(self, pod: PodRef, names: Sequence[str]) -> list[tuple[str, int]]:

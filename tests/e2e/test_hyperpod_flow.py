@@ -129,3 +129,27 @@ def test_malformed_annotation_is_denied_with_a_readable_message(stack: Stack) ->
     body = str(err.value.body)
     assert "must not contain more than one topology annotation" in body
     assert "spec.template.metadata.annotations" in body
+
+
+def test_indexed_job_ranks_fill_the_assigned_nodes_in_order(stack: Stack) -> None:
+    # 12 pods x 2 GPUs in one layer-3 domain: 4 pods per node on 3 nodes. Kueue's rank-based
+    # ordering puts ranks 0-3 on the first node of the assignment, 4-7 on the second, 8-11 on the
+    # third, so NCCL ring neighbours share a node; the extender must do the same.
+    from scheduler.core.assignment import decode_topology_assignment
+
+    spec = sample_job("ranked", 12, 2, ("kueue.x-k8s.io/podset-required-topology", L3))
+    spec["spec"]["completionMode"] = "Indexed"
+    job = stack.api.create(JOBS, spec, NS)
+    pods = stack.wait(lambda: (p := running_pods(stack, "ranked")) and len(p) == 12 and p, 120,
+                      "12 pods of the indexed job Running")
+    wl = workload_of(stack, job["metadata"]["uid"])
+    assert wl is not None
+    psa = wl["status"]["admission"]["podSetAssignments"][0]
+    assert psa["topologyAssignment"]["levels"] == ["kubernetes.io/hostname"]
+    _levels, domains = decode_topology_assignment(psa["topologyAssignment"])
+    rank_nodes = [d.values[0] for d in domains for _ in range(d.count)]
+    placed = {int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]): p["spec"]["nodeName"]
+              for p in pods}
+    assert placed == dict(enumerate(rank_nodes)), (placed, rank_nodes)
+    print(f"\n[ranks] {len(domains)} nodes, ranks in order: {[d.count for d in domains]}")
+    stack.api.delete(JOBS, "ranked", NS, propagationPolicy="Background")

@@ -384,3 +384,61 @@ def test_large_candidate_lists_omit_unassigned_nodes() -> None:
     # Absent from the statuses = UnschedulableAndUnresolvable for kube-scheduler; in-assignment
     # failures keep their reasons.
     assert out.passed == ["a1"] and list(out.unresolvable) == ["sick"] and out.failed == {}
+
+
+# ---- rank-based ordering (Kueue's topology ungater: ranks fill the assigned domains in order)
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+
+
+def ranked_book(assign: dict[str, int], request: dict[str, Any]) -> SlotBook:
+    b = SlotBook()
+    for n in NODES:
+        b.upsert_node(node_from_k8s(n))
+    wl = workload(assignments={"main": v1beta2(assign)})
+    wl["spec"] = {"podSets": [{"name": "main", "count": sum(assign.values()), "topologyRequest": request}]}
+    b.upsert_workload(workload_view(wl))
+    return b
+
+
+def ranked_pod(name: str, **labels: str) -> dict[str, Any]:
+    p = pod(name)
+    p["metadata"]["labels"].update(labels)
+    return p
+
+
+def test_each_rank_goes_to_its_domain_in_assignment_order() -> None:
+    # Assignment order a1 (2 pods), b1 (1), a2 (1): ranks 0-1 -> a1, 2 -> b1, 3 -> a2.
+    b = ranked_book({"a1": 2, "b1": 1, "a2": 1}, {"podIndexLabel": INDEX})
+    for rank, host in ((3, "a2"), (0, "a1"), (2, "b1"), (1, "a1")):
+        out = b.filter(pod_ref(ranked_pod(f"r{rank}", **{INDEX: str(rank)})), ALL)
+        assert out.passed == [host], (rank, out)
+        assert set(out.failed) >= {"a1", "b1", "a2"} - {host}  # a full node says so, a free one names the rank
+        if rank == 3:
+            assert out.failed["a1"] == ("rank 3 of workload ns/wl pod set main goes to a2 "
+                                        "(ranks fill the assigned domains in order)")
+        b.observe_pod(pod_ref({**ranked_pod(f"r{rank}", **{INDEX: str(rank)}),
+                               "spec": {"schedulerName": "toposched", "nodeName": host}}))
+
+
+def test_sub_groups_rank_by_job_index_then_pod_index() -> None:
+    # JobSet: 2 child jobs x 2 pods; job 1's pod 0 is rank 2 -> second domain in order.
+    b = ranked_book({"b1": 2, "a1": 2}, {"podIndexLabel": INDEX, "subGroupIndexLabel": JOB_INDEX,
+                                          "subGroupCount": 2})
+    assert b.filter(pod_ref(ranked_pod("j1p0", **{INDEX: "0", JOB_INDEX: "1"})), ALL).passed == ["a1"]
+    assert b.filter(pod_ref(ranked_pod("j0p1", **{INDEX: "1", JOB_INDEX: "0"})), ALL).passed == ["b1"]
+
+
+def test_unusable_rank_or_a_full_rank_domain_falls_back_to_any_free_slot() -> None:
+    b = ranked_book({"a1": 1, "b1": 1}, {"podIndexLabel": INDEX})
+    assert sorted(b.filter(pod_ref(ranked_pod("no-rank")), ALL).passed) == ["a1", "b1"]
+    assert sorted(b.filter(pod_ref(ranked_pod("too-big", **{INDEX: "7"})), ALL).passed) == ["a1", "b1"]
+    # a pod outside the rank order took a1 (as after a node replacement): rank 0 takes what is free
+    b.observe_pod(pod_ref(pod("stray", node_name="a1")))
+    assert b.filter(pod_ref(ranked_pod("r0", **{INDEX: "0"})), ALL).passed == ["b1"]
+
+
+def test_without_a_pod_index_label_in_the_request_any_assigned_slot_passes() -> None:
+    b = ranked_book({"a1": 1, "b1": 1}, {"required": L3})
+    assert sorted(b.filter(pod_ref(ranked_pod("r0", **{INDEX: "1"})), ALL).passed) == ["a1", "b1"]
