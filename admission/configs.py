@@ -2,7 +2,7 @@
 
 failurePolicy design (docs/webhook.md):
 
-* Jobs WITH ``kueue.x-k8s.io/queue-name`` (objectSelector ``Exists``): ``Fail``. Letting such
+* Jobs and JobSets WITH ``kueue.x-k8s.io/queue-name`` (objectSelector ``Exists``): ``Fail``. Letting such
   a Job through un-mutated would start it unsuspended, past every quota; a dead webhook only
   blocks jobs that asked for the queue.
 * Jobs WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
@@ -22,7 +22,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from admission.review import KUEUE_PLURALS, MUTATE_JOB, VALIDATE_JOB, validate_kueue_path
+from admission.review import (
+    KUEUE_PLURALS,
+    MUTATE_JOB,
+    MUTATE_JOBSET,
+    VALIDATE_JOB,
+    VALIDATE_JOBSET,
+    validate_kueue_path,
+)
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.kube.informer import Api, Resource
 
@@ -57,18 +64,28 @@ def _jobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
              "operations": list(operations), "scope": "Namespaced"}]
 
 
+def _jobsets_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
+    """JobSets (jobset.x-k8s.io); a rule for a resource that is not installed matches nothing."""
+    return [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
+             "operations": list(operations), "scope": "Namespaced"}]
+
+
+_QUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]}
+_UNQUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}
+
+
 def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
                            default_queue: bool = True) -> dict[str, Any]:
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
-              "reinvocationPolicy": "IfNeeded", "namespaceSelector": _namespace_selector(namespace),
-              "rules": _jobs_rule(["CREATE"])}
-    hooks = [dict(common, name="mjob.toposched.io", clientConfig=client(MUTATE_JOB), failurePolicy="Fail",
-                  timeoutSeconds=5,
-                  objectSelector={"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]})]
-    if default_queue:
-        hooks.append(dict(common, name="mjob-default-queue.toposched.io", clientConfig=client(MUTATE_JOB),
-                          failurePolicy="Ignore", timeoutSeconds=2,
-                          objectSelector={"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}))
+              "reinvocationPolicy": "IfNeeded", "namespaceSelector": _namespace_selector(namespace)}
+    hooks = []
+    for prefix, path, rules in (("mjob", MUTATE_JOB, _jobs_rule(["CREATE"])),
+                                ("mjobset", MUTATE_JOBSET, _jobsets_rule(["CREATE"]))):
+        hooks.append(dict(common, name=f"{prefix}.toposched.io", clientConfig=client(path), rules=rules,
+                          failurePolicy="Fail", timeoutSeconds=5, objectSelector=_QUEUED))
+        if default_queue:
+            hooks.append(dict(common, name=f"{prefix}-default-queue.toposched.io", clientConfig=client(path),
+                              rules=rules, failurePolicy="Ignore", timeoutSeconds=2, objectSelector=_UNQUEUED))
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": CONFIG_NAME, "labels": {"app.kubernetes.io/name": "toposched",
                                                          "app.kubernetes.io/component": "webhook"}},
@@ -79,8 +96,9 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "namespaceSelector": _namespace_selector(namespace)}
     hooks = [dict(common, name="vjob.toposched.io", clientConfig=client(VALIDATE_JOB), failurePolicy="Fail",
-                  timeoutSeconds=5, rules=_jobs_rule(["CREATE", "UPDATE"]),
-                  objectSelector={"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]})]
+                  timeoutSeconds=5, rules=_jobs_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED),
+             dict(common, name="vjobset.toposched.io", clientConfig=client(VALIDATE_JOBSET), failurePolicy="Fail",
+                  timeoutSeconds=5, rules=_jobsets_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED)]
     for kind, plural in KUEUE_PLURALS.items():
         hooks.append(dict(
             common, name=f"v{kind.lower()}.kueue.toposched.io", clientConfig=client(validate_kueue_path(kind)),

@@ -1,12 +1,16 @@
-"""Mutation of batch/v1 Jobs: plain dicts in, an RFC 6902 JSON Patch (list of ops) out. No I/O.
+"""Mutation of batch/v1 Jobs and JobSets: plain dicts in, an RFC 6902 JSON Patch (list of ops)
+out. No I/O.
 
-At CREATE only (as Kueue's job webhook), for a Job managed by a queue:
+At CREATE only (as Kueue's job webhooks), for a job managed by a queue:
 
 * LocalQueue defaulting (Kueue v0.17 GA): a Job without ``kueue.x-k8s.io/queue-name`` in a
   namespace that has a LocalQueue named ``default`` gets the label ``default``.
 * ``spec.suspend: true`` — the controller unsuspends it when the Workload is admitted.
-* ``spec.template.spec.schedulerName: toposched`` — the second kube-scheduler profile with
-  the extender binds its pods.
+* ``schedulerName: toposched`` in every pod template (a Job's ``spec.template``, each of a
+  JobSet's ``spec.replicatedJobs[i].template.spec.template``) — the second kube-scheduler
+  profile with the extender binds its pods.
+* A Job created by a JobSet (controller owner reference to a JobSet) is left alone: its JobSet
+  is the managed object, as Kueue skips jobs whose parent it manages.
 * implicit default priority: no ``kueue.x-k8s.io/priority-class`` label and a
   WorkloadPriorityClass named ``default`` exists -> the label ``default`` is added, so the
   Workload carries an explicit, visible priority (Kueue's WorkloadPriorityClassDefaulting
@@ -22,7 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.view import ClusterView
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, SCHEDULER_NAME
+from scheduler.core.workload import (
+    LABEL_PRIORITY_CLASS,
+    LABEL_QUEUE_NAME,
+    SCHEDULER_NAME,
+    owned_by_managed_parent,
+)
 
 DEFAULT_LOCAL_QUEUE = "default"
 DEFAULT_PRIORITY_CLASS = "default"
@@ -50,10 +59,21 @@ def _set_label(job: Mapping[str, Any], ops: list[dict[str, Any]], key: str, valu
         ops.append({"op": "add", "path": f"/metadata/labels/{escape(key)}", "value": value})
 
 
+def pod_template_paths(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(JSON pointer, pod template) of every pod template of a Job or a JobSet."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "JobSet":
+        return [(f"/spec/replicatedJobs/{i}/template/spec/template",
+                 ((rj.get("template") or {}).get("spec") or {}).get("template") or {})
+                for i, rj in enumerate(spec.get("replicatedJobs") or ())]
+    return [("/spec/template", spec.get("template") or {})]
+
+
 def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
                scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True) -> Mutation:
+    """The mutation of one Job or JobSet (``kind`` tells which; a Job when absent)."""
     out = Mutation()
-    if operation != "CREATE":
+    if operation != "CREATE" or owned_by_managed_parent(job):
         return out
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -71,15 +91,18 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
     spec = job.get("spec") or {}
     if spec.get("suspend") is not True:
         ops.append({"op": "add", "path": "/spec/suspend", "value": True})
-    pod_spec = (spec.get("template") or {}).get("spec")
-    current = (pod_spec or {}).get("schedulerName")
-    if current != scheduler_name:
+    for pointer, template in pod_template_paths(job):
+        pod_spec = template.get("spec")
+        current = (pod_spec or {}).get("schedulerName")
+        if current == scheduler_name:
+            continue
         if pod_spec is None:
-            ops.append({"op": "add", "path": "/spec/template/spec", "value": {"schedulerName": scheduler_name}})
+            ops.append({"op": "add", "path": f"{pointer}/spec", "value": {"schedulerName": scheduler_name}})
         else:
-            ops.append({"op": "add", "path": "/spec/template/spec/schedulerName", "value": scheduler_name})
+            ops.append({"op": "add", "path": f"{pointer}/spec/schedulerName", "value": scheduler_name})
         if current and current != "default-scheduler":
-            out.warnings.append(f"toposched: spec.template.spec.schedulerName {current!r} replaced by "
+            field = pointer.strip("/").replace("/", ".") + ".spec.schedulerName"
+            out.warnings.append(f"toposched: {field} {current!r} replaced by "
                                 f"{scheduler_name!r} (jobs of a Kueue queue are placed by toposched)")
     return out
 
@@ -94,6 +117,6 @@ def apply_patch(obj: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, 
         parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
         target = out
         for part in parts[:-1]:
-            target = target.setdefault(part, {})
+            target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
         target[parts[-1]] = copy.deepcopy(op["value"])
     return out

@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 
 MUTATE_JOB = "/mutate-batch-v1-job"
 VALIDATE_JOB = "/validate-batch-v1-job"
+MUTATE_JOBSET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
+VALIDATE_JOBSET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
+# path -> the kind it serves (the object's own ``kind`` may be absent in a review)
+JOB_KINDS = {MUTATE_JOB: "Job", VALIDATE_JOB: "Job", MUTATE_JOBSET: "JobSet", VALIDATE_JOBSET: "JobSet"}
 KUEUE_KINDS = {"topology": "Topology", "resourceflavor": "ResourceFlavor",
                "clusterqueue": "ClusterQueue", "localqueue": "LocalQueue"}
 KUEUE_PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors",
@@ -33,7 +37,7 @@ def validate_kueue_path(kind: str, version: str = "v1beta2") -> str:
 
 
 KUEUE_PATHS = {validate_kueue_path(k, v): k for k in KUEUE_PLURALS for v in ("v1beta1", "v1beta2")}
-PATHS = (MUTATE_JOB, VALIDATE_JOB, *KUEUE_PATHS)
+PATHS = (MUTATE_JOB, VALIDATE_JOB, MUTATE_JOBSET, VALIDATE_JOBSET, *KUEUE_PATHS)
 
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
@@ -74,18 +78,20 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         return _response(uid, True, api_version=api_version)
     if req.get("namespace") and isinstance(obj.get("metadata"), Mapping) and not obj["metadata"].get("namespace"):
         obj = dict(obj, metadata=dict(obj["metadata"], namespace=req["namespace"]))  # CREATE with generateName
-    if path == MUTATE_JOB:
+    if path in JOB_KINDS:
+        kind_check = (req.get("kind") or {}).get("kind")
+        if kind_check not in (None, JOB_KINDS[path]):
+            return _response(uid, True, api_version=api_version)
+        obj = dict(obj, kind=JOB_KINDS[path])
+    if path in (MUTATE_JOB, MUTATE_JOBSET):
         try:
             m = mutate_job(obj, operation, view, scheduler_name, default_queue)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
             log.exception("mutation failed")
-            return _response(uid, False, f"toposched webhook: internal error while mutating the Job: {exc}; "
+            return _response(uid, False, f"toposched webhook: internal error while mutating the {obj['kind']}: {exc}; "
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
-    if path == VALIDATE_JOB:
-        kind_check = (req.get("kind") or {}).get("kind")
-        if kind_check not in (None, "Job"):
-            return _response(uid, True, api_version=api_version)
+    if path in (VALIDATE_JOB, VALIDATE_JOBSET):
         try:
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None)
         except Exception as exc:  # our bug must not block users: allow, say so

@@ -366,15 +366,15 @@ def _labels(labels: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
 
 
-def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
-    """toposched's checks that need the cluster: queue, priority class, level, quota and topology fit."""
-    verdict = Verdict()
+def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, str, Obj] | None:
+    """Priority class and LocalQueue exist, the LocalQueue's ClusterQueue too (else a warning):
+    (queue, ClusterQueue name, ClusterQueue) to go on with, or None."""
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}
     namespace = str(meta.get("namespace") or "default")
     queue = labels.get(LABEL_QUEUE_NAME)
     if not queue:
-        return verdict
+        return None
     wpc = labels.get(LABEL_PRIORITY_CLASS)
     if wpc and view.priority_class(wpc) is None:
         verdict.errors.append(plain(PRIORITY_LABEL_PATH, f"WorkloadPriorityClass \"{wpc}\" not found",
@@ -386,14 +386,23 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
             QUEUE_LABEL_PATH, f"LocalQueue \"{queue}\" does not exist in namespace \"{namespace}\"",
             f"create it (kind: LocalQueue, metadata.namespace: {namespace}, spec.clusterQueue: <ClusterQueue>) "
             f"or fix the label (kubectl get localqueues -n {namespace})"))
-        return verdict
+        return None
     cq_name = str((lq.get("spec") or {}).get("clusterQueue") or "")
     cq = view.cluster_queue(cq_name) if cq_name else None
     if cq is None:
         verdict.warnings.append(f"LocalQueue \"{namespace}/{queue}\" points to ClusterQueue \"{cq_name}\", which "
                                 "does not exist; the job stays pending until it is created")
-        return verdict
+        return None
+    return str(queue), cq_name, cq
 
+
+def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
+    """toposched's checks that need the cluster: queue, priority class, level, quota and topology fit."""
+    verdict = Verdict()
+    found = _queue_checks(job, view, verdict)
+    if found is None:
+        return verdict
+    queue, cq_name, cq = found
     template = (job.get("spec") or {}).get("template") or {}
     ann = (template.get("metadata") or {}).get("annotations") or {}
     count = job_pod_count(job)
@@ -528,6 +537,8 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     the controller's own updates (unsuspend, node selectors) must not be blocked because a
     queue was deleted after the job was accepted.
     """
+    if job.get("kind") == "JobSet":
+        return validate_jobset(job, view, old)
     verdict = Verdict()
     template = (job.get("spec") or {}).get("template") or {}
     ann = (template.get("metadata") or {}).get("annotations") or {}
@@ -540,6 +551,37 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     if verdict.errors or old is not None or view is None:
         return verdict
     verdict.extend(validate_job_against_cluster(job, view))
+    return verdict
+
+
+def _replicated_job_pod_sets(jobset: Obj) -> list[tuple[str, Mapping[str, str], int]]:
+    """(annotations path, pod template annotations, pod count) per replicated job."""
+    out = []
+    for i, rj in enumerate((jobset.get("spec") or {}).get("replicatedJobs") or ()):
+        job_spec = (rj.get("template") or {}).get("spec") or {}
+        ann = ((job_spec.get("template") or {}).get("metadata") or {}).get("annotations") or {}
+        count = int(rj.get("replicas", 1) or 0) * job_pod_count({"spec": job_spec})
+        out.append((f"spec.replicatedJobs[{i}].template.spec.template.metadata.annotations", ann, count))
+    return out
+
+
+def validate_jobset(jobset: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
+    """A JobSet carrying the queue label: Kueue's annotation checks on every replicated job's pod
+    template, and that the priority class, LocalQueue and ClusterQueue exist. The level, quota
+    and topology fit checks of :func:`validate_job_against_cluster` cover one pod set and are
+    not run for JobSets (yet): a JobSet that cannot fit stays pending with Kueue's message."""
+    verdict = Verdict()
+    pod_sets = _replicated_job_pod_sets(jobset)
+    if old is not None:
+        before = {path: {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}
+                  for path, ann, _ in _replicated_job_pod_sets(old)}
+        pod_sets = [(path, ann, count) for path, ann, count in pod_sets
+                    if before.get(path) != {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}]
+    for path, ann, count in pod_sets:
+        verdict.errors.extend(validate_topology_annotations(ann, count, path))
+    if verdict.errors or old is not None or view is None:
+        return verdict
+    _queue_checks(jobset, view, verdict)
     return verdict
 
 

@@ -57,7 +57,9 @@ class ClusterCache:
             cohorts=inf.Informer(api, inf.COHORTS),
             workload_priority_classes=inf.Informer(api, inf.WORKLOAD_PRIORITY_CLASSES),
             priority_classes=inf.Informer(api, inf.PRIORITY_CLASSES),
-            jobs={key: inf.Informer(api, integ.resource, label_selector="kueue.x-k8s.io/queue-name")
+            # Only batch/v1 is always served; other integrations' CRDs may be missing.
+            jobs={key: inf.Informer(api, integ.resource, label_selector="kueue.x-k8s.io/queue-name",
+                                    optional=integ.resource.group != "batch")
                   for key, integ in INTEGRATIONS.items()},
         )
 

@@ -29,7 +29,12 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.queueing import QueueState
-from scheduler.core.workload import ANN_UNCONSTRAINED, LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.core.workload import (
+    ANN_UNCONSTRAINED,
+    LABEL_PRIORITY_CLASS,
+    LABEL_QUEUE_NAME,
+    owned_by_managed_parent,
+)
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
@@ -192,6 +197,8 @@ class Controller:
         by_owner = self._workloads_by_owner()
         for uid, (integration, job) in self._job_index().items():
             if uid in by_owner or (job.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if owned_by_managed_parent(job):
                 continue
             if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
                 continue

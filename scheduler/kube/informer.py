@@ -54,6 +54,7 @@ NODES = Resource("", "v1", "nodes", namespaced=False)
 PODS = Resource("", "v1", "pods")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs")
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -140,10 +141,17 @@ class Informer:
     """Keeps ``store`` equal to the API server's view of one resource and calls handlers on
     every change: ``("ADDED"|"MODIFIED"|"DELETED", obj, old)``."""
 
+    # How often an optional informer asks again whether its resource is served.
+    ABSENT_RETRY_S = 15.0
+
     def __init__(self, api: Api, resource: Resource, *, label_selector: str | None = None,
-                 field_selector: str | None = None) -> None:
+                 field_selector: str | None = None, optional: bool = False) -> None:
+        """``optional``: the resource may not be served (a CRD that is not installed, e.g.
+        JobSet): a 404 counts as synced and empty, and the informer asks again every
+        ``ABSENT_RETRY_S`` so the CRD is picked up when it is installed later."""
         self.api = api
         self.resource = resource
+        self.optional = optional
         self.query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
         self.store: dict[str, Obj] = {}
         self.lock = threading.RLock()
@@ -224,6 +232,20 @@ class Informer:
                             self.store[key] = obj
                     self._emit(str(kind), obj, old)
                 backoff = 0.2
+            except client.ApiException as exc:
+                if self._stop.is_set():
+                    return
+                if self.optional and exc.status == 404 and need_list:
+                    if not self.synced.is_set():
+                        log.info("%s.%s is not served (CRD not installed): idle, checking again every %.0fs",
+                                 self.resource.plural, self.resource.group, self.ABSENT_RETRY_S)
+                    self.synced.set()
+                    self._stop.wait(self.ABSENT_RETRY_S)
+                    continue
+                log.info("watch of %s interrupted (%s); retrying in %.1fs", self.resource.plural, exc.status, backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                need_list = True
             except Exception as exc:  # API server restarted, connection reset, ...
                 if self._stop.is_set():
                     return

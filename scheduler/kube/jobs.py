@@ -1,9 +1,9 @@
 """Job integrations: how a kind of job becomes a Workload, and how it is started/stopped.
 
-Only batch/v1 Job is implemented. JobSet and Kubeflow PyTorchJob plug in by implementing
-:class:`JobIntegration` (pod sets from replicated jobs / replica specs, suspend field path,
-finished conditions) and registering in :data:`INTEGRATIONS`; nothing else in the controller
-knows a job's kind.
+batch/v1 Job and JobSet (jobset.x-k8s.io/v1alpha2) are implemented, as Kueue's integrations
+do them. Kubeflow PyTorchJob (and HyperPod's HyperPodPyTorchJob) plug in the same way: implement
+:class:`JobIntegration` (pod sets from replica specs, suspend field, finished conditions) and
+register in :data:`INTEGRATIONS`; nothing else in the controller knows a job's kind.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from scheduler.core.workload import (
     job_pod_count,
     kueue_workload_name,
 )
-from scheduler.kube.informer import JOBS, Resource
+from scheduler.kube.informer import JOBS, JOBSETS, Resource
 
 LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 # HyperPod auto-resume (on the job's metadata).
@@ -75,8 +75,10 @@ class JobIntegration(Protocol):
     def can_restore(self, job: Mapping[str, Any]) -> bool: ...
 
 
-def topology_request_from_template(template: Mapping[str, Any], pod_index_label: str | None) -> dict[str, Any] | None:
-    """Kueue's ``PodSetTopologyRequest`` from pod-template annotations (jobframework rules)."""
+def topology_request_from_template(template: Mapping[str, Any], pod_index_label: str | None,
+                                   sub_group: tuple[str, int] | None = None) -> dict[str, Any] | None:
+    """Kueue's ``PodSetTopologyRequest`` from pod-template annotations (jobframework rules).
+    ``sub_group``: (index label, count) of a pod set made of several child jobs (JobSet)."""
     ann = (template.get("metadata") or {}).get("annotations") or {}
     req: dict[str, Any] = {}
     if ann.get(ANN_REQUIRED):
@@ -102,7 +104,62 @@ def topology_request_from_template(template: Mapping[str, Any], pod_index_label:
         req["podSetGroupName"] = ann[ANN_GROUP_NAME]
     if pod_index_label:
         req["podIndexLabel"] = pod_index_label
+    if sub_group:
+        req["subGroupIndexLabel"], req["subGroupCount"] = sub_group
     return req or None
+
+
+def template_start_patch(template: Mapping[str, Any], start: PodSetStart, workload_name: str) -> dict[str, Any]:
+    """Merge patch of one pod template at start: the flavor's (and required domain's) node
+    selector, its tolerations, the workload annotation and the pod-set label."""
+    selector = {**((template.get("spec") or {}).get("nodeSelector") or {}), **start.node_selector}
+    spec_patch: dict[str, Any] = {"nodeSelector": selector}
+    if start.tolerations:
+        existing = list((template.get("spec") or {}).get("tolerations") or [])
+        spec_patch["tolerations"] = existing + [dict(t) for t in start.tolerations if dict(t) not in existing]
+    return {"metadata": {"annotations": {**start.annotations, ANN_WORKLOAD: workload_name},
+                         "labels": {LABEL_PODSET: start.name}},
+            "spec": spec_patch}
+
+
+def template_restore_patch(current: Mapping[str, Any], original: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Merge patch that undoes :func:`template_start_patch` (Kueue restores from the Workload's
+    pod set templates), or None when there is nothing to restore."""
+    ospec, cspec = original.get("spec") or {}, current.get("spec") or {}
+    cmeta = current.get("metadata") or {}
+    spec_patch: dict[str, Any] = {}
+    if (cspec.get("nodeSelector") or {}) != (ospec.get("nodeSelector") or {}):
+        spec_patch["nodeSelector"] = ospec.get("nodeSelector") or None
+    if (cspec.get("tolerations") or []) != (ospec.get("tolerations") or []):
+        spec_patch["tolerations"] = ospec.get("tolerations") or None
+    meta_patch: dict[str, Any] = {}
+    original_ann = (original.get("metadata") or {}).get("annotations") or {}
+    stale = {k: None for k in (cmeta.get("annotations") or {})
+             if k in (ANN_WORKLOAD, ANN_UNCONSTRAINED) and k not in original_ann}
+    if stale:
+        meta_patch["annotations"] = stale
+    if LABEL_PODSET in (cmeta.get("labels") or {}):
+        meta_patch["labels"] = {LABEL_PODSET: None}
+    patch: dict[str, Any] = {}
+    if spec_patch:
+        patch["spec"] = spec_patch
+    if meta_patch:
+        patch["metadata"] = meta_patch
+    return patch or None
+
+
+def merge_patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` with a JSON merge patch (RFC 7386) applied: what the API server would store.
+    Used where the patched object sits inside a list (a merge patch replaces lists whole)."""
+    out = copy.deepcopy(dict(obj))
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_patched(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 class BatchJob:
@@ -125,23 +182,8 @@ class BatchJob:
         """Unsuspend with the flavor's node selectors (and the domain selector for required
         placement), the workload annotation and the podset label: one merge patch, applied
         while the Job is still suspended, which is when its template may change."""
-        start = pod_sets[0]
         template = (job.get("spec") or {}).get("template") or {}
-        selector = {**((template.get("spec") or {}).get("nodeSelector") or {}), **start.node_selector}
-        spec_patch: dict[str, Any] = {"nodeSelector": selector}
-        if start.tolerations:
-            existing = list((template.get("spec") or {}).get("tolerations") or [])
-            spec_patch["tolerations"] = existing + [dict(t) for t in start.tolerations if dict(t) not in existing]
-        return {
-            "spec": {
-                "suspend": False,
-                "template": {
-                    "metadata": {"annotations": {**start.annotations, ANN_WORKLOAD: workload_name},
-                                 "labels": {LABEL_PODSET: start.name}},
-                    "spec": spec_patch,
-                },
-            }
-        }
+        return {"spec": {"suspend": False, "template": template_start_patch(template, pod_sets[0], workload_name)}}
 
     def stop_patch(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """Suspend only: the API server refuses template changes while the Job has a
@@ -154,28 +196,8 @@ class BatchJob:
         set templates), or None when there is nothing to restore. Valid only while suspended
         with no ``status.startTime``."""
         original = (original_pod_sets[0].get("template") or {}) if original_pod_sets else {}
-        current = (job.get("spec") or {}).get("template") or {}
-        ospec, cspec = original.get("spec") or {}, current.get("spec") or {}
-        cmeta = current.get("metadata") or {}
-        spec_patch: dict[str, Any] = {}
-        if (cspec.get("nodeSelector") or {}) != (ospec.get("nodeSelector") or {}):
-            spec_patch["nodeSelector"] = ospec.get("nodeSelector") or None
-        if (cspec.get("tolerations") or []) != (ospec.get("tolerations") or []):
-            spec_patch["tolerations"] = ospec.get("tolerations") or None
-        meta_patch: dict[str, Any] = {}
-        original_ann = (original.get("metadata") or {}).get("annotations") or {}
-        stale = {k: None for k in (cmeta.get("annotations") or {})
-                 if k in (ANN_WORKLOAD, ANN_UNCONSTRAINED) and k not in original_ann}
-        if stale:
-            meta_patch["annotations"] = stale
-        if LABEL_PODSET in (cmeta.get("labels") or {}):
-            meta_patch["labels"] = {LABEL_PODSET: None}
-        template: dict[str, Any] = {}
-        if spec_patch:
-            template["spec"] = spec_patch
-        if meta_patch:
-            template["metadata"] = meta_patch
-        return {"spec": {"template": template}} if template else None
+        patch = template_restore_patch((job.get("spec") or {}).get("template") or {}, original)
+        return {"spec": {"template": patch}} if patch else None
 
     def can_restore(self, job: Mapping[str, Any]) -> bool:
         """Suspended, no pods left, and ``status.startTime`` cleared by the Job controller:
@@ -198,7 +220,100 @@ class BatchJob:
         return int(status.get("active") or 0) + int(status.get("terminating") or 0)
 
 
-INTEGRATIONS: dict[str, JobIntegration] = {"batch/Job": BatchJob()}
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"  # child Job's index within its replicated job
+
+
+class JobSetJob:
+    """jobset.x-k8s.io/v1alpha2 JobSet, as Kueue's JobSet integration: one pod set per
+    replicated job (name = the replicated job's name, count = replicas x pods per child Job),
+    TAS ranks by child-Job index and completion index, the whole JobSet suspended/unsuspended.
+
+    The JobSet controller must be running (it creates the child Jobs); without the JobSet CRD
+    the integration stays idle (its informer is optional)."""
+
+    kind = "JobSet"
+    group = "jobset.x-k8s.io"
+    resource = JOBSETS
+
+    @staticmethod
+    def _replicated_jobs(jobset: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [dict(rj) for rj in (jobset.get("spec") or {}).get("replicatedJobs") or ()]
+
+    def pod_sets(self, jobset: Mapping[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for rj in self._replicated_jobs(jobset):
+            job_spec = ((rj.get("template") or {}).get("spec") or {})
+            replicas = int(rj.get("replicas", 1) or 0)
+            template = copy.deepcopy(job_spec.get("template") or {})
+            ps: dict[str, Any] = {"name": rj.get("name", DEFAULT_POD_SET), "template": template,
+                                  "count": replicas * job_pod_count({"spec": job_spec})}
+            request = topology_request_from_template(template, JOB_COMPLETION_INDEX, (JOBSET_JOB_INDEX, replicas))
+            if request:
+                ps["topologyRequest"] = request
+            out.append(ps)
+        return out
+
+    def is_suspended(self, jobset: Mapping[str, Any]) -> bool:
+        return bool((jobset.get("spec") or {}).get("suspend"))
+
+    def _with_templates(self, jobset: Mapping[str, Any], patch_of: Any) -> list[dict[str, Any]] | None:
+        """The replicated jobs with each pod template merge-patched by ``patch_of(name,
+        template)`` (None: unchanged); None when nothing changed. A merge patch replaces the
+        replicatedJobs list whole, so the patch carries every entry."""
+        changed = False
+        out = []
+        for rj in self._replicated_jobs(jobset):
+            job_template = dict(rj.get("template") or {})
+            job_spec = dict(job_template.get("spec") or {})
+            template = job_spec.get("template") or {}
+            patch = patch_of(rj.get("name"), template)
+            if patch:
+                changed = True
+                job_spec["template"] = merge_patched(template, patch)
+                job_template["spec"] = job_spec
+                rj["template"] = job_template
+            out.append(rj)
+        return out if changed else None
+
+    def start_patch(self, jobset: Mapping[str, Any], workload_name: str, pod_sets: list[PodSetStart]) -> dict[str, Any]:
+        starts = {ps.name: ps for ps in pod_sets}
+        replicated = self._with_templates(jobset, lambda name, template: template_start_patch(
+            template, starts[name], workload_name) if name in starts else None)
+        spec: dict[str, Any] = {"suspend": False}
+        if replicated is not None:
+            spec["replicatedJobs"] = replicated
+        return {"spec": spec}
+
+    def stop_patch(self, jobset: Mapping[str, Any]) -> dict[str, Any]:
+        return {"spec": {"suspend": True}}
+
+    def restore_patch(self, jobset: Mapping[str, Any],
+                      original_pod_sets: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+        originals = {ps.get("name"): ps.get("template") or {} for ps in original_pod_sets}
+        replicated = self._with_templates(jobset, lambda name, template: template_restore_patch(
+            template, originals[name]) if name in originals else None)
+        return {"spec": {"replicatedJobs": replicated}} if replicated is not None else None
+
+    def can_restore(self, jobset: Mapping[str, Any]) -> bool:
+        return self.is_suspended(jobset) and self.active_pods(jobset) == 0
+
+    def finish_state(self, jobset: Mapping[str, Any]) -> FinishState:
+        for cond in (jobset.get("status") or {}).get("conditions") or ():
+            if cond.get("status") != "True":
+                continue
+            if cond.get("type") == "Completed":
+                return FinishState(True, "Succeeded", cond.get("message") or "jobset completed successfully")
+            if cond.get("type") == "Failed":
+                return FinishState(True, "Failed", cond.get("message") or "jobset failed")
+        return FinishState(False)
+
+    def active_pods(self, jobset: Mapping[str, Any]) -> int:
+        """Child Jobs with pods still pending or running (JobSet reports jobs, not pods: enough
+        to know whether anything of the previous run is still going)."""
+        return sum(int(s.get("active") or 0) for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or ())
+
+
+INTEGRATIONS: dict[str, JobIntegration] = {"batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob()}
 
 
 def workload_for_job(integration: JobIntegration, job: Mapping[str, Any], priority: int,
@@ -224,7 +339,7 @@ def workload_for_job(integration: JobIntegration, job: Mapping[str, Any], priori
             "namespace": meta.get("namespace", "default"),
             "labels": {LABEL_JOB_UID: meta["uid"]},
             "ownerReferences": [{
-                "apiVersion": f"{integration.group}/v1" if integration.group else "v1",
+                "apiVersion": f"{integration.group}/{integration.resource.version}" if integration.group else "v1",
                 "kind": integration.kind, "name": meta["name"], "uid": meta["uid"],
                 "controller": True, "blockOwnerDeletion": True,
             }],
