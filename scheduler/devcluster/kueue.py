@@ -23,16 +23,13 @@ runs here, so both engines see the same API server behaviour.
 from __future__ import annotations
 
 import logging
-import ssl
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from scheduler.devcluster import binaries, certs, processes
+from scheduler.devcluster import binaries, certs, peers, processes
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 from scheduler.errors import UserError
 
@@ -125,67 +122,6 @@ def _ensure_metrics_cert() -> None:
             f"create the directory writable for this user, or run as root") from exc
 
 
-def _webhook_configurations(module_dir: Path, base_url: str, ca_bundle: str) -> list[dict[str, Any]]:
-    """Kueue's own webhook manifests (module cache), pointed at ``base_url`` instead of a Service.
-
-    Only the webhooks for objects this harness uses are kept (Workload, ClusterQueue, Cohort,
-    ResourceFlavor, LocalQueue, Topology, WorkloadPriorityClass and batch Jobs); the others
-    (JobSet, MPIJob, Ray, ...) target CRDs that are not installed here."""
-    import base64
-
-    path = module_dir / "config" / "components" / "webhook" / "manifests.yaml"
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    keep_groups = {"kueue.x-k8s.io", "batch"}
-    out = []
-    for doc in docs:
-        hooks = []
-        for hook in doc.get("webhooks", []):
-            groups = {g for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
-            if not groups or not groups <= keep_groups:
-                continue
-            svc = hook["clientConfig"]["service"]
-            hook["clientConfig"] = {"url": base_url + svc["path"],
-                                    "caBundle": base64.b64encode(ca_bundle.encode()).decode()}
-            hooks.append(hook)
-        if hooks:
-            doc["webhooks"] = hooks
-            doc["metadata"] = {"name": "toposched-peer-" + doc["metadata"]["name"]}
-            out.append(doc)
-    if not out:
-        raise UserError(f"no Kueue webhooks found in {path}")
-    return out
-
-
-def _wait_ready(url: str, proc: processes.Started, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not processes.alive(proc.pid):
-            raise UserError(f"Kueue exited during start-up: see {proc.log}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise UserError(f"Kueue not ready within {timeout_s:.0f}s: see {proc.log}")
-
-
-def _wait_webhook(port: int, ca: Path, timeout_s: float) -> None:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            import socket
-
-            with socket.create_connection((LOOPBACK, port), timeout=2) as sock:
-                with ctx.wrap_socket(sock, server_hostname=LOOPBACK):
-                    return
-        except OSError:
-            time.sleep(0.25)
-    raise UserError(f"Kueue's webhook server on {LOOPBACK}:{port} did not answer within {timeout_s:.0f}s")
-
-
 @dataclass
 class KueueHandle:
     cluster: LocalCluster
@@ -206,7 +142,6 @@ class KueueHandle:
 def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeout_s: float = 120,
                 extra_args: tuple[str, ...] = (), feature_gates: str = FEATURE_GATES) -> KueueHandle:
     """Run the real Kueue controller against ``cluster`` (CRDs are installed by the cluster)."""
-    from kubernetes import client
 
     from scheduler.devcluster.apply import apply_objects
 
@@ -233,25 +168,14 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
     proc = cluster.start_process(PROCESS_NAME, argv)
     handle = KueueHandle(cluster, ports, proc, config_path)
     try:
-        _wait_ready(f"http://{LOOPBACK}:{ports.health}/readyz", proc, timeout_s)
-        _wait_webhook(ports.webhook, ca.cert, timeout_s)
-        hooks = _webhook_configurations(kueue_module_dir(), f"https://{LOOPBACK}:{ports.webhook}",
-                                        ca.cert.read_text())
-        adm = client.AdmissionregistrationV1Api(kube)
-        for doc in hooks:
-            name = doc["metadata"]["name"]
-            kind = doc["kind"]
-            create = (adm.create_mutating_webhook_configuration if kind == "MutatingWebhookConfiguration"
-                      else adm.create_validating_webhook_configuration)
-            delete = (adm.delete_mutating_webhook_configuration if kind == "MutatingWebhookConfiguration"
-                      else adm.delete_validating_webhook_configuration)
-            try:
-                create(doc)
-            except client.ApiException as exc:
-                if exc.status != 409:
-                    raise
-                delete(name)
-                create(doc)
+        peers.wait_http_ready(f"http://{LOOPBACK}:{ports.health}/readyz", proc, timeout_s)
+        peers.wait_tls(ports.webhook, ca.cert, "Kueue", timeout_s)
+        # Kueue's webhooks for the objects the harness uses (Workload, queues, flavors,
+        # Topology, priority classes and batch Jobs); JobSet, MPIJob, Ray, ... CRDs are absent.
+        peers.register_webhooks(kube, peers.webhook_configurations(
+            kueue_module_dir() / "config" / "components" / "webhook" / "manifests.yaml",
+            f"https://{LOOPBACK}:{ports.webhook}", ca.cert.read_text(), {"kueue.x-k8s.io", "batch"},
+            "toposched-peer-"))
     except BaseException:
         handle.stop()
         raise

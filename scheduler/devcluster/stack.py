@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import sys
-import time
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.devcluster import processes
+from scheduler.devcluster import peers, processes
 from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_ports
 from scheduler.errors import UserError
 
@@ -29,26 +27,6 @@ class StackPorts:
     @classmethod
     def after(cls, base: int) -> StackPorts:
         return cls(base + 6, base + 7, base + 8, base + 9)
-
-
-def _wait_ready(url: str, proc: processes.Started, timeout_s: float) -> None:
-    import ssl
-
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not processes.alive(proc.pid):
-            raise UserError(f"{proc.name} exited during start-up: see {proc.log}")
-        try:
-            with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise UserError(f"{proc.name} not ready within {timeout_s:.0f}s: see {proc.log}")
 
 
 def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args: Iterable[str] = (),
@@ -77,7 +55,7 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
             *controller_args])
         started.append((proc, f"http://127.0.0.1:{ports.controller_health}/readyz"))
     for proc, url in started:
-        _wait_ready(url, proc, timeout_s)
+        peers.wait_http_ready(url, proc, timeout_s, verify_tls=False)
     if "toposched-extender" in wanted:
         cluster.reconfigure_scheduler(default_scheduler_config(
             cluster.dir / "scheduler.kubeconfig", extra_profiles=[toposched_profile()],

@@ -47,7 +47,9 @@ class Stack:
         raise AssertionError(f"{what}: not met within {timeout_s}s (last error: {last}); logs in {logs}")
 
 
-def start_stack(directory: Path, description: dict[str, Any], controller_args: tuple[str, ...] = ()) -> Stack:
+def start_stack(directory: Path, description: dict[str, Any], controller_args: tuple[str, ...] = (),
+                before_toposched: Callable[[LocalCluster], Any] | None = None) -> Stack:
+    """``before_toposched``: runs on the cluster before toposched starts (e.g. installs JobSet)."""
     cluster = LocalCluster(directory).start()
     try:
         kube = cluster.api_client()
@@ -56,6 +58,8 @@ def start_stack(directory: Path, description: dict[str, Any], controller_args: t
         wait_nodes_settled(kube, [n["metadata"]["name"] for n in nodes])
         apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(kube, load_documents(QUEUES))
+        if before_toposched is not None:
+            before_toposched(cluster)
         start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
     except BaseException:
         cluster.stop()
@@ -67,8 +71,9 @@ def start_stack(directory: Path, description: dict[str, Any], controller_args: t
 def stack_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Stack]]:
     started: list[Stack] = []
 
-    def make(description: dict[str, Any], controller_args: tuple[str, ...] = ()) -> Stack:
-        stack = start_stack(Path(tmp_path_factory.mktemp("stack")), description, controller_args)
+    def make(description: dict[str, Any], controller_args: tuple[str, ...] = (),
+             before_toposched: Callable[[LocalCluster], Any] | None = None) -> Stack:
+        stack = start_stack(Path(tmp_path_factory.mktemp("stack")), description, controller_args, before_toposched)
         started.append(stack)
         return stack
 
