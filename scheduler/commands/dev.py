@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
     up.add_argument("--port", type=int, default=DEFAULT_PORT,
                     help="kube-apiserver port on 127.0.0.1 (the next nine are used by etcd, controller-manager, "
                     "scheduler, kwok, and toposched's extender, webhook, controller health, gRPC API)")
+    up.add_argument("--jobset", action="store_true",
+                    help="also run the JobSet v0.10.1 controller (built once from the Go module proxy, ~1.5 min) "
+                    "so JobSets can be submitted (examples/jobs/jobset-leader-workers.yaml)")
     up.set_defaults(func=run_up)
     down = dev_sub.add_parser("down", help="stop everything `dev up` started")
     down.add_argument("--dir", type=Path, default=None)
@@ -91,6 +94,12 @@ def run_up(args: argparse.Namespace) -> int:
         # toposched's own namespace (leader-election Lease, webhook certificates), as deploy/ has it.
         apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
         apply_objects(api, queues)
+        if args.jobset:
+            from scheduler.devcluster.jobset import JOBSET_VERSION, start_jobset
+
+            print(f"starting the JobSet {JOBSET_VERSION} controller (first run builds it: ~1.5 min) ...",
+                  file=sys.stderr, flush=True)
+            start_jobset(cluster)
         components = start_toposched(cluster, StackPorts.after(args.port))
     except BaseException:
         cluster.stop()
@@ -107,6 +116,8 @@ def run_up(args: argparse.Namespace) -> int:
     print("  kubectl get nodes -L topology.k8s.aws/network-node-layer-3,sagemaker.amazonaws.com/node-health-status")
     print("  scripts/visualize_topology")
     print("  kubectl apply -f examples/jobs/hyperpod-required-layer3.yaml")
+    if args.jobset:
+        print("  kubectl apply -f examples/jobs/jobset-leader-workers.yaml")
     print("  toposched dev down   # when done")
     return 0
 
