@@ -180,6 +180,33 @@ def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Reso
     return None
 
 
+def replace_failed_nodes(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Resources,
+                         failed_nodes: Sequence[str], required_level: str | None,
+                         labels_of: Mapping[str, Mapping[str, str]] | None = None,
+                         slice_levels: Sequence[str] = ()) -> PodSetPlacement | None:
+    """:func:`find_replacement` for several nodes failing together (a rack losing power, a
+    switch going down): each failed node's pods are moved in turn, and what one move takes is
+    reserved in a scratch copy of the tree before the next, so two failed nodes never land on
+    the same spare slot. All or nothing: None when any of them cannot be replaced within the
+    request. (Kueue evicts the workload as soon as more than one of its nodes fails.)"""
+    failed_here = sorted(n for n in failed_nodes if n in pods_per_node(pod_set))
+    scratch = tree.clone() if len(failed_here) > 1 else tree
+    current = pod_set
+    for i, node in enumerate(failed_here):
+        new = find_replacement(scratch, current, per_pod, node, required_level,
+                               (labels_of or {}).get(node), slice_levels)
+        if new is None:
+            return None
+        if i + 1 < len(failed_here):
+            before, after = pods_per_node(current), pods_per_node(new)
+            moved = {host: n - before.get(host, 0) for host, n in after.items() if n > before.get(host, 0)}
+            scratch.add_usage(PodSetPlacement(pod_set.name, sum(moved.values()), (HOSTNAME_LABEL,),
+                                              tuple(DomainAssignment((h,), c) for h, c in sorted(moved.items()))),
+                              per_pod)
+        current = new
+    return current
+
+
 def _pods_fitting(tree: TopologyTree, per_pod: Resources) -> Callable[[int], int] | None:
     """leaf -> how many more pods of ``per_pod`` (plus a pod slot) fit there; None if it asks nothing."""
     vec = tree.request_vector(with_pod_slot(per_pod))

@@ -3,11 +3,13 @@
 For every workload that holds a reservation, the nodes of its assignment are checked with
 ``node_health`` (one function, one answer) through a debounced :class:`FailureTracker`.
 
-- One failed node, hostname-level assignment, and a replacement inside the domain the
-  request requires (for slices: the failed node's own slice domain): the assignment is
+- Hostname-level assignment and a replacement inside the domain the request requires (for
+  slices: each failed node's own slice domain) for every failed node: the assignment is
   rewritten (hot swap, like Kueue's ``TASFailedNodeReplacement``) and the workload's pods on
-  the failed node are deleted so the Job controller recreates them; the extender places them
-  on the new slot. Pods elsewhere keep running.
+  the failed nodes are deleted so the Job controller recreates them; the extender places them
+  on the new slots. Pods elsewhere keep running. Kueue replaces one failed node and evicts
+  when several fail together; toposched replaces several (``replace_failed_nodes``, all or
+  none) and evicts with Kueue's message only when they cannot all be replaced.
 - Otherwise the workload is evicted with reason ``NodeFailures`` and Kueue's message; the
   controller's eviction phase suspends the Job, waits until its pods are gone (so a pod never
   runs twice), and requeues it.
@@ -33,10 +35,10 @@ from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
     FailureTracker,
-    find_replacement,
     multiple_failures_message,
     no_replacement_message,
     pods_per_node,
+    replace_failed_nodes,
 )
 from scheduler.core.health import node_health
 from scheduler.core.nodes import node_from_k8s
@@ -112,13 +114,15 @@ class NodeFailureHandler:
             failed = self.tracker.failed_among(assigned, now)
             if not failed:
                 continue
-            if len(failed) == 1 and self._hot_swap(wl, failed[0], nodes, holding):
+            if self._hot_swap(wl, failed, nodes, holding):
                 continue
             message = multiple_failures_message(failed) if len(failed) > 1 else no_replacement_message(failed)
             self.evict(wl, message)
 
     # ------------------------------------------------------------------ hot swap
-    def _hot_swap(self, wl: dict[str, Any], failed: str, nodes: Mapping[str, Any], holding: list[Any]) -> bool:
+    def _hot_swap(self, wl: dict[str, Any], failed: list[str], nodes: Mapping[str, Any], holding: list[Any]) -> bool:
+        """Move the pods of every failed node to healthy nodes inside the workload's request
+        (all of them or none); False when that is not possible and the workload must go."""
         ctl = self.controller
         cache = ctl.cache
         topologies = {t["metadata"]["name"]: t for t in cache.topologies.items()}
@@ -128,18 +132,19 @@ class NodeFailureHandler:
         admission = dict((wl.get("status") or {}).get("admission") or {})
         new_psas = []
         replaced = False
+        labels_of = {n: ((nodes.get(n) or {}).get("metadata") or {}).get("labels") or {}
+                     for n in failed if n in nodes}
         for psa, (placement, per_pod, flavor) in zip(admission.get("podSetAssignments") or (),
                                                       admitted_placements(wl), strict=False):
-            if failed not in pods_per_node(placement):
+            if not set(failed) & set(pods_per_node(placement)):
                 new_psas.append(psa)
                 continue
             tree = trees.get(flavor)
             request = topology_request_from_workload((spec_sets.get(psa["name"]) or {}).get("topologyRequest"))
             if tree is None:
                 return False
-            failed_labels = ((nodes.get(failed) or {}).get("metadata") or {}).get("labels")
-            new = find_replacement(tree, placement, per_pod, failed, request.required if request else None,
-                                   failed_labels, slice_levels_of(request))
+            new = replace_failed_nodes(tree, placement, per_pod, failed, request.required if request else None,
+                                       labels_of, slice_levels_of(request))
             if new is None:
                 return False
             new_psas.append({**psa, "topologyAssignment": encode_v1beta2(new)})
@@ -149,11 +154,15 @@ class NodeFailureHandler:
         updated = ctl._patch_status(wl, {"admission": {**admission, "podSetAssignments": new_psas}})
         if updated is None:
             return True  # stale copy: the next reconcile looks again
-        self._delete_pods_on(wl, failed)
+        for node in failed:
+            self._delete_pods_on(wl, node)
+        names = ", ".join(failed)
         ctl.events.record(wl, "Normal", "NodeReplaced",
-                          f"Replaced unhealthy node {failed} within the workload's topology domain")
-        ctl._notify("replaced", wl, {"failedNode": failed})
-        log.info("workload %s/%s: replaced failed node %s", wl["metadata"]["namespace"], wl["metadata"]["name"], failed)
+                          f"Replaced unhealthy node{'s' if len(failed) > 1 else ''} {names} within the workload's "
+                          "topology domain")
+        ctl._notify("replaced", wl, {"failedNode": failed[0], "failedNodes": failed})
+        log.info("workload %s/%s: replaced failed node(s) %s", wl["metadata"]["namespace"], wl["metadata"]["name"],
+                 names)
         return True
 
     def _delete_pods_on(self, wl: Mapping[str, Any], node: str) -> None:

@@ -195,3 +195,28 @@ def test_hot_swap_keeps_each_slice_in_its_domain(stack: Stack) -> None:
     stack.api.delete(JOBS, "sliced", NS, propagationPolicy="Background")
     stack.wait(lambda: running(stack, "sliced") == [], 60, "sliced pods gone")
     recover_node(stack, victim)
+
+
+def test_two_nodes_failing_together_are_both_hot_swapped(stack: Stack) -> None:
+    # Kueue evicts a workload as soon as two of its nodes fail; with spares in the required
+    # domain toposched moves just those pods (all or none) and the other ranks keep running.
+    job = stack.api.create(JOBS, training_job("pair", 5, max_retry=2), NS)
+    uid = job["metadata"]["uid"]
+    pods = stack.wait(lambda: all_running_in_one_domain(stack, "pair", 5, set()), 120, "5 pair pods Running")
+    domain = l3_of(stack)[pods[0]["spec"]["nodeName"]]
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    victims = set(sorted(set(before.values()))[:2])
+    t0 = time.monotonic()
+    for node in sorted(victims):
+        fail_node(stack, node)
+    after = stack.wait(lambda: all_running_in_one_domain(stack, "pair", 5, victims), 120, "pair pods re-placed")
+    print(f"\n[node-failure] two nodes at once: failure -> 5 pods Running again in {time.monotonic() - t0:.1f}s")
+    assert l3_of(stack)[after[0]["spec"]["nodeName"]] == domain
+    assert len({p["metadata"]["name"] for p in after} & set(before)) == 3  # only the failed nodes' pods moved
+    wl = workload(stack, uid)
+    assert not any(c["type"] == "Evicted" and c["status"] == "True" for c in wl["status"]["conditions"])
+    assert (wl["metadata"].get("annotations") or {}).get(ANN_RETRIES) is None
+    stack.api.delete(JOBS, "pair", NS, propagationPolicy="Background")
+    stack.wait(lambda: running(stack, "pair") == [], 60, "pair pods gone")
+    for node in victims:
+        recover_node(stack, node)

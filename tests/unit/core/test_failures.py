@@ -132,3 +132,24 @@ def test_slice_replacement_needs_the_failed_nodes_labels() -> None:
     current = placement(SLICED)
     tree = tree_with(current, failed={"n2"})
     assert find_replacement(tree, current, PER_POD, "n2", L2, None, slice_levels=(L3,)) is None
+
+
+def test_two_nodes_failing_together_move_to_distinct_spares_or_not_at_all() -> None:
+    from scheduler.core.failures import replace_failed_nodes
+
+    # A 3-pod workload on n1, n2, n4 (required layer-2 b1); n2 and n4 fail together.
+    current = placement({"n1": 1, "n2": 1, "n4": 1})
+    tree = tree_with(current, failed={"n2", "n4"})
+    got = replace_failed_nodes(tree, current, PER_POD, ["n4", "n2"], L2)
+    # b1's healthy spares are n3 and n5: one pod each, never both on one node (8 GPUs each)
+    assert got is not None and pods_per_node(got) == {"n1": 1, "n3": 1, "n5": 1}
+    assert got.count == 3
+    # the scratch reservation did not leak into the caller's tree
+    assert tree.free[tree.leaf_of_node("n3")].tolist() == tree_with(current, failed={"n2", "n4"}).free[
+        tree.leaf_of_node("n3")].tolist()
+    # only one spare left in b1 (n5 busy): the first move fits, the second cannot -> None, not half
+    busy = tree_with(current, failed={"n2", "n4"}, extra_used={"n5": 1})
+    assert replace_failed_nodes(busy, current, PER_POD, ["n2", "n4"], L2) is None
+    # a failed node the pod set does not use is ignored
+    assert pods_per_node(replace_failed_nodes(tree, current, PER_POD, ["n2", "n6"], L2) or current) == {
+        "n1": 1, "n3": 1, "n4": 1}
