@@ -2,7 +2,7 @@
 
 failurePolicy design (docs/webhook.md):
 
-* Jobs and JobSets WITH ``kueue.x-k8s.io/queue-name`` (objectSelector ``Exists``): ``Fail``. Letting such
+* Jobs, JobSets and PyTorchJobs WITH ``kueue.x-k8s.io/queue-name`` (objectSelector ``Exists``): ``Fail``. Letting such
   a Job through un-mutated would start it unsuspended, past every quota; a dead webhook only
   blocks jobs that asked for the queue.
 * Jobs WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
@@ -26,8 +26,10 @@ from admission.review import (
     KUEUE_PLURALS,
     MUTATE_JOB,
     MUTATE_JOBSET,
+    MUTATE_PYTORCHJOB,
     VALIDATE_JOB,
     VALIDATE_JOBSET,
+    VALIDATE_PYTORCHJOB,
     validate_kueue_path,
 )
 from scheduler.core.workload import LABEL_QUEUE_NAME
@@ -70,6 +72,11 @@ def _jobsets_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
              "operations": list(operations), "scope": "Namespaced"}]
 
 
+def _pytorchjobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
+             "operations": list(operations), "scope": "Namespaced"}]
+
+
 _QUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]}
 _UNQUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}
 
@@ -80,7 +87,8 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
               "reinvocationPolicy": "IfNeeded", "namespaceSelector": _namespace_selector(namespace)}
     hooks = []
     for prefix, path, rules in (("mjob", MUTATE_JOB, _jobs_rule(["CREATE"])),
-                                ("mjobset", MUTATE_JOBSET, _jobsets_rule(["CREATE"]))):
+                                ("mjobset", MUTATE_JOBSET, _jobsets_rule(["CREATE"])),
+                                ("mpytorchjob", MUTATE_PYTORCHJOB, _pytorchjobs_rule(["CREATE"]))):
         hooks.append(dict(common, name=f"{prefix}.toposched.io", clientConfig=client(path), rules=rules,
                           failurePolicy="Fail", timeoutSeconds=5, objectSelector=_QUEUED))
         if default_queue:
@@ -98,7 +106,10 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     hooks = [dict(common, name="vjob.toposched.io", clientConfig=client(VALIDATE_JOB), failurePolicy="Fail",
                   timeoutSeconds=5, rules=_jobs_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED),
              dict(common, name="vjobset.toposched.io", clientConfig=client(VALIDATE_JOBSET), failurePolicy="Fail",
-                  timeoutSeconds=5, rules=_jobsets_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED)]
+                  timeoutSeconds=5, rules=_jobsets_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED),
+             dict(common, name="vpytorchjob.toposched.io", clientConfig=client(VALIDATE_PYTORCHJOB),
+                  failurePolicy="Fail", timeoutSeconds=5, rules=_pytorchjobs_rule(["CREATE", "UPDATE"]),
+                  objectSelector=_QUEUED)]
     for kind, plural in KUEUE_PLURALS.items():
         hooks.append(dict(
             common, name=f"v{kind.lower()}.kueue.toposched.io", clientConfig=client(validate_kueue_path(kind)),

@@ -1,11 +1,12 @@
-"""Mutation of batch/v1 Jobs and JobSets: plain dicts in, an RFC 6902 JSON Patch (list of ops)
-out. No I/O.
+"""Mutation of batch/v1 Jobs, JobSets and PyTorchJobs: plain dicts in, an RFC 6902 JSON Patch
+(list of ops) out. No I/O.
 
 At CREATE only (as Kueue's job webhooks), for a job managed by a queue:
 
 * LocalQueue defaulting (Kueue v0.17 GA): a Job without ``kueue.x-k8s.io/queue-name`` in a
   namespace that has a LocalQueue named ``default`` gets the label ``default``.
-* ``spec.suspend: true`` — the controller unsuspends it when the Workload is admitted.
+* ``spec.suspend: true`` (``spec.runPolicy.suspend`` for a PyTorchJob) — the controller
+  unsuspends it when the Workload is admitted.
 * ``schedulerName: toposched`` in every pod template (a Job's ``spec.template``, each of a
   JobSet's ``spec.replicatedJobs[i].template.spec.template``) — the second kube-scheduler
   profile with the extender binds its pods.
@@ -60,13 +61,25 @@ def _set_label(job: Mapping[str, Any], ops: list[dict[str, Any]], key: str, valu
 
 
 def pod_template_paths(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(JSON pointer, pod template) of every pod template of a Job or a JobSet."""
+    """(JSON pointer, pod template) of every pod template of a Job, JobSet or PyTorchJob."""
     spec = obj.get("spec") or {}
     if obj.get("kind") == "JobSet":
         return [(f"/spec/replicatedJobs/{i}/template/spec/template",
                  ((rj.get("template") or {}).get("spec") or {}).get("template") or {})
                 for i, rj in enumerate(spec.get("replicatedJobs") or ())]
+    if obj.get("kind") == "PyTorchJob":
+        return [(f"/spec/pytorchReplicaSpecs/{escape(t)}/template", (rs or {}).get("template") or {})
+                for t, rs in sorted((spec.get("pytorchReplicaSpecs") or {}).items())]
     return [("/spec/template", spec.get("template") or {})]
+
+
+def suspend_path(obj: Mapping[str, Any]) -> tuple[str, bool]:
+    """(JSON pointer of the suspend flag, whether it is set): ``spec.runPolicy.suspend`` for
+    Kubeflow jobs, ``spec.suspend`` for Jobs and JobSets."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "PyTorchJob":
+        return "/spec/runPolicy/suspend", (spec.get("runPolicy") or {}).get("suspend") is True
+    return "/spec/suspend", spec.get("suspend") is True
 
 
 def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
@@ -88,9 +101,12 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
     if (not labels.get(LABEL_PRIORITY_CLASS) and view is not None
             and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
         _set_label(job, ops, LABEL_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS)
-    spec = job.get("spec") or {}
-    if spec.get("suspend") is not True:
-        ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+    pointer, suspended = suspend_path(job)
+    if not suspended:
+        if pointer == "/spec/runPolicy/suspend" and "runPolicy" not in (job.get("spec") or {}):
+            ops.append({"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}})
+        else:
+            ops.append({"op": "add", "path": pointer, "value": True})
     for pointer, template in pod_template_paths(job):
         pod_spec = template.get("spec")
         current = (pod_spec or {}).get("schedulerName")

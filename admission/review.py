@@ -24,8 +24,12 @@ MUTATE_JOB = "/mutate-batch-v1-job"
 VALIDATE_JOB = "/validate-batch-v1-job"
 MUTATE_JOBSET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
 VALIDATE_JOBSET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
+MUTATE_PYTORCHJOB = "/mutate-kubeflow-org-v1-pytorchjob"
+VALIDATE_PYTORCHJOB = "/validate-kubeflow-org-v1-pytorchjob"
 # path -> the kind it serves (the object's own ``kind`` may be absent in a review)
-JOB_KINDS = {MUTATE_JOB: "Job", VALIDATE_JOB: "Job", MUTATE_JOBSET: "JobSet", VALIDATE_JOBSET: "JobSet"}
+JOB_KINDS = {MUTATE_JOB: "Job", VALIDATE_JOB: "Job", MUTATE_JOBSET: "JobSet", VALIDATE_JOBSET: "JobSet",
+             MUTATE_PYTORCHJOB: "PyTorchJob", VALIDATE_PYTORCHJOB: "PyTorchJob"}
+MUTATE_PATHS = (MUTATE_JOB, MUTATE_JOBSET, MUTATE_PYTORCHJOB)
 KUEUE_KINDS = {"topology": "Topology", "resourceflavor": "ResourceFlavor",
                "clusterqueue": "ClusterQueue", "localqueue": "LocalQueue"}
 KUEUE_PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors",
@@ -37,7 +41,7 @@ def validate_kueue_path(kind: str, version: str = "v1beta2") -> str:
 
 
 KUEUE_PATHS = {validate_kueue_path(k, v): k for k in KUEUE_PLURALS for v in ("v1beta1", "v1beta2")}
-PATHS = (MUTATE_JOB, VALIDATE_JOB, MUTATE_JOBSET, VALIDATE_JOBSET, *KUEUE_PATHS)
+PATHS = (*JOB_KINDS, *KUEUE_PATHS)
 
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
@@ -83,7 +87,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         if kind_check not in (None, JOB_KINDS[path]):
             return _response(uid, True, api_version=api_version)
         obj = dict(obj, kind=JOB_KINDS[path])
-    if path in (MUTATE_JOB, MUTATE_JOBSET):
+    if path in MUTATE_PATHS:
         try:
             m = mutate_job(obj, operation, view, scheduler_name, default_queue)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
@@ -91,7 +95,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
             return _response(uid, False, f"toposched webhook: internal error while mutating the {obj['kind']}: {exc}; "
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
-    if path in (VALIDATE_JOB, VALIDATE_JOBSET):
+    if path in JOB_KINDS:
         try:
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None)
         except Exception as exc:  # our bug must not block users: allow, say so

@@ -537,8 +537,8 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     the controller's own updates (unsuspend, node selectors) must not be blocked because a
     queue was deleted after the job was accepted.
     """
-    if job.get("kind") == "JobSet":
-        return validate_jobset(job, view, old)
+    if job.get("kind") in ("JobSet", "PyTorchJob"):
+        return validate_multi_pod_set_job(job, view, old)
     verdict = Verdict()
     template = (job.get("spec") or {}).get("template") or {}
     ann = (template.get("metadata") or {}).get("annotations") or {}
@@ -554,10 +554,19 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     return verdict
 
 
-def _replicated_job_pod_sets(jobset: Obj) -> list[tuple[str, Mapping[str, str], int]]:
-    """(annotations path, pod template annotations, pod count) per replicated job."""
+def _pod_set_annotations(obj: Obj, kind: str) -> list[tuple[str, Mapping[str, str], int]]:
+    """(annotations path, pod template annotations, pod count) per pod set of a JobSet
+    (replicated jobs) or a PyTorchJob (replica types)."""
     out = []
-    for i, rj in enumerate((jobset.get("spec") or {}).get("replicatedJobs") or ()):
+    spec = obj.get("spec") or {}
+    if kind == "PyTorchJob":
+        for replica_type, rs in sorted((spec.get("pytorchReplicaSpecs") or {}).items()):
+            ann = (((rs or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+            replicas = (rs or {}).get("replicas")
+            out.append((f"spec.pytorchReplicaSpecs[{replica_type}].template.metadata.annotations", ann,
+                        1 if replicas is None else int(replicas)))
+        return out
+    for i, rj in enumerate(spec.get("replicatedJobs") or ()):
         job_spec = (rj.get("template") or {}).get("spec") or {}
         ann = ((job_spec.get("template") or {}).get("metadata") or {}).get("annotations") or {}
         count = int(rj.get("replicas", 1) or 0) * job_pod_count({"spec": job_spec})
@@ -565,23 +574,24 @@ def _replicated_job_pod_sets(jobset: Obj) -> list[tuple[str, Mapping[str, str], 
     return out
 
 
-def validate_jobset(jobset: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
-    """A JobSet carrying the queue label: Kueue's annotation checks on every replicated job's pod
-    template, and that the priority class, LocalQueue and ClusterQueue exist. The level, quota
-    and topology fit checks of :func:`validate_job_against_cluster` cover one pod set and are
-    not run for JobSets (yet): a JobSet that cannot fit stays pending with Kueue's message."""
+def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
+    """A JobSet or PyTorchJob carrying the queue label: Kueue's annotation checks on every pod
+    set's template, and that the priority class, LocalQueue and ClusterQueue exist. The level,
+    quota and topology fit checks of :func:`validate_job_against_cluster` cover one pod set and
+    are not run for these (yet): one that cannot fit stays pending with Kueue's message."""
     verdict = Verdict()
-    pod_sets = _replicated_job_pod_sets(jobset)
+    kind = str(job.get("kind"))
+    pod_sets = _pod_set_annotations(job, kind)
     if old is not None:
         before = {path: {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}
-                  for path, ann, _ in _replicated_job_pod_sets(old)}
+                  for path, ann, _ in _pod_set_annotations(old, kind)}
         pod_sets = [(path, ann, count) for path, ann, count in pod_sets
                     if before.get(path) != {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}]
     for path, ann, count in pod_sets:
         verdict.errors.extend(validate_topology_annotations(ann, count, path))
     if verdict.errors or old is not None or view is None:
         return verdict
-    _queue_checks(jobset, view, verdict)
+    _queue_checks(job, view, verdict)
     return verdict
 
 

@@ -55,6 +55,7 @@ PODS = Resource("", "v1", "pods")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs")
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
+PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"

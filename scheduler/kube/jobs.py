@@ -1,9 +1,10 @@
 """Job integrations: how a kind of job becomes a Workload, and how it is started/stopped.
 
-batch/v1 Job and JobSet (jobset.x-k8s.io/v1alpha2) are implemented, as Kueue's integrations
-do them. Kubeflow PyTorchJob (and HyperPod's HyperPodPyTorchJob) plug in the same way: implement
-:class:`JobIntegration` (pod sets from replica specs, suspend field, finished conditions) and
-register in :data:`INTEGRATIONS`; nothing else in the controller knows a job's kind.
+batch/v1 Job, JobSet (jobset.x-k8s.io/v1alpha2) and Kubeflow PyTorchJob (kubeflow.org/v1) are
+implemented, as Kueue's integrations do them. Others (HyperPod's HyperPodPyTorchJob,
+LeaderWorkerSet, MPIJob) plug in the same way: implement :class:`JobIntegration` (pod sets,
+suspend field, finished conditions) and register in :data:`INTEGRATIONS`; nothing else in the
+controller knows a job's kind.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from scheduler.core.workload import (
     job_pod_count,
     kueue_workload_name,
 )
-from scheduler.kube.informer import JOBS, JOBSETS, Resource
+from scheduler.kube.informer import JOBS, JOBSETS, PYTORCHJOBS, Resource
 
 LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 # HyperPod auto-resume (on the job's metadata).
@@ -313,7 +314,89 @@ class JobSetJob:
         return sum(int(s.get("active") or 0) for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or ())
 
 
-INTEGRATIONS: dict[str, JobIntegration] = {"batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob()}
+KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+
+
+class PyTorchJobJob:
+    """kubeflow.org/v1 PyTorchJob, as Kueue's Kubeflow integration: one pod set per replica type
+    present, in the order Master, Worker (name = the type in lower case, count = replicas,
+    default 1), TAS ranks by ``training.kubeflow.org/replica-index``; suspended through
+    ``spec.runPolicy.suspend``; finished by the Succeeded / Failed conditions. The replica
+    specs are a map, so a merge patch reaches each template without rewriting the others."""
+
+    kind = "PyTorchJob"
+    group = "kubeflow.org"
+    resource = PYTORCHJOBS
+    replica_specs_field = "pytorchReplicaSpecs"
+    ordered_replica_types = ("Master", "Worker")
+
+    def _replicas(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        specs = (job.get("spec") or {}).get(self.replica_specs_field) or {}
+        return [(t, specs[t]) for t in self.ordered_replica_types if specs.get(t) is not None]
+
+    def pod_sets(self, job: Mapping[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for replica_type, spec in self._replicas(job):
+            template = copy.deepcopy(spec.get("template") or {})
+            replicas = spec.get("replicas")
+            ps: dict[str, Any] = {"name": replica_type.lower(), "template": template,
+                                  "count": 1 if replicas is None else int(replicas)}
+            request = topology_request_from_template(template, KUBEFLOW_REPLICA_INDEX)
+            if request:
+                ps["topologyRequest"] = request
+            out.append(ps)
+        return out
+
+    def is_suspended(self, job: Mapping[str, Any]) -> bool:
+        return bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+
+    def _templates_patch(self, job: Mapping[str, Any], patch_of: Any) -> dict[str, Any]:
+        specs = {}
+        for replica_type, spec in self._replicas(job):
+            patch = patch_of(replica_type.lower(), spec.get("template") or {})
+            if patch:
+                specs[replica_type] = {"template": patch}
+        return specs
+
+    def start_patch(self, job: Mapping[str, Any], workload_name: str, pod_sets: list[PodSetStart]) -> dict[str, Any]:
+        starts = {ps.name: ps for ps in pod_sets}
+        specs = self._templates_patch(job, lambda name, template: template_start_patch(
+            template, starts[name], workload_name) if name in starts else None)
+        spec: dict[str, Any] = {"runPolicy": {"suspend": False}}
+        if specs:
+            spec[self.replica_specs_field] = specs
+        return {"spec": spec}
+
+    def stop_patch(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        return {"spec": {"runPolicy": {"suspend": True}}}
+
+    def restore_patch(self, job: Mapping[str, Any],
+                      original_pod_sets: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+        originals = {ps.get("name"): ps.get("template") or {} for ps in original_pod_sets}
+        specs = self._templates_patch(job, lambda name, template: template_restore_patch(
+            template, originals[name]) if name in originals else None)
+        return {"spec": {self.replica_specs_field: specs}} if specs else None
+
+    def can_restore(self, job: Mapping[str, Any]) -> bool:
+        return self.is_suspended(job) and self.active_pods(job) == 0
+
+    def finish_state(self, job: Mapping[str, Any]) -> FinishState:
+        for cond in (job.get("status") or {}).get("conditions") or ():
+            if cond.get("status") != "True":
+                continue
+            if cond.get("type") == "Succeeded":
+                return FinishState(True, "Succeeded", cond.get("message") or "PyTorchJob succeeded")
+            if cond.get("type") == "Failed":
+                return FinishState(True, "Failed", cond.get("message") or "PyTorchJob failed")
+        return FinishState(False)
+
+    def active_pods(self, job: Mapping[str, Any]) -> int:
+        statuses = (job.get("status") or {}).get("replicaStatuses") or {}
+        return sum(int((s or {}).get("active") or 0) for s in statuses.values())
+
+
+INTEGRATIONS: dict[str, JobIntegration] = {
+    "batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob(), "kubeflow.org/PyTorchJob": PyTorchJobJob()}
 
 
 def workload_for_job(integration: JobIntegration, job: Mapping[str, Any], priority: int,
