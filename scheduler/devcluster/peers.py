@@ -55,17 +55,20 @@ def wait_tls(port: int, ca: Path, what: str, timeout_s: float) -> None:
 
 
 def webhook_configurations(manifest: Path, base_url: str, ca_pem: str, keep_groups: set[str],
-                           name_prefix: str) -> list[dict[str, Any]]:
+                           name_prefix: str, keep_resources: set[str] | None = None) -> list[dict[str, Any]]:
     """A peer's own webhook manifests pointed at ``base_url`` instead of a Service, keeping only
-    the webhooks whose rules are all in ``keep_groups`` (the others target CRDs not installed,
-    or every pod)."""
+    the webhooks whose rules are all in ``keep_groups`` (and ``keep_resources`` when given): the
+    others target CRDs that are not installed, or every pod."""
     docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
     out = []
     for doc in docs:
         hooks = []
         for hook in doc.get("webhooks", []):
             groups = {g for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
+            resources = {r for rule in hook.get("rules", []) for r in rule.get("resources", [])}
             if not groups or not groups <= keep_groups:
+                continue
+            if keep_resources is not None and not resources <= keep_resources:
                 continue
             hook["clientConfig"] = {"url": base_url + hook["clientConfig"]["service"]["path"],
                                     "caBundle": base64.b64encode(ca_pem.encode()).decode()}
