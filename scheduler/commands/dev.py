@@ -44,6 +44,9 @@ def register(sub: Any) -> None:
     up.add_argument("--jobset", action="store_true",
                     help="also run the JobSet v0.10.1 controller (built once from the Go module proxy, ~1.5 min) "
                     "so JobSets can be submitted (examples/jobs/jobset-leader-workers.yaml)")
+    up.add_argument("--pytorchjob", action="store_true",
+                    help="also run the Kubeflow training-operator v1.9.3 (PyTorchJob only; built once, ~1.5 min) so "
+                    "PyTorchJobs can be submitted (examples/jobs/pytorchjob-master-workers.yaml)")
     up.set_defaults(func=run_up)
     down = dev_sub.add_parser("down", help="stop everything `dev up` started")
     down.add_argument("--dir", type=Path, default=None)
@@ -100,6 +103,12 @@ def run_up(args: argparse.Namespace) -> int:
             print(f"starting the JobSet {JOBSET_VERSION} controller (first run builds it: ~1.5 min) ...",
                   file=sys.stderr, flush=True)
             start_jobset(cluster)
+        if args.pytorchjob:
+            from scheduler.devcluster.kubeflow import TRAINING_OPERATOR_VERSION, start_training_operator
+
+            print(f"starting the Kubeflow training-operator {TRAINING_OPERATOR_VERSION} (first run builds it: "
+                  "~1.5 min) ...", file=sys.stderr, flush=True)
+            start_training_operator(cluster)
         components = start_toposched(cluster, StackPorts.after(args.port))
     except BaseException:
         cluster.stop()
@@ -118,6 +127,8 @@ def run_up(args: argparse.Namespace) -> int:
     print("  kubectl apply -f examples/jobs/hyperpod-required-layer3.yaml")
     if args.jobset:
         print("  kubectl apply -f examples/jobs/jobset-leader-workers.yaml")
+    if args.pytorchjob:
+        print("  kubectl apply -f examples/jobs/pytorchjob-master-workers.yaml")
     print("  toposched dev down   # when done")
     return 0
 

@@ -69,7 +69,9 @@ def start_jobset(cluster: LocalCluster, *, timeout_s: float = 120) -> JobSetHand
 
     binary = ensure_jobset()
     kube = cluster.api_client()
-    apply_objects(kube, list(yaml.safe_load_all(jobset_crd_file().read_text())))
+    crds = list(yaml.safe_load_all(jobset_crd_file().read_text()))
+    apply_objects(kube, crds)
+    peers.wait_crds_established(kube, crds)
     webhook_port, health_port = free_ports(2)
     jdir = cluster.dir / "jobset"
     cert_dir = jdir / "certs"
@@ -92,7 +94,8 @@ def start_jobset(cluster: LocalCluster, *, timeout_s: float = 120) -> JobSetHand
         peers.wait_tls(webhook_port, ca.cert, "JobSet", timeout_s)
         peers.register_webhooks(kube, peers.webhook_configurations(
             jobset_module_dir() / "config" / "components" / "webhook" / "manifests.yaml",
-            f"https://{LOOPBACK}:{webhook_port}", ca.cert.read_text(), {"jobset.x-k8s.io"}, "toposched-peer-"))
+            f"https://{LOOPBACK}:{webhook_port}", ca.cert.read_text(), {"jobset.x-k8s.io"},
+            "toposched-peer-jobset-"))  # kubebuilder's default names: other peers use them too
     except BaseException:
         handle.stop()
         raise

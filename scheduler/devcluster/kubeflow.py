@@ -76,7 +76,9 @@ def start_training_operator(cluster: LocalCluster, *, timeout_s: float = 120) ->
     mod = module_dir()
     kube = cluster.api_client()
     crd = mod / "manifests" / "base" / "crds" / "kubeflow.org_pytorchjobs.yaml"
-    apply_objects(kube, list(yaml.safe_load_all(crd.read_text())))
+    crds = list(yaml.safe_load_all(crd.read_text()))
+    apply_objects(kube, crds)
+    peers.wait_crds_established(kube, crds)
     apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                          {"apiVersion": "v1", "kind": "Secret",
                           "metadata": {"name": "training-operator-webhook-cert", "namespace": NAMESPACE}}])
@@ -106,7 +108,7 @@ def start_training_operator(cluster: LocalCluster, *, timeout_s: float = 120) ->
         # only the PyTorchJob webhook: the other Kubeflow kinds' CRDs are not installed
         peers.register_webhooks(kube, peers.webhook_configurations(
             mod / "manifests" / "base" / "webhook" / "manifests.yaml", f"https://{LOOPBACK}:{webhook_port}",
-            ca.cert.read_text(), {"kubeflow.org"}, "toposched-peer-", keep_resources={"pytorchjobs"}))
+            ca.cert.read_text(), {"kubeflow.org"}, "toposched-peer-kubeflow-", keep_resources={"pytorchjobs"}))
     except BaseException:
         handle.stop()
         raise

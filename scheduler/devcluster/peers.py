@@ -82,6 +82,24 @@ def webhook_configurations(manifest: Path, base_url: str, ca_pem: str, keep_grou
     return out
 
 
+def wait_crds_established(kube: Any, docs: list[dict[str, Any]], timeout_s: float = 60) -> None:
+    """Until every CustomResourceDefinition in ``docs`` is Established: a controller-runtime
+    manager started before that does not find the kind (its webhook answers 404 for a while)."""
+    from kubernetes import client
+
+    ext = client.ApiextensionsV1Api(kube)
+    names = [d["metadata"]["name"] for d in docs if d.get("kind") == "CustomResourceDefinition"]
+    deadline = time.monotonic() + timeout_s
+    for name in names:
+        while True:
+            conds = {c.type: c.status for c in (ext.read_custom_resource_definition(name).status.conditions or ())}
+            if conds.get("Established") == "True":
+                break
+            if time.monotonic() > deadline:
+                raise UserError(f"CustomResourceDefinition {name} not Established within {timeout_s:.0f}s")
+            time.sleep(0.2)
+
+
 def register_webhooks(kube: Any, docs: list[dict[str, Any]]) -> None:
     """Create each configuration, replacing one left by an earlier run."""
     from kubernetes import client
