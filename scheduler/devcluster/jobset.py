@@ -16,12 +16,11 @@ integration's end-to-end tests and for users who run JobSets on the dev cluster.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from scheduler.devcluster import binaries, certs, peers, processes
+from scheduler.devcluster import binaries, certs, peers
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 
 JOBSET_VERSION = "v0.10.1"
@@ -51,18 +50,7 @@ def jobset_crd_file() -> Path:
     return jobset_module_dir() / "config" / "components" / "crd" / "bases" / "jobset.x-k8s.io_jobsets.yaml"
 
 
-@dataclass
-class JobSetHandle:
-    cluster: LocalCluster
-    process: processes.Started
-
-    def stop(self) -> None:
-        processes.stop(self.process)
-        self.cluster.state.processes.pop(PROCESS_NAME, None)
-        self.cluster.state.save(self.cluster.state_file)
-
-
-def start_jobset(cluster: LocalCluster, *, timeout_s: float = 120) -> JobSetHandle:
+def start_jobset(cluster: LocalCluster, *, timeout_s: float = 120) -> peers.PeerHandle:
     """Install the JobSet CRD and run the JobSet controller against ``cluster`` (a process of
     the cluster: ``LocalCluster.stop()`` stops it)."""
     from scheduler.devcluster.apply import apply_objects
@@ -88,7 +76,7 @@ def start_jobset(cluster: LocalCluster, *, timeout_s: float = 120) -> JobSetHand
         str(binary), f"--config={config_path}", f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
         "--metrics-bind-address=0", f"--health-probe-bind-address={LOOPBACK}:{health_port}",
         "--kube-api-qps=200", "--kube-api-burst=400"])
-    handle = JobSetHandle(cluster, proc)
+    handle = peers.PeerHandle(cluster, proc)
     try:
         peers.wait_http_ready(f"http://{LOOPBACK}:{health_port}/readyz", proc, timeout_s)
         peers.wait_tls(webhook_port, ca.cert, "JobSet", timeout_s)

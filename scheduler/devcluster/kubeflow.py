@@ -22,12 +22,11 @@ PyTorchJob integration's end-to-end tests and ``toposched dev up --pytorchjob``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from scheduler.devcluster import binaries, certs, peers, processes
+from scheduler.devcluster import binaries, certs, peers
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 from scheduler.errors import UserError
 
@@ -56,18 +55,7 @@ def module_dir() -> Path:
     return binaries.go_module_dir(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_VERSION)
 
 
-@dataclass
-class TrainingOperatorHandle:
-    cluster: LocalCluster
-    process: processes.Started
-
-    def stop(self) -> None:
-        processes.stop(self.process)
-        self.cluster.state.processes.pop(PROCESS_NAME, None)
-        self.cluster.state.save(self.cluster.state_file)
-
-
-def start_training_operator(cluster: LocalCluster, *, timeout_s: float = 120) -> TrainingOperatorHandle:
+def start_training_operator(cluster: LocalCluster, *, timeout_s: float = 120) -> peers.PeerHandle:
     """Install the PyTorchJob CRD and run the training-operator against ``cluster`` (a process
     of the cluster: ``LocalCluster.stop()`` stops it)."""
     from scheduler.devcluster.apply import apply_objects
@@ -101,7 +89,7 @@ def start_training_operator(cluster: LocalCluster, *, timeout_s: float = 120) ->
         "--leader-elect=false", "--enable-scheme=pytorchjob", f"--webhook-server-port={webhook_port}",
         "--kube-api-qps=200", "--kube-api-burst=400",
     ], env=dict(os.environ, TMPDIR=str(tmp), MY_POD_NAMESPACE=NAMESPACE))
-    handle = TrainingOperatorHandle(cluster, proc)
+    handle = peers.PeerHandle(cluster, proc)
     try:
         peers.wait_http_ready(f"http://{LOOPBACK}:{health_port}/readyz", proc, timeout_s)
         peers.wait_tls(webhook_port, ca.cert, "the training-operator", timeout_s)

@@ -23,13 +23,13 @@ runs here, so both engines see the same API server behaviour.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from scheduler.devcluster import binaries, certs, peers, processes
+from scheduler.devcluster import binaries, certs, peers
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 from scheduler.errors import UserError
 
@@ -123,20 +123,9 @@ def _ensure_metrics_cert() -> None:
 
 
 @dataclass
-class KueueHandle:
-    cluster: LocalCluster
-    ports: KueuePorts
-    process: processes.Started
-    config_path: Path
-
-    @property
-    def log(self) -> Path:
-        return Path(self.process.log)
-
-    def stop(self) -> None:
-        processes.stop(self.process)
-        self.cluster.state.processes.pop(PROCESS_NAME, None)
-        self.cluster.state.save(self.cluster.state_file)
+class KueueHandle(peers.PeerHandle):
+    ports: KueuePorts = field(default_factory=lambda: KueuePorts(0, 0, 0))
+    config_path: Path = Path()
 
 
 def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeout_s: float = 120,
@@ -166,7 +155,7 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
         argv.append(f"--feature-gates={feature_gates}")
     argv += list(extra_args)
     proc = cluster.start_process(PROCESS_NAME, argv)
-    handle = KueueHandle(cluster, ports, proc, config_path)
+    handle = KueueHandle(cluster, proc, ports, config_path)
     try:
         peers.wait_http_ready(f"http://{LOOPBACK}:{ports.health}/readyz", proc, timeout_s)
         peers.wait_tls(ports.webhook, ca.cert, "Kueue", timeout_s)

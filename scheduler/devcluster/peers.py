@@ -9,14 +9,32 @@ import socket
 import ssl
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from scheduler.devcluster import processes
-from scheduler.devcluster.controlplane import LOOPBACK
+from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster
 from scheduler.errors import UserError
+
+
+@dataclass
+class PeerHandle:
+    """A peer controller running as a process of ``cluster``."""
+
+    cluster: LocalCluster
+    process: processes.Started
+
+    @property
+    def log(self) -> Path:
+        return Path(self.process.log)
+
+    def stop(self) -> None:
+        processes.stop(self.process)
+        self.cluster.state.processes.pop(self.process.name, None)
+        self.cluster.state.save(self.cluster.state_file)
 
 
 def wait_http_ready(url: str, proc: processes.Started, timeout_s: float, verify_tls: bool = True) -> None:

@@ -58,6 +58,21 @@ class FinishState:
     message: str = ""
 
 
+def finish_from_conditions(job: Mapping[str, Any], succeeded: str, failed: str,
+                           succeeded_message: str | None, failed_message: str) -> FinishState:
+    """Finished when the job's ``succeeded`` or ``failed`` condition is True (Kueue's Finished
+    reason Succeeded / Failed, with the condition's message, or the given default; a
+    ``succeeded_message`` given is used as is, as Kueue's batch Job integration does)."""
+    for cond in (job.get("status") or {}).get("conditions") or ():
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") == succeeded:
+            return FinishState(True, "Succeeded", succeeded_message or cond.get("message") or "succeeded")
+        if cond.get("type") == failed:
+            return FinishState(True, "Failed", cond.get("message") or failed_message)
+    return FinishState(False)
+
+
 class JobIntegration(Protocol):
     kind: str
     group: str
@@ -207,14 +222,7 @@ class BatchJob:
         return self.is_suspended(job) and not status.get("startTime") and self.active_pods(job) == 0
 
     def finish_state(self, job: Mapping[str, Any]) -> FinishState:
-        for cond in (job.get("status") or {}).get("conditions") or ():
-            if cond.get("status") != "True":
-                continue
-            if cond.get("type") == "Complete":
-                return FinishState(True, "Succeeded", "Job finished successfully")
-            if cond.get("type") == "Failed":
-                return FinishState(True, "Failed", cond.get("message") or "Job failed")
-        return FinishState(False)
+        return finish_from_conditions(job, "Complete", "Failed", "Job finished successfully", "Job failed")
 
     def active_pods(self, job: Mapping[str, Any]) -> int:
         status = job.get("status") or {}
@@ -299,14 +307,7 @@ class JobSetJob:
         return self.is_suspended(jobset) and self.active_pods(jobset) == 0
 
     def finish_state(self, jobset: Mapping[str, Any]) -> FinishState:
-        for cond in (jobset.get("status") or {}).get("conditions") or ():
-            if cond.get("status") != "True":
-                continue
-            if cond.get("type") == "Completed":
-                return FinishState(True, "Succeeded", cond.get("message") or "jobset completed successfully")
-            if cond.get("type") == "Failed":
-                return FinishState(True, "Failed", cond.get("message") or "jobset failed")
-        return FinishState(False)
+        return finish_from_conditions(jobset, "Completed", "Failed", None, "jobset failed")
 
     def active_pods(self, jobset: Mapping[str, Any]) -> int:
         """Child Jobs with pods still pending or running (JobSet reports jobs, not pods: enough
@@ -381,14 +382,7 @@ class PyTorchJobJob:
         return self.is_suspended(job) and self.active_pods(job) == 0
 
     def finish_state(self, job: Mapping[str, Any]) -> FinishState:
-        for cond in (job.get("status") or {}).get("conditions") or ():
-            if cond.get("status") != "True":
-                continue
-            if cond.get("type") == "Succeeded":
-                return FinishState(True, "Succeeded", cond.get("message") or "PyTorchJob succeeded")
-            if cond.get("type") == "Failed":
-                return FinishState(True, "Failed", cond.get("message") or "PyTorchJob failed")
-        return FinishState(False)
+        return finish_from_conditions(job, "Succeeded", "Failed", None, "PyTorchJob failed")
 
     def active_pods(self, job: Mapping[str, Any]) -> int:
         statuses = (job.get("status") or {}).get("replicaStatuses") or {}
