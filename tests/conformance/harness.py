@@ -415,6 +415,34 @@ class Run:
         self.outcomes = {}
         time.sleep(1.0)  # let both engines' caches see the empty cluster
 
+    def queue_status(self) -> dict[str, dict[str, Any]]:
+        """What ``kubectl get clusterqueue -o yaml`` shows of each team ClusterQueue's status."""
+        from scheduler.kube.informer import CLUSTER_QUEUES
+
+        out = {}
+        for ns in self.namespaces:
+            status = self.api.get(CLUSTER_QUEUES, f"{ns}-clusterqueue").get("status") or {}
+            active = _cond({"status": status}, "Active") or {}
+            out[f"{ns}-clusterqueue"] = {
+                "active": [active.get("status"), active.get("reason")],
+                **{k: status.get(k) for k in ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads",
+                                              "flavorsUsage")}}
+        return out
+
+    def settled_queue_status(self, quiet_s: float = 1.5, timeout_s: float = 20) -> dict[str, dict[str, Any]]:
+        """The queue status once it stopped changing (each engine writes it a moment after the
+        workload decisions it reflects)."""
+        deadline = time.monotonic() + timeout_s
+        last, since = self.queue_status(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self.queue_status()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                break
+        return last
+
     def _wait_nodes_ready(self, timeout_s: float = 30) -> None:
         wait_nodes_settled(self.kube, [n["metadata"]["name"] for n in self.nodes], timeout_s)
 
@@ -462,14 +490,9 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
 
 
 def _wait_queues_active(api: Api, cqs: list[str], engine: str, timeout_s: float = 30) -> None:
-    """Kueue marks a ClusterQueue Active once its flavors/topology are known; toposched does
-    not write CQ status, so only Kueue is waited for."""
-    if engine != "kueue":
-        time.sleep(1.0)
-        return
-    from scheduler.kube.informer import KUEUE_GROUP, KUEUE_VERSION, Resource
+    """Both engines mark a ClusterQueue Active once its flavors/topology are known."""
+    from scheduler.kube.informer import CLUSTER_QUEUES as cq_res
 
-    cq_res = Resource(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", namespaced=False)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         ok = 0
@@ -483,7 +506,7 @@ def _wait_queues_active(api: Api, cqs: list[str], engine: str, timeout_s: float 
         if ok == len(cqs):
             return
         time.sleep(0.3)
-    raise AssertionError(f"ClusterQueues {cqs} not Active under Kueue within {timeout_s}s")
+    raise AssertionError(f"ClusterQueues {cqs} not Active under {engine} within {timeout_s}s")
 
 
 # ---------------------------------------------------------------------------- scenario
@@ -525,6 +548,7 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
         snapshots.append({n: o.to_dict() for n, o in run.outcomes.items()})
     result = {n: o.to_dict() for n, o in run.outcomes.items()}
     result["_steps"] = snapshots
+    result["_queues"] = run.settled_queue_status()
     if failed:
         result["_failed_nodes"] = failed
     return result

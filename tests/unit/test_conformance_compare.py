@@ -53,3 +53,25 @@ def test_a_scenario_that_fails_a_node_keeps_exact_domains() -> None:
     kueue = {"b": outcome({"n0": 1, "n1": 1}, ["NodeFailures"]), "a": outcome({"n4": 1, "n5": 1})}
     topo = {"b": outcome({"n4": 1, "n5": 1}, ["NodeFailures"]), "a": outcome({"n0": 1, "n1": 1})}
     assert any("layer-3 domains differ" in d for d in compare(scenario, kueue, topo, NODE_LABELS))
+
+
+def test_queue_status_must_match_field_by_field_when_decisions_match() -> None:
+    from tests.conformance.compare import queue_status_diffs
+
+    usage = [{"name": "ml.p5.48xlarge", "resources": [{"name": "nvidia.com/gpu", "total": "16", "borrowed": "0"}]}]
+    kueue_q = {"cq-a": {"active": ["True", "Ready"], "pendingWorkloads": 1, "admittedWorkloads": 1,
+                        "reservingWorkloads": 1, "flavorsUsage": usage}}
+    same = {"cq-a": dict(kueue_q["cq-a"])}
+    assert queue_status_diffs(kueue_q, same) == []
+    off = {"cq-a": {**kueue_q["cq-a"], "pendingWorkloads": 0, "flavorsUsage": None}}
+    assert queue_status_diffs(kueue_q, off) == [
+        "ClusterQueue cq-a status.flavorsUsage: kueue " + repr(usage) + " vs toposched None",
+        "ClusterQueue cq-a status.pendingWorkloads: kueue 1 vs toposched 0"]
+    # a job toposched's webhook denied is pending only under Kueue: pending counts are not compared
+    assert queue_status_diffs(kueue_q, {"cq-a": {**kueue_q["cq-a"], "pendingWorkloads": 0}},
+                              count_pending=False) == []
+    assert queue_status_diffs(None, same) == []  # an older recording without queue status
+    scenario = {**SCENARIO}
+    k = {"b": outcome({"n0": 1, "n1": 1}), "a": outcome({"n4": 1, "n5": 1}), "_queues": kueue_q}
+    t = {"b": outcome({"n0": 1, "n1": 1}), "a": outcome({"n4": 1, "n5": 1}), "_queues": off}
+    assert len(compare(scenario, k, t, NODE_LABELS)) == 2
