@@ -485,6 +485,16 @@ class SlotBook:
                                         f"{'/'.join(planned)} (ranks fill the assigned domains in order)")
                     continue
                 out.passed.append(name)
+            full = [n for n, why in out.failed.items() if why.startswith("all ")]
+            if not out.passed and full:
+                # Only full slots stand in the way. A slot is freed by a pod deletion that
+                # kube-scheduler may see before our informer does: an all-failed answer would
+                # park the pod until an unrelated event or the 5-minute flush, an Error sends it
+                # to backoff (1-10 s) and it asks again.
+                unhealthy = sorted(f"{n} ({why})" for n, why in out.unresolvable.items() if why.startswith("unhealthy"))
+                out.error = (f"all slots of workload {wl} pod set {group[2]} on its healthy assigned nodes are taken "
+                             f"({', '.join(sorted(full)[:5])}{' ...' if len(full) > 5 else ''})"
+                             + (f"; {'; '.join(unhealthy[:5])}" if unhealthy else "") + "; retrying")
             return out
 
     def _rank_domain(self, pod: PodRef, assignment: Assignment,

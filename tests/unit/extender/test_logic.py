@@ -442,3 +442,15 @@ def test_unusable_rank_or_a_full_rank_domain_falls_back_to_any_free_slot() -> No
 def test_without_a_pod_index_label_in_the_request_any_assigned_slot_passes() -> None:
     b = ranked_book({"a1": 1, "b1": 1}, {"required": L3})
     assert sorted(b.filter(pod_ref(ranked_pod("r0", **{INDEX: "1"})), ALL).passed) == ["a1", "b1"]
+
+
+def test_only_full_slots_answer_error_so_the_pod_is_retried_after_backoff() -> None:
+    # a1's one slot is taken: kube-scheduler may retry before we see a deletion that frees it,
+    # so the answer is an Error (backoff retry), naming the full node and the unhealthy one
+    b = book({"a1": 1, "sick": 1}, extra_pods=(pod("s1", node_name="a1"),))
+    out = b.filter(pod_ref(pod("p")), ALL)
+    assert out.passed == [] and "a1" in out.failed
+    assert out.error.startswith("all slots of workload ns/wl pod set main on its healthy assigned nodes are taken (a1)")
+    assert "sick (unhealthy: " in out.error and out.error.endswith("; retrying")
+    # nothing assigned is merely full (only unhealthy / unassigned): no Error, plain failure
+    assert book({"sick": 1}).filter(pod_ref(pod("p")), ALL).error == ""
