@@ -13,7 +13,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from admission.fielderrors import Verdict
 from admission.mutation import mutate_job
+from admission.shape import shape_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
@@ -143,6 +145,13 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         if kind_check not in (None, JOB_KINDS[path]):
             return _response(uid, True, api_version=api_version)
         obj = dict(obj, kind=JOB_KINDS[path])
+    kind = JOB_KINDS.get(path) or KUEUE_PATHS.get(path)
+    if kind is None:
+        raise ReviewError(f"unknown path {path!r}; serving {', '.join(PATHS)}")
+    for part, value in (("object", obj), ("oldObject", old)):
+        errors = shape_errors(kind, value, root=f"request.{part}")
+        if errors:  # a body no API server sends: refuse with the fields, before anything reads them
+            return _response(uid, False, Verdict(errors).message(), api_version=api_version)
     if path in MUTATE_PATHS:
         try:
             m = mutate_job(obj, operation, view, scheduler_name, default_queue)
