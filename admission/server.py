@@ -21,6 +21,7 @@ from admission.certs import CertManager
 from admission.view import ClusterView
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
+    COHORTS,
     LOCAL_QUEUES,
     NODES,
     RESOURCE_FLAVORS,
@@ -227,12 +228,13 @@ class WebhookApp:
             return
         stores: dict[str, Resource] = {
             "local_queues": LOCAL_QUEUES, "cluster_queues": CLUSTER_QUEUES, "flavors": RESOURCE_FLAVORS,
-            "topologies": TOPOLOGIES, "priority_classes": WORKLOAD_PRIORITY_CLASSES,
+            "topologies": TOPOLOGIES, "priority_classes": WORKLOAD_PRIORITY_CLASSES, "cohorts": COHORTS,
         }
         if watch_nodes:
             stores["nodes"] = NODES
         for attr, resource in stores.items():
-            inf = Informer(api, resource)
+            # Cohorts only widen what can be borrowed; a Kueue without the Cohort CRD has none.
+            inf = Informer(api, resource, optional=resource is COHORTS)
             setattr(self.view, attr, inf.store)
             if resource is NODES:
                 inf.add_handler(self._on_node)
@@ -275,7 +277,7 @@ class WebhookApp:
         for inf in self.informers:
             attr = {LOCAL_QUEUES: "local_queues", CLUSTER_QUEUES: "cluster_queues", RESOURCE_FLAVORS: "flavors",
                     TOPOLOGIES: "topologies", WORKLOAD_PRIORITY_CLASSES: "priority_classes",
-                    NODES: "nodes"}[inf.resource]
+                    COHORTS: "cohorts", NODES: "nodes"}[inf.resource]
             setattr(self.view, attr, inf.store)
 
     def stop(self) -> None:
