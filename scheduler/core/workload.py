@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from scheduler.core import topology_request as codec
@@ -98,8 +99,6 @@ def pod_set_from_template(
 
 
 def _timestamp(meta: Mapping[str, Any]) -> float:
-    from datetime import datetime
-
     text = meta.get("creationTimestamp")
     if not text:
         return 0.0
