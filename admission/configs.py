@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kubernetes.client import ApiException
+
 from admission.review import (
     KUEUE_PLURALS,
     MUTATE_JOB,
@@ -134,8 +136,6 @@ def sync(api: Api, desired: Sequence[dict[str, Any]], ca_bundle: bytes, *, creat
          attempts: int = 10) -> None:
     """Create each configuration if missing (``create``), else point every webhook we know by name at
     our clientConfig and caBundle, keeping whatever else an admin changed (failurePolicy, selectors)."""
-    from kubernetes.client import ApiException
-
     for config in desired:
         resource = MUTATING if config["kind"] == "MutatingWebhookConfiguration" else VALIDATING
         config = _with_ca(config, ca_bundle)

@@ -22,6 +22,7 @@ Applying the patch and mutating again yields ``[]`` (reinvocationPolicy IfNeeded
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,8 +126,6 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
 
 def apply_patch(obj: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
     """Apply the ``add`` ops this module emits (tests and the benchmark; not a general RFC 6902)."""
-    import copy
-
     out = copy.deepcopy(dict(obj))
     for op in ops:
         assert op["op"] == "add", op

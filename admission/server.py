@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kubernetes.client import ApiException
+
 from admission import configs, review
 from admission.certs import CertManager
 from admission.view import ClusterView
@@ -251,8 +253,6 @@ class WebhookApp:
             self.view.nodes_version += 1
 
     def _lookup(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
-        from kubernetes.client import ApiException
-
         plural = {"LocalQueue": LOCAL_QUEUES, "ClusterQueue": CLUSTER_QUEUES, "ResourceFlavor": RESOURCE_FLAVORS,
                   "Topology": TOPOLOGIES, "WorkloadPriorityClass": WORKLOAD_PRIORITY_CLASSES}[kind]
         assert self.api is not None

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from admission.fielderrors import OMIT, FieldError, invalid
+from scheduler.core.resources import parse_quantity
 
 MAP = "*"  # the key of a map schema: {MAP: value schema}
 
@@ -64,7 +65,13 @@ def _is(value: Any, type_name: str) -> bool:
         return isinstance(value, bool)
     if type_name == "int":
         return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, str | int | float) and not isinstance(value, bool)  # quantity
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        return False
+    try:  # quantity: what the API server would have parsed
+        parse_quantity(value, "")
+    except (ValueError, ArithmeticError):
+        return False
+    return True
 
 
 def _walk(value: Any, schema: Any, path: str, errors: list[FieldError]) -> None:
@@ -86,6 +93,9 @@ def _walk(value: Any, schema: Any, path: str, errors: list[FieldError]) -> None:
         return
     if MAP in schema:
         for key, item in value.items():
+            if item is None and isinstance(schema[MAP], str):  # a map's value is never optional
+                errors.append(invalid(f"{path}[{key}]", None, f"must be {_TYPE_WORDS[schema[MAP]]}"))
+                continue
             _walk(item, schema[MAP], f"{path}[{key}]", errors)
         return
     for key, sub in schema.items():

@@ -2,14 +2,13 @@
 
 Two families:
 
-* Kueue's own admission checks of the topology annotations, with Kueue's exact message
-  fragments (``pkg/controller/jobframework/tas_validation.go``) rendered as Kubernetes field
-  errors, each followed by ``; <what to do>``.
+* Kueue's own admission checks of the topology annotations (:mod:`admission.annotations`).
 * toposched's extra checks, which Kueue does not make at admission time because it leaves the
-  job pending instead: unknown ``kueue.x-k8s.io/podset-*`` keys, the LocalQueue exists, the
-  requested level exists in a Topology of a flavor the queue can use, and the job can ever fit
-  the queue's quota and the largest topology domain. A job that can only fit by borrowing, or
-  only on nodes that are unhealthy right now, is admitted with a warning.
+  job pending instead: the LocalQueue exists, the requested level exists in a Topology of a
+  flavor the queue can use, and the job can ever fit the queue's quota and the largest topology
+  domain. A job that can only fit by borrowing, or only on nodes that are unhealthy right now,
+  is admitted with a warning. They run as small named steps (:data:`JOB_FIT_STEPS`), each
+  returning whether the verdict is final; why a flavor can never fit is a :class:`Never` code.
 
 Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue) are checked with the texts
 of Kueue's CEL rules, so a cluster whose CRDs lack a rule (older Kueue) gets the same answer.
@@ -17,222 +16,46 @@ of Kueue's CEL rules, so a cluster whose CRDs lack a rule (older Kueue) gets the
 
 from __future__ import annotations
 
-import difflib
-import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
 from typing import Any
 
-from admission.fielderrors import OMIT, FieldError, Verdict, forbidden, invalid, plain, required
-from admission.fit import empty_quota, pod_set_shape, quota_limits, topology_fit
+from admission.annotations import (
+    KNOWN_PODSET_KEYS,
+    PODSET_PREFIX,
+    TEMPLATE_ANNOTATIONS,
+    annotation_path,
+    label_key_problems,
+    validate_topology_annotations,
+)
+from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required
+from admission.fit import NEVER, WARN, empty_quota, pod_set_shape, quota_limits, topology_fit
 from admission.view import ClusterView
 from scheduler.core.nodes import pod_spec_requests
+from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity
-from scheduler.core.workload import (
-    ANN_GROUP_NAME,
+from scheduler.core.topology_request import (
     ANN_PREFERRED,
     ANN_REQUIRED,
     ANN_SLICE_CONSTRAINTS,
     ANN_SLICE_REQUIRED,
     ANN_SLICE_SIZE,
-    ANN_UNCONSTRAINED,
-    LABEL_PRIORITY_CLASS,
-    LABEL_QUEUE_NAME,
-    job_pod_count,
+    TopologyRequest,
+    request_from_annotations,
 )
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, job_pod_count
 
 Obj = Mapping[str, Any]
 
 HOSTNAME = "kubernetes.io/hostname"
-PODSET_PREFIX = "kueue.x-k8s.io/podset-"
-KNOWN_PODSET_KEYS = (
-    ANN_REQUIRED, ANN_PREFERRED, ANN_UNCONSTRAINED, ANN_SLICE_REQUIRED, ANN_SLICE_SIZE,
-    ANN_SLICE_CONSTRAINTS, ANN_GROUP_NAME,
-)
-TEMPLATE_ANNOTATIONS = "spec.template.metadata.annotations"
 QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 PRIORITY_LABEL_PATH = f"metadata.labels[{LABEL_PRIORITY_CLASS}]"
-
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_INT_RE = re.compile(r"^[+-]?[0-9]+$")
-_BOOLS = {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}  # Go ParseBool
-
-
-def _key(path: str, key: str) -> str:
-    return f"{path}[{key}]"
-
-
-# ---- label keys (metav1validation.ValidateLabelName semantics) -------------------------
-def label_key_problems(key: str) -> list[str]:
-    if not key:
-        return ["name part must be non-empty"]
-    problems = []
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and not prefix:
-        problems.append("prefix part must be non-empty")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
-        problems.append("prefix part must be a lowercase RFC 1123 subdomain (e.g. 'topology.k8s.aws')")
-    if len(name) > 63:
-        problems.append("name part must be no more than 63 characters")
-    if not _NAME_RE.match(name):
-        problems.append("name part must consist of alphanumeric characters, '-', '_' or '.', "
-                        "and must start and end with an alphanumeric character")
-    return problems
-
-
-def _validate_level_key(value: str, path: str) -> list[FieldError]:
-    return [invalid(path, value, p, "set it to a node label key that is a level of the Topology, "
-                    "e.g. \"topology.k8s.aws/network-node-layer-3\"") for p in label_key_problems(value)]
-
-
-def _go_int32(text: str) -> int | None:
-    if not _INT_RE.match(text):
-        return None
-    value = int(text)
-    return value if -(2**31) <= value < 2**31 else None
-
-
-# ---- Kueue's annotation checks ----------------------------------------------------------
-def validate_topology_annotations(annotations: Mapping[str, str], count: int | None,
-                                  path: str = TEMPLATE_ANNOTATIONS) -> list[FieldError]:
-    """Kueue's syntactic checks of one pod template's TAS annotations, plus unknown keys."""
-    errs: list[FieldError] = []
-    ann = annotations
-    has = {k: k in ann for k in KNOWN_PODSET_KEYS}
-
-    for key in sorted(k for k in ann if k.startswith(PODSET_PREFIX) and k not in KNOWN_PODSET_KEYS):
-        close = difflib.get_close_matches(key, KNOWN_PODSET_KEYS, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        errs.append(plain(_key(path, key), f"unknown Kueue pod set annotation {json.dumps(key)}",
-                          f"{hint}known keys: {', '.join(KNOWN_PODSET_KEYS)}"))
-
-    if has[ANN_REQUIRED] + has[ANN_PREFERRED] + has[ANN_UNCONSTRAINED] > 1:
-        keys = ", ".join(json.dumps(k) for k in (ANN_REQUIRED, ANN_PREFERRED, ANN_UNCONSTRAINED))
-        present = [k for k in (ANN_REQUIRED, ANN_PREFERRED, ANN_UNCONSTRAINED) if has[k]]
-        errs.append(invalid(path, _OMIT, f"must not contain more than one topology annotation: [{keys}]",
-                            f"keep exactly one of {', '.join(present)}"))
-
-    for key in (ANN_REQUIRED, ANN_PREFERRED, ANN_SLICE_REQUIRED):
-        if has[key]:
-            errs.extend(_validate_level_key(ann[key], _key(path, key)))
-
-    if has[ANN_GROUP_NAME]:
-        group = ann[ANN_GROUP_NAME]
-        gpath = _key(path, ANN_GROUP_NAME)
-        if group.isdigit() and _go_uint64(group):
-            errs.append(invalid(gpath, group, "must not be a number", "use a name such as \"leader-workers\""))
-        if has[ANN_SLICE_SIZE]:
-            errs.append(forbidden(gpath, f"may not be set when '{ANN_SLICE_SIZE}' is specified",
-                                  "remove one of the two annotations"))
-        if has[ANN_SLICE_REQUIRED]:
-            errs.append(forbidden(gpath, f"may not be set when '{ANN_SLICE_REQUIRED}' is specified",
-                                  "remove one of the two annotations"))
-        if not has[ANN_PREFERRED] and not has[ANN_REQUIRED]:
-            errs.append(forbidden(
-                gpath, f"may not be set when neither '{ANN_PREFERRED}' nor '{ANN_REQUIRED}' is specified",
-                f"add {ANN_REQUIRED} or {ANN_PREFERRED}, or remove the group name"))
-
-    if has[ANN_UNCONSTRAINED] and ann[ANN_UNCONSTRAINED] not in _BOOLS:
-        errs.append(invalid(_key(path, ANN_UNCONSTRAINED), ann[ANN_UNCONSTRAINED], "must be a boolean value",
-                            "use \"true\" or \"false\""))
-
-    if has[ANN_SLICE_SIZE]:
-        text = ann[ANN_SLICE_SIZE]
-        spath = _key(path, ANN_SLICE_SIZE)
-        parsed = _go_int32(text)
-        if parsed is None:
-            errs.append(invalid(spath, text, "must be a numeric value",
-                                "set the number of pods per slice, e.g. \"4\""))
-        elif parsed < 1:
-            errs.append(invalid(spath, text, "must be greater than or equal to 1",
-                                "set the number of pods per slice, at least 1"))
-        else:
-            if count is not None and parsed > count:
-                errs.append(invalid(spath, text, f"must not be greater than pod set count {count}",
-                                    f"use a slice size between 1 and {count} (spec.parallelism)"))
-
-    if has[ANN_SLICE_REQUIRED] and not has[ANN_SLICE_SIZE]:
-        errs.append(required(_key(path, ANN_SLICE_SIZE), f"must be set when '{ANN_SLICE_REQUIRED}' is specified",
-                             "add the number of pods per slice"))
-    if not has[ANN_SLICE_REQUIRED] and has[ANN_SLICE_SIZE]:
-        errs.append(forbidden(_key(path, ANN_SLICE_SIZE),
-                              f"may not be set when '{ANN_SLICE_REQUIRED}' is not specified",
-                              f"add {ANN_SLICE_REQUIRED} or remove the slice size"))
-    if has[ANN_SLICE_CONSTRAINTS]:
-        errs.extend(_validate_constraints(ann, path, has, count))
-    # Group-of-pod-sets rule: a batch Job is one pod set, so a group can never have two members.
-    if has[ANN_GROUP_NAME] and (has[ANN_REQUIRED] or has[ANN_PREFERRED]) and not (
-            has[ANN_SLICE_SIZE] or has[ANN_SLICE_REQUIRED]):
-        group = ann[ANN_GROUP_NAME]
-        errs.append(invalid(_key(path, ANN_GROUP_NAME), group,
-                            "can only define groups of exactly 2 pod sets, got: 1 pod set(s)",
-                            "a batch Job has one pod set; remove the group name (use it with "
-                            "LeaderWorkerSet, MPIJob or JobSet)"))
-    return errs
-
-
+REQUESTS_PATH = "spec.template.spec.containers[*].resources.requests"
 _OMIT: Any = OMIT
-
-
-def _go_uint64(text: str) -> bool:
-    return 0 <= int(text) < 2**64
-
-
-def _validate_constraints(ann: Mapping[str, str], path: str, has: Mapping[str, bool],
-                          count: int | None) -> list[FieldError]:
-    errs: list[FieldError] = []
-    cpath = _key(path, ANN_SLICE_CONSTRAINTS)
-    if has[ANN_SLICE_REQUIRED]:
-        errs.append(forbidden(cpath, f"may not be set when '{ANN_SLICE_REQUIRED}' is specified",
-                              "use either the constraints list or the single slice annotations"))
-    if has[ANN_SLICE_SIZE]:
-        errs.append(forbidden(cpath, f"may not be set when '{ANN_SLICE_SIZE}' is specified",
-                              "use either the constraints list or the single slice annotations"))
-    if has[ANN_GROUP_NAME]:
-        errs.append(forbidden(_key(path, ANN_GROUP_NAME), f"may not be set when '{ANN_SLICE_CONSTRAINTS}' is specified",
-                              "remove one of the two annotations"))
-    text = ann[ANN_SLICE_CONSTRAINTS]
-    fix = 'write a JSON array such as [{"topology": "topology.k8s.aws/network-node-layer-3", "size": 8}]'
-    try:
-        raw = json.loads(text)
-        if not isinstance(raw, list):
-            raise ValueError(f"cannot unmarshal {type(raw).__name__} into an array")
-        items = []
-        for item in raw:
-            if not isinstance(item, dict):
-                raise ValueError("each entry must be an object with \"topology\" and \"size\"")
-            size = item.get("size", 0)
-            if isinstance(size, bool) or not isinstance(size, int):
-                raise ValueError(f"size must be a JSON number, got {json.dumps(size)}")
-            items.append((str(item.get("topology", "")), size))
-    except ValueError as exc:
-        errs.append(invalid(cpath, text, f"must be a valid JSON array: {exc}", fix))
-        return errs
-    if not 1 <= len(items) <= 3:
-        errs.append(invalid(cpath, text, "topology constraints must contain between 1 and 3 entries", fix))
-        return errs
-    seen: dict[str, int] = {}
-    for i, (level, size) in enumerate(items):
-        epath = f"{cpath}[{i}]"
-        errs.extend(_validate_level_key(level, f"{epath}.topology"))
-        if size < 1:
-            errs.append(invalid(f"{epath}.size", size, "must be greater than or equal to 1",
-                                "use a size of at least 1"))
-        if level in seen:
-            errs.append(FieldError(f"{epath}.topology", "Duplicate value", f"{level} (also at index {seen[level]})",
-                                   fix="each layer must name a different level"))
-        else:
-            seen[level] = i
-    for i in range(len(items) - 1):
-        outer, inner = items[i][1], items[i + 1][1]
-        if inner > 0 and outer % inner != 0:
-            errs.append(invalid(f"{cpath}[{i + 1}].size", inner, f"must evenly divide the parent layer size {outer}",
-                                f"use a divisor of {outer}"))
-    if count is not None and items[0][1] > count:
-        errs.append(invalid(cpath, items[0][1], f"must not be greater than pod set count {count}",
-                            f"use a first-layer size between 1 and {count}"))
-    return errs
+__all__ = ["validate_topology_annotations", "validate_job", "validate_job_against_cluster",
+           "validate_multi_pod_set_job", "validate_kueue_object", "validate_topology", "validate_resource_flavor",
+           "validate_cluster_queue", "validate_local_queue", "label_key_problems", "known_podset_keys"]
 
 
 # ---- the job against the cluster ----------------------------------------------------------
@@ -249,26 +72,65 @@ def _fmt(amount: int, resource: str) -> str:
     return format_quantity(amount, resource)
 
 
-class _Request:
-    """The topology request of the job's single pod set, read after syntax validation."""
+class Fit(IntEnum):
+    """How well the job fits a flavor (ordered: the best flavor of a resource group wins)."""
 
-    def __init__(self, ann: Mapping[str, str]) -> None:
-        self.required = ann.get(ANN_REQUIRED) or None
-        self.preferred = None if self.required else (ann.get(ANN_PREFERRED) or None)
-        self.unconstrained = ann.get(ANN_UNCONSTRAINED) in ("1", "t", "T", "TRUE", "true", "True")
-        self.explicit = bool(self.required or self.preferred or ANN_UNCONSTRAINED in ann
-                             or ANN_SLICE_REQUIRED in ann or ANN_SLICE_CONSTRAINTS in ann)
-        self.slice_level: str | None = ann.get(ANN_SLICE_REQUIRED) or None
-        self.slice_size: int | None = None
-        self.slice_path = _key(TEMPLATE_ANNOTATIONS, ANN_SLICE_REQUIRED)
-        if self.slice_level:
-            self.slice_size = _go_int32(ann.get(ANN_SLICE_SIZE, "")) or None
-        elif ANN_SLICE_CONSTRAINTS in ann:
-            raw = json.loads(ann[ANN_SLICE_CONSTRAINTS])
-            self.slice_level, self.slice_size = str(raw[0]["topology"]), int(raw[0]["size"])
-            self.slice_path = _key(TEMPLATE_ANNOTATIONS, ANN_SLICE_CONSTRAINTS) + "[0].topology"
-        self.level = self.required or self.preferred
-        self.level_path = _key(TEMPLATE_ANNOTATIONS, ANN_REQUIRED if self.required else ANN_PREFERRED)
+    FITS = 0
+    FITS_WITH_WARNING = 1
+    NEVER = 3
+
+
+class Never(StrEnum):
+    """Why a flavor can never take the job; the message is rendered next to it."""
+
+    QUOTA = "QuotaTooSmall"
+    NO_REQUESTED_LEVEL = "NoRequestedLevel"
+    NOT_TOPOLOGY_AWARE = "NotTopologyAware"
+    DOMAIN_TOO_SMALL = "DomainTooSmall"
+    FLAVOR_TOO_SMALL = "FlavorTooSmall"
+
+
+# A "never" for these points the error at the topology annotation rather than the requests.
+TOPOLOGY_NEVERS = frozenset({Never.NO_REQUESTED_LEVEL, Never.NOT_TOPOLOGY_AWARE, Never.DOMAIN_TOO_SMALL})
+
+
+@dataclass(frozen=True)
+class _PodSetRequest:
+    """The topology request of the job's single pod set (read by the codec after syntax
+    validation), with the annotation paths its levels came from, for the messages."""
+
+    request: TopologyRequest | None
+    level_path: str
+    slice_path: str
+
+    @classmethod
+    def read(cls, ann: Mapping[str, str]) -> _PodSetRequest:
+        request = request_from_annotations(ann)
+        level_key = ANN_REQUIRED if request is not None and request.required else ANN_PREFERRED
+        slice_path = annotation_path(TEMPLATE_ANNOTATIONS, ANN_SLICE_REQUIRED)
+        if request is not None and request.layered_slices:
+            slice_path = annotation_path(TEMPLATE_ANNOTATIONS, ANN_SLICE_CONSTRAINTS) + "[0].topology"
+        return cls(request, annotation_path(TEMPLATE_ANNOTATIONS, level_key), slice_path)
+
+    @property
+    def explicit(self) -> bool:
+        return self.request is not None and self.request.explicit
+
+    @property
+    def required(self) -> str | None:
+        return self.request.required if self.request is not None else None
+
+    @property
+    def level(self) -> str | None:
+        return (self.request.required or self.request.preferred) if self.request is not None else None
+
+    @property
+    def slice_level(self) -> str | None:
+        return self.request.slice_level if self.request is not None else None
+
+    @property
+    def slice_size(self) -> int | None:
+        return self.request.slice_size if self.request is not None else None
 
     def levels_used(self) -> list[tuple[str, str]]:
         out = []
@@ -288,14 +150,26 @@ def _flavor_names(cq: Obj) -> list[str]:
     return names
 
 
-def _topology_fit(req: _Request, count: int, template: Obj, flavor_name: str, flavor: Obj,
-                  topo_name: str, levels: list[str], view: ClusterView) -> tuple[str, str]:
-    """("ok"|"warn"|"never", message) for the pod set in this TAS flavor: asked of the core's
-    topology tree through ``admission.fit``."""
+@dataclass(frozen=True)
+class _TopologyFit:
+    fit: Fit
+    message: str = ""
+    never: Never | None = None
+
+
+def _topology_fit(req: _PodSetRequest, count: int, template: Obj, flavor_name: str, flavor: Obj,
+                  topo_name: str, levels: list[str], view: ClusterView) -> _TopologyFit:
+    """Whether the pod set can fit in this TAS flavor's topology (on an empty cluster), asked of
+    the core's topology tree through :mod:`admission.fit`."""
     node_labels = dict((flavor.get("spec") or {}).get("nodeLabels") or {})
     shape = pod_set_shape(template, count, flavor, req.required, req.slice_level, req.slice_size)
-    return topology_fit(view.empty_trees(topo_name, tuple(levels), node_labels), shape, flavor_name, topo_name,
-                        node_labels)
+    outcome, message = topology_fit(view.empty_trees(topo_name, tuple(levels), node_labels), shape, flavor_name,
+                                    topo_name, node_labels)
+    if outcome == NEVER:
+        # A domain (the required level, or slices) is too small; else the whole flavor is.
+        return _TopologyFit(Fit.NEVER, message, Never.DOMAIN_TOO_SMALL if req.required or req.slice_level
+                            else Never.FLAVOR_TOO_SMALL)
+    return _TopologyFit(Fit.FITS_WITH_WARNING if outcome == WARN else Fit.FITS, message)
 
 
 def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, str, Obj] | None:
@@ -328,6 +202,208 @@ def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, s
     return str(queue), cq_name, cq
 
 
+class Step(StrEnum):
+    """What a check step tells the pipeline: go on, or the verdict is final."""
+
+    CONTINUE = "Continue"
+    STOP = "Stop"
+
+
+@dataclass
+class _JobFit:
+    """What the steps of :func:`validate_job_against_cluster` read, and what they find out."""
+
+    view: ClusterView
+    queue: str
+    cq_name: str
+    cq: Obj
+    count: int
+    per_pod: Mapping[str, int]
+    req: _PodSetRequest
+    flavor_names: list[str]
+    template: Obj
+    quota: QuotaState  # the quota tree with no usage: what the job could ever get
+    # TAS flavors of the ClusterQueue: name -> (flavor, topology name, levels)
+    tas: dict[str, tuple[Obj, str, list[str]]] = field(default_factory=dict)
+    missing_topology: list[tuple[str, str]] = field(default_factory=list)
+    usable: dict[str, tuple[Obj, str, list[str]]] = field(default_factory=dict)  # TAS flavors with every level
+    totals: dict[str, int] = field(default_factory=dict)  # the job's requests, all pods
+
+
+def _find_tas_flavors(ctx: _JobFit, verdict: Verdict) -> Step:
+    """The ClusterQueue's topology-aware flavors; an explicit request needs one."""
+    for name in ctx.flavor_names:
+        flavor = ctx.view.flavor(name)
+        topo_name = (flavor or {}).get("spec", {}).get("topologyName") if flavor else None
+        if not topo_name:
+            continue
+        topo = ctx.view.topology(str(topo_name))
+        if topo is None:
+            ctx.missing_topology.append((name, str(topo_name)))
+            continue
+        ctx.tas[name] = (flavor or {}, str(topo_name), _levels(topo))
+    if not ctx.req.explicit or ctx.tas:
+        return Step.CONTINUE
+    if ctx.missing_topology:
+        verdict.warnings.append("; ".join(f"there is no Topology \"{t}\" for TAS flavor \"{f}\""
+                                          for f, t in ctx.missing_topology) + "; the job stays pending")
+        return Step.STOP
+    path = ctx.req.level_path if ctx.req.level else TEMPLATE_ANNOTATIONS
+    verdict.errors.append(plain(
+        path, f"ClusterQueue \"{ctx.cq_name}\" (LocalQueue \"{ctx.queue}\") has no topology-aware ResourceFlavor "
+              f"(flavors: {', '.join(ctx.flavor_names) or 'none'}); topology annotations cannot be honoured",
+        "remove the topology annotations, or use a queue whose ClusterQueue has a ResourceFlavor with "
+        "spec.topologyName"))
+    return Step.STOP
+
+
+def _check_levels_exist(ctx: _JobFit, verdict: Verdict) -> Step:
+    """Every requested level is a level of some TAS flavor's Topology."""
+    usable = dict(ctx.tas)
+    for level, path in ctx.req.levels_used():
+        usable = {n: v for n, v in usable.items() if level in v[2]}
+        if not usable:
+            topos: dict[str, list[str]] = {t: lv for _, t, lv in ctx.tas.values()}
+            listing = "; ".join(f"Topology \"{t}\" (levels: {', '.join(lv)})" for t, lv in sorted(topos.items()))
+            if len(topos) == 1:
+                (t, lv), = topos.items()
+                detail = f"level \"{level}\" is not in Topology \"{t}\" (levels: {', '.join(lv)})"
+            else:
+                detail = f"level \"{level}\" is not in any Topology of ClusterQueue \"{ctx.cq_name}\" ({listing})"
+            verdict.errors.append(plain(path, detail, "use one of those levels"))
+            return Step.STOP
+    ctx.usable = usable
+    return Step.CONTINUE
+
+
+def _check_slice_below_level(ctx: _JobFit, verdict: Verdict) -> Step:
+    req = ctx.req
+    if not (req.level and req.slice_level and ctx.usable):
+        return Step.CONTINUE
+    for _, topo_name, lv in ctx.usable.values():
+        if lv.index(req.slice_level) < lv.index(req.level):
+            verdict.errors.append(plain(
+                req.slice_path, f"slice level \"{req.slice_level}\" is above the pod set level \"{req.level}\" "
+                f"in Topology \"{topo_name}\" (levels: {', '.join(lv)})",
+                "choose a slice level at or below the pod set level"))
+            return Step.STOP
+    return Step.CONTINUE
+
+
+def _warn_uneven_slices(ctx: _JobFit, verdict: Verdict) -> Step:
+    size = ctx.req.slice_size
+    if size and ctx.count % size:
+        verdict.warnings.append(f"{annotation_path(TEMPLATE_ANNOTATIONS, ANN_SLICE_SIZE)}: {size} does not divide "
+                                f"the pod count {ctx.count}; the last slice will be smaller")
+    return Step.CONTINUE
+
+
+def _check_resources_covered(ctx: _JobFit, verdict: Verdict) -> Step:
+    """Every requested resource is covered by the ClusterQueue (else Kueue keeps the job pending)."""
+    ctx.totals = {r: v * ctx.count for r, v in ctx.per_pod.items() if v > 0}
+    groups = (ctx.cq.get("spec") or {}).get("resourceGroups") or ()
+    covered_all = {str(r) for g in groups for r in g.get("coveredResources") or ()}
+    if "pods" in covered_all:
+        ctx.totals["pods"] = ctx.count
+    uncovered = sorted(r for r in ctx.totals if r not in covered_all)
+    if not uncovered:
+        return Step.CONTINUE
+    verdict.errors.append(plain(
+        REQUESTS_PATH,
+        f"resource(s) {', '.join(uncovered)} unavailable in ClusterQueue \"{ctx.cq_name}\" (covered: "
+        f"{', '.join(sorted(covered_all)) or 'none'}); Kueue would keep the job pending forever",
+        "drop those requests or ask the cluster admin to add them to the ClusterQueue's coveredResources"))
+    return Step.STOP
+
+
+@dataclass
+class _FlavorFit:
+    fit: Fit = Fit.FITS
+    warnings: list[str] = field(default_factory=list)
+    never: list[tuple[Never, str]] = field(default_factory=list)
+
+
+def _flavor_quota_fit(ctx: _JobFit, fname: str, asked: list[str], out: _FlavorFit) -> None:
+    for r in asked:
+        nominal, borrow = quota_limits(ctx.quota, ctx.cq_name, fname, r)
+        total = ctx.totals[r]
+        if total <= nominal:
+            continue
+        if borrow is not None and total <= nominal + borrow:
+            out.fit = max(out.fit, Fit.FITS_WITH_WARNING)
+            out.warnings.append(f"{r}: {_fmt(total, r)} exceeds the nominal quota {_fmt(nominal, r)} of "
+                                f"ClusterQueue \"{ctx.cq_name}\" flavor \"{fname}\" and fits only by borrowing from "
+                                f"cohort \"{_cohort(ctx.cq)}\"; it may wait until the cohort has unused quota")
+        else:
+            out.fit = Fit.NEVER
+            limit = f"nominal {_fmt(nominal, r)}" + (f" + borrowable {_fmt(borrow, r)}" if borrow else "")
+            out.never.append((Never.QUOTA, f"flavor \"{fname}\": {r} {_fmt(total, r)} > {limit}"))
+            return
+
+
+def _flavor_topology_fit(ctx: _JobFit, fname: str, out: _FlavorFit) -> None:
+    if fname not in ctx.tas:
+        out.fit = Fit.NEVER
+        out.never.append((Never.NOT_TOPOLOGY_AWARE, f"flavor \"{fname}\" does not support TopologyAwareScheduling"))
+        return
+    if fname not in ctx.usable:
+        out.fit = Fit.NEVER
+        out.never.append((Never.NO_REQUESTED_LEVEL, f"flavor \"{fname}\": its Topology has no requested level"))
+        return
+    flavor, topo_name, lv = ctx.usable[fname]
+    result = _topology_fit(ctx.req, ctx.count, ctx.template, fname, flavor, topo_name, lv, ctx.view)
+    if result.fit == Fit.NEVER and result.never is not None:
+        out.fit = Fit.NEVER
+        out.never.append((result.never, f"flavor \"{fname}\": {result.message}"))
+    elif result.fit == Fit.FITS_WITH_WARNING:
+        out.fit = max(out.fit, Fit.FITS_WITH_WARNING)
+        out.warnings.append(result.message)
+
+
+def _flavor_fit(ctx: _JobFit, fname: str, asked: list[str]) -> _FlavorFit:
+    """Quota first; then, for an explicit topology request, the flavor's topology."""
+    out = _FlavorFit()
+    _flavor_quota_fit(ctx, fname, asked, out)
+    if out.fit < Fit.NEVER and ctx.req.explicit:
+        _flavor_topology_fit(ctx, fname, out)
+    return out
+
+
+def _check_groups_fit(ctx: _JobFit, verdict: Verdict) -> Step:
+    """Per resource group, the best flavor: an error when none can ever take the job, else its warnings."""
+    for g_index, group in enumerate((ctx.cq.get("spec") or {}).get("resourceGroups") or ()):
+        asked = [r for r in (str(r) for r in group.get("coveredResources") or ()) if r in ctx.totals]
+        if not asked:
+            continue
+        best: _FlavorFit | None = None
+        never: list[tuple[Never, str]] = []
+        for fl in group.get("flavors") or ():
+            result = _flavor_fit(ctx, str(fl.get("name")), asked)
+            never.extend(result.never)
+            if result.fit < Fit.NEVER and (best is None or result.fit < best.fit):
+                best = result
+            if result.fit == Fit.FITS:
+                break
+        if best is not None:
+            verdict.warnings.extend(best.warnings)
+            continue
+        topology_bound = ctx.req.level and any(why in TOPOLOGY_NEVERS for why, _ in never)
+        verdict.errors.append(plain(
+            ctx.req.level_path if topology_bound else REQUESTS_PATH,
+            f"the job ({ctx.count} pod(s)) can never be admitted by ClusterQueue \"{ctx.cq_name}\" "
+            f"(resourceGroups[{g_index}]): {'; '.join(text for _, text in never)}",
+            "lower spec.parallelism or the per-pod requests, choose a wider topology level, "
+            "or use another queue"))
+    return Step.CONTINUE
+
+
+# The checks of a job against the cluster, in order; each may end the verdict.
+JOB_FIT_STEPS: tuple[Callable[[_JobFit, Verdict], Step], ...] = (
+    _find_tas_flavors, _check_levels_exist, _check_slice_below_level, _warn_uneven_slices,
+    _check_resources_covered, _check_groups_fit,
+)
+
+
 def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
     """toposched's checks that need the cluster: queue, priority class, level, quota and topology fit."""
     verdict = Verdict()
@@ -336,130 +412,14 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
         return verdict
     queue, cq_name, cq = found
     template = (job.get("spec") or {}).get("template") or {}
-    ann = (template.get("metadata") or {}).get("annotations") or {}
-    count = job_pod_count(job)
-    per_pod = pod_spec_requests(template.get("spec") or {})
-    req = _Request(ann)
-    flavor_names = _flavor_names(cq)
-
-    # 1. the requested levels exist in a Topology of a TAS flavor of this ClusterQueue
-    tas: dict[str, tuple[Obj, str, list[str]]] = {}
-    missing_topology = []
-    for name in flavor_names:
-        flavor = view.flavor(name)
-        topo_name = (flavor or {}).get("spec", {}).get("topologyName") if flavor else None
-        if not topo_name:
-            continue
-        topo = view.topology(str(topo_name))
-        if topo is None:
-            missing_topology.append((name, str(topo_name)))
-            continue
-        tas[name] = (flavor or {}, str(topo_name), _levels(topo))
-    if req.explicit and not tas:
-        if missing_topology:
-            verdict.warnings.append("; ".join(f"there is no Topology \"{t}\" for TAS flavor \"{f}\""
-                                              for f, t in missing_topology) + "; the job stays pending")
-            return verdict
-        path = req.level_path if req.level else TEMPLATE_ANNOTATIONS
-        verdict.errors.append(plain(
-            path, f"ClusterQueue \"{cq_name}\" (LocalQueue \"{queue}\") has no topology-aware ResourceFlavor "
-                  f"(flavors: {', '.join(flavor_names) or 'none'}); topology annotations cannot be honoured",
-            "remove the topology annotations, or use a queue whose ClusterQueue has a ResourceFlavor with "
-            "spec.topologyName"))
-        return verdict
-    usable = dict(tas)
-    for level, path in req.levels_used():
-        usable = {n: v for n, v in usable.items() if level in v[2]}
-        if not usable:
-            topos: dict[str, list[str]] = {t: lv for _, t, lv in tas.values()}
-            listing = "; ".join(f"Topology \"{t}\" (levels: {', '.join(lv)})" for t, lv in sorted(topos.items()))
-            if len(topos) == 1:
-                (t, lv), = topos.items()
-                detail = f"level \"{level}\" is not in Topology \"{t}\" (levels: {', '.join(lv)})"
-            else:
-                detail = f"level \"{level}\" is not in any Topology of ClusterQueue \"{cq_name}\" ({listing})"
-            verdict.errors.append(plain(path, detail, "use one of those levels"))
-            return verdict
-    if req.level and req.slice_level and usable:
-        for _, topo_name, lv in usable.values():
-            if lv.index(req.slice_level) < lv.index(req.level):
-                verdict.errors.append(plain(
-                    req.slice_path, f"slice level \"{req.slice_level}\" is above the pod set level \"{req.level}\" "
-                    f"in Topology \"{topo_name}\" (levels: {', '.join(lv)})",
-                    "choose a slice level at or below the pod set level"))
-                return verdict
-    if req.slice_size and count % req.slice_size:
-        verdict.warnings.append(f"{_key(TEMPLATE_ANNOTATIONS, ANN_SLICE_SIZE)}: {req.slice_size} does not divide the "
-                                f"pod count {count}; the last slice will be smaller")
-
-    # 2. quota (per resource group, best flavor) and topology fit in that flavor
-    totals = {r: v * count for r, v in per_pod.items() if v > 0}
-    groups = (cq.get("spec") or {}).get("resourceGroups") or ()
-    covered_all = {str(r) for g in groups for r in g.get("coveredResources") or ()}
-    if "pods" in covered_all:
-        totals["pods"] = count
-    uncovered = sorted(r for r in totals if r not in covered_all)
-    if uncovered:
-        verdict.errors.append(plain(
-            "spec.template.spec.containers[*].resources.requests",
-            f"resource(s) {', '.join(uncovered)} unavailable in ClusterQueue \"{cq_name}\" (covered: "
-            f"{', '.join(sorted(covered_all)) or 'none'}); Kueue would keep the job pending forever",
-            "drop those requests or ask the cluster admin to add them to the ClusterQueue's coveredResources"))
-        return verdict
-    quota = empty_quota(view.cluster_queues, view.cohorts, cq_name, cq)
-    for g_index, group in enumerate(groups):
-        covered = [str(r) for r in group.get("coveredResources") or ()]
-        asked = [r for r in covered if r in totals]
-        if not asked:
-            continue
-        best_rank, best_msgs, reasons = 3, [], []
-        for fl in group.get("flavors") or ():
-            fname = str(fl.get("name"))
-            rank, msgs = 0, []
-            for r in asked:
-                nominal, borrow = quota_limits(quota, cq_name, fname, r)
-                if totals[r] <= nominal:
-                    continue
-                if totals[r] <= nominal + borrow:
-                    rank = max(rank, 1)
-                    msgs.append(f"{r}: {_fmt(totals[r], r)} exceeds the nominal quota {_fmt(nominal, r)} of "
-                                f"ClusterQueue \"{cq_name}\" flavor \"{fname}\" and fits only by borrowing from "
-                                f"cohort \"{_cohort(cq)}\"; it may wait until the cohort has unused quota")
-                else:
-                    rank = 3
-                    limit = f"nominal {_fmt(nominal, r)}" + (f" + borrowable {_fmt(borrow, r)}" if borrow else "")
-                    reasons.append(f"flavor \"{fname}\": {r} {_fmt(totals[r], r)} > {limit}")
-                    break
-            if rank < 3 and req.explicit and fname in tas:
-                if fname not in usable:
-                    rank = 3
-                    reasons.append(f"flavor \"{fname}\": its Topology has no requested level")
-                else:
-                    flavor, topo_name, lv = usable[fname]
-                    outcome, message = _topology_fit(req, count, template, fname, flavor, topo_name, lv, view)
-                    if outcome == "never":
-                        rank = 3
-                        reasons.append(f"flavor \"{fname}\": {message}")
-                    elif outcome == "warn":
-                        rank = max(rank, 1)
-                        msgs.append(message)
-            elif rank < 3 and req.explicit and fname not in tas:
-                rank = 3
-                reasons.append(f"flavor \"{fname}\" does not support TopologyAwareScheduling")
-            if rank < best_rank:
-                best_rank, best_msgs = rank, msgs
-            if rank == 0:
-                break
-        if best_rank == 3:
-            path = req.level_path if req.level and any("domain" in r or "Topology" in r for r in reasons) else \
-                "spec.template.spec.containers[*].resources.requests"
-            verdict.errors.append(plain(
-                path, f"the job ({count} pod(s)) can never be admitted by ClusterQueue \"{cq_name}\" "
-                      f"(resourceGroups[{g_index}]): {'; '.join(reasons)}",
-                "lower spec.parallelism or the per-pod requests, choose a wider topology level, "
-                "or use another queue"))
-        else:
-            verdict.warnings.extend(best_msgs)
+    ctx = _JobFit(view=view, queue=queue, cq_name=cq_name, cq=cq, count=job_pod_count(job),
+                  per_pod=pod_spec_requests(template.get("spec") or {}),
+                  req=_PodSetRequest.read((template.get("metadata") or {}).get("annotations") or {}),
+                  flavor_names=_flavor_names(cq), template=template,
+                  quota=empty_quota(view.cluster_queues, view.cohorts, cq_name, cq))
+    for step in JOB_FIT_STEPS:
+        if step(ctx, verdict) == Step.STOP:
+            break
     return verdict
 
 

@@ -14,8 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 log = logging.getLogger("tests")
+
+# Property tests assert behaviour, never time: on a loaded 2-core machine (CI runs control
+# planes beside them) example generation can be slow, which is no failure.
+settings.register_profile("toposched", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("toposched")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -16,6 +16,7 @@ import yaml
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.resources import QuantityError
 from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME
+from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import WorkloadFormatError, WorkloadSpec, workload_from_object
 from scheduler.errors import UserError
 
@@ -153,7 +154,7 @@ def workload_from_documents(objs: list[tuple[str, dict[str, Any]]], what: str, p
     pre = _prefix(what, path, loc)
     try:
         return workload_from_object(obj)
-    except WorkloadFormatError as exc:
+    except (WorkloadFormatError, TopologyRequestError) as exc:
         raise UserError(f"{pre}{exc}") from exc
     except QuantityError as exc:
         raise UserError(f"{pre}spec.template.spec.containers[].resources: {exc}") from exc

@@ -8,20 +8,27 @@ min(parallelism, completions)).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from scheduler.core import topology_request as codec
 from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
+from scheduler.core.topology_request import TopologyRequest, request_from_annotations, request_from_kueue
 
-ANN_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-ANN_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-ANN_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
-ANN_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
-ANN_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
-ANN_SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
-ANN_GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
+# The codec (scheduler.core.topology_request) owns these names; they stay importable from here.
+ANN_GROUP_NAME = codec.ANN_GROUP_NAME
+ANN_PREFERRED = codec.ANN_PREFERRED
+ANN_REQUIRED = codec.ANN_REQUIRED
+ANN_SLICE_CONSTRAINTS = codec.ANN_SLICE_CONSTRAINTS
+ANN_SLICE_REQUIRED = codec.ANN_SLICE_REQUIRED
+ANN_SLICE_SIZE = codec.ANN_SLICE_SIZE
+ANN_UNCONSTRAINED = codec.ANN_UNCONSTRAINED
+SliceConstraint = codec.SliceConstraint
+TopologyRequestError = codec.TopologyRequestError
+slice_levels_of = codec.slice_levels_of
+
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 # What Kueue (and toposched) put on the pods of an admitted workload: which Workload, which pod set.
@@ -33,37 +40,6 @@ SCHEDULER_NAME = "toposched"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 DEFAULT_POD_SET = "main"
-
-
-@dataclass(frozen=True)
-class SliceConstraint:
-    level: str
-    size: int
-
-
-@dataclass(frozen=True)
-class TopologyRequest:
-    """Kueue ``PodSetTopologyRequest`` (spec.podSets[].topologyRequest)."""
-
-    required: str | None = None
-    preferred: str | None = None
-    unconstrained: bool | None = None
-    slice_constraints: tuple[SliceConstraint, ...] = ()
-    group_name: str | None = None
-    pod_index_label: str | None = None
-
-    @property
-    def slice_level(self) -> str | None:
-        return self.slice_constraints[0].level if self.slice_constraints else None
-
-    @property
-    def slice_size(self) -> int | None:
-        return self.slice_constraints[0].size if self.slice_constraints else None
-
-    @property
-    def explicit(self) -> bool:
-        """The pod set asked for TAS itself (as opposed to implicit TAS of a TAS-only CQ)."""
-        return bool(self.required or self.preferred or self.unconstrained is not None or self.slice_constraints)
 
 
 @dataclass(frozen=True)
@@ -97,52 +73,14 @@ class WorkloadSpec:
 
 
 class WorkloadFormatError(ValueError):
-    """An object that cannot be read as a workload; the message names the field."""
+    """An object that cannot be read as a workload; the message names the field. (A bad topology
+    request raises :class:`TopologyRequestError`, also a ValueError.)"""
 
 
-def topology_request_from_annotations(
-    annotations: Mapping[str, str], pod_index_label: str | None = None
-) -> TopologyRequest | None:
-    """Parse pod-template annotations the way Kueue's jobframework does (no validation here:
-    precedence is required > preferred > unconstrained; malformed values are left to the
-    webhook, see ``admission.validation``)."""
-    required = annotations.get(ANN_REQUIRED) or None
-    preferred = annotations.get(ANN_PREFERRED) or None
-    unconstrained: bool | None = None
-    if ANN_UNCONSTRAINED in annotations:
-        unconstrained = annotations[ANN_UNCONSTRAINED].strip().lower() == "true"
-    constraints: tuple[SliceConstraint, ...] = ()
-    if ANN_SLICE_CONSTRAINTS in annotations:
-        try:
-            raw = json.loads(annotations[ANN_SLICE_CONSTRAINTS])
-            constraints = tuple(SliceConstraint(str(c["topology"]), int(c["size"])) for c in raw)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise WorkloadFormatError(
-                f"annotation {ANN_SLICE_CONSTRAINTS}: must be a valid JSON array: {exc}"
-            ) from exc
-    elif ANN_SLICE_REQUIRED in annotations:
-        size_text = annotations.get(ANN_SLICE_SIZE, "")
-        try:
-            size = int(size_text)
-        except ValueError as exc:
-            raise WorkloadFormatError(f"annotation {ANN_SLICE_SIZE}: must be a numeric value") from exc
-        constraints = (SliceConstraint(annotations[ANN_SLICE_REQUIRED], size),)
-    if required:
-        preferred, unconstrained = None, None
-    elif preferred:
-        unconstrained = None
-    if not (required or preferred or unconstrained is not None or constraints):
-        if pod_index_label is None:
-            return None
-    group = annotations.get(ANN_GROUP_NAME) if (required or preferred) else None
-    return TopologyRequest(
-        required=required,
-        preferred=preferred,
-        unconstrained=unconstrained,
-        slice_constraints=constraints,
-        group_name=group or None,
-        pod_index_label=pod_index_label,
-    )
+# Earlier names of the codec's functions (scheduler.core.topology_request), still imported by
+# modules that other parts of the redesign rewrite.
+topology_request_from_annotations = request_from_annotations
+topology_request_from_workload = request_from_kueue
 
 
 def pod_set_from_template(
@@ -154,15 +92,13 @@ def pod_set_from_template(
         name=name,
         count=count,
         requests=pod_spec_requests(spec),
-        topology=topology_request_from_annotations(meta.get("annotations") or {}, pod_index_label),
+        topology=request_from_annotations(meta.get("annotations") or {}, pod_index_label),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tolerations_from_k8s(spec.get("tolerations")),
     )
 
 
 def _timestamp(meta: Mapping[str, Any]) -> float:
-    from datetime import datetime
-
     text = meta.get("creationTimestamp")
     if not text:
         return 0.0
@@ -206,30 +142,6 @@ def workload_from_job(job: Mapping[str, Any]) -> WorkloadSpec:
     )
 
 
-def topology_request_from_workload(raw: Mapping[str, Any] | None) -> TopologyRequest | None:
-    """A Workload pod set's ``topologyRequest`` (v1beta1 or v1beta2 field names) -> TopologyRequest."""
-    if not raw:
-        return None
-    constraints: list[SliceConstraint] = []
-    for item in raw.get("podsetSliceRequiredTopologyConstraints") or ():
-        constraints.append(SliceConstraint(item["topology"], int(item["size"])))
-    if not constraints and raw.get("podSetSliceRequiredTopology"):
-        constraints.append(SliceConstraint(raw["podSetSliceRequiredTopology"], int(raw.get("podSetSliceSize") or 0)))
-    return TopologyRequest(
-        required=raw.get("required") or None,
-        preferred=raw.get("preferred") or None,
-        unconstrained=raw.get("unconstrained"),
-        slice_constraints=tuple(constraints),
-        group_name=raw.get("podSetGroupName") or None,
-        pod_index_label=raw.get("podIndexLabel") or None,
-    )
-
-
-def slice_levels_of(request: TopologyRequest | None) -> tuple[str, ...]:
-    """The levels a pod set's slices must each stay within (empty without slices)."""
-    return tuple(c.level for c in request.slice_constraints) if request else ()
-
-
 def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
     """A Kueue Workload (v1beta1 or v1beta2) -> :class:`WorkloadSpec`.
 
@@ -245,7 +157,7 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
         if not isinstance(template, Mapping):
             raise WorkloadFormatError(f"spec.podSets[{i}].template: missing pod template")
         built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
-        request = topology_request_from_workload(ps.get("topologyRequest"))
+        request = request_from_kueue(ps.get("topologyRequest"))
         if request is not None:
             built = PodSetSpec(built.name, built.count, built.requests, request, built.node_selector, built.tolerations)
         pod_sets.append(built)

@@ -27,17 +27,20 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
 from scheduler.core.health import DEFAULT_POLICY, Health, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS
+from scheduler.core.topology_request import TopologyRequestError, request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD, DEFAULT_POD_SET, LABEL_PODSET, SCHEDULER_NAME
 
 MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
-# Levels used to judge compactness in prioritize: every level above the hostname.
+# Levels used to judge compactness in prioritize when the workload's Topology is not known:
+# every HyperPod level above the hostname.
 COMPACT_LEVELS: tuple[str, ...] = tuple(lv for lv in DEFAULT_HYPERPOD_LEVELS if lv != HOSTNAME_LABEL)
 
 Group = tuple[str, str, str]  # (namespace, workload, pod set)
@@ -127,6 +130,7 @@ class Assignment:
     levels: tuple[str, ...]
     counts: Mapping[Domain, int]
     rank_rule: RankRule | None = None
+    flavor: str = ""  # the ResourceFlavor of the pod set (its Topology's levels judge compactness)
 
     def domain_of_rank(self, rank: int) -> Domain | None:
         """Kueue's ``rankToDomainID``: the domain rank ``rank`` belongs to."""
@@ -199,7 +203,7 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         reason = "is Finished"
     pod_sets: dict[str, Assignment] = {}
     errors: dict[str, str] = {}
-    rules = {str(ps.get("name") or DEFAULT_POD_SET): _rank_rule(ps.get("topologyRequest") or {})
+    rules = {str(ps.get("name") or DEFAULT_POD_SET): _rank_rule(ps.get("topologyRequest"))
              for ps in (obj.get("spec") or {}).get("podSets") or ()}
     for psa in (admission or {}).get("podSetAssignments") or ():
         ps_name = psa.get("name") or DEFAULT_POD_SET
@@ -214,17 +218,21 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         counts: dict[Domain, int] = {}
         for d in domains:
             counts[d.values] = counts.get(d.values, 0) + d.count
-        pod_sets[ps_name] = Assignment(levels, counts, rules.get(ps_name))
+        flavors = sorted({str(f) for f in (psa.get("flavors") or {}).values()})
+        pod_sets[ps_name] = Assignment(levels, counts, rules.get(ps_name), flavors[0] if flavors else "")
     return WorkloadView(ns, name, not reason, reason, pod_sets, errors)
 
 
-def _rank_rule(request: Mapping[str, Any]) -> RankRule | None:
-    label = request.get("podIndexLabel")
-    if not label:
+def _rank_rule(raw: Mapping[str, Any] | None) -> RankRule | None:
+    """The pod set's rank rule from its topologyRequest (read by the codec); none when the
+    request has no pod index label or cannot be read (the ranks are an optimisation)."""
+    try:
+        request = request_from_kueue(raw)
+    except TopologyRequestError:
         return None
-    count = request.get("subGroupCount")
-    return RankRule(str(label), request.get("subGroupIndexLabel") or None,
-                    int(count) if isinstance(count, int) else None)
+    if request is None or not request.pod_index_label:
+        return None
+    return RankRule(request.pod_index_label, request.sub_group_index_label, request.sub_group_count)
 
 
 # ---- results --------------------------------------------------------------------------------
@@ -237,6 +245,7 @@ class FilterOutcome:
     unresolvable: dict[str, str] = field(default_factory=dict)
     error: str = ""
     ours: bool = False  # False: pass-through (not a toposched workload pod)
+    statuses: dict[str, NodeStatus] = field(default_factory=dict)  # failed or unresolvable node -> why
 
 
 @dataclass(frozen=True)
@@ -250,6 +259,79 @@ class Reservation:
 
 class SlotTaken(Exception):
     """``reserve`` refused: the message says which slot and why (returned to kube-scheduler)."""
+
+
+# ---- filter statuses ----------------------------------------------------------------------------
+
+
+class NodeStatus(StrEnum):
+    """Why a node passes or not (kube-scheduler's Filter status, with our reason); the message
+    kube-scheduler shows is rendered next to it in :class:`NodeVerdict`."""
+
+    PASSES = "Passes"
+    NOT_CACHED = "NotCached"  # failed: retried once the informer has the node
+    NOT_ASSIGNED = "NotAssigned"  # unresolvable: the node is outside the topology assignment
+    UNHEALTHY = "Unhealthy"  # unresolvable
+    SLOTS_TAKEN = "SlotsTaken"  # failed: a slot frees when a sibling pod goes
+    RANK_ELSEWHERE = "RankElsewhere"  # failed: the pod's rank belongs to another assigned domain
+
+
+UNRESOLVABLE = frozenset({NodeStatus.NOT_ASSIGNED, NodeStatus.UNHEALTHY})
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    status: NodeStatus
+    message: str = ""
+
+
+PASSES = NodeVerdict(NodeStatus.PASSES)
+NOT_CACHED = NodeVerdict(NodeStatus.NOT_CACHED, "node not yet in the toposched extender's cache")
+
+
+@dataclass
+class _FilterRun:
+    """What one filter call decides against (read once, under the lock)."""
+
+    wl: str
+    pod_set: str
+    assignment: Assignment
+    used: Mapping[Domain, int]
+    planned: Domain | None
+    rank: int | None
+    hosts: Mapping[str, str] | None  # the fast path's node -> hostname map
+    payload_nodes: Mapping[str, NodeInfo] | None
+    detail: bool  # list unassigned nodes (small requests only)
+    not_assigned: NodeVerdict
+
+
+def _record(out: FilterOutcome, name: str, verdict: NodeVerdict, detail: bool) -> None:
+    status = verdict.status
+    if status is NodeStatus.PASSES:
+        out.passed.append(name)
+    elif status in UNRESOLVABLE:
+        if status is NodeStatus.NOT_ASSIGNED and not detail:
+            return
+        out.unresolvable[name] = verdict.message
+        out.statuses[name] = status
+    else:
+        out.failed[name] = verdict.message
+        out.statuses[name] = status
+
+
+def _full_slots_error(run: _FilterRun, out: FilterOutcome) -> str:
+    """When only full slots stand in the way, an Error (not all-failed) for the pod. A slot is
+    freed by a pod deletion that kube-scheduler may see before our informer does: an all-failed
+    answer would park the pod until an unrelated event or the 5-minute flush, an Error sends it
+    to backoff (1-10 s) and it asks again."""
+    full = [n for n in out.failed if out.statuses.get(n) is NodeStatus.SLOTS_TAKEN]
+    if out.passed or not full:
+        return ""
+    unhealthy = sorted(f"{n} ({why})" for n, why in out.unresolvable.items()
+                       if out.statuses.get(n) is NodeStatus.UNHEALTHY)
+    return (f"all slots of workload {run.wl} pod set {run.pod_set} on its healthy assigned nodes are taken "
+            f"({', '.join(sorted(full)[:5])}{' ...' if len(full) > 5 else ''})"
+            + (f"; {'; '.join(unhealthy[:5])}" if unhealthy else "") + "; retrying")
 
 
 # ---- the book -------------------------------------------------------------------------------
@@ -288,6 +370,8 @@ class SlotBook:
         self.pod_group: dict[str, Group | None] = {}  # uid -> group (None: not ours)
         self.pod_names: dict[tuple[str, str], str] = {}  # (ns, name) -> uid
         self.reservations: dict[str, Reservation] = {}  # uid -> in-flight or unobserved binding
+        self.flavor_topologies: dict[str, str] = {}  # ResourceFlavor -> spec.topologyName
+        self.topology_levels: dict[str, tuple[str, ...]] = {}  # Topology -> spec.levels (node labels)
 
     # ---- informer feed ------------------------------------------------------------------
     def upsert_node(self, node: NodeInfo) -> Health:
@@ -306,6 +390,25 @@ class SlotBook:
             self.health.pop(name, None)
             self.paths.pop(name, None)
             self.hostnames.pop(name, None)
+
+    def upsert_flavor(self, name: str, topology_name: str | None) -> None:
+        with self.lock:
+            if topology_name:
+                self.flavor_topologies[name] = topology_name
+            else:
+                self.flavor_topologies.pop(name, None)
+
+    def delete_flavor(self, name: str) -> None:
+        with self.lock:
+            self.flavor_topologies.pop(name, None)
+
+    def upsert_topology(self, name: str, levels: Sequence[str]) -> None:
+        with self.lock:
+            self.topology_levels[name] = tuple(levels)
+
+    def delete_topology(self, name: str) -> None:
+        with self.lock:
+            self.topology_levels.pop(name, None)
 
     def upsert_workload(self, view: WorkloadView) -> None:
         with self.lock:
@@ -429,7 +532,8 @@ class SlotBook:
         self, pod: PodRef, names: Sequence[str], payload_nodes: Mapping[str, NodeInfo] | None = None
     ) -> FilterOutcome:
         """Nodes the pod may take. ``payload_nodes``: the nodes kube-scheduler sent in full
-        (nodeCacheCapable=false); otherwise the informer's nodes are used."""
+        (nodeCacheCapable=false); otherwise the informer's nodes are used. Each node gets a
+        :class:`NodeStatus` from :meth:`_filter_node`; the outcome's lists are filled from it."""
         group = self.remember(pod)
         if group is None:
             return FilterOutcome(list(names))
@@ -440,62 +544,54 @@ class SlotBook:
                 # Not admitted / not seen yet: an Error makes kube-scheduler retry the pod after
                 # its backoff (1 s .. 10 s) instead of parking it until an unrelated cluster event.
                 return FilterOutcome([], error=problem, ours=True)
-            used = self._used(group, assignment, pod.uid)
-            wl = f"{group[0]}/{group[1]}"
+            run = self._filter_run(pod, group, assignment, payload_nodes, len(names))
             out = FilterOutcome([], ours=True)
-            planned, rank = self._rank_domain(pod, assignment, used)
-            not_assigned = f"not in the topology assignment of workload {wl} pod set {group[2]}"
-            # Fast path (the common case at scale): hostname-only assignment, cached nodes. Most
-            # names are not assigned and are settled by one dict lookup each.
-            hosts = self.hostnames if payload_nodes is None and assignment.hostname_only else None
-            counts = assignment.counts
-            detail = len(names) <= self.unassigned_detail_max
             for name in names:
-                if hosts is not None:
-                    host = hosts.get(name)
-                    if host is not None and (host,) not in counts:
-                        if detail:
-                            out.unresolvable[name] = not_assigned
-                        continue
-                node = payload_nodes.get(name) if payload_nodes is not None else self.nodes.get(name)
-                if node is None:
-                    out.failed[name] = "node not yet in the toposched extender's cache"
-                    continue
-                dom = assignment.domain_of(node)
-                if dom is None:
-                    if detail:
-                        out.unresolvable[name] = not_assigned
-                    continue
-                health = self.health.get(name) if payload_nodes is None else None
-                if health is None:
-                    health = node_health(node, self.health_policy)
-                if not health.healthy:
-                    out.unresolvable[name] = f"unhealthy: {health.reason}"
-                    continue
-                assigned = assignment.counts[dom]
-                taken = used.get(dom, 0)
-                if taken >= assigned:
-                    out.failed[name] = (
-                        f"all {assigned} slot(s) of workload {wl} pod set {group[2]} "
-                        f"on {'/'.join(dom)} are taken"
-                    )
-                    continue
-                if planned is not None and dom != planned:
-                    out.failed[name] = (f"rank {rank} of workload {wl} pod set {group[2]} goes to "
-                                        f"{'/'.join(planned)} (ranks fill the assigned domains in order)")
-                    continue
-                out.passed.append(name)
-            full = [n for n, why in out.failed.items() if why.startswith("all ")]
-            if not out.passed and full:
-                # Only full slots stand in the way. A slot is freed by a pod deletion that
-                # kube-scheduler may see before our informer does: an all-failed answer would
-                # park the pod until an unrelated event or the 5-minute flush, an Error sends it
-                # to backoff (1-10 s) and it asks again.
-                unhealthy = sorted(f"{n} ({why})" for n, why in out.unresolvable.items() if why.startswith("unhealthy"))
-                out.error = (f"all slots of workload {wl} pod set {group[2]} on its healthy assigned nodes are taken "
-                             f"({', '.join(sorted(full)[:5])}{' ...' if len(full) > 5 else ''})"
-                             + (f"; {'; '.join(unhealthy[:5])}" if unhealthy else "") + "; retrying")
+                _record(out, name, self._filter_node(run, name), run.detail)
+            out.error = _full_slots_error(run, out)
             return out
+
+    def _filter_run(self, pod: PodRef, group: Group, assignment: Assignment,
+                    payload_nodes: Mapping[str, NodeInfo] | None, candidates: int) -> _FilterRun:
+        used = self._used(group, assignment, pod.uid)
+        planned, rank = self._rank_domain(pod, assignment, used)
+        wl = f"{group[0]}/{group[1]}"
+        # Fast path (the common case at scale): hostname-only assignment, cached nodes. Most
+        # names are not assigned and are settled by one dict lookup each.
+        hosts = self.hostnames if payload_nodes is None and assignment.hostname_only else None
+        return _FilterRun(
+            wl=wl, pod_set=group[2], assignment=assignment, used=used, planned=planned, rank=rank,
+            hosts=hosts, payload_nodes=payload_nodes, detail=candidates <= self.unassigned_detail_max,
+            not_assigned=NodeVerdict(NodeStatus.NOT_ASSIGNED,
+                                     f"not in the topology assignment of workload {wl} pod set {group[2]}"))
+
+    def _filter_node(self, run: _FilterRun, name: str) -> NodeVerdict:
+        """One node, kube-scheduler Filter style: the first check that fails decides."""
+        assignment = run.assignment
+        if run.hosts is not None:
+            host = run.hosts.get(name)
+            if host is not None and (host,) not in assignment.counts:
+                return run.not_assigned
+        node = run.payload_nodes.get(name) if run.payload_nodes is not None else self.nodes.get(name)
+        if node is None:
+            return NOT_CACHED
+        dom = assignment.domain_of(node)
+        if dom is None:
+            return run.not_assigned
+        health = self.health.get(name) if run.payload_nodes is None else None
+        if health is None:
+            health = node_health(node, self.health_policy)
+        if not health.healthy:
+            return NodeVerdict(NodeStatus.UNHEALTHY, f"unhealthy: {health.reason}")
+        assigned = assignment.counts[dom]
+        if run.used.get(dom, 0) >= assigned:
+            return NodeVerdict(NodeStatus.SLOTS_TAKEN, f"all {assigned} slot(s) of workload {run.wl} pod set "
+                                                       f"{run.pod_set} on {'/'.join(dom)} are taken")
+        if run.planned is not None and dom != run.planned:
+            return NodeVerdict(NodeStatus.RANK_ELSEWHERE,
+                               f"rank {run.rank} of workload {run.wl} pod set {run.pod_set} goes to "
+                               f"{'/'.join(run.planned)} (ranks fill the assigned domains in order)")
+        return PASSES
 
     def _rank_domain(self, pod: PodRef, assignment: Assignment,
                      used: Mapping[Domain, int]) -> tuple[Domain | None, int | None]:
@@ -518,8 +614,9 @@ class SlotBook:
     # ---- prioritize ---------------------------------------------------------------------
     def prioritize(self, pod: PodRef, names: Sequence[str]) -> list[tuple[str, int]]:
         """Scores 0..10: compactness with already placed siblings (deepest shared level of the
-        compact levels, e.g. same layer-3 domain), then free slots of the group left in the
-        node's lowest compact domain. Pass-through pods get an empty list (no opinion)."""
+        workload's Topology above the hostname, e.g. same layer-3 domain), then free slots of
+        the group left in the node's lowest such domain. Pass-through pods get an empty list
+        (no opinion)."""
         group = self.remember(pod)
         if group is None:
             return []
@@ -527,66 +624,70 @@ class SlotBook:
             assignment, _ = self._resolve(pod, group)
             if assignment is None:
                 return [(n, 0) for n in names]
+            levels = self.compact_levels_of(assignment)
+            path_of = self._path_reader(levels)
             occupants = self._occupants(group)
             occupants.pop(pod.uid, None)
-            sibling_paths = {self.paths.get(n) for n in occupants.values()}
-            sibling_paths.discard(None)
-            depth_n = len(self.compact_levels)
-            prefixes = [set() for _ in range(depth_n + 1)]  # type: list[set[Domain]]
-            for sp in sibling_paths:
-                assert sp is not None
-                for k in range(1, depth_n + 1):
-                    prefixes[k].add(sp[:k])
-            used = self._used(group, assignment, pod.uid)
-            free_by_domain: dict[Domain, int] = {}
-            for dom, count in assignment.counts.items():
-                free_by_domain[dom] = max(0, count - used.get(dom, 0))
-            # Free slots per lowest compact domain (sum over the assignment's domains in it).
-            free_by_path: dict[Domain, int] = {}
-            node_rows: list[tuple[str, int, int]] = []
-            for name in names:
-                npath = self.paths.get(name)
-                ndom = self._node_domain(name, assignment)
-                if npath is None or ndom is None:
-                    node_rows.append((name, -1, 0))
-                    continue
-                depth = 0
-                for k in range(depth_n, 0, -1):
-                    if npath[:k] in prefixes[k] and npath[k - 1] != "":
-                        depth = k
-                        break
-                node_rows.append((name, depth, 0))
-            for dom, free in free_by_domain.items():
-                if free <= 0:
-                    continue
-                dom_path = self._domain_path(dom, assignment)
-                if dom_path is not None:
-                    free_by_path[dom_path] = free_by_path.get(dom_path, 0) + free
+            prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
+            free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
             best_free = max(free_by_path.values(), default=0)
             scores: list[tuple[str, int]] = []
-            for name, depth, _ in node_rows:
-                if depth < 0:
+            for name in names:
+                npath = path_of(name)
+                if npath is None or self._node_domain(name, assignment) is None:
                     scores.append((name, 0))
                     continue
-                free = free_by_path.get(self.paths[name], 0)
-                # Exponential in depth: sharing the deepest domain outweighs any number of wider ones.
-                affinity = (2**depth - 1) / (2**depth_n - 1) if depth_n else 0.0
-                slots = free / best_free if best_free else 0.0
-                score = round(7 * affinity + 3 * slots)
-                scores.append((name, max(0, min(MAX_SCORE, score))))
+                scores.append((name, _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)))
             return scores
 
-    def _domain_path(self, dom: Domain, assignment: Assignment) -> Domain | None:
+    def compact_levels_of(self, assignment: Assignment) -> tuple[str, ...]:
+        """The levels compactness is judged on: those of the Topology of the pod set's flavor,
+        above the hostname."""
+        topology = self.flavor_topologies.get(assignment.flavor)
+        levels = self.topology_levels.get(topology) if topology else None
+        if levels is None:
+            # Flavor or Topology not seen (yet, or not readable by the extender): the HyperPod
+            # levels this extender always used, which every HyperPod node carries.
+            return self.compact_levels
+        return tuple(level for level in levels if level != HOSTNAME_LABEL)
+
+    def _path_reader(self, levels: tuple[str, ...]) -> Callable[[str], Domain | None]:
+        """node name -> its values of ``levels`` ("" when absent); None for an unknown node."""
+        if levels == self.compact_levels:
+            return self.paths.get  # precomputed at upsert for the default levels
+
+        def path_of(name: str) -> Domain | None:
+            node = self.nodes.get(name)
+            return None if node is None else tuple(node.labels.get(level, "") for level in levels)
+
+        return path_of
+
+    def _free_by_path(self, group: Group, assignment: Assignment, uid: str, levels: tuple[str, ...],
+                      path_of: Callable[[str], Domain | None]) -> dict[Domain, int]:
+        """Free slots of the group per lowest compact domain (summed over the assignment's domains in it)."""
+        used = self._used(group, assignment, uid)
+        free_by_path: dict[Domain, int] = {}
+        for dom, count in assignment.counts.items():
+            free = max(0, count - used.get(dom, 0))
+            if free <= 0:
+                continue
+            dom_path = self._domain_path(dom, assignment, levels, path_of)
+            if dom_path is not None:
+                free_by_path[dom_path] = free_by_path.get(dom_path, 0) + free
+        return free_by_path
+
+    def _domain_path(self, dom: Domain, assignment: Assignment, levels: tuple[str, ...],
+                     path_of: Callable[[str], Domain | None]) -> Domain | None:
         """Compact-level path of an assignment domain (via a node of the domain)."""
         if assignment.hostname_only:
-            return self.paths.get(dom[0])
+            return path_of(dom[0])
         by_level = dict(zip(assignment.levels, dom, strict=False))
-        if all(level in by_level for level in self.compact_levels):
-            return tuple(by_level[level] for level in self.compact_levels)
+        if all(level in by_level for level in levels):
+            return tuple(by_level[level] for level in levels)
         # The assignment stops above the deepest compact level: use any node of the domain.
         for name, node in self.nodes.items():
             if assignment.domain_of(node) == dom:
-                return self.paths.get(name)
+                return path_of(name)
         return None
 
     # ---- bind accounting ------------------------------------------------------------------
@@ -656,6 +757,31 @@ class SlotBook:
                 "groups": len(self.bound),
                 "reservations": len(self.reservations),
             }
+
+
+def _sibling_prefixes(paths: Iterable[Domain | None], depth_n: int) -> list[set[Domain]]:
+    """prefixes[k]: the first k compact-level values of every placed sibling's node."""
+    prefixes: list[set[Domain]] = [set() for _ in range(depth_n + 1)]
+    for path in paths:
+        if path is None:
+            continue
+        for k in range(1, depth_n + 1):
+            prefixes[k].add(path[:k])
+    return prefixes
+
+
+def _compact_score(npath: Domain, prefixes: Sequence[set[Domain]], free: int, best_free: int) -> int:
+    """7 parts affinity (the deepest level shared with a sibling), 3 parts free slots nearby."""
+    depth_n = len(prefixes) - 1
+    depth = 0
+    for k in range(depth_n, 0, -1):
+        if npath[:k] in prefixes[k] and npath[k - 1] != "":
+            depth = k
+            break
+    # Exponential in depth: sharing the deepest domain outweighs any number of wider ones.
+    affinity = (2**depth - 1) / (2**depth_n - 1) if depth_n else 0.0
+    slots = free / best_free if best_free else 0.0
+    return max(0, min(MAX_SCORE, round(7 * affinity + 3 * slots)))
 
 
 def nodes_by_name(

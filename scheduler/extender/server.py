@@ -30,7 +30,17 @@ from typing import Any
 from scheduler.core.health import UnknownValues
 from scheduler.core.nodes import node_from_k8s
 from scheduler.extender.logic import SlotBook, SlotTaken, pod_ref, workload_view
-from scheduler.kube.informer import NODES, PODS, WORKLOADS, Api, Informer, Obj, wait_synced
+from scheduler.kube.informer import (
+    NODES,
+    PODS,
+    RESOURCE_FLAVORS,
+    TOPOLOGIES,
+    WORKLOADS,
+    Api,
+    Informer,
+    Obj,
+    wait_synced,
+)
 
 log = logging.getLogger("toposched.extender")
 
@@ -230,7 +240,13 @@ class ExtenderService:
         # on spec.schedulerName, so a large cluster's other pods never reach this process.
         self.pods = Informer(api, PODS, field_selector=f"spec.schedulerName={self.book.scheduler_name}")
         self.workloads = Informer(api, WORKLOADS)
+        # The workload's Topology levels judge compactness in prioritize. Not waited for: until
+        # they are listed (or where RBAC does not allow it) the HyperPod levels are used.
+        self.flavors = Informer(api, RESOURCE_FLAVORS, optional=True)
+        self.topologies = Informer(api, TOPOLOGIES, optional=True)
         self.nodes.add_handler(self._on_node)
+        self.flavors.add_handler(self._on_flavor)
+        self.topologies.add_handler(self._on_topology)
         self.pods.add_handler(self._on_pod)
         self.workloads.add_handler(self._on_workload)
         self.extender = Extender(self.book, binder=self._bind, pod_lookup=self._lookup)
@@ -259,6 +275,21 @@ class ExtenderService:
         else:
             self.book.upsert_workload(workload_view(obj))
 
+    def _on_flavor(self, event: str, obj: Obj, old: Obj | None) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if event == "DELETED":
+            self.book.delete_flavor(name)
+        else:
+            self.book.upsert_flavor(name, (obj.get("spec") or {}).get("topologyName"))
+
+    def _on_topology(self, event: str, obj: Obj, old: Obj | None) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if event == "DELETED":
+            self.book.delete_topology(name)
+        else:
+            levels = [str(lv.get("nodeLabel") or "") for lv in (obj.get("spec") or {}).get("levels") or ()]
+            self.book.upsert_topology(name, levels)
+
     def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         body = {
             "apiVersion": "v1",
@@ -278,13 +309,13 @@ class ExtenderService:
             return None
 
     def start(self, sync_timeout_s: float = 120) -> None:
-        for inf in (self.nodes, self.pods, self.workloads):
+        for inf in (self.nodes, self.pods, self.workloads, self.flavors, self.topologies):
             inf.start()
         wait_synced([self.nodes, self.pods, self.workloads], sync_timeout_s)
         self.extender.ready.set()
 
     def stop(self) -> None:
-        for inf in (self.nodes, self.pods, self.workloads):
+        for inf in (self.nodes, self.pods, self.workloads, self.flavors, self.topologies):
             inf.stop()
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.queueing import QueueState
+from scheduler.core.topology_request import TopologyRequestError, request_from_kueue
 from scheduler.core.workload import (
     ANN_UNCONSTRAINED,
     LABEL_PRIORITY_CLASS,
@@ -211,7 +212,11 @@ class Controller:
                                    f"workloadPriorityClass \"{name}\" not found; create it or fix label "
                                    f"{LABEL_PRIORITY_CLASS}")
                 continue
-            body = workload_for_job(integration, job, priority[0], priority[1])
+            try:
+                body = workload_for_job(integration, job, priority[0], priority[1])
+            except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
+                self.events.record(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
+                continue
             try:
                 created = self.api.create(WORKLOADS, body, job["metadata"]["namespace"])
             except ApiException as exc:
@@ -308,17 +313,14 @@ class Controller:
                 flavor = self.cache.flavors.get(flavor_name) or {}
                 selector.update(((flavor.get("spec") or {}).get("nodeLabels")) or {})
                 tolerations.extend(((flavor.get("spec") or {}).get("tolerations")) or ())
-            request = (spec_sets.get(psa["name"]) or {}).get("topologyRequest") or {}
-            required = request.get("required")
+            request = request_from_kueue((spec_sets.get(psa["name"]) or {}).get("topologyRequest"))
+            required = request.required if request is not None else None
             annotations: dict[str, str] = {}
             if psa.get("topologyAssignment"):
                 if required:
                     selector.update(self._required_domain_selector(
                         decode_topology_assignment, psa, required, flavor_name))
-                explicit = any(k in request for k in ("required", "preferred", "unconstrained",
-                                                       "podSetSliceRequiredTopology",
-                                                       "podsetSliceRequiredTopologyConstraints"))
-                if not explicit:
+                if request is None or not request.explicit:
                     annotations[ANN_UNCONSTRAINED] = "true"
             out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations))
         return out

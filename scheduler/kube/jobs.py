@@ -14,14 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from scheduler.core.topology_request import ANN_UNCONSTRAINED, request_from_annotations, request_to_kueue
 from scheduler.core.workload import (
-    ANN_GROUP_NAME,
-    ANN_PREFERRED,
-    ANN_REQUIRED,
-    ANN_SLICE_CONSTRAINTS,
-    ANN_SLICE_REQUIRED,
-    ANN_SLICE_SIZE,
-    ANN_UNCONSTRAINED,
     ANN_WORKLOAD,
     DEFAULT_POD_SET,
     JOB_COMPLETION_INDEX,
@@ -93,36 +87,13 @@ class JobIntegration(Protocol):
 
 def topology_request_from_template(template: Mapping[str, Any], pod_index_label: str | None,
                                    sub_group: tuple[str, int] | None = None) -> dict[str, Any] | None:
-    """Kueue's ``PodSetTopologyRequest`` from pod-template annotations (jobframework rules).
-    ``sub_group``: (index label, count) of a pod set made of several child jobs (JobSet)."""
-    ann = (template.get("metadata") or {}).get("annotations") or {}
-    req: dict[str, Any] = {}
-    if ann.get(ANN_REQUIRED):
-        req["required"] = ann[ANN_REQUIRED]
-    elif ann.get(ANN_PREFERRED):
-        req["preferred"] = ann[ANN_PREFERRED]
-    elif ANN_UNCONSTRAINED in ann:
-        req["unconstrained"] = str(ann[ANN_UNCONSTRAINED]).lower() == "true"
-    if ANN_SLICE_REQUIRED in ann:
-        req["podSetSliceRequiredTopology"] = ann[ANN_SLICE_REQUIRED]
-        try:
-            req["podSetSliceSize"] = int(ann.get(ANN_SLICE_SIZE, ""))
-        except ValueError:
-            pass
-    if ANN_SLICE_CONSTRAINTS in ann:
-        import json
-
-        try:
-            req["podsetSliceRequiredTopologyConstraints"] = json.loads(ann[ANN_SLICE_CONSTRAINTS])
-        except ValueError:
-            pass
-    if ann.get(ANN_GROUP_NAME) and ("required" in req or "preferred" in req):
-        req["podSetGroupName"] = ann[ANN_GROUP_NAME]
-    if pod_index_label:
-        req["podIndexLabel"] = pod_index_label
-    if sub_group:
-        req["subGroupIndexLabel"], req["subGroupCount"] = sub_group
-    return req or None
+    """Kueue's ``PodSetTopologyRequest`` from pod-template annotations (jobframework rules, via
+    the codec). ``sub_group``: (index label, count) of a pod set made of several child jobs
+    (JobSet). Raises :class:`TopologyRequestError` for a malformed annotation: like Kueue's
+    job reconciler, no Workload is created for such a job."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    request = request_from_annotations(annotations, pod_index_label, sub_group)
+    return (request_to_kueue(request) or None) if request is not None else None
 
 
 def template_start_patch(template: Mapping[str, Any], start: PodSetStart, workload_name: str) -> dict[str, Any]:

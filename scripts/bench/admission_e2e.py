@@ -65,6 +65,7 @@ build_arrivals, build_nodes, build_queues = _shape.build_arrivals, _shape.build_
 from kubernetes import client  # noqa: E402
 
 from scheduler.core.resources import format_quantity  # noqa: E402
+from scheduler.core.topology_request import request_to_annotations  # noqa: E402
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
@@ -128,8 +129,7 @@ def queue_objects(cqs: dict[str, Any], lqs: dict[str, Any]) -> list[dict[str, An
 
 def job_object(spec: Any) -> dict[str, Any]:
     (ps,) = spec.pod_sets
-    ann = ({"kueue.x-k8s.io/podset-required-topology": ps.topology.required} if ps.topology.required
-           else {"kueue.x-k8s.io/podset-preferred-topology": ps.topology.preferred})
+    ann = request_to_annotations(ps.topology)
     cpu = format_quantity(ps.requests["cpu"], "cpu")
     return {
         "apiVersion": "batch/v1", "kind": "Job",

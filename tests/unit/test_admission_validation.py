@@ -357,3 +357,14 @@ def test_local_queue() -> None:
     moved["spec"]["clusterQueue"] = "cq-a"
     assert "spec.clusterQueue: Invalid value: \"cq-a\": field is immutable" in validate_local_queue(
         moved, cluster(), lq).message()
+
+
+# ---- bounded reading (scheduler.core.topology_request limits) ----------------------------------
+def test_oversized_deep_or_non_text_annotations_are_denied_naming_the_annotation() -> None:
+    too_long = validate_topology_annotations({R: "x" * 5000}, 4)
+    assert [str(e) for e in too_long] == [f"{A}[{R}]: Invalid value: must be at most 4096 characters long, got 5000; "
+                                          "shorten it or fix its type"]
+    deep = "\n".join(str(e) for e in validate_topology_annotations({SC: "[" * 2000}, 4))
+    assert f"{A}[{SC}]: Invalid value: " in deep and "must not nest JSON more than 8 levels deep" in deep
+    not_text = "\n".join(str(e) for e in validate_topology_annotations({SS: ["4"], SR: L3}, 4))  # type: ignore[dict-item]
+    assert f"{A}[{SS}]: Invalid value: must be a string, got list" in not_text

@@ -11,6 +11,7 @@ import pytest
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
 from scheduler.extender.logic import (
+    NodeStatus,
     SlotBook,
     SlotTaken,
     pod_ref,
@@ -454,3 +455,32 @@ def test_only_full_slots_answer_error_so_the_pod_is_retried_after_backoff() -> N
     assert "sick (unhealthy: " in out.error and out.error.endswith("; retrying")
     # nothing assigned is merely full (only unhealthy / unassigned): no Error, plain failure
     assert book({"sick": 1}).filter(pod_ref(pod("p")), ALL).error == ""
+
+
+def test_compactness_uses_the_levels_of_the_flavors_topology() -> None:
+    """Racks of a non-HyperPod Topology: the sibling's rack wins once the flavor's Topology is
+    known; before that (HyperPod levels, which these nodes share) the two candidates tie."""
+    rack = "example.com/rack"
+    b = SlotBook()
+    for name, value in (("a1", "r1"), ("a2", "r1"), ("b1", "r2")):
+        b.upsert_node(node_from_k8s(node(name, "x", labels={rack: value})))
+    wl = workload(assignments={"main": v1beta2({"a1": 1, "a2": 1, "b1": 1})})
+    wl["status"]["admission"]["podSetAssignments"][0]["flavors"] = {"nvidia.com/gpu": "racks"}
+    b.upsert_workload(workload_view(wl))
+    b.observe_pod(pod_ref(pod("s1", node_name="a1")))
+    before = dict(b.prioritize(pod_ref(pod("p")), ["a2", "b1"]))
+    assert before["a2"] == before["b1"]
+    b.upsert_flavor("racks", "rack-topology")
+    b.upsert_topology("rack-topology", [rack, HOSTNAME_LABEL])
+    after = dict(b.prioritize(pod_ref(pod("p")), ["a2", "b1"]))
+    assert after["a2"] > after["b1"]
+    b.delete_topology("rack-topology")
+    assert dict(b.prioritize(pod_ref(pod("p")), ["a2", "b1"])) == before
+
+
+def test_filter_statuses_carry_the_reason_codes() -> None:
+    b = book({"b1": 1}, extra_pods=(pod("s1", node_name="b1"),))
+    out = b.filter(pod_ref(pod("p")), ALL)
+    assert out.statuses["b1"] is NodeStatus.SLOTS_TAKEN
+    assert out.statuses["sick"] is NodeStatus.NOT_ASSIGNED
+    assert out.error.endswith("; retrying")

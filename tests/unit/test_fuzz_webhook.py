@@ -1,0 +1,100 @@
+"""Fuzzing the webhook's review handler (bounded, in the suite): whatever the body, the answer
+is a well-formed AdmissionReview, nothing inside fails (no "internal error", no "could not
+validate"), and a managed object is never let through unvalidated (fail closed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from admission import review
+from tests.unit.test_admission_validation import L2, L3, SC, G, R, cluster, job
+
+ANNOTATIONS = [
+    "kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology",
+    "kueue.x-k8s.io/podset-unconstrained-topology", "kueue.x-k8s.io/podset-slice-required-topology",
+    "kueue.x-k8s.io/podset-slice-size", SC, "kueue.x-k8s.io/podset-group-name", "kueue.x-k8s.io/podset-other",
+]
+LEVELS = ["topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname",
+          "no such level", ""]
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
+                    st.text(max_size=12), st.sampled_from(["²", "٣", "1e3", "-1", "0", "true", "0x10", " 4 "]))
+JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                        st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                       max_leaves=12)
+
+
+def deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+ANNOTATION_VALUE = st.one_of(
+    st.sampled_from(LEVELS), SCALARS, JSONISH,
+    st.integers(1, 400).map(deep),
+    st.builds(lambda levels, size: json.dumps([{"topology": lv, "size": size} for lv in levels]),
+              st.lists(st.sampled_from(LEVELS), max_size=3), st.one_of(st.integers(-3, 9), st.text(max_size=3))),
+)
+
+
+@st.composite
+def jobs(draw: st.DrawFn) -> dict[str, Any]:
+    annotations = draw(st.one_of(
+        st.dictionaries(st.sampled_from(ANNOTATIONS), ANNOTATION_VALUE, max_size=4), JSONISH))
+    labels = draw(st.one_of(
+        st.fixed_dictionaries({"kueue.x-k8s.io/queue-name": st.one_of(st.just("lq"), st.just("plain"), SCALARS)},
+                              optional={"kueue.x-k8s.io/priority-class": st.one_of(st.just("high"), SCALARS)}),
+        JSONISH))
+    count = draw(st.one_of(st.integers(-1, 40), SCALARS))
+    template: Any = draw(st.one_of(
+        st.fixed_dictionaries({"metadata": st.fixed_dictionaries({"annotations": st.just(annotations)}),
+                               "spec": st.fixed_dictionaries({"containers": st.just([{
+                                   "name": "c", "image": "x", "resources": {"requests": draw(st.one_of(
+                                       st.just({"nvidia.com/gpu": "8", "cpu": "1"}),
+                                       st.dictionaries(st.sampled_from(["nvidia.com/gpu", "cpu", "memory"]),
+                                                       SCALARS, max_size=2), JSONISH))}}])})}),
+        JSONISH))
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "team-a", "labels": labels},
+            "spec": {"parallelism": count, "completions": count, "template": template}}
+
+
+def reviews(obj: Any, kind: Any, operation: Any) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "fuzz", "kind": kind, "operation": operation, "namespace": "team-a", "object": obj,
+        "oldObject": obj if operation == "UPDATE" else None}}
+
+
+PATHS = [review.VALIDATE_JOB, review.MUTATE_JOB, review.VALIDATE_JOBSET, review.MUTATE_JOBSET,
+         review.VALIDATE_PYTORCHJOB, review.MUTATE_PYTORCHJOB]
+VIEW = cluster()
+INTERNAL = ("internal error", "could not validate")
+
+
+def check(path: str, body: dict[str, Any]) -> None:
+    code, out = review.answer(path, json.dumps(body).encode(), VIEW)
+    assert out["kind"] == "AdmissionReview" and out["response"]["uid"] == "fuzz", out
+    resp = out["response"]
+    texts = [(resp.get("status") or {}).get("message", "")] + list(resp.get("warnings") or ())
+    assert code in (200, 400) and not any(f in t for t in texts for f in INTERNAL), (path, body, out)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(PATHS), obj=jobs(),
+       kind=st.one_of(st.just({"group": "batch", "version": "v1", "kind": "Job"}), SCALARS, JSONISH),
+       operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", ""]))
+@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: "²"}), kind={"kind": "Job"}, operation="CREATE")
+@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L2, SC: '{"a":' * 300 + "1" + "}" * 300}), kind={"kind": "Job"},
+         operation="CREATE")
+@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: 7}), kind={"kind": "Job"}, operation="CREATE")
+@example(path=review.MUTATE_JOB, obj=job(4, ann={R: L3}), kind="Job", operation="CREATE")
+def test_any_job_review_gets_a_decided_answer(path: str, obj: dict[str, Any], kind: Any, operation: str) -> None:
+    check(path, reviews(obj, kind, operation))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(list(review.KUEUE_PATHS)), spec=JSONISH, name=SCALARS)
+def test_any_kueue_object_review_gets_a_decided_answer(path: str, spec: Any, name: Any) -> None:
+    check(path, reviews({"metadata": {"name": name}, "spec": spec}, {"kind": review.KUEUE_PATHS[path]}, "CREATE"))
