@@ -31,14 +31,10 @@ from scheduler.core.preemption import (
     DomainRequest,
     FitCheck,
     Target,
-    candidates_ordering,
-    find_candidates,
-    plan_attempts,
+    classical_targets,
     preemption_message,
+    preemption_plan,
     tas_targets,
-)
-from scheduler.core.preemption import (
-    _minimal as minimal_preemptions,
 )
 from scheduler.core.queueing import (
     REQUEUE_IMMEDIATE,
@@ -80,7 +76,6 @@ REASON_PENDING = "Pending"
 # Evicted reasons.
 EVICT_CQ_STOPPED = "ClusterQueueStopped"
 EVICT_LQ_STOPPED = "LocalQueueStopped"
-EVICT_PREEMPTED = "Preempted"
 
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
@@ -329,13 +324,11 @@ class _Cycle:
         implied: bool,
     ) -> list[Target]:
         fits = self._fits(entry, by_flavor, implied)
-        candidates = find_candidates(
+        plan = preemption_plan(
             entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
         )
-        if not candidates:
+        if not plan:
             return []
-        ordered = candidates_ordering(candidates, entry.cq.name, self.priority_of)
-        plan = plan_attempts(ordered, entry.cq, self.quota, needs, entry.priority, self.priority_of)
         request = self._domain_request(entry, by_flavor)
         if request is not None:
             found = tas_targets(
@@ -352,13 +345,7 @@ class _Cycle:
             )
             if found:
                 return found
-        for cands, allow_borrowing, threshold in plan:
-            targets = minimal_preemptions(
-                cands, entry.cq.name, self.quota, needs, fits, allow_borrowing, threshold, self.priority_of
-            )
-            if targets:
-                return targets
-        return []
+        return classical_targets(plan, entry.cq.name, self.quota, needs, fits, self.priority_of)
 
     @staticmethod
     def _domain_request(entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]]) -> DomainRequest | None:

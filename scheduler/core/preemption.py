@@ -10,9 +10,11 @@ Classic Kueue preemption (``pkg/scheduler/preemption``, doc ``concepts/preemptio
   workloads that use one of the flavor-resources needing preemption;
 * :func:`candidates_ordering` — evicted first, other ClusterQueues before the own one, lower
   priority, most recently quota-reserved, UID;
-* :func:`classical_targets` — the heuristic: own-CQ-only candidates with borrowing;
-  ``borrowWithinCohort`` (``maxPriorityThreshold``) with borrowing; without borrowing while
-  the CQ is under nominal; finally own-CQ candidates with borrowing. Each attempt removes
+* :func:`preemption_plan` (:func:`plan_attempts`) — the attempts, in order: own-CQ-only
+  candidates with borrowing; ``borrowWithinCohort`` (``maxPriorityThreshold``) with
+  borrowing; without borrowing while the CQ is under nominal; finally own-CQ candidates with
+  borrowing.
+* :func:`classical_targets` — the heuristic over that plan. Each attempt removes
   candidates in order until the preemptor fits and then puts back (in reverse) every target
   it can do without.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -81,7 +84,6 @@ class AdmittedWorkload:
     evicted: bool = False  # Evicted=True already (its preemption is in progress)
     queued_at: float | None = None  # queue-order timestamp (for LowerOrNewerEqualPriority)
     tas: tuple[TASUsage, ...] = ()
-    local_queue_stopped: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -175,6 +177,14 @@ def _cq_is_borrowing(quota: QuotaState, cq: str, needs: frozenset[FlavorResource
 FitCheck = Callable[[QuotaState, Sequence[AdmittedWorkload], bool], bool]
 
 
+class Attempt(NamedTuple):
+    """One try of Kueue's preemption plan."""
+
+    candidates: list[AdmittedWorkload]  # in Kueue's order
+    allow_borrowing: bool  # the preemptor may borrow once the targets are gone
+    borrow_below_priority: int | None  # borrowWithinCohort: other-CQ victims below this priority
+
+
 def _minimal(
     candidates: Sequence[AdmittedWorkload],
     cq: str,
@@ -242,32 +252,6 @@ def borrow_within_cohort_threshold(cq: ClusterQueueSpec, preemptor_priority: int
     return threshold
 
 
-def classical_targets(
-    preemptor_priority: int,
-    preemptor_timestamp: float,
-    cq: ClusterQueueSpec,
-    quota: QuotaState,
-    admitted: Sequence[AdmittedWorkload],
-    needs: frozenset[FlavorResource],
-    fits: FitCheck,
-    priority: Callable[[AdmittedWorkload], int],
-) -> list[Target]:
-    """Kueue's classical target selection (no fair sharing)."""
-    candidates = find_candidates(
-        preemptor_priority, preemptor_timestamp, cq, quota, admitted, needs, priority
-    )
-    if not candidates:
-        return []
-    ordered = candidates_ordering(candidates, cq.name, priority)
-    for cands, allow_borrowing, threshold in plan_attempts(
-        ordered, cq, quota, needs, preemptor_priority, priority
-    ):
-        targets = _minimal(cands, cq.name, quota, needs, fits, allow_borrowing, threshold, priority)
-        if targets:
-            return targets
-    return []
-
-
 def plan_attempts(
     candidates: Sequence[AdmittedWorkload],
     cq: ClusterQueueSpec,
@@ -275,23 +259,60 @@ def plan_attempts(
     needs: frozenset[FlavorResource],
     preemptor_priority: int,
     priority: Callable[[AdmittedWorkload], int],
-) -> list[tuple[list[AdmittedWorkload], bool, int | None]]:
+) -> list[Attempt]:
     """Kueue's attempt plan: (candidates in order, allow borrowing, borrow-below-priority)."""
     same = [c for c in candidates if c.cluster_queue == cq.name]
     if len(same) == len(candidates):
-        return [(list(candidates), True, None)]
+        return [Attempt(list(candidates), True, None)]
     threshold = borrow_within_cohort_threshold(cq, preemptor_priority)
     if threshold is not None:
         cands = list(candidates)
         if not _under_nominal(quota, cq.name, needs):
             # Only workloads strictly below the threshold may be taken from other queues.
             cands = [c for c in cands if c.cluster_queue == cq.name or priority(c) < threshold]
-        return [(cands, True, threshold)]
-    plan: list[tuple[list[AdmittedWorkload], bool, int | None]] = []
+        return [Attempt(cands, True, threshold)]
+    plan: list[Attempt] = []
     if _under_nominal(quota, cq.name, needs):
-        plan.append((list(candidates), False, None))
-    plan.append((same, True, None))
+        plan.append(Attempt(list(candidates), False, None))
+    plan.append(Attempt(same, True, None))
     return plan
+
+
+def preemption_plan(
+    preemptor_priority: int,
+    preemptor_timestamp: float,
+    cq: ClusterQueueSpec,
+    quota: QuotaState,
+    admitted: Sequence[AdmittedWorkload],
+    needs: frozenset[FlavorResource],
+    priority: Callable[[AdmittedWorkload], int],
+) -> list[Attempt]:
+    """The candidates of a preemptor, in Kueue's order, split into its attempts (empty when
+    nothing may be preempted). Both :func:`tas_targets` and :func:`classical_targets` walk it."""
+    candidates = find_candidates(
+        preemptor_priority, preemptor_timestamp, cq, quota, admitted, needs, priority
+    )
+    if not candidates:
+        return []
+    ordered = candidates_ordering(candidates, cq.name, priority)
+    return plan_attempts(ordered, cq, quota, needs, preemptor_priority, priority)
+
+
+def classical_targets(
+    plan: Sequence[Attempt],
+    cq: str,
+    quota: QuotaState,
+    needs: frozenset[FlavorResource],
+    fits: FitCheck,
+    priority: Callable[[AdmittedWorkload], int],
+) -> list[Target]:
+    """Kueue's classical target selection (no fair sharing): the first attempt of ``plan``
+    whose minimal preemption set lets the preemptor fit."""
+    for cands, allow_borrowing, threshold in plan:
+        targets = _minimal(cands, cq, quota, needs, fits, allow_borrowing, threshold, priority)
+        if targets:
+            return targets
+    return []
 
 
 # ---------------------------------------------------------------------- TAS victims (CP-SAT)
@@ -440,7 +461,7 @@ def tas_targets(
     tree: TopologyTree,
     cq: ClusterQueueSpec,
     quota: QuotaState,
-    plan: Sequence[tuple[list[AdmittedWorkload], bool, int | None]],
+    plan: Sequence[Attempt],
     needs: frozenset[FlavorResource],
     request_usage: Mapping[FlavorResource, int],
     fits: FitCheck,

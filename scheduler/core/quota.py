@@ -262,9 +262,6 @@ class QuotaState:
     def used(self, cq: str, fr: FlavorResource) -> int:
         return self.usage[_CQ + cq].get(fr, 0)
 
-    def cq_usage(self, cq: str) -> Usage:
-        return dict(self.usage[_CQ + cq])
-
     def has_cohort(self, cq: str) -> bool:
         return self.parent.get(_CQ + cq) is not None
 

@@ -5,7 +5,7 @@ are different domains). Domains of each level are kept sorted by value path, so 
 of a domain are one contiguous index range of the level below and "value path ascending" is
 just "index ascending". Free capacity is one integer matrix ``leaves x resources`` updated in
 place by :meth:`TopologyTree.add_usage` / :meth:`add_pod` and friends; nothing is rebuilt per
-decision. networkx is used only by :meth:`TopologyTree.to_networkx` (export).
+decision.
 
 Which nodes count (Kueue ``NodeMatchesFlavor`` + node cache): the node carries every flavor
 nodeLabel with the same value, a label for every topology level, and ``node_health`` says
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +30,6 @@ from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo, PodInfo, Taint, Toler
 from scheduler.core.resources import PODS, Resources, with_pod_slot
 
 if TYPE_CHECKING:
-    import networkx as nx
-
     from scheduler.core.placement.types import PodSetPlacement
 
 IntArray = npt.NDArray[np.int64]
@@ -390,24 +388,3 @@ class TopologyTree:
         if entry is not None:
             leaf, vec = entry
             self.free[leaf] += vec
-
-    # ------------------------------------------------------------------ export
-
-    def to_networkx(self) -> nx.DiGraph:
-        """Directed tree (root ``""`` -> level-0 domains -> ... -> leaves); node attributes
-        ``level``, ``value``, and on leaves ``nodes`` and ``free``."""
-        import networkx as nx
-
-        graph: Any = nx.DiGraph()
-        graph.add_node("", level=-1, value="")
-        for lvl, paths in enumerate(self.paths):
-            for path in paths:
-                ident = ",".join(path)
-                graph.add_node(ident, level=lvl, value=path[-1], label=self.levels[lvl])
-                graph.add_edge(",".join(path[:-1]) if lvl else "", ident)
-        for leaf, path in enumerate(self.paths[-1] if self.paths else ()):
-            attrs = graph.nodes[",".join(path)]
-            attrs["nodes"] = self.leaf_nodes[leaf]
-            attrs["free"] = self.free_of_leaf(leaf)
-        result: nx.DiGraph = graph
-        return result
