@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from ortools.sat.python import cp_model
 
 from scheduler.core.nodes import Toleration
 from scheduler.core.placement.types import PodSetPlacement
@@ -200,16 +201,10 @@ def _minimal(
     targets: list[Target] = []
     fit = False
     for cand in candidates:
-        reason = IN_CLUSTER_QUEUE
-        if cand.cluster_queue != cq:
-            if not _cq_is_borrowing(work, cand.cluster_queue, needs):
-                continue
-            reason = IN_COHORT_RECLAMATION
-            if below_priority is not None:
-                if priority(cand) >= below_priority:
-                    allow_borrowing = False
-                else:
-                    reason = IN_COHORT_RECLAIM_WHILE_BORROWING
+        if cand.cluster_queue != cq and not _cq_is_borrowing(work, cand.cluster_queue, needs):
+            continue
+        reason, forbids_borrowing = _target_reason(cand, cq, below_priority, priority)
+        allow_borrowing = allow_borrowing and not forbids_borrowing
         work.remove_usage(cand.cluster_queue, cand.usage)
         targets.append(Target(cand, reason))
         if fits(work, [t.workload for t in targets], allow_borrowing):
@@ -218,6 +213,20 @@ def _minimal(
     if not fit:
         return []
     return _fill_back(targets, work, fits, allow_borrowing)
+
+
+def _target_reason(
+    cand: AdmittedWorkload, cq: str, below_priority: int | None, priority: Callable[[AdmittedWorkload], int]
+) -> tuple[str, bool]:
+    """Why ``cand`` would be preempted, and whether taking it forbids the preemptor to borrow
+    (borrowWithinCohort: an other-CQ victim at or above the threshold)."""
+    if cand.cluster_queue == cq:
+        return IN_CLUSTER_QUEUE, False
+    if below_priority is None:
+        return IN_COHORT_RECLAMATION, False
+    if priority(cand) >= below_priority:
+        return IN_COHORT_RECLAMATION, True
+    return IN_COHORT_RECLAIM_WHILE_BORROWING, False
 
 
 def _fill_back(
@@ -354,35 +363,19 @@ def _pods_fit(free: npt.NDArray[np.int64], req: npt.NDArray[np.int64]) -> int:
     return int(max(0, int(np.min(np.maximum(free[mask], 0) // req[mask]))))
 
 
-def cheapest_domain_victims(
+def _feasible_domains(
     tree: TopologyTree,
     request: DomainRequest,
-    candidates: Sequence[AdmittedWorkload],
-    priority: Callable[[AdmittedWorkload], int],
-    quota_shortfall: Mapping[FlavorResource, int] | None = None,
-    excluded_sets: Sequence[frozenset[str]] = (),
-    time_budget_s: float = 0.5,
-) -> list[AdmittedWorkload] | None:
-    """CP-SAT: the cheapest subset of ``candidates`` whose removal lets ``request.count`` pods
-    fit inside ONE domain at ``request.level`` (per-leaf capacity, every requested resource
-    and the pod slot), and covers ``quota_shortfall``. Cost, lexicographic: number of victims,
-    then their priorities (lower is cheaper), then admission age (most recent is cheaper).
-    ``excluded_sets`` are victim sets (keys) already rejected by verification.
-    None when no subset works (or the solver finds none in time)."""
-    from ortools.sat.python import cp_model
-
-    if not tree.has_level(request.level) or request.count <= 0:
-        return None
+    usage: Mapping[str, Mapping[int, npt.NDArray[np.int64]]],
+    req: npt.NDArray[np.int64],
+) -> dict[int, list[int]]:
+    """Domains at ``request.level`` worth modelling, with their eligible leaves: they hold
+    some candidate usage and could hold the pods if every candidate inside were removed."""
     per_pod = with_pod_slot(request.per_pod)
-    req = tree.request_vector(per_pod)
-    level = tree.level_index(request.level)
-    anc = tree.ancestors_array(level)
+    anc = tree.ancestors_array(tree.level_index(request.level))
     eligible = (
         tree.leaf_fit(per_pod, request.node_selector, request.tolerations, free=tree.allocatable).counts > 0
     )
-    usage = {c.key: _victim_leaf_usage(tree, request.flavor, c) for c in candidates}
-    # Domains worth considering: they hold some candidate usage and could hold the pods if
-    # every candidate inside were removed.
     leaves_by_domain: dict[int, set[int]] = {}
     for per_leaf in usage.values():
         for leaf in per_leaf:
@@ -399,11 +392,21 @@ def cheapest_domain_victims(
             best += _pods_fit(free, req)
         if best >= request.count:
             feasible[d] = leaves
-    if not feasible:
-        return None
-    model = cp_model.CpModel()
-    cands = list(candidates)
-    x = [model.new_bool_var(f"x{i}") for i in range(len(cands))]
+    return feasible
+
+
+def _require_one_domain(
+    model: cp_model.CpModel,
+    tree: TopologyTree,
+    request: DomainRequest,
+    cands: Sequence[AdmittedWorkload],
+    x: Sequence[cp_model.IntVar],
+    usage: Mapping[str, Mapping[int, npt.NDArray[np.int64]]],
+    req: npt.NDArray[np.int64],
+    feasible: Mapping[int, list[int]],
+) -> None:
+    """Exactly one domain is chosen and, with the chosen victims gone, holds the pods (per
+    leaf: pods x request <= free + the victims' usage there, for every requested resource)."""
     y = {d: model.new_bool_var(f"y{d}") for d in feasible}
     model.add_exactly_one(y.values())
     for d, leaves in feasible.items():
@@ -424,13 +427,16 @@ def cheapest_domain_victims(
                 model.add(int(req[r]) * p <= int(base[r]) + sum(int(u[r]) * x[i] for i, u in holders))
             terms.append(p)
         model.add(sum(terms) + const >= request.count).only_enforce_if(y[d])
-    for fr, need in (quota_shortfall or {}).items():
-        if need > 0:
-            model.add(sum(int(c.usage.get(fr, 0)) * x[i] for i, c in enumerate(cands)) >= need)
-    for rejected in excluded_sets:
-        idx = [i for i, c in enumerate(cands) if c.key in rejected]
-        if len(idx) == len(rejected):
-            model.add(sum(x[i] for i in idx) <= len(idx) - 1)
+
+
+def _minimize_victim_cost(
+    model: cp_model.CpModel,
+    cands: Sequence[AdmittedWorkload],
+    x: Sequence[cp_model.IntVar],
+    priority: Callable[[AdmittedWorkload], int],
+) -> None:
+    """Lexicographic cost as one weighted sum: number of victims, then their priority ranks,
+    then admission recency ranks (most recent cheapest)."""
     prios = sorted({priority(c) for c in cands})
     prio_rank = {p: i for i, p in enumerate(prios)}
     recency = sorted({c.reserved_at for c in cands}, reverse=True)
@@ -445,6 +451,42 @@ def cheapest_domain_victims(
             for i, c in enumerate(cands)
         )
     )
+
+
+def cheapest_domain_victims(
+    tree: TopologyTree,
+    request: DomainRequest,
+    candidates: Sequence[AdmittedWorkload],
+    priority: Callable[[AdmittedWorkload], int],
+    quota_shortfall: Mapping[FlavorResource, int] | None = None,
+    excluded_sets: Sequence[frozenset[str]] = (),
+    time_budget_s: float = 0.5,
+) -> list[AdmittedWorkload] | None:
+    """CP-SAT: the cheapest subset of ``candidates`` whose removal lets ``request.count`` pods
+    fit inside ONE domain at ``request.level`` (per-leaf capacity, every requested resource
+    and the pod slot), and covers ``quota_shortfall``. Cost, lexicographic: number of victims,
+    then their priorities (lower is cheaper), then admission age (most recent is cheaper).
+    ``excluded_sets`` are victim sets (keys) already rejected by verification.
+    None when no subset works (or the solver finds none in time)."""
+    if not tree.has_level(request.level) or request.count <= 0:
+        return None
+    req = tree.request_vector(with_pod_slot(request.per_pod))
+    usage = {c.key: _victim_leaf_usage(tree, request.flavor, c) for c in candidates}
+    feasible = _feasible_domains(tree, request, usage, req)
+    if not feasible:
+        return None
+    model = cp_model.CpModel()
+    cands = list(candidates)
+    x = [model.new_bool_var(f"x{i}") for i in range(len(cands))]
+    _require_one_domain(model, tree, request, cands, x, usage, req, feasible)
+    for fr, need in (quota_shortfall or {}).items():
+        if need > 0:
+            model.add(sum(int(c.usage.get(fr, 0)) * x[i] for i, c in enumerate(cands)) >= need)
+    for rejected in excluded_sets:
+        idx = [i for i, c in enumerate(cands) if c.key in rejected]
+        if len(idx) == len(rejected):
+            model.add(sum(x[i] for i in idx) <= len(idx) - 1)
+    _minimize_victim_cost(model, cands, x, priority)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 1
@@ -497,14 +539,8 @@ def tas_targets(
             allow = allow_borrowing
             work = quota.clone()
             for c in chosen:
-                reason = IN_CLUSTER_QUEUE
-                if c.cluster_queue != cq.name:
-                    reason = IN_COHORT_RECLAMATION
-                    if threshold is not None:
-                        if priority(c) >= threshold:
-                            allow = False
-                        else:
-                            reason = IN_COHORT_RECLAIM_WHILE_BORROWING
+                reason, forbids_borrowing = _target_reason(c, cq.name, threshold, priority)
+                allow = allow and not forbids_borrowing
                 work.remove_usage(c.cluster_queue, c.usage)
                 targets.append(Target(c, reason))
             if fits(work, chosen, allow):
