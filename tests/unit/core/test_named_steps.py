@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from ortools.sat.python import cp_model
 
 from scheduler.core import cycle, quota
 from scheduler.core.placement import cpsat, greedy
@@ -188,9 +189,9 @@ def test_single_leaf_answer_is_the_tightest_leaf() -> None:
 
 
 def test_read_solution_gives_each_used_leaf_a_pod_then_fills_in_order() -> None:
-    model = cpsat.cp_model.CpModel()
+    model = cp_model.CpModel()
     used, pods = model.new_int_var(2, 2, "u"), model.new_int_var(5, 5, "p")
-    solver = cpsat.cp_model.CpSolver()
+    solver = cp_model.CpSolver()
     solver.solve(model)
     leaf_vars = cpsat._LeafVars([used], [pods], [4], [[9, 7, 8]])
     assert cpsat._read_solution(solver, leaf_vars) == {7: 4, 8: 1}
