@@ -31,6 +31,7 @@ from scheduler.core.preemption import (
     DomainRequest,
     FitCheck,
     Target,
+    TASUsage,
     classical_targets,
     preemption_message,
     preemption_plan,
@@ -633,8 +634,6 @@ def run_cycle(snapshot: Snapshot) -> list[Decision]:
 
 def admitted_from_decision(decision: Admit, pending: PendingWorkload, now: float) -> AdmittedWorkload:
     """The :class:`AdmittedWorkload` an Admit decision produces (for simulators and tests)."""
-    from scheduler.core.preemption import TASUsage
-
     spec = pending.spec
     requests = {ps.name: ps.requests for ps in spec.pod_sets}
     usage: dict[FlavorResource, int] = {}
