@@ -15,7 +15,8 @@ from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 from scheduler.core.nodes import HOSTNAME_LABEL, Toleration
 from scheduler.core.resources import QuantityError, parse_quantity
 from scheduler.core.topology import TopologyTree
-from scheduler.core.workload import DEFAULT_POD_SET, PodSetSpec, SliceConstraint, TopologyRequest, WorkloadSpec
+from scheduler.core.topology_request import SliceConstraint, TopologyRequest
+from scheduler.core.workload import DEFAULT_POD_SET, PodSetSpec, WorkloadSpec
 from scheduler.topoview.model import HEALTHY, UNAVAILABLE, UNHEALTHY, Domain, NodeView, TopologyView
 
 SOLVER_NAMES = {pb.SOLVER_UNSPECIFIED: "auto", pb.SOLVER_AUTO: "auto", pb.SOLVER_GREEDY: "greedy",

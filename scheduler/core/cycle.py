@@ -31,14 +31,11 @@ from scheduler.core.preemption import (
     DomainRequest,
     FitCheck,
     Target,
-    candidates_ordering,
-    find_candidates,
-    plan_attempts,
+    TASUsage,
+    classical_targets,
     preemption_message,
+    preemption_plan,
     tas_targets,
-)
-from scheduler.core.preemption import (
-    _minimal as minimal_preemptions,
 )
 from scheduler.core.queueing import (
     REQUEUE_IMMEDIATE,
@@ -67,25 +64,19 @@ from scheduler.core.quota import (
     assign_flavors,
     is_tas_only,
 )
+from scheduler.core.reasons import (
+    EvictReason,
+    NotAdmitted,
+    PendingReason,
+    evict_message,
+    flavors_message,
+    not_admitted_message,
+    not_admitted_reason,
+    preemption_pending_message,
+    quota_reserved_message,
+)
 from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
-
-# QuotaReserved=False reasons used here (Kueue v0.19, UnadmittedWorkloadsObservability).
-REASON_MISCONFIGURED = "Misconfigured"
-REASON_SUSPENDED = "Suspended"
-REASON_INADMISSIBLE = "Inadmissible"
-REASON_TOPOLOGY_FAILED = "TopologyPlacementFailed"
-REASON_WAITING_FOR_PREEMPTION = "WaitingForPreemptedWorkloads"
-REASON_PENDING = "Pending"
-# Evicted reasons.
-EVICT_CQ_STOPPED = "ClusterQueueStopped"
-EVICT_LQ_STOPPED = "LocalQueueStopped"
-EVICT_PREEMPTED = "Preempted"
-
-MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
-MSG_OVERLAPPING = "Workload has overlapping preemption targets with another workload"
-MSG_NAMESPACE = "Workload namespace doesn't match ClusterQueue selector"
-
 
 # ---------------------------------------------------------------------- snapshot
 
@@ -291,12 +282,12 @@ class _Cycle:
                         entry.placements[p.name] = p
                         entry.tas_flavor[p.name] = flavor
                     continue
-                first = pod_sets[0].name
-                message = f"couldn't assign flavors to pod set {first}: {placement.reason}"
+                message = flavors_message(pod_sets[0].name, placement.reason)
+                failed = PendingReason.TOPOLOGY_FAILED.value
                 if not self._place(self._empty_tree(flavor), pod_sets, implied).fits:
-                    entry.mode, entry.reason, entry.message = NO_FIT, REASON_TOPOLOGY_FAILED, message
+                    entry.mode, entry.reason, entry.message = NO_FIT, failed, message
                     return entry
-                entry.mode, entry.reason, entry.message = PREEMPT, REASON_TOPOLOGY_FAILED, message
+                entry.mode, entry.reason, entry.message = PREEMPT, failed, message
                 for ps in pod_sets:
                     psf = next(p for p in assignment.pod_sets if p.name == ps.name)
                     needs.update(fr for fr in psf.usage if fr[0] == flavor)
@@ -329,13 +320,11 @@ class _Cycle:
         implied: bool,
     ) -> list[Target]:
         fits = self._fits(entry, by_flavor, implied)
-        candidates = find_candidates(
+        plan = preemption_plan(
             entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
         )
-        if not candidates:
+        if not plan:
             return []
-        ordered = candidates_ordering(candidates, entry.cq.name, self.priority_of)
-        plan = plan_attempts(ordered, entry.cq, self.quota, needs, entry.priority, self.priority_of)
         request = self._domain_request(entry, by_flavor)
         if request is not None:
             found = tas_targets(
@@ -352,13 +341,7 @@ class _Cycle:
             )
             if found:
                 return found
-        for cands, allow_borrowing, threshold in plan:
-            targets = minimal_preemptions(
-                cands, entry.cq.name, self.quota, needs, fits, allow_borrowing, threshold, self.priority_of
-            )
-            if targets:
-                return targets
-        return []
+        return classical_targets(plan, entry.cq.name, self.quota, needs, fits, self.priority_of)
 
     @staticmethod
     def _domain_request(entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]]) -> DomainRequest | None:
@@ -412,7 +395,7 @@ def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pendi
         entry.pw.key,
         entry.pw.spec.uid,
         entry.cq.name,
-        reason or REASON_PENDING,
+        reason or PendingReason.PENDING.value,
         message,
         REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
     )
@@ -433,7 +416,7 @@ def _admit(entry: _Entry) -> Admit:
         entry.cq.name,
         tuple(pod_sets),
         entry.assignment.borrows,
-        message=f"Quota reserved in ClusterQueue {entry.cq.name}",
+        message=quota_reserved_message(entry.cq.name),
     )
 
 
@@ -472,155 +455,185 @@ def previous_domains(spec: WorkloadSpec) -> dict[str, dict[str, str]] | None:
     return {str(ps): {str(k): str(v) for k, v in sel.items()} for ps, sel in data.items() if isinstance(sel, dict)}
 
 
-def run_cycle(snapshot: Snapshot) -> list[Decision]:
-    """One Kueue-style admission cycle. Same snapshot -> same decisions."""
-    cyc = _Cycle(snapshot)
-    decisions: list[Decision] = []
-    # HoldAndDrain: evict what the stopped queues hold.
+def _drain_stopped_queues(cyc: _Cycle) -> list[Decision]:
+    """HoldAndDrain: evict what a stopped ClusterQueue (else LocalQueue) still holds."""
+    snapshot = cyc.snap
+    out: list[Decision] = []
     for w in cyc.admitted:
-        cq = snapshot.cluster_queues.get(w.cluster_queue)
         if w.evicted:
             continue
+        cq = snapshot.cluster_queues.get(w.cluster_queue)
+        lq = snapshot.local_queues.get(f"{w.spec.namespace}/{w.spec.queue_name}")
         if cq is not None and cq.stop_policy == STOP_HOLD_AND_DRAIN:
-            decisions.append(
-                Evict(w.key, w.uid, w.cluster_queue, EVICT_CQ_STOPPED, "The ClusterQueue is stopped")
-            )
+            code = EvictReason.CLUSTER_QUEUE_STOPPED
+        elif lq is not None and lq.stop_policy == STOP_HOLD_AND_DRAIN:
+            code = EvictReason.LOCAL_QUEUE_STOPPED
         else:
-            lq = snapshot.local_queues.get(f"{w.spec.namespace}/{w.spec.queue_name}")
-            if lq is not None and lq.stop_policy == STOP_HOLD_AND_DRAIN:
-                decisions.append(
-                    Evict(w.key, w.uid, w.cluster_queue, EVICT_LQ_STOPPED, "The LocalQueue is stopped")
-                )
-    # 1. routing
-    queued: dict[str, list[tuple[tuple[int, float, str], PendingWorkload]]] = {}
+            continue
+        out.append(Evict(w.key, w.uid, w.cluster_queue, code.value, evict_message(code)))
+    return out
+
+
+def _not_admitted(pw: PendingWorkload, cq_name: str, code: NotAdmitted, **fields: object) -> Pending:
+    """A routing failure: Kueue's reason and message for ``code``, requeued as inadmissible."""
+    reason = not_admitted_reason(code)
+    assert reason is not None, code  # routing codes all name their own reason
+    return Pending(pw.key, pw.spec.uid, cq_name, reason.value, not_admitted_message(code, **fields))
+
+
+def _route(snapshot: Snapshot, inactive: set[str], pw: PendingWorkload) -> ClusterQueueSpec | Pending:
+    """Step 1: LocalQueue -> an active ClusterQueue, or why not."""
+    spec = pw.spec
+    lq = snapshot.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
+    if lq is None:
+        return _not_admitted(pw, "", NotAdmitted.LOCAL_QUEUE_MISSING, queue=spec.queue_name)
+    if lq.stop_policy != STOP_NONE:
+        return _not_admitted(pw, lq.cluster_queue, NotAdmitted.LOCAL_QUEUE_STOPPED, queue=spec.queue_name)
+    cq = snapshot.cluster_queues.get(lq.cluster_queue)
+    if cq is None:
+        return _not_admitted(
+            pw, lq.cluster_queue, NotAdmitted.CLUSTER_QUEUE_MISSING, cluster_queue=lq.cluster_queue
+        )
+    if cq.name in inactive:
+        return _not_admitted(pw, cq.name, NotAdmitted.CLUSTER_QUEUE_INACTIVE, cluster_queue=cq.name)
+    return cq
+
+
+Queues = dict[str, list[tuple[tuple[int, float, str], PendingWorkload]]]
+
+
+def _route_pending(cyc: _Cycle, decisions: list[Decision]) -> Queues:
+    """Step 1 for every pending workload: queue it on its ClusterQueue in Kueue's order, or
+    report why it cannot be queued."""
+    snapshot = cyc.snap
+    queued: Queues = {}
     for pw in sorted(snapshot.pending, key=lambda p: p.key):
-        spec = pw.spec
-        lq = snapshot.local_queues.get(f"{spec.namespace}/{spec.queue_name}")
-        if lq is None:
-            decisions.append(
-                Pending(
-                    pw.key, spec.uid, "", REASON_MISCONFIGURED, f"LocalQueue {spec.queue_name} doesn't exist"
-                )
-            )
-            continue
-        if lq.stop_policy != STOP_NONE:
-            decisions.append(
-                Pending(
-                    pw.key,
-                    spec.uid,
-                    lq.cluster_queue,
-                    REASON_SUSPENDED,
-                    f"LocalQueue {spec.queue_name} is stopped",
-                )
-            )
-            continue
-        cq = snapshot.cluster_queues.get(lq.cluster_queue)
-        if cq is None:
-            decisions.append(
-                Pending(
-                    pw.key,
-                    spec.uid,
-                    lq.cluster_queue,
-                    REASON_MISCONFIGURED,
-                    f"ClusterQueue {lq.cluster_queue} doesn't exist",
-                )
-            )
-            continue
-        if cq.name in cyc.inactive:
-            decisions.append(
-                Pending(pw.key, spec.uid, cq.name, REASON_SUSPENDED, f"ClusterQueue {cq.name} is inactive")
-            )
+        routed = _route(snapshot, cyc.inactive, pw)
+        if isinstance(routed, Pending):
+            decisions.append(routed)
             continue
         prio = resolve_priority(
-            spec, snapshot.workload_priority_classes, snapshot.priority_classes, pw.priority
+            pw.spec, snapshot.workload_priority_classes, snapshot.priority_classes, pw.priority
         )
-        queued.setdefault(cq.name, []).append((order_key(prio, pw.timestamp, pw.key), pw))
+        queued.setdefault(routed.name, []).append((order_key(prio, pw.timestamp, pw.key), pw))
+    return queued
+
+
+def _nominate_heads(cyc: _Cycle, queued: Queues, decisions: list[Decision]) -> list[_Entry]:
+    """Steps 2-3: one head per ClusterQueue, filtered by the namespace selector, nominated."""
+    snapshot = cyc.snap
     strategies = {name: cq.queueing_strategy for name, cq in snapshot.cluster_queues.items()}
-    # 2-3. heads and nomination
     entries: list[_Entry] = []
     for cq_name, pw in sorted(heads(queued, snapshot.inadmissible, strategies, snapshot.now).items()):
         cq = snapshot.cluster_queues[cq_name]
         labels = pw.namespace_labels or snapshot.namespace_labels.get(pw.spec.namespace, {})
         if not cq.namespace_selector.matches(labels):
-            decisions.append(Pending(pw.key, pw.spec.uid, cq_name, REASON_INADMISSIBLE, MSG_NAMESPACE))
+            decisions.append(_not_admitted(pw, cq_name, NotAdmitted.NAMESPACE_MISMATCH))
             continue
         entries.append(cyc.nominate(pw, cq))
-    # 4. order
-    entries.sort(key=lambda e: (e.assignment.borrows, -e.priority, e.pw.timestamp, e.pw.key))
-    # 5. admit against updated usage
+    return entries
+
+
+def _admission_order(e: _Entry) -> tuple[bool, int, float, str]:
+    """Step 4: not borrowing first, then priority desc, then queue timestamp (then key)."""
+    return (e.assignment.borrows, -e.priority, e.pw.timestamp, e.pw.key)
+
+
+def _retry_later(entry: _Entry, reason: str, code: NotAdmitted) -> Pending:
+    """The entry lost to one processed before it in this cycle: requeue it immediately."""
+    return _pending(entry, reason, not_admitted_message(code), True)
+
+
+def _settle_no_fit(cyc: _Cycle, e: _Entry) -> list[Decision]:
+    if e.wanted_preemption:
+        # needed preemption, found no targets: hold the capacity back (Kueue)
+        cyc.quota.add_usage(e.cq.name, _reserve(cyc.quota, e.cq.name, e.assignment.usage))
+    return [_pending(e, e.reason, e.message, False)]
+
+
+def _preemptions(cyc: _Cycle, e: _Entry) -> list[Decision]:
+    """One Preempt per target not already being evicted, in key order."""
+    out: list[Decision] = []
+    for t in sorted(e.targets, key=lambda t: t.workload.key):
+        if t.workload.evicted:
+            continue
+        message = preemption_message(
+            e.pw.spec, t.reason, cyc.quota.path(e.cq.name), cyc.quota.path(t.workload.cluster_queue)
+        )
+        out.append(
+            Preempt(
+                t.workload.key, t.workload.uid, t.workload.cluster_queue, e.pw.key, e.cq.name, t.reason, message
+            )
+        )
+    return out
+
+
+def _settle_preempt(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decision]:
+    """A preemptor: issue its preemptions and reserve what they free for it, unless another
+    entry already claimed one of its targets or it no longer fits even without them."""
+    keys = {t.workload.key for t in e.targets}
+    if keys & preempted:
+        return [_retry_later(e, e.reason, NotAdmitted.OVERLAPPING_TARGETS)]
+    usage = e.assignment.usage
+    work = cyc.quota.clone()
+    for t in e.targets:
+        work.remove_usage(t.workload.cluster_queue, t.workload.usage)
+    victims = [t.workload for t in e.targets]
+    if not work.fits(e.cq.name, usage) or not cyc.replace(e, victims):
+        return [_retry_later(e, e.reason, NotAdmitted.NO_LONGER_FITS)]
+    # The victims' capacity is now the preemptor's for the rest of the cycle.
+    cyc.quota = work
+    cyc.quota.add_usage(e.cq.name, usage)
+    for t in e.targets:
+        for u in t.workload.tas:
+            if u.flavor in cyc.trees:
+                cyc.trees[u.flavor].remove_usage(u.placement, u.per_pod)
+    cyc.commit_tas(e, +1)
+    preempted |= keys
+    decisions = _preemptions(cyc, e)
+    # Kueue counts every target, also the ones already being evicted.
+    base = e.message or flavors_message(e.pw.spec.pod_sets[0].name, None)
+    message = preemption_pending_message(base, len(e.targets))
+    decisions.append(_pending(e, PendingReason.WAITING_FOR_PREEMPTION.value, message, True))
+    return decisions
+
+
+def _settle_fit(cyc: _Cycle, e: _Entry) -> list[Decision]:
+    """Admit if it still fits (quota, then topology) after the entries before it."""
+    pending = PendingReason.PENDING.value
+    if not cyc.quota.fits(e.cq.name, e.assignment.usage):
+        return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
+    if e.placements and not cyc.replace(e, ()):
+        return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
+    cyc.quota.add_usage(e.cq.name, e.assignment.usage)
+    cyc.commit_tas(e, +1)
+    return [_admit(e)]
+
+
+def _settle(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decision]:
+    """Step 5 for one entry, against the usage left by the entries before it."""
+    if e.mode == NO_FIT:
+        return _settle_no_fit(cyc, e)
+    if e.mode == PREEMPT:
+        return _settle_preempt(cyc, e, preempted)
+    return _settle_fit(cyc, e)
+
+
+def run_cycle(snapshot: Snapshot) -> list[Decision]:
+    """One Kueue-style admission cycle. Same snapshot -> same decisions."""
+    cyc = _Cycle(snapshot)
+    decisions = _drain_stopped_queues(cyc)
+    queued = _route_pending(cyc, decisions)
+    entries = _nominate_heads(cyc, queued, decisions)
+    entries.sort(key=_admission_order)
     preempted: set[str] = set()
     for e in entries:
-        if e.mode == NO_FIT:
-            if e.wanted_preemption:
-                # needed preemption, found no targets: hold the capacity back (Kueue)
-                cyc.quota.add_usage(e.cq.name, _reserve(cyc.quota, e.cq.name, e.assignment.usage))
-            decisions.append(_pending(e, e.reason, e.message, False))
-            continue
-        usage = e.assignment.usage
-        if e.mode == PREEMPT:
-            keys = {t.workload.key for t in e.targets}
-            if keys & preempted:
-                decisions.append(_pending(e, e.reason, MSG_OVERLAPPING, True))
-                continue
-            work = cyc.quota.clone()
-            for t in e.targets:
-                work.remove_usage(t.workload.cluster_queue, t.workload.usage)
-            victims = [t.workload for t in e.targets]
-            if not work.fits(e.cq.name, usage) or not cyc.replace(e, victims):
-                decisions.append(_pending(e, e.reason, MSG_NO_LONGER_FITS, True))
-                continue
-            # The victims' capacity is now the preemptor's for the rest of the cycle.
-            cyc.quota = work
-            cyc.quota.add_usage(e.cq.name, usage)
-            for t in e.targets:
-                for u in t.workload.tas:
-                    if u.flavor in cyc.trees:
-                        cyc.trees[u.flavor].remove_usage(u.placement, u.per_pod)
-            cyc.commit_tas(e, +1)
-            preempted |= keys
-            issued = 0
-            for t in sorted(e.targets, key=lambda t: t.workload.key):
-                issued += 1
-                if t.workload.evicted:
-                    continue
-                decisions.append(
-                    Preempt(
-                        t.workload.key,
-                        t.workload.uid,
-                        t.workload.cluster_queue,
-                        e.pw.key,
-                        e.cq.name,
-                        t.reason,
-                        preemption_message(
-                            e.pw.spec,
-                            t.reason,
-                            cyc.quota.path(e.cq.name),
-                            cyc.quota.path(t.workload.cluster_queue),
-                        ),
-                    )
-                )
-            message = (
-                e.message or f"couldn't assign flavors to pod set {e.pw.spec.pod_sets[0].name}"
-            ) + f". Pending the preemption of {issued} workload(s)"
-            decisions.append(_pending(e, REASON_WAITING_FOR_PREEMPTION, message, True))
-            continue
-        # FIT: still fits after the entries before it?
-        if not cyc.quota.fits(e.cq.name, usage):
-            decisions.append(_pending(e, REASON_PENDING, MSG_NO_LONGER_FITS, True))
-            continue
-        if e.placements and not cyc.replace(e, ()):
-            decisions.append(_pending(e, REASON_PENDING, MSG_NO_LONGER_FITS, True))
-            continue
-        cyc.quota.add_usage(e.cq.name, usage)
-        cyc.commit_tas(e, +1)
-        decisions.append(_admit(e))
+        decisions.extend(_settle(cyc, e, preempted))
     return decisions
 
 
 def admitted_from_decision(decision: Admit, pending: PendingWorkload, now: float) -> AdmittedWorkload:
     """The :class:`AdmittedWorkload` an Admit decision produces (for simulators and tests)."""
-    from scheduler.core.preemption import TASUsage
-
     spec = pending.spec
     requests = {ps.name: ps.requests for ps in spec.pod_sets}
     usage: dict[FlavorResource, int] = {}

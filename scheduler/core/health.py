@@ -54,13 +54,11 @@ UNSCHEDULABLE_STATUSES: Mapping[str, str] = {
     "UnschedulablePendingReplacement": "failed health checks, waiting for replacement",
     "UnschedulablePendingReboot": "failed health checks, waiting for reboot",
 }
-KNOWN_STATUSES = frozenset({SCHEDULABLE, *UNSCHEDULABLE_STATUSES})
 DEEP_HEALTH_EXCLUDING: Mapping[str, str] = {
     "InProgress": "deep health check in progress",
     "Failed": "deep health check failed",
 }
 DEEP_HEALTH_PASSED = "Passed"
-KNOWN_DEEP_HEALTH = frozenset({DEEP_HEALTH_PASSED, *DEEP_HEALTH_EXCLUDING})
 
 PRESSURE_CONDITIONS = frozenset({"MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
 # Condition types HMA is known to write (type = fault type, status True while faulty).

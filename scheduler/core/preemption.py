@@ -10,9 +10,11 @@ Classic Kueue preemption (``pkg/scheduler/preemption``, doc ``concepts/preemptio
   workloads that use one of the flavor-resources needing preemption;
 * :func:`candidates_ordering` — evicted first, other ClusterQueues before the own one, lower
   priority, most recently quota-reserved, UID;
-* :func:`classical_targets` — the heuristic: own-CQ-only candidates with borrowing;
-  ``borrowWithinCohort`` (``maxPriorityThreshold``) with borrowing; without borrowing while
-  the CQ is under nominal; finally own-CQ candidates with borrowing. Each attempt removes
+* :func:`preemption_plan` (:func:`plan_attempts`) — the attempts, in order: own-CQ-only
+  candidates with borrowing; ``borrowWithinCohort`` (``maxPriorityThreshold``) with
+  borrowing; without borrowing while the CQ is under nominal; finally own-CQ candidates with
+  borrowing.
+* :func:`classical_targets` — the heuristic over that plan. Each attempt removes
   candidates in order until the preemptor fits and then puts back (in reverse) every target
   it can do without.
 
@@ -28,9 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from ortools.sat.python import cp_model
 
 from scheduler.core.nodes import Toleration
 from scheduler.core.placement.types import PodSetPlacement
@@ -81,7 +85,6 @@ class AdmittedWorkload:
     evicted: bool = False  # Evicted=True already (its preemption is in progress)
     queued_at: float | None = None  # queue-order timestamp (for LowerOrNewerEqualPriority)
     tas: tuple[TASUsage, ...] = ()
-    local_queue_stopped: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -175,6 +178,14 @@ def _cq_is_borrowing(quota: QuotaState, cq: str, needs: frozenset[FlavorResource
 FitCheck = Callable[[QuotaState, Sequence[AdmittedWorkload], bool], bool]
 
 
+class Attempt(NamedTuple):
+    """One try of Kueue's preemption plan."""
+
+    candidates: list[AdmittedWorkload]  # in Kueue's order
+    allow_borrowing: bool  # the preemptor may borrow once the targets are gone
+    borrow_below_priority: int | None  # borrowWithinCohort: other-CQ victims below this priority
+
+
 def _minimal(
     candidates: Sequence[AdmittedWorkload],
     cq: str,
@@ -190,16 +201,10 @@ def _minimal(
     targets: list[Target] = []
     fit = False
     for cand in candidates:
-        reason = IN_CLUSTER_QUEUE
-        if cand.cluster_queue != cq:
-            if not _cq_is_borrowing(work, cand.cluster_queue, needs):
-                continue
-            reason = IN_COHORT_RECLAMATION
-            if below_priority is not None:
-                if priority(cand) >= below_priority:
-                    allow_borrowing = False
-                else:
-                    reason = IN_COHORT_RECLAIM_WHILE_BORROWING
+        if cand.cluster_queue != cq and not _cq_is_borrowing(work, cand.cluster_queue, needs):
+            continue
+        reason, forbids_borrowing = _target_reason(cand, cq, below_priority, priority)
+        allow_borrowing = allow_borrowing and not forbids_borrowing
         work.remove_usage(cand.cluster_queue, cand.usage)
         targets.append(Target(cand, reason))
         if fits(work, [t.workload for t in targets], allow_borrowing):
@@ -208,6 +213,20 @@ def _minimal(
     if not fit:
         return []
     return _fill_back(targets, work, fits, allow_borrowing)
+
+
+def _target_reason(
+    cand: AdmittedWorkload, cq: str, below_priority: int | None, priority: Callable[[AdmittedWorkload], int]
+) -> tuple[str, bool]:
+    """Why ``cand`` would be preempted, and whether taking it forbids the preemptor to borrow
+    (borrowWithinCohort: an other-CQ victim at or above the threshold)."""
+    if cand.cluster_queue == cq:
+        return IN_CLUSTER_QUEUE, False
+    if below_priority is None:
+        return IN_COHORT_RECLAMATION, False
+    if priority(cand) >= below_priority:
+        return IN_COHORT_RECLAMATION, True
+    return IN_COHORT_RECLAIM_WHILE_BORROWING, False
 
 
 def _fill_back(
@@ -242,32 +261,6 @@ def borrow_within_cohort_threshold(cq: ClusterQueueSpec, preemptor_priority: int
     return threshold
 
 
-def classical_targets(
-    preemptor_priority: int,
-    preemptor_timestamp: float,
-    cq: ClusterQueueSpec,
-    quota: QuotaState,
-    admitted: Sequence[AdmittedWorkload],
-    needs: frozenset[FlavorResource],
-    fits: FitCheck,
-    priority: Callable[[AdmittedWorkload], int],
-) -> list[Target]:
-    """Kueue's classical target selection (no fair sharing)."""
-    candidates = find_candidates(
-        preemptor_priority, preemptor_timestamp, cq, quota, admitted, needs, priority
-    )
-    if not candidates:
-        return []
-    ordered = candidates_ordering(candidates, cq.name, priority)
-    for cands, allow_borrowing, threshold in plan_attempts(
-        ordered, cq, quota, needs, preemptor_priority, priority
-    ):
-        targets = _minimal(cands, cq.name, quota, needs, fits, allow_borrowing, threshold, priority)
-        if targets:
-            return targets
-    return []
-
-
 def plan_attempts(
     candidates: Sequence[AdmittedWorkload],
     cq: ClusterQueueSpec,
@@ -275,23 +268,60 @@ def plan_attempts(
     needs: frozenset[FlavorResource],
     preemptor_priority: int,
     priority: Callable[[AdmittedWorkload], int],
-) -> list[tuple[list[AdmittedWorkload], bool, int | None]]:
+) -> list[Attempt]:
     """Kueue's attempt plan: (candidates in order, allow borrowing, borrow-below-priority)."""
     same = [c for c in candidates if c.cluster_queue == cq.name]
     if len(same) == len(candidates):
-        return [(list(candidates), True, None)]
+        return [Attempt(list(candidates), True, None)]
     threshold = borrow_within_cohort_threshold(cq, preemptor_priority)
     if threshold is not None:
         cands = list(candidates)
         if not _under_nominal(quota, cq.name, needs):
             # Only workloads strictly below the threshold may be taken from other queues.
             cands = [c for c in cands if c.cluster_queue == cq.name or priority(c) < threshold]
-        return [(cands, True, threshold)]
-    plan: list[tuple[list[AdmittedWorkload], bool, int | None]] = []
+        return [Attempt(cands, True, threshold)]
+    plan: list[Attempt] = []
     if _under_nominal(quota, cq.name, needs):
-        plan.append((list(candidates), False, None))
-    plan.append((same, True, None))
+        plan.append(Attempt(list(candidates), False, None))
+    plan.append(Attempt(same, True, None))
     return plan
+
+
+def preemption_plan(
+    preemptor_priority: int,
+    preemptor_timestamp: float,
+    cq: ClusterQueueSpec,
+    quota: QuotaState,
+    admitted: Sequence[AdmittedWorkload],
+    needs: frozenset[FlavorResource],
+    priority: Callable[[AdmittedWorkload], int],
+) -> list[Attempt]:
+    """The candidates of a preemptor, in Kueue's order, split into its attempts (empty when
+    nothing may be preempted). Both :func:`tas_targets` and :func:`classical_targets` walk it."""
+    candidates = find_candidates(
+        preemptor_priority, preemptor_timestamp, cq, quota, admitted, needs, priority
+    )
+    if not candidates:
+        return []
+    ordered = candidates_ordering(candidates, cq.name, priority)
+    return plan_attempts(ordered, cq, quota, needs, preemptor_priority, priority)
+
+
+def classical_targets(
+    plan: Sequence[Attempt],
+    cq: str,
+    quota: QuotaState,
+    needs: frozenset[FlavorResource],
+    fits: FitCheck,
+    priority: Callable[[AdmittedWorkload], int],
+) -> list[Target]:
+    """Kueue's classical target selection (no fair sharing): the first attempt of ``plan``
+    whose minimal preemption set lets the preemptor fit."""
+    for cands, allow_borrowing, threshold in plan:
+        targets = _minimal(cands, cq, quota, needs, fits, allow_borrowing, threshold, priority)
+        if targets:
+            return targets
+    return []
 
 
 # ---------------------------------------------------------------------- TAS victims (CP-SAT)
@@ -333,35 +363,19 @@ def _pods_fit(free: npt.NDArray[np.int64], req: npt.NDArray[np.int64]) -> int:
     return int(max(0, int(np.min(np.maximum(free[mask], 0) // req[mask]))))
 
 
-def cheapest_domain_victims(
+def _feasible_domains(
     tree: TopologyTree,
     request: DomainRequest,
-    candidates: Sequence[AdmittedWorkload],
-    priority: Callable[[AdmittedWorkload], int],
-    quota_shortfall: Mapping[FlavorResource, int] | None = None,
-    excluded_sets: Sequence[frozenset[str]] = (),
-    time_budget_s: float = 0.5,
-) -> list[AdmittedWorkload] | None:
-    """CP-SAT: the cheapest subset of ``candidates`` whose removal lets ``request.count`` pods
-    fit inside ONE domain at ``request.level`` (per-leaf capacity, every requested resource
-    and the pod slot), and covers ``quota_shortfall``. Cost, lexicographic: number of victims,
-    then their priorities (lower is cheaper), then admission age (most recent is cheaper).
-    ``excluded_sets`` are victim sets (keys) already rejected by verification.
-    None when no subset works (or the solver finds none in time)."""
-    from ortools.sat.python import cp_model
-
-    if not tree.has_level(request.level) or request.count <= 0:
-        return None
+    usage: Mapping[str, Mapping[int, npt.NDArray[np.int64]]],
+    req: npt.NDArray[np.int64],
+) -> dict[int, list[int]]:
+    """Domains at ``request.level`` worth modelling, with their eligible leaves: they hold
+    some candidate usage and could hold the pods if every candidate inside were removed."""
     per_pod = with_pod_slot(request.per_pod)
-    req = tree.request_vector(per_pod)
-    level = tree.level_index(request.level)
-    anc = tree.ancestors_array(level)
+    anc = tree.ancestors_array(tree.level_index(request.level))
     eligible = (
         tree.leaf_fit(per_pod, request.node_selector, request.tolerations, free=tree.allocatable).counts > 0
     )
-    usage = {c.key: _victim_leaf_usage(tree, request.flavor, c) for c in candidates}
-    # Domains worth considering: they hold some candidate usage and could hold the pods if
-    # every candidate inside were removed.
     leaves_by_domain: dict[int, set[int]] = {}
     for per_leaf in usage.values():
         for leaf in per_leaf:
@@ -378,11 +392,21 @@ def cheapest_domain_victims(
             best += _pods_fit(free, req)
         if best >= request.count:
             feasible[d] = leaves
-    if not feasible:
-        return None
-    model = cp_model.CpModel()
-    cands = list(candidates)
-    x = [model.new_bool_var(f"x{i}") for i in range(len(cands))]
+    return feasible
+
+
+def _require_one_domain(
+    model: cp_model.CpModel,
+    tree: TopologyTree,
+    request: DomainRequest,
+    cands: Sequence[AdmittedWorkload],
+    x: Sequence[cp_model.IntVar],
+    usage: Mapping[str, Mapping[int, npt.NDArray[np.int64]]],
+    req: npt.NDArray[np.int64],
+    feasible: Mapping[int, list[int]],
+) -> None:
+    """Exactly one domain is chosen and, with the chosen victims gone, holds the pods (per
+    leaf: pods x request <= free + the victims' usage there, for every requested resource)."""
     y = {d: model.new_bool_var(f"y{d}") for d in feasible}
     model.add_exactly_one(y.values())
     for d, leaves in feasible.items():
@@ -403,13 +427,16 @@ def cheapest_domain_victims(
                 model.add(int(req[r]) * p <= int(base[r]) + sum(int(u[r]) * x[i] for i, u in holders))
             terms.append(p)
         model.add(sum(terms) + const >= request.count).only_enforce_if(y[d])
-    for fr, need in (quota_shortfall or {}).items():
-        if need > 0:
-            model.add(sum(int(c.usage.get(fr, 0)) * x[i] for i, c in enumerate(cands)) >= need)
-    for rejected in excluded_sets:
-        idx = [i for i, c in enumerate(cands) if c.key in rejected]
-        if len(idx) == len(rejected):
-            model.add(sum(x[i] for i in idx) <= len(idx) - 1)
+
+
+def _minimize_victim_cost(
+    model: cp_model.CpModel,
+    cands: Sequence[AdmittedWorkload],
+    x: Sequence[cp_model.IntVar],
+    priority: Callable[[AdmittedWorkload], int],
+) -> None:
+    """Lexicographic cost as one weighted sum: number of victims, then their priority ranks,
+    then admission recency ranks (most recent cheapest)."""
     prios = sorted({priority(c) for c in cands})
     prio_rank = {p: i for i, p in enumerate(prios)}
     recency = sorted({c.reserved_at for c in cands}, reverse=True)
@@ -424,6 +451,42 @@ def cheapest_domain_victims(
             for i, c in enumerate(cands)
         )
     )
+
+
+def cheapest_domain_victims(
+    tree: TopologyTree,
+    request: DomainRequest,
+    candidates: Sequence[AdmittedWorkload],
+    priority: Callable[[AdmittedWorkload], int],
+    quota_shortfall: Mapping[FlavorResource, int] | None = None,
+    excluded_sets: Sequence[frozenset[str]] = (),
+    time_budget_s: float = 0.5,
+) -> list[AdmittedWorkload] | None:
+    """CP-SAT: the cheapest subset of ``candidates`` whose removal lets ``request.count`` pods
+    fit inside ONE domain at ``request.level`` (per-leaf capacity, every requested resource
+    and the pod slot), and covers ``quota_shortfall``. Cost, lexicographic: number of victims,
+    then their priorities (lower is cheaper), then admission age (most recent is cheaper).
+    ``excluded_sets`` are victim sets (keys) already rejected by verification.
+    None when no subset works (or the solver finds none in time)."""
+    if not tree.has_level(request.level) or request.count <= 0:
+        return None
+    req = tree.request_vector(with_pod_slot(request.per_pod))
+    usage = {c.key: _victim_leaf_usage(tree, request.flavor, c) for c in candidates}
+    feasible = _feasible_domains(tree, request, usage, req)
+    if not feasible:
+        return None
+    model = cp_model.CpModel()
+    cands = list(candidates)
+    x = [model.new_bool_var(f"x{i}") for i in range(len(cands))]
+    _require_one_domain(model, tree, request, cands, x, usage, req, feasible)
+    for fr, need in (quota_shortfall or {}).items():
+        if need > 0:
+            model.add(sum(int(c.usage.get(fr, 0)) * x[i] for i, c in enumerate(cands)) >= need)
+    for rejected in excluded_sets:
+        idx = [i for i, c in enumerate(cands) if c.key in rejected]
+        if len(idx) == len(rejected):
+            model.add(sum(x[i] for i in idx) <= len(idx) - 1)
+    _minimize_victim_cost(model, cands, x, priority)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 1
@@ -440,7 +503,7 @@ def tas_targets(
     tree: TopologyTree,
     cq: ClusterQueueSpec,
     quota: QuotaState,
-    plan: Sequence[tuple[list[AdmittedWorkload], bool, int | None]],
+    plan: Sequence[Attempt],
     needs: frozenset[FlavorResource],
     request_usage: Mapping[FlavorResource, int],
     fits: FitCheck,
@@ -476,14 +539,8 @@ def tas_targets(
             allow = allow_borrowing
             work = quota.clone()
             for c in chosen:
-                reason = IN_CLUSTER_QUEUE
-                if c.cluster_queue != cq.name:
-                    reason = IN_COHORT_RECLAMATION
-                    if threshold is not None:
-                        if priority(c) >= threshold:
-                            allow = False
-                        else:
-                            reason = IN_COHORT_RECLAIM_WHILE_BORROWING
+                reason, forbids_borrowing = _target_reason(c, cq.name, threshold, priority)
+                allow = allow and not forbids_borrowing
                 work.remove_usage(c.cluster_queue, c.usage)
                 targets.append(Target(c, reason))
             if fits(work, chosen, allow):

@@ -18,7 +18,11 @@ the node that closes it and reported in :attr:`QuotaState.cycles`.
 
 :func:`assign_flavors` is Kueue's flavor assigner for one workload: flavors tried in order per
 resource group, node-label / taint / TAS compatibility, the fit rule with borrowing, flavor
-fungibility, and Kueue's messages.
+fungibility, and Kueue's messages. Its steps, per pod set: group the requested resources by
+resource group (:func:`_resources_by_group`), then per group try each flavor
+(:func:`_flavor_mismatch`, then :func:`_try_flavor` with :func:`fits_resource_quota`) until
+flavor fungibility stops the search (:func:`_stop_search`). Every passed-over flavor leaves a
+:class:`~scheduler.core.reasons.Rejection` (a code and Kueue's message).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.core.nodes import Taint, Toleration
+from scheduler.core.reasons import QUOTA_REJECTIONS, FlavorRejection, PendingReason, Rejection, flavors_message
 from scheduler.core.resources import PODS, format_quantity
 from scheduler.core.selectors import EVERYTHING, LabelSelector
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
@@ -50,12 +55,6 @@ STOP_HOLD_AND_DRAIN = "HoldAndDrain"
 NO_FIT = 0
 PREEMPT = 1
 FIT = 2
-
-# QuotaReserved=False reasons (Kueue v0.19 UnadmittedWorkloadsObservability).
-REASON_WAITING_FOR_QUOTA = "WaitingForQuota"
-REASON_EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
-REASON_NO_MATCHING_FLAVOR = "NoMatchingFlavor"
-
 
 @dataclass(frozen=True)
 class ResourceQuota:
@@ -262,9 +261,6 @@ class QuotaState:
     def used(self, cq: str, fr: FlavorResource) -> int:
         return self.usage[_CQ + cq].get(fr, 0)
 
-    def cq_usage(self, cq: str) -> Usage:
-        return dict(self.usage[_CQ + cq])
-
     def has_cohort(self, cq: str) -> bool:
         return self.parent.get(_CQ + cq) is not None
 
@@ -352,11 +348,19 @@ class QuotaState:
 
 @dataclass
 class _Status:
-    reasons: list[str] = field(default_factory=list)
-    reason: str = REASON_WAITING_FOR_QUOTA
+    """What one pod set's flavor search ran into (Kueue's flavorassigner ``Status``)."""
+
+    rejections: list[Rejection] = field(default_factory=list)
+    reason: PendingReason = PendingReason.WAITING_FOR_QUOTA
+
+    def reject(self, code: FlavorRejection, **fields: object) -> None:
+        self.rejections.append(Rejection.of(code, **fields))
+
+    def rejected_for_quota(self) -> bool:
+        return any(r.code in QUOTA_REJECTIONS for r in self.rejections)
 
     def message(self) -> str:
-        return ", ".join(sorted(self.reasons))
+        return ", ".join(sorted(r.message for r in self.rejections))
 
 
 @dataclass(frozen=True)
@@ -431,26 +435,28 @@ def _flavor_mismatch(
     group_label_keys: set[str],
     tas_only: bool,
     flavor_levels: Mapping[str, tuple[str, ...]],
-) -> str | None:
+) -> Rejection | None:
+    """Filter step: why ``flavor`` cannot serve this pod set at all (TAS support and levels,
+    taints, node labels), or None when it can."""
     explicit = ps.topology is not None and ps.topology.explicit
     if explicit:
         if not flavor.topology_name:
             if not any(r in group.covered_resources for r in ps.requests):
                 return None
-            return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
+            return Rejection.of(FlavorRejection.NO_TAS_SUPPORT, flavor=flavor.name)
         levels = flavor_levels.get(flavor.name)
         if levels is None:
-            return f'Flavor "{flavor.name}" information missing in TAS cache'
+            return Rejection.of(FlavorRejection.TAS_INFO_MISSING, flavor=flavor.name)
         if any(lv not in levels for lv in _requested_levels(ps)):
-            return f'Flavor "{flavor.name}" does not contain the requested level'
+            return Rejection.of(FlavorRejection.LEVEL_MISSING, flavor=flavor.name)
     elif flavor.topology_name and not tas_only:
-        return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
+        return Rejection.of(FlavorRejection.TAS_ONLY, flavor=flavor.name)
     taint = _untolerated(flavor.node_taints, tuple(ps.tolerations) + tuple(flavor.tolerations))
     if taint is not None:
-        return f"untolerated taint {taint} in flavor {flavor.name}"
+        return Rejection.of(FlavorRejection.UNTOLERATED_TAINT, taint=taint, flavor=flavor.name)
     for key, value in ps.node_selector.items():
         if key in group_label_keys and flavor.node_labels.get(key) != value:
-            return f"flavor {flavor.name} doesn't match node affinity"
+            return Rejection.of(FlavorRejection.NODE_AFFINITY, flavor=flavor.name)
     return None
 
 
@@ -482,26 +488,173 @@ def fits_resource_quota(
     val = assumed + request
     max_capacity = quota.potential_available(cq.name, fr)
     if val > max_capacity:
-        status.reasons.append(
-            f"insufficient quota for {res} in flavor {flavor}, previously considered podsets requests "
-            f"({format_quantity(assumed, res)}) + current podset request ({format_quantity(request, res)}) "
-            f"> maximum capacity ({format_quantity(max_capacity, res)})"
+        status.reject(
+            FlavorRejection.EXCEEDS_MAX_CAPACITY,
+            resource=res,
+            flavor=flavor,
+            assumed=format_quantity(assumed, res),
+            request=format_quantity(request, res),
+            capacity=format_quantity(max_capacity, res),
         )
-        status.reason = REASON_EXCEEDS_MAX_QUOTA
+        status.reason = PendingReason.EXCEEDS_MAX_QUOTA
         return NO_FIT, False
     borrows = quota.borrowing_with(cq.name, fr, val) and quota.has_cohort(cq.name)
     available = quota.available(cq.name, fr)
     if val <= available:
         return FIT, borrows
-    # Kueue v0.17's text, also when the borrowing limit is what blocks (Kueue <= v0.9, which
-    # HyperPod's older docs show, said "borrowing limit for <res> in flavor <f> exceeded").
-    status.reasons.append(
-        f"insufficient unused quota for {res} in flavor {flavor}, "
-        f"{format_quantity(val - available, res)} more needed"
+    status.reject(
+        FlavorRejection.INSUFFICIENT_UNUSED_QUOTA,
+        resource=res,
+        flavor=flavor,
+        missing=format_quantity(val - available, res),
     )
     if _preemption_possible(cq, quota, fr, val):
         return PREEMPT, borrows
     return NO_FIT, borrows
+
+
+@dataclass(frozen=True)
+class _Assigner:
+    """What every step of one workload's flavor assignment looks at."""
+
+    cq: ClusterQueueSpec
+    quota: QuotaState
+    flavors: Mapping[str, FlavorSpec]
+    levels: Mapping[str, tuple[str, ...]]
+    tas_only: bool
+
+
+@dataclass(frozen=True)
+class _FlavorChoice:
+    """A flavor that can take a resource group's requests (FIT or PREEMPT)."""
+
+    mode: int
+    borrows: bool
+    flavor: str
+    needs_preemption: frozenset[FlavorResource]
+
+    def better_than(self, other: _FlavorChoice | None) -> bool:
+        """Kueue's preference: a better mode, then not borrowing; the first flavor on ties."""
+        return other is None or (self.mode, not self.borrows) > (other.mode, not other.borrows)
+
+
+def _resources_by_group(
+    requests: Mapping[str, int], cq: ClusterQueueSpec, status: _Status
+) -> list[tuple[ResourceGroup, list[str]]] | None:
+    """The requested resources grouped by the CQ's resource group covering them (groups in
+    the order their first resource sorts), or None when some resource is in no group."""
+    groups: list[tuple[ResourceGroup, list[str]]] = []
+    for res in sorted(requests):
+        group = next((g for g in cq.resource_groups if res in g.covered_resources), None)
+        if group is None:
+            status.reject(FlavorRejection.RESOURCE_NOT_COVERED, resource=res)
+            status.reason = PendingReason.NO_MATCHING_FLAVOR
+            return None
+        for existing, names in groups:
+            if existing is group:
+                names.append(res)
+                break
+        else:
+            groups.append((group, [res]))
+    return groups
+
+
+def _try_flavor(
+    ctx: _Assigner,
+    flavor: str,
+    resources: Sequence[str],
+    requests: Mapping[str, int],
+    assumed: Usage,
+    status: _Status,
+) -> _FlavorChoice | None:
+    """Quota step for one flavor: the worst mode over the group's resources, or None (NO_FIT)."""
+    mode, borrows, needs = FIT, False, set()
+    for res in resources:
+        fr = (flavor, res)
+        res_mode, res_borrows = fits_resource_quota(
+            ctx.cq, ctx.quota, fr, assumed.get(fr, 0), requests[res], status
+        )
+        if res_mode == PREEMPT:
+            needs.add(fr)
+        mode = min(mode, res_mode)
+        borrows = borrows or res_borrows
+    if mode == NO_FIT:
+        return None
+    return _FlavorChoice(mode, borrows, flavor, frozenset(needs))
+
+
+def _stop_search(choice: _FlavorChoice, fungibility: FlavorFungibility) -> bool:
+    """Kueue's flavor fungibility: whether to take ``choice`` without trying later flavors."""
+    if choice.mode == FIT:
+        return not choice.borrows or fungibility.when_can_borrow == MAY_STOP_SEARCH
+    return choice.mode == PREEMPT and fungibility.when_can_preempt == MAY_STOP_SEARCH
+
+
+def _choose_flavor(
+    ctx: _Assigner,
+    ps: PodSetSpec,
+    group: ResourceGroup,
+    resources: Sequence[str],
+    requests: Mapping[str, int],
+    assumed: Usage,
+    status: _Status,
+) -> _FlavorChoice | None:
+    """The flavor of ``group`` for this pod set's ``resources`` (flavors tried in order)."""
+    label_keys = {k for f in group.flavors if f.name in ctx.flavors for k in ctx.flavors[f.name].node_labels}
+    best: _FlavorChoice | None = None
+    for fq in group.flavors:
+        spec = ctx.flavors.get(fq.name)
+        if spec is None:
+            status.reject(FlavorRejection.FLAVOR_NOT_FOUND, flavor=fq.name)
+            continue
+        mismatch = _flavor_mismatch(ps, spec, group, label_keys, ctx.tas_only, ctx.levels)
+        if mismatch is not None:
+            status.rejections.append(mismatch)
+            continue
+        choice = _try_flavor(ctx, fq.name, resources, requests, assumed, status)
+        if choice is None:
+            continue
+        if choice.better_than(best):
+            best = choice
+        if _stop_search(choice, ctx.cq.flavor_fungibility):
+            break
+    if best is None and status.reason == PendingReason.WAITING_FOR_QUOTA and not status.rejected_for_quota():
+        status.reason = PendingReason.NO_MATCHING_FLAVOR
+    return best
+
+
+@dataclass
+class _PodSetOutcome:
+    flavors: PodSetFlavors
+    status: _Status
+    needs_preemption: set[FlavorResource]
+
+
+def _assign_pod_set(ctx: _Assigner, ps: PodSetSpec, assumed: Usage) -> _PodSetOutcome:
+    """One pod set: a flavor per resource group, stopping at the first group with none. The
+    usage and preemption needs of the groups before a failing one are kept (as Kueue does)."""
+    requests = pod_set_requests(ps, ctx.cq)
+    status = _Status()
+    chosen: dict[str, str] = {}
+    usage: Usage = {}
+    mode, borrows = FIT, False
+    needs: set[FlavorResource] = set()
+    groups = _resources_by_group(requests, ctx.cq, status)
+    for group, resources in groups or ():
+        best = _choose_flavor(ctx, ps, group, resources, requests, assumed, status)
+        if best is None:
+            mode = NO_FIT
+            break
+        mode = min(mode, best.mode)
+        borrows = borrows or best.borrows
+        needs.update(best.needs_preemption)
+        for res in resources:
+            chosen[res] = best.flavor
+            fr = (best.flavor, res)
+            usage[fr] = usage.get(fr, 0) + requests[res]
+    if groups is None:
+        mode = NO_FIT
+    return _PodSetOutcome(PodSetFlavors(ps.name, ps.count, chosen, usage, mode, borrows), status, needs)
 
 
 def assign_flavors(
@@ -511,92 +664,29 @@ def assign_flavors(
     flavors: Mapping[str, FlavorSpec],
     flavor_levels: Mapping[str, tuple[str, ...]] | None = None,
 ) -> FlavorAssignment:
-    """Choose a flavor per pod set and resource group (Kueue's flavor assigner)."""
-    levels = flavor_levels or {}
-    tas_only = is_tas_only(cq, flavors)
+    """Choose a flavor per pod set and resource group (Kueue's flavor assigner). Later pod
+    sets see the quota the earlier ones take (``assumed``)."""
+    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors))
     assumed: Usage = {}
     results: list[PodSetFlavors] = []
     messages: list[str] = []
-    reason = ""
+    reason: PendingReason | None = None
     needs: set[FlavorResource] = set()
     for ps in workload.pod_sets:
-        requests = pod_set_requests(ps, cq)
-        status = _Status()
-        chosen: dict[str, str] = {}
-        ps_usage: Usage = {}
-        ps_mode = FIT
-        ps_borrows = False
-        groups_needed: list[tuple[ResourceGroup, list[str]]] = []
-        for res in sorted(requests):
-            group = next((g for g in cq.resource_groups if res in g.covered_resources), None)
-            if group is None:
-                status.reasons.append(f"resource {res} unavailable in ClusterQueue")
-                status.reason = REASON_NO_MATCHING_FLAVOR
-                ps_mode = NO_FIT
-                break
-            for existing, names in groups_needed:
-                if existing is group:
-                    names.append(res)
-                    break
-            else:
-                groups_needed.append((group, [res]))
-        if ps_mode != NO_FIT:
-            for group, resources in groups_needed:
-                label_keys = {
-                    k for f in group.flavors if f.name in flavors for k in flavors[f.name].node_labels
-                }
-                best: tuple[int, bool, str, set[FlavorResource]] | None = None
-                for fq in group.flavors:
-                    spec = flavors.get(fq.name)
-                    if spec is None:
-                        status.reasons.append(f"flavor {fq.name} not found")
-                        continue
-                    mismatch = _flavor_mismatch(ps, spec, group, label_keys, tas_only, levels)
-                    if mismatch is not None:
-                        status.reasons.append(mismatch)
-                        continue
-                    f_mode, f_borrow, f_needs = FIT, False, set()
-                    for res in resources:
-                        fr = (fq.name, res)
-                        mode, borrow = fits_resource_quota(
-                            cq, quota, fr, assumed.get(fr, 0), requests[res], status
-                        )
-                        if mode == PREEMPT:
-                            f_needs.add(fr)
-                        f_mode = min(f_mode, mode)
-                        f_borrow = f_borrow or borrow
-                    if f_mode == NO_FIT:
-                        continue
-                    if best is None or (f_mode, not f_borrow) > (best[0], not best[1]):
-                        best = (f_mode, f_borrow, fq.name, f_needs)
-                    if f_mode == FIT and (
-                        not f_borrow or cq.flavor_fungibility.when_can_borrow == MAY_STOP_SEARCH
-                    ):
-                        break
-                    if f_mode == PREEMPT and cq.flavor_fungibility.when_can_preempt == MAY_STOP_SEARCH:
-                        break
-                if best is None:
-                    ps_mode = NO_FIT
-                    if status.reason == REASON_WAITING_FOR_QUOTA and not any(
-                        "quota" in r or "borrowing limit" in r for r in status.reasons
-                    ):
-                        status.reason = REASON_NO_MATCHING_FLAVOR
-                    break
-                ps_mode = min(ps_mode, best[0])
-                ps_borrows = ps_borrows or best[1]
-                needs.update(best[3])
-                for res in resources:
-                    chosen[res] = best[2]
-                    fr = (best[2], res)
-                    ps_usage[fr] = ps_usage.get(fr, 0) + requests[res]
-        for fr, v in ps_usage.items():
+        outcome = _assign_pod_set(ctx, ps, assumed)
+        needs.update(outcome.needs_preemption)
+        for fr, v in outcome.flavors.usage.items():
             assumed[fr] = assumed.get(fr, 0) + v
-        if ps_mode != FIT:
-            messages.append(f"couldn't assign flavors to pod set {ps.name}: {status.message()}")
-            if not reason:
-                reason = status.reason
-        results.append(PodSetFlavors(ps.name, ps.count, chosen, ps_usage, ps_mode, ps_borrows))
+        if outcome.flavors.mode != FIT:
+            messages.append(flavors_message(ps.name, outcome.status.message()))
+            if reason is None:
+                reason = outcome.status.reason
+        results.append(outcome.flavors)
     mode = min((p.mode for p in results), default=NO_FIT)
     return FlavorAssignment(
-        tuple(results), mode, "; ".join(messages), reason if mode != FIT else "", frozenset(needs)
+        tuple(results),
+        mode,
+        "; ".join(messages),
+        reason.value if reason is not None and mode != FIT else "",
+        frozenset(needs),
     )

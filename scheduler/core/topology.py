@@ -5,7 +5,7 @@ are different domains). Domains of each level are kept sorted by value path, so 
 of a domain are one contiguous index range of the level below and "value path ascending" is
 just "index ascending". Free capacity is one integer matrix ``leaves x resources`` updated in
 place by :meth:`TopologyTree.add_usage` / :meth:`add_pod` and friends; nothing is rebuilt per
-decision. networkx is used only by :meth:`TopologyTree.to_networkx` (export).
+decision.
 
 Which nodes count (Kueue ``NodeMatchesFlavor`` + node cache): the node carries every flavor
 nodeLabel with the same value, a label for every topology level, and ``node_health`` says
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +30,6 @@ from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo, PodInfo, Taint, Toler
 from scheduler.core.resources import PODS, Resources, with_pod_slot
 
 if TYPE_CHECKING:
-    import networkx as nx
-
     from scheduler.core.placement.types import PodSetPlacement
 
 IntArray = npt.NDArray[np.int64]
@@ -73,6 +71,32 @@ class LeafFit:
             return ""
         reasons = ", ".join(sorted(f"{k}: {v}" for k, v in self.exclusions.items()))
         return f". Total nodes: {self.total_leaves}; excluded: {reasons}"
+
+
+def _nodes_by_leaf(
+    levels: Sequence[str], nodes: Iterable[NodeInfo], flavor: Mapping[str, str], health_policy: HealthPolicy | None
+) -> tuple[dict[tuple[str, ...], list[NodeInfo]], dict[str, int]]:
+    """The nodes that count, by leaf value path, and how many were left out and why (flavor
+    nodeLabels, a missing level label, unhealthy)."""
+    excluded: dict[str, int] = {}
+    by_path: dict[tuple[str, ...], list[NodeInfo]] = {}
+    for node in nodes:
+        if any(node.labels.get(k) != v for k, v in flavor.items()):
+            excluded["flavor nodeLabels"] = excluded.get("flavor nodeLabels", 0) + 1
+            continue
+        missing = [lvl for lvl in levels if lvl not in node.labels]
+        if missing:
+            key = f"missing label {missing[0]}"
+            excluded[key] = excluded.get(key, 0) + 1
+            continue
+        health = node_health(node, health_policy) if health_policy is not None else HEALTHY
+        if not health.healthy:
+            key = f"unhealthy: {health.reason}"
+            excluded[key] = excluded.get(key, 0) + 1
+            continue
+        path = tuple(node.labels[lvl] for lvl in levels)
+        by_path.setdefault(path, []).append(node)
+    return by_path, excluded
 
 
 def _vector(per_pod: Resources, index: Mapping[str, int], width: int) -> IntArray:
@@ -138,88 +162,80 @@ class TopologyTree:
         tree.name = name
         tree.levels = tuple(levels)
         tree.hostname_lowest = tree.levels[-1] == HOSTNAME_LABEL
-        flavor = dict(flavor_node_labels or {})
-        excluded: dict[str, int] = {}
-        by_path: dict[tuple[str, ...], list[NodeInfo]] = {}
-        for node in nodes:
-            if any(node.labels.get(k) != v for k, v in flavor.items()):
-                excluded["flavor nodeLabels"] = excluded.get("flavor nodeLabels", 0) + 1
-                continue
-            missing = [lvl for lvl in tree.levels if lvl not in node.labels]
-            if missing:
-                key = f"missing label {missing[0]}"
-                excluded[key] = excluded.get(key, 0) + 1
-                continue
-            health = node_health(node, health_policy) if health_policy is not None else HEALTHY
-            if not health.healthy:
-                key = f"unhealthy: {health.reason}"
-                excluded[key] = excluded.get(key, 0) + 1
-                continue
-            path = tuple(node.labels[lvl] for lvl in tree.levels)
-            by_path.setdefault(path, []).append(node)
-        tree.build_exclusions = excluded
-
+        by_path, tree.build_exclusions = _nodes_by_leaf(
+            tree.levels, nodes, flavor_node_labels or {}, health_policy
+        )
         leaf_paths = sorted(by_path)
-        n_levels = len(tree.levels)
+        tree._index_domains(leaf_paths)
+        tree._fill_leaves(leaf_paths, by_path)
+        for pod in pods:
+            tree.add_pod(pod)
+        return tree
+
+    def _index_domains(self, leaf_paths: list[tuple[str, ...]]) -> None:
+        """Domains per level sorted by value path, parent pointers and child ranges."""
+        n_levels = len(self.levels)
         # Domains per level, sorted by value path; parent pointers; child ranges.
-        tree.paths = [[] for _ in range(n_levels)]
-        tree.paths[-1] = leaf_paths
+        self.paths = [[] for _ in range(n_levels)]
+        self.paths[-1] = leaf_paths
         for lvl in range(n_levels - 2, -1, -1):
             seen: list[tuple[str, ...]] = []
-            for child in tree.paths[lvl + 1]:
+            for child in self.paths[lvl + 1]:
                 prefix = child[: lvl + 1]
                 if not seen or seen[-1] != prefix:
                     seen.append(prefix)
-            tree.paths[lvl] = seen
-        tree.parent = []
+            self.paths[lvl] = seen
+        self.parent = []
         for lvl in range(n_levels):
             if lvl == 0:
-                tree.parent.append(np.zeros(len(tree.paths[0]), dtype=np.int64))
+                self.parent.append(np.zeros(len(self.paths[0]), dtype=np.int64))
                 continue
-            index = {p: i for i, p in enumerate(tree.paths[lvl - 1])}
-            tree.parent.append(np.array([index[p[:lvl]] for p in tree.paths[lvl]], dtype=np.int64))
-        tree.child_start, tree.child_end = [], []
+            index = {p: i for i, p in enumerate(self.paths[lvl - 1])}
+            self.parent.append(np.array([index[p[:lvl]] for p in self.paths[lvl]], dtype=np.int64))
+        self.child_start, self.child_end = [], []
         for lvl in range(n_levels - 1):
-            n_parent = len(tree.paths[lvl])
-            counts = np.bincount(tree.parent[lvl + 1], minlength=n_parent).astype(np.int64)
+            n_parent = len(self.paths[lvl])
+            counts = np.bincount(self.parent[lvl + 1], minlength=n_parent).astype(np.int64)
             end = np.cumsum(counts).astype(np.int64)
-            tree.child_end.append(end)
-            tree.child_start.append((end - counts).astype(np.int64))
+            self.child_end.append(end)
+            self.child_start.append((end - counts).astype(np.int64))
 
+    def _fill_leaves(
+        self, leaf_paths: list[tuple[str, ...]], by_path: Mapping[tuple[str, ...], list[NodeInfo]]
+    ) -> None:
+        """Per leaf: its nodes, allocatable (= free before any pod), and on hostname-lowest
+        trees the node's taints and labels (for node selectors and tolerations)."""
         resources = {PODS}
         for group in by_path.values():
             for node in group:
                 resources.update(node.allocatable)
-        tree.resources = sorted(resources)
-        tree._res_index = {r: i for i, r in enumerate(tree.resources)}
-        width = len(tree.resources)
+        self.resources = sorted(resources)
+        self._res_index = {r: i for i, r in enumerate(self.resources)}
+        width = len(self.resources)
         alloc = np.zeros((len(leaf_paths), width), dtype=np.int64)
         for i, path in enumerate(leaf_paths):
             group = sorted(by_path[path], key=lambda n: n.name)
-            tree.leaf_nodes.append(tuple(n.name for n in group))
-            tree._leaf_by_path[path] = i
+            self.leaf_nodes.append(tuple(n.name for n in group))
+            self._leaf_by_path[path] = i
             for node in group:
-                tree._node_leaf[node.name] = i
-                alloc[i] += _vector(node.allocatable, tree._res_index, width)
-            if tree.hostname_lowest:
-                tree._leaf_by_host[path[-1]] = i
+                self._node_leaf[node.name] = i
+                alloc[i] += _vector(node.allocatable, self._res_index, width)
+            if self.hostname_lowest:
+                self._leaf_by_host[path[-1]] = i
                 taints = tuple(t for n in group for t in n.taints if t.effect in _BLOCKING_EFFECTS)
-                tree._leaf_taints.append(taints)
+                self._leaf_taints.append(taints)
                 labels: dict[str, str] = {}
                 for node in group:
                     labels.update(node.labels)
-                tree._leaf_labels.append(labels)
-        tree.allocatable = alloc
-        tree.free = alloc.copy()
-        if tree.hostname_lowest:
+                self._leaf_labels.append(labels)
+        self.allocatable = alloc
+        self.free = alloc.copy()
+        if self.hostname_lowest:
             groups: dict[tuple[Taint, ...], list[int]] = {}
-            for i, taints in enumerate(tree._leaf_taints):
+            for i, taints in enumerate(self._leaf_taints):
                 if taints:
                     groups.setdefault(taints, []).append(i)
-            tree._taint_groups = {k: np.array(v, dtype=np.int64) for k, v in groups.items()}
-        for pod in pods:
-            tree.add_pod(pod)
-        return tree
+            self._taint_groups = {k: np.array(v, dtype=np.int64) for k, v in groups.items()}
 
     def clone(self) -> TopologyTree:
         """Independent copy of the mutable state (free capacity, tracked pods); the immutable
@@ -392,24 +408,3 @@ class TopologyTree:
         if entry is not None:
             leaf, vec = entry
             self.free[leaf] += vec
-
-    # ------------------------------------------------------------------ export
-
-    def to_networkx(self) -> nx.DiGraph:
-        """Directed tree (root ``""`` -> level-0 domains -> ... -> leaves); node attributes
-        ``level``, ``value``, and on leaves ``nodes`` and ``free``."""
-        import networkx as nx
-
-        graph: Any = nx.DiGraph()
-        graph.add_node("", level=-1, value="")
-        for lvl, paths in enumerate(self.paths):
-            for path in paths:
-                ident = ",".join(path)
-                graph.add_node(ident, level=lvl, value=path[-1], label=self.levels[lvl])
-                graph.add_edge(",".join(path[:-1]) if lvl else "", ident)
-        for leaf, path in enumerate(self.paths[-1] if self.paths else ()):
-            attrs = graph.nodes[",".join(path)]
-            attrs["nodes"] = self.leaf_nodes[leaf]
-            attrs["free"] = self.free_of_leaf(leaf)
-        result: nx.DiGraph = graph
-        return result

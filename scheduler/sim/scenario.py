@@ -11,7 +11,8 @@ from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, flavor_spe
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
-from scheduler.core.workload import PodSetSpec, TopologyRequest, WorkloadSpec
+from scheduler.core.topology_request import TopologyRequest
+from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.engine import GPU, SimFailure, SimJob, SimResult, Simulator, World
 from scheduler.sim.trace import Trace, TraceError
 

@@ -33,7 +33,7 @@ from ortools.sat.python import cp_model
 
 from scheduler.core.placement.greedy import Problem, descend
 from scheduler.core.placement.types import PlacementError
-from scheduler.core.topology import IntArray, TopologyTree
+from scheduler.core.topology import BoolArray, IntArray, TopologyTree
 
 # Leaf groups per model per second of budget (model building is Python; ~600 groups at 100 ms).
 GROUPS_PER_SECOND = 6000
@@ -80,27 +80,155 @@ def _fit_level(prob: Problem, count: int) -> int:
     return -1
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """The wall-clock budget of one :func:`improve` call (checked between steps)."""
+
+    started: float
+    seconds: float
+
+    def spent(self) -> float:
+        return time.monotonic() - self.started
+
+    def past(self, fraction: float) -> bool:
+        return self.spent() > fraction * self.seconds
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The subtrees the model may use: domains at level ``top`` and the leaf groups under them.
+
+    A leaf group = the live leaves of one parent domain with the same free pod count; its key
+    is ``parent * max_fit + fit``."""
+
+    top: int
+    anc_top: IntArray  # per leaf, its ancestor at ``top``
+    parent_level: int  # level of a leaf's parent (-1: the root)
+    leaf_parent: IntArray  # per leaf, its parent domain (0 for the root)
+    live: IntArray  # leaves with room for a pod
+    max_fit: int
+    group_keys: IntArray
+    group_parent: IntArray
+    group_top: IntArray  # per group, its domain at ``top``
+    tops: list[int]  # chosen domains at ``top``, greedy's first, then most promising
+    in_model: BoolArray  # per domain at ``top``: chosen
+    complete: bool  # every domain that could hold the pod set was chosen
+
+
+@dataclass(frozen=True)
+class _Hint:
+    """The best answer known before solving (greedy, or a better multi-start descent)."""
+
+    leaf_pods: dict[int, int]
+    objective: tuple[int, ...]
+
+
+@dataclass
+class _LeafVars:
+    """One (leaves used, pods placed) pair of variables per leaf group in the model."""
+
+    used: list[cp_model.IntVar] = field(default_factory=list)
+    pods: list[cp_model.IntVar] = field(default_factory=list)
+    caps: list[int] = field(default_factory=list)  # free pods per leaf of the group
+    members: list[list[int]] = field(default_factory=list)
+
+
 def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: float = 0.1) -> Improvement:
-    started = time.monotonic()
+    """CP-SAT's answer when its objective beats greedy's, else greedy's (never worse)."""
+    budget = _Budget(time.monotonic(), time_budget_s)
     tree = prob.tree
-    n_levels = len(tree.levels)
-    count = prob.pod_set.count
     fit = prob.fit.counts
+    count = prob.pod_set.count
     greedy_obj = objective(tree, fit, greedy_leaf_pods)
     f = _fit_level(prob, count)
+    if f == len(tree.levels) - 1:
+        return _single_leaf(prob, greedy_leaf_pods, greedy_obj)
     greedy_leaves = np.array(sorted(greedy_leaf_pods), dtype=np.int64)
+    cands = _candidates(prob, f, greedy_leaves, time_budget_s)
+    hint = _multi_start(prob, f, cands.tops, _Hint(dict(greedy_leaf_pods), greedy_obj), budget)
 
-    if f == n_levels - 1:
-        # One leaf holds it all: the optimum is the tightest such leaf (enumeration is proof).
-        ok = np.nonzero(fit >= count)[0]
-        best = int(ok[np.argmin(fit[ok])])
-        leaf_pods = {best: count}
-        obj = objective(tree, fit, leaf_pods)
-        chosen = leaf_pods if obj < greedy_obj else dict(greedy_leaf_pods)
-        return Improvement(True, chosen, True, min(obj, greedy_obj), greedy_obj, status="ENUMERATED")
+    def fallback(status: str) -> Improvement:
+        """No CP-SAT answer: the multi-start answer if it beats greedy, else greedy's."""
+        if hint.objective < greedy_obj:
+            return Improvement(
+                True, hint.leaf_pods, False, hint.objective, greedy_obj, None, None, cands.complete, status
+            )
+        return Improvement(
+            False, dict(greedy_leaf_pods), False, greedy_obj, greedy_obj, None, None, cands.complete, status
+        )
 
-    # ---- candidate subtrees ------------------------------------------------------------
-    parent_level = n_levels - 2  # level of a leaf's parent (-1: the root)
+    model = cp_model.CpModel()
+    sel = _select_one_top(model, f, cands, hint)
+    dom_vars = _domain_vars(model, prob, f, cands, sel, greedy_leaves)
+    leaf_vars = _leaf_groups(model, prob, f, cands, sel, dom_vars, hint, budget)
+    if leaf_vars is None:
+        return fallback("BUDGET_SPENT_BUILDING")
+    if not leaf_vars.pods:
+        return fallback("EMPTY_MODEL")
+    model.add(sum(leaf_vars.pods) == count)
+    if not _minimize(model, prob, f, dom_vars, leaf_vars):
+        return fallback("OBJECTIVE_OVERFLOW")
+    solver = cp_model.CpSolver()
+    remaining = time_budget_s - budget.spent()
+    if remaining < 0.2 * time_budget_s:
+        return fallback("BUDGET_SPENT_BUILDING")
+    status = _solve(solver, model, remaining, time_budget_s, len(leaf_vars.pods))
+    status_name = solver.status_name(status)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return fallback(status_name)
+    result = _read_solution(solver, leaf_vars)
+    obj = objective(tree, fit, result)
+    best_pods, best_obj = (result, obj) if obj <= hint.objective else (hint.leaf_pods, hint.objective)
+    if not best_obj < greedy_obj:  # ties keep the greedy (Kueue) answer
+        best_pods, best_obj = dict(greedy_leaf_pods), greedy_obj
+    return Improvement(
+        used=True,
+        leaf_pods=best_pods,
+        optimal=status == cp_model.OPTIMAL and cands.complete,
+        objective=best_obj,
+        greedy_objective=greedy_obj,
+        bound=float(solver.best_objective_bound),
+        value=float(solver.objective_value),
+        candidates_complete=cands.complete,
+        status=status_name,
+    )
+
+
+def _single_leaf(prob: Problem, greedy_leaf_pods: dict[int, int], greedy_obj: tuple[int, ...]) -> Improvement:
+    """One leaf holds it all: the optimum is the tightest such leaf (enumeration is proof)."""
+    fit = prob.fit.counts
+    count = prob.pod_set.count
+    ok = np.nonzero(fit >= count)[0]
+    best = int(ok[np.argmin(fit[ok])])
+    leaf_pods = {best: count}
+    obj = objective(prob.tree, fit, leaf_pods)
+    chosen = leaf_pods if obj < greedy_obj else dict(greedy_leaf_pods)
+    return Improvement(True, chosen, True, min(obj, greedy_obj), greedy_obj, status="ENUMERATED")
+
+
+def _candidate_pool(prob: Problem, f: int, top: int) -> IntArray:
+    """Domains at ``top`` that can take part, most promising first."""
+    count = prob.pod_set.count
+    pods_top = prob.pod_counts[top]
+    if f >= 0:
+        pool = np.nonzero(pods_top >= count)[0]
+        # Most promising first: fewest children needed at level f+1 (a lower bound on the
+        # next objective term), then tightest.
+        need = _children_needed(prob, f, count)[pool]
+        ordered: IntArray = pool[np.lexsort((pool, pods_top[pool], need))]
+        return ordered
+    pool = np.nonzero(pods_top > 0)[0]
+    largest_first: IntArray = pool[np.lexsort((pool, -pods_top[pool]))]
+    return largest_first
+
+
+def _candidates(prob: Problem, f: int, greedy_leaves: IntArray, time_budget_s: float) -> _Candidates:
+    """Group the leaves, then choose candidate domains at ``max(f, 0)`` within a group budget:
+    greedy's own domains first, then the pool in order."""
+    tree = prob.tree
+    fit = prob.fit.counts
+    count = prob.pod_set.count
+    parent_level = len(tree.levels) - 2
     leaf_parent = (
         tree.ancestors_array(parent_level) if parent_level >= 0 else np.zeros(tree.n_leaves, np.int64)
     )
@@ -117,68 +245,75 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
     max_groups = max(MIN_GROUPS, int(GROUPS_PER_SECOND * time_budget_s))
     groups_per_top = np.bincount(group_top, minlength=tree.domain_count(top))
     pods_top = prob.pod_counts[top]
-    if f >= 0:
-        pool = np.nonzero(pods_top >= count)[0]
-        # Most promising first: fewest children needed at level f+1 (a lower bound on the
-        # next objective term), then tightest.
-        need = _children_needed(prob, f, count)[pool]
-        pool = pool[np.lexsort((pool, pods_top[pool], need))]
-    else:
-        pool = np.nonzero(pods_top > 0)[0]
-        pool = pool[np.lexsort((pool, -pods_top[pool]))]  # largest first
+    pool = _candidate_pool(prob, f, top)
     preferred_first = [int(d) for d in np.unique(anc_top[greedy_leaves])] if len(greedy_leaves) else []
-    chosen_tops: list[int] = []
-    budget = 0
+    tops: list[int] = []
+    spent = 0
     seen: set[int] = set()
     for dom in [*preferred_first, *pool.tolist()]:
         if dom in seen:
             continue
         seen.add(dom)
         cost = int(groups_per_top[dom])
-        if chosen_tops and budget + cost > max_groups and (f >= 0 or _covered(pods_top, chosen_tops, count)):
+        if tops and spent + cost > max_groups and (f >= 0 or _covered(pods_top, tops, count)):
             continue
-        chosen_tops.append(dom)
-        budget += cost
-    complete = set(pool.tolist()) <= set(chosen_tops)
-    top_set = np.zeros(tree.domain_count(top), dtype=np.bool_)
-    top_set[chosen_tops] = True
+        tops.append(dom)
+        spent += cost
+    in_model = np.zeros(tree.domain_count(top), dtype=np.bool_)
+    in_model[tops] = True
+    return _Candidates(
+        top, anc_top, parent_level, leaf_parent, live, max_fit, group_keys, group_parent, group_top,
+        tops, in_model, complete=set(pool.tolist()) <= set(tops),
+    )
 
-    # ---- multi-start: Kueue's descent inside the most promising candidates -------------------
-    hint_pods, hint_obj = dict(greedy_leaf_pods), greedy_obj
-    if f >= 0:
-        for cand in chosen_tops[:MULTI_START]:
-            if time.monotonic() - started > 0.4 * time_budget_s:
-                break
-            try:
-                tried = descend(prob, f, [(cand, count)])
-            except PlacementError:
-                continue
-            tried_obj = objective(tree, fit, tried)
-            if tried_obj < hint_obj:
-                hint_pods, hint_obj = tried, tried_obj
-    hint_leaves = np.array(sorted(hint_pods), dtype=np.int64)
 
-    def fallback(status: str) -> Improvement:
-        """No CP-SAT answer: the multi-start answer if it beats greedy, else greedy's."""
-        if hint_obj < greedy_obj:
-            return Improvement(True, hint_pods, False, hint_obj, greedy_obj, None, None, complete, status)
-        return Improvement(
-            False, dict(greedy_leaf_pods), False, greedy_obj, greedy_obj, None, None, complete, status
-        )
+def _multi_start(prob: Problem, f: int, tops: list[int], greedy: _Hint, budget: _Budget) -> _Hint:
+    """Kueue's descent inside each of the most promising candidates; the best seeds the model."""
+    best = greedy
+    if f < 0:
+        return best
+    for cand in tops[:MULTI_START]:
+        if budget.past(0.4):
+            break
+        try:
+            tried = descend(prob, f, [(cand, prob.pod_set.count)])
+        except PlacementError:
+            continue
+        tried_obj = objective(prob.tree, prob.fit.counts, tried)
+        if tried_obj < best.objective:
+            best = _Hint(tried, tried_obj)
+    return best
 
-    hint_tops = [int(d) for d in np.unique(anc_top[hint_leaves])] if len(hint_leaves) else []
 
-    # ---- model ---------------------------------------------------------------------------
-    model = cp_model.CpModel()
-    greedy_set = set(hint_pods)
+def _select_one_top(
+    model: cp_model.CpModel, f: int, cands: _Candidates, hint: _Hint
+) -> dict[int, cp_model.IntVar]:
+    """Exactly one candidate domain at level f (none when nothing fits in one top-level domain)."""
     sel: dict[int, cp_model.IntVar] = {}
-    if f >= 0:
-        for dom in chosen_tops:
-            sel[dom] = model.new_bool_var(f"s{dom}")
-        model.add_exactly_one(sel.values())
-        for dom in chosen_tops:
-            model.add_hint(sel[dom], int(dom in hint_tops and len(hint_tops) == 1))
-    # Domain booleans for levels f+1 .. n_levels-2, restricted to candidate subtrees.
+    if f < 0:
+        return sel
+    hint_leaves = np.array(sorted(hint.leaf_pods), dtype=np.int64)
+    hint_tops = [int(d) for d in np.unique(cands.anc_top[hint_leaves])] if len(hint_leaves) else []
+    for dom in cands.tops:
+        sel[dom] = model.new_bool_var(f"s{dom}")
+    model.add_exactly_one(sel.values())
+    for dom in cands.tops:
+        model.add_hint(sel[dom], int(dom in hint_tops and len(hint_tops) == 1))
+    return sel
+
+
+def _domain_vars(
+    model: cp_model.CpModel,
+    prob: Problem,
+    f: int,
+    cands: _Candidates,
+    sel: Mapping[int, cp_model.IntVar],
+    greedy_leaves: IntArray,
+) -> list[dict[int, cp_model.IntVar]]:
+    """Domain booleans for levels f+1 .. n_levels-2 inside the candidate subtrees; a domain
+    is used only when its parent is."""
+    tree = prob.tree
+    n_levels = len(tree.levels)
     dom_vars: list[dict[int, cp_model.IntVar]] = [{} for _ in range(n_levels)]
     greedy_touch: list[set[int]] = []
     for lvl in range(n_levels):
@@ -186,8 +321,8 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
             set(tree.ancestors_array(lvl)[greedy_leaves].tolist()) if len(greedy_leaves) else set()
         )
     for lvl in range(f + 1, n_levels - 1):
-        anc = _level_to_top(tree, lvl, top)
-        doms = np.nonzero(top_set[anc] & (prob.pod_counts[lvl] > 0))[0]
+        anc = _level_to_top(tree, lvl, cands.top)
+        doms = np.nonzero(cands.in_model[anc] & (prob.pod_counts[lvl] > 0))[0]
         for dom in doms.tolist():
             var = model.new_bool_var(f"d{lvl}_{dom}")
             dom_vars[lvl][dom] = var
@@ -201,77 +336,104 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
             elif f >= 0:
                 model.add_implication(var, sel[par])
             model.add_hint(var, int(dom in greedy_touch[lvl]))
-    # Leaf groups.
-    in_model = top_set[group_top]
-    group_keys, group_parent = group_keys[in_model], group_parent[in_model]
-    key_of_leaf = leaf_parent * max_fit + fit
+    return dom_vars
+
+
+def _leaf_groups(
+    model: cp_model.CpModel,
+    prob: Problem,
+    f: int,
+    cands: _Candidates,
+    sel: Mapping[int, cp_model.IntVar],
+    dom_vars: list[dict[int, cp_model.IntVar]],
+    hint: _Hint,
+    budget: _Budget,
+) -> _LeafVars | None:
+    """Two integer variables per leaf group in the candidate subtrees, tied to the group's
+    parent domain; None when building eats too much of the budget."""
+    count = prob.pod_set.count
+    fit = prob.fit.counts
+    in_model = cands.in_model[cands.group_top]
+    group_keys, group_parent = cands.group_keys[in_model], cands.group_parent[in_model]
+    key_of_leaf = cands.leaf_parent * cands.max_fit + fit
     members: dict[int, list[int]] = {}
-    live_in = live[top_set[anc_top[live]]]
+    live_in = cands.live[cands.in_model[cands.anc_top[cands.live]]]
     for leaf, key in zip(live_in.tolist(), key_of_leaf[live_in].tolist(), strict=True):
         members.setdefault(int(key), []).append(int(leaf))
-    used_vars: list[cp_model.IntVar] = []
-    pod_vars: list[cp_model.IntVar] = []
-    caps: list[int] = []
-    group_members: list[list[int]] = []
+    hinted = set(hint.leaf_pods)
+    out = _LeafVars()
     for gi, (key, par) in enumerate(zip(group_keys.tolist(), group_parent.tolist(), strict=True)):
-        if gi % 64 == 0 and time.monotonic() - started > 0.75 * time_budget_s:
-            return fallback("BUDGET_SPENT_BUILDING")
+        if gi % 64 == 0 and budget.past(0.75):
+            return None
         leaves = members[int(key)]
-        cap = int(key) % max_fit
+        cap = int(key) % cands.max_fit
         m = len(leaves)
         used = model.new_int_var(0, m, f"u{key}")
         pods = model.new_int_var(0, min(m * cap, count), f"p{key}")
         model.add(pods <= cap * used)
         model.add(pods >= used)
-        if parent_level > f:
-            pvar = dom_vars[parent_level].get(int(par))
+        if cands.parent_level > f:
+            pvar = dom_vars[cands.parent_level].get(int(par))
             if pvar is None:
                 model.add(used == 0)
             else:
                 model.add(used <= m * pvar)
-        elif f >= 0 and parent_level == f:
+        elif f >= 0 and cands.parent_level == f:
             model.add(used <= m * sel[int(par)])
-        g_used = sum(1 for leaf in leaves if leaf in greedy_set)
-        model.add_hint(used, g_used)
-        model.add_hint(pods, sum(hint_pods.get(leaf, 0) for leaf in leaves))
-        used_vars.append(used)
-        pod_vars.append(pods)
-        caps.append(cap)
-        group_members.append(leaves)
-    if not pod_vars:
-        return fallback("EMPTY_MODEL")
-    model.add(sum(pod_vars) == count)
+        model.add_hint(used, sum(1 for leaf in leaves if leaf in hinted))
+        model.add_hint(pods, sum(hint.leaf_pods.get(leaf, 0) for leaf in leaves))
+        out.used.append(used)
+        out.pods.append(pods)
+        out.caps.append(cap)
+        out.members.append(leaves)
+    return out
+
+
+def _minimize(
+    model: cp_model.CpModel,
+    prob: Problem,
+    f: int,
+    dom_vars: list[dict[int, cp_model.IntVar]],
+    leaf_vars: _LeafVars,
+) -> bool:
+    """The lexicographic objective as one weighted sum (each term's weight exceeds every term
+    after it at its bound); False when the weights would overflow int64."""
+    n_levels = len(prob.tree.levels)
+    count = prob.pod_set.count
     terms: list[tuple[cp_model.LinearExprT, int]] = []
     for lvl in range(f + 1, n_levels - 1):
         terms.append((sum(dom_vars[lvl].values()), max(len(dom_vars[lvl]), 1)))
-    total_leaves = sum(len(g) for g in group_members)
-    terms.append((sum(used_vars), min(count, total_leaves)))
-    frag_bound = sum(c * len(g) for c, g in zip(caps, group_members, strict=True))
-    frag = sum(c * u for c, u in zip(caps, used_vars, strict=True)) - sum(pod_vars)
+    total_leaves = sum(len(g) for g in leaf_vars.members)
+    terms.append((sum(leaf_vars.used), min(count, total_leaves)))
+    frag_bound = sum(c * len(g) for c, g in zip(leaf_vars.caps, leaf_vars.members, strict=True))
+    frag = sum(c * u for c, u in zip(leaf_vars.caps, leaf_vars.used, strict=True)) - sum(leaf_vars.pods)
     terms.append((frag, frag_bound))
     weights = [1] * len(terms)
     for i in range(len(terms) - 2, -1, -1):
         weights[i] = weights[i + 1] * (terms[i + 1][1] + 1)
     if weights[0] * (terms[0][1] + 1) >= 2**62:
-        return fallback("OBJECTIVE_OVERFLOW")
+        return False
     model.minimize(sum(w * t for w, (t, _) in zip(weights, terms, strict=True)))
+    return True
 
-    solver = cp_model.CpSolver()
-    remaining = time_budget_s - (time.monotonic() - started)
-    if remaining < 0.2 * time_budget_s:
-        return fallback("BUDGET_SPENT_BUILDING")
+
+def _solve(
+    solver: cp_model.CpSolver, model: cp_model.CpModel, remaining: float, time_budget_s: float, groups: int
+) -> cp_model.CpSolverStatus:
     # Keep ~35% of the budget (CP-SAT overshoots its limit by a few ms) for extracting and checking the answer.
     solver.parameters.max_time_in_seconds = max(remaining - 0.35 * time_budget_s, 0.002)
     solver.parameters.num_workers = NUM_WORKERS
     solver.parameters.random_seed = 1
     # Presolve pays off on small models only; on large ones it eats the whole budget.
-    solver.parameters.cp_model_presolve = len(pod_vars) <= PRESOLVE_MAX_GROUPS
-    status = solver.solve(model)
-    status_name = solver.status_name(status)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return fallback(status_name)
+    solver.parameters.cp_model_presolve = groups <= PRESOLVE_MAX_GROUPS
+    return solver.solve(model)
+
+
+def _read_solution(solver: cp_model.CpSolver, leaf_vars: _LeafVars) -> dict[int, int]:
+    """Pods per leaf: each used leaf of a group gets one pod, the rest fills them in order."""
     result: dict[int, int] = {}
-    for used, pods, cap, leaves in zip(used_vars, pod_vars, caps, group_members, strict=True):
+    groups = zip(leaf_vars.used, leaf_vars.pods, leaf_vars.caps, leaf_vars.members, strict=True)
+    for used, pods, cap, leaves in groups:
         u, p = int(solver.value(used)), int(solver.value(pods))
         if u == 0 or p == 0:
             continue
@@ -281,22 +443,7 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
             extra = min(cap - 1, rest)
             result[leaf] = 1 + extra
             rest -= extra
-    obj = objective(tree, fit, result)
-    optimal = status == cp_model.OPTIMAL and complete
-    best_pods, best_obj = (result, obj) if obj <= hint_obj else (hint_pods, hint_obj)
-    if not best_obj < greedy_obj:  # ties keep the greedy (Kueue) answer
-        best_pods, best_obj = dict(greedy_leaf_pods), greedy_obj
-    return Improvement(
-        used=True,
-        leaf_pods=best_pods,
-        optimal=optimal,
-        objective=best_obj,
-        greedy_objective=greedy_obj,
-        bound=float(solver.best_objective_bound),
-        value=float(solver.objective_value),
-        candidates_complete=complete,
-        status=status_name,
-    )
+    return result
 
 
 def _lift(tree: TopologyTree, doms: IntArray, from_level: int, to_level: int) -> IntArray:

@@ -29,6 +29,7 @@ from scheduler.core.placement.types import (
 )
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import IntArray, LeafFit, TopologyTree
+from scheduler.core.topology_request import SliceConstraint, TopologyRequest
 from scheduler.core.workload import PodSetSpec
 
 _INF = np.iinfo(np.int64).max
@@ -60,21 +61,17 @@ class Problem:
         return "slice(s)" if self.slice_size > 1 else "pod(s)"
 
 
-def prepare(
-    tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None
-) -> Problem:
-    """Resolve the request (Kueue's messages on errors) and run phase 1."""
-    req = pod_set.topology
-    constraints = req.slice_constraints if req else ()
-    if constraints and any(c.size <= 0 for c in constraints):
-        raise PlacementError("slice topology requested, but slice size not provided")
-    slice_size = constraints[0].size if constraints else 1
+def _requested_level(
+    tree: TopologyTree, req: TopologyRequest | None, slices: bool, implied_tas: bool
+) -> tuple[str, str]:
+    """(level label, mode): the required or preferred level; the top level for slices with
+    neither; the lowest level for unconstrained and implied TAS. Kueue's message otherwise."""
     key: str | None
     if req is not None and req.required:
         key, mode = req.required, "required"
     elif req is not None and req.preferred:
         key, mode = req.preferred, "preferred"
-    elif constraints:
+    elif slices:
         key, mode = tree.levels[0], "unconstrained"
     elif (req is not None and req.unconstrained) or (req is None and implied_tas):
         key, mode = tree.levels[-1], "unconstrained"
@@ -86,17 +83,14 @@ def prepare(
         raise PlacementError("topology level not specified")
     if not tree.has_level(key):
         raise PlacementError(f"no requested topology level: {key}")
-    for c in constraints:
-        if not tree.has_level(c.level):
-            raise PlacementError(f"no requested topology level for slices: {c.level}")
-    level = tree.level_index(key)
-    n_levels = len(tree.levels)
-    slice_level = tree.level_index(constraints[0].level) if constraints else n_levels - 1
-    if slice_level < level:
-        raise PlacementError(
-            f"podset slice topology {tree.levels[slice_level]} is above the podset topology {key}"
-        )
-    layer_levels = [tree.level_index(c.level) for c in constraints]
+    return key, mode
+
+
+def _units_per_level(
+    n_levels: int, slice_level: int, slice_size: int, constraints: Sequence[SliceConstraint], layer_levels: list[int]
+) -> list[int]:
+    """Pods per counting unit at each level: the slice size down to the slice level, below it
+    the size of the innermost slice layer at or under that level (1 for plain pods)."""
     units_per_level = []
     for lvl in range(n_levels):
         if lvl <= slice_level:
@@ -108,12 +102,15 @@ def prepare(
                 unit = c.size
                 break
         units_per_level.append(unit)
+    return units_per_level
 
-    per_pod = with_pod_slot(pod_set.requests)
-    fit = tree.leaf_fit(per_pod, pod_set.node_selector, pod_set.tolerations, free=free)
-    inner = {c_lvl: c.size for c_lvl, c in zip(layer_levels[1:], constraints[1:], strict=True)}
+
+def _pod_counts(tree: TopologyTree, leaf_counts: IntArray, inner: Mapping[int, int]) -> list[IntArray]:
+    """Phase 1: pods that fit per domain, summed up the tree, rounded down to whole inner
+    slices on the levels that carry an inner slice layer."""
+    n_levels = len(tree.levels)
     pod_counts: list[IntArray] = [np.zeros(0, dtype=np.int64)] * n_levels
-    cur = fit.counts
+    cur = leaf_counts
     for lvl in range(n_levels - 1, -1, -1):
         if lvl != n_levels - 1:
             cur = np.bincount(
@@ -122,6 +119,15 @@ def prepare(
         if lvl in inner:
             cur = (cur // inner[lvl]) * inner[lvl]
         pod_counts[lvl] = cur
+    return pod_counts
+
+
+def _unit_counts(
+    tree: TopologyTree, pod_counts: list[IntArray], slice_level: int, slice_size: int, units_per_level: list[int]
+) -> list[IntArray]:
+    """Units (slices / inner slices / pods) that fit per domain; above the slice level the
+    whole slices of the children add up."""
+    n_levels = len(tree.levels)
     units: list[IntArray] = [np.zeros(0, dtype=np.int64)] * n_levels
     for lvl in range(n_levels - 1, -1, -1):
         if lvl > slice_level:
@@ -132,6 +138,36 @@ def prepare(
             units[lvl] = np.bincount(
                 tree.parent[lvl + 1], weights=units[lvl + 1], minlength=tree.domain_count(lvl)
             ).astype(np.int64)
+    return units
+
+
+def prepare(
+    tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None
+) -> Problem:
+    """Resolve the request (Kueue's messages on errors) and run phase 1."""
+    req = pod_set.topology
+    constraints = req.slice_constraints if req else ()
+    if constraints and any(c.size <= 0 for c in constraints):
+        raise PlacementError("slice topology requested, but slice size not provided")
+    slice_size = constraints[0].size if constraints else 1
+    key, mode = _requested_level(tree, req, bool(constraints), implied_tas)
+    for c in constraints:
+        if not tree.has_level(c.level):
+            raise PlacementError(f"no requested topology level for slices: {c.level}")
+    level = tree.level_index(key)
+    n_levels = len(tree.levels)
+    slice_level = tree.level_index(constraints[0].level) if constraints else n_levels - 1
+    if slice_level < level:
+        raise PlacementError(
+            f"podset slice topology {tree.levels[slice_level]} is above the podset topology {key}"
+        )
+    layer_levels = [tree.level_index(c.level) for c in constraints]
+    units_per_level = _units_per_level(n_levels, slice_level, slice_size, constraints, layer_levels)
+    per_pod = with_pod_slot(pod_set.requests)
+    fit = tree.leaf_fit(per_pod, pod_set.node_selector, pod_set.tolerations, free=free)
+    inner = {c_lvl: c.size for c_lvl, c in zip(layer_levels[1:], constraints[1:], strict=True)}
+    pod_counts = _pod_counts(tree, fit.counts, inner)
+    units = _unit_counts(tree, pod_counts, slice_level, slice_size, units_per_level)
     return Problem(
         tree=tree,
         pod_set=pod_set,

@@ -128,10 +128,7 @@ def test_default_levels_and_layer4() -> None:
     assert default_levels_for(four)[-1] == HOST
 
 
-def test_subtree_sums_and_networkx_export() -> None:
+def test_subtree_sums() -> None:
     tree = tree_of([node("a", "b1", "r1", 2), node("b", "b1", "r2", 3), node("c", "b2", "r3", 1)])
     sums = tree.subtree_sums(np.array(fit_of(tree), dtype=np.int64))
     assert [s.tolist() for s in sums] == [[5, 1], [2, 3, 1], [2, 3, 1]]
-    graph = tree.to_networkx()
-    assert graph.number_of_nodes() == 1 + 2 + 3 + 3
-    assert graph.nodes["b1,r2,b"]["nodes"] == ("b",)
