@@ -22,7 +22,8 @@ PLACE = ROOT / "tests" / "data" / "place"
 
 
 def declared_scripts() -> dict[str, str]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    scripts: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    return scripts
 
 
 def test_entry_point_is_the_toposched_cli() -> None:
