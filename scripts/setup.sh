@@ -32,3 +32,12 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
   (apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }) \
     || echo "setup: chromium could not be installed; the screenshot test will be skipped" >&2
 fi
+
+# Opt-in image build test (tests/integration/test_image.py): buildah and mmdebstrap are large,
+# so they are installed only when asked for with TOPOSCHED_IMAGE_TEST=1 (else the test skips).
+if [ "${TOPOSCHED_IMAGE_TEST:-}" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+    && ! { command -v buildah >/dev/null && command -v mmdebstrap >/dev/null; }; then
+  echo "setup: installing Debian's buildah and mmdebstrap (TOPOSCHED_IMAGE_TEST=1) ..." >&2
+  (apt-get install -y -qq buildah mmdebstrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq buildah mmdebstrap >/dev/null; }) \
+    || echo "setup: buildah/mmdebstrap could not be installed; the image test will be skipped" >&2
+fi

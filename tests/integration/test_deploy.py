@@ -30,6 +30,8 @@ PLURALS = {
     "MutatingWebhookConfiguration": ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False),
     "ValidatingWebhookConfiguration": ("/apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations",
                                        False),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
 }
 
 

@@ -1,0 +1,301 @@
+"""The Helm chart deploy/helm/toposched, rendered by the real helm (helm.sh/helm/v4, built from
+the Go module proxy into the toposched cache), stays in step with the kustomize manifests in
+deploy/: with default values it renders the same objects, field by field (RBAC rules,
+webhooks, pod specs), apart from what Helm adds (bookkeeping labels) or kustomize adds (the
+ConfigMap hash suffix), and the Namespace, which a chart does not own. Its options render what
+they promise, and every object passes the real API server's server-side dry-run apply.
+
+Kept in step by comparison, not generation: the kustomize files stay readable and commented,
+and a change to either side fails here until the other follows.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from scheduler.devcluster import binaries
+from scheduler.errors import UserError
+from scheduler.kube.informer import Api
+from tests.integration.test_deploy import KUBECTL, NS
+from tests.integration.test_deploy import render as render_kustomize
+
+CHART = binaries.repo_root() / "deploy" / "helm" / "toposched"
+RELEASE = "toposched"
+# Labels Helm's chart conventions add and kustomize does not.
+HELM_LABELS = {"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+               "helm.sh/chart"}
+CONFIGMAP_HASH = re.compile(r"^(toposched-scheduler-config)-[a-z0-9]{10}$")
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    if not binaries.helm_binary_path().is_file() and shutil.which("go") is None:
+        pytest.skip("helm is built from the Go module proxy and Go is not on PATH")
+    try:
+        return binaries.ensure_helm()
+    except UserError as err:
+        pytest.fail(f"cannot build helm {binaries.HELM_VERSION}: {err}")
+
+
+def helm_template(helm: Path, values: dict[str, Any] | None = None, tmp_path: Path | None = None) -> list[Obj]:
+    args = [str(helm), "template", RELEASE, str(CHART), "--namespace", NS]
+    if values:
+        assert tmp_path is not None
+        path = tmp_path / "values.yaml"
+        path.write_text(yaml.safe_dump(values))
+        args += ["--values", str(path)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    if out.returncode != 0:
+        raise HelmError(out.stderr.strip())
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+class HelmError(Exception):
+    pass
+
+
+def by_key(objects: list[Obj]) -> dict[tuple[str, str, str], Obj]:
+    keyed = {}
+    for o in objects:
+        key = (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace", ""))
+        assert key not in keyed, f"duplicate object {key}"
+        keyed[key] = o
+    return keyed
+
+
+def _normalise_pod_spec(spec: Obj) -> None:
+    for container in spec.get("containers", []):
+        # Kubernetes' default for a non-latest tag; the chart states it, kustomize leaves it out.
+        if container.get("imagePullPolicy") == "IfNotPresent":
+            del container["imagePullPolicy"]
+    for volume in spec.get("volumes", []):
+        cm = volume.get("configMap")
+        if cm:
+            cm["name"] = CONFIGMAP_HASH.sub(r"\1", cm["name"])
+
+
+def normalise(obj: Obj) -> Obj:
+    """What must be equal between the two renders, without each tool's own additions."""
+    o = copy.deepcopy(obj)
+    meta = o["metadata"]
+    meta["name"] = CONFIGMAP_HASH.sub(r"\1", meta["name"])
+    meta["labels"] = {k: v for k, v in meta.get("labels", {}).items() if k not in HELM_LABELS}
+    if o["kind"] == "ConfigMap":  # kustomize keeps the file's comments: compare what it says
+        o["data"] = {k: yaml.safe_load(v) for k, v in o["data"].items()}
+    if o["kind"] == "Deployment":
+        template = o["spec"]["template"]
+        annotations = template["metadata"].pop("annotations", {})
+        annotations.pop("checksum/config", None)  # the chart's stand-in for the hash suffix
+        if annotations:
+            template["metadata"]["annotations"] = annotations
+        _normalise_pod_spec(template["spec"])
+    return o
+
+
+@pytest.fixture(scope="module")
+def chart_objects(helm: Path) -> list[Obj]:
+    return helm_template(helm)
+
+
+@pytest.fixture(scope="module")
+def kustomize_objects() -> list[Obj]:
+    return render_kustomize()
+
+
+def test_helm_is_the_pinned_release(helm: Path) -> None:
+    out = subprocess.run([str(helm), "version", "--short"], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.strip().startswith(binaries.HELM_VERSION), out.stdout
+
+
+def test_chart_lints(helm: Path) -> None:
+    out = subprocess.run([str(helm), "lint", "--strict", str(CHART)], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_default_render_has_the_kustomize_objects(chart_objects: list[Obj], kustomize_objects: list[Obj]) -> None:
+    chart = {(k, CONFIGMAP_HASH.sub(r"\1", n), ns) for k, n, ns in by_key(chart_objects)}
+    kustomize = {(k, CONFIGMAP_HASH.sub(r"\1", n), ns) for k, n, ns in by_key(kustomize_objects)}
+    assert kustomize - chart == {("Namespace", NS, "")}, "the chart leaves only the Namespace to the installer"
+    assert chart - kustomize == set()
+
+
+def test_default_render_equals_kustomize_field_by_field(chart_objects: list[Obj],
+                                                        kustomize_objects: list[Obj]) -> None:
+    chart = {key: normalise(o) for key, o in by_key(chart_objects).items()}
+    for key, obj in by_key(kustomize_objects).items():
+        if obj["kind"] == "Namespace":
+            continue
+        want = normalise(obj)
+        got = chart[(key[0], want["metadata"]["name"], key[2])]
+        assert got == want, f"{key}: chart and deploy/ differ\nchart:   {got}\ndeploy/: {want}"
+
+
+def test_rbac_rules_are_the_same(chart_objects: list[Obj], kustomize_objects: list[Obj]) -> None:
+    """Stated separately from the field-by-field test because least privilege is the point."""
+    def rbac(objects: list[Obj]) -> dict[tuple[str, str], Any]:
+        return {(o["kind"], o["metadata"]["name"]): o.get("rules") or (o["roleRef"], o["subjects"])
+                for o in objects if o["kind"] in ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")}
+    assert rbac(chart_objects) == rbac(kustomize_objects)
+
+
+def _deployment(objects: list[Obj], component: str) -> Obj:
+    return next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == f"toposched-{component}")
+
+
+def _container(objects: list[Obj], component: str, name: str | None = None) -> Obj:
+    containers = _deployment(objects, component)["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == (name or component))
+
+
+def test_every_component_has_a_disruption_budget_and_anti_affinity(chart_objects: list[Obj]) -> None:
+    budgets = {o["metadata"]["name"]: o["spec"] for o in chart_objects if o["kind"] == "PodDisruptionBudget"}
+    for component in ("controller", "webhook", "scheduler"):
+        budget = budgets[f"toposched-{component}"]
+        selector = _deployment(chart_objects, component)["spec"]["selector"]
+        assert budget["selector"] == selector and budget["maxUnavailable"] == 1
+        affinity = _deployment(chart_objects, component)["spec"]["template"]["spec"]["affinity"]
+        (term,) = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"]["labelSelector"] == selector
+        assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_network_policy_admits_only_the_given_sources_on_the_webhook_port(helm: Path, tmp_path: Path) -> None:
+    objects = helm_template(helm, {"networkPolicy": {"apiServerCIDRs": ["10.1.0.0/24", "10.1.1.0/24"]},
+                                   "webhook": {"port": 10443}}, tmp_path)
+    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["podSelector"] == _deployment(objects, "webhook")["spec"]["selector"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"ipBlock": {"cidr": "10.1.0.0/24"}}, {"ipBlock": {"cidr": "10.1.1.0/24"}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 10443}]
+    assert "--port=10443" in _container(objects, "webhook")["args"]
+    off = helm_template(helm, {"networkPolicy": {"enabled": False}}, tmp_path)
+    assert not [o for o in off if o["kind"] == "NetworkPolicy"]
+
+
+def test_cert_manager_mode(helm: Path, tmp_path: Path) -> None:
+    objects = helm_template(helm, {"certificates": {"mode": "cert-manager"}, "webhook": {"replicas": 2}}, tmp_path)
+    keyed = by_key(objects)
+    cert = keyed[("Certificate", "toposched-webhook", NS)]["spec"]
+    assert cert["secretName"] == "toposched-webhook-tls"
+    assert set(cert["dnsNames"]) == {f"toposched-webhook.{NS}.svc", f"toposched-webhook.{NS}.svc.cluster.local"}
+    assert cert["issuerRef"] == {"kind": "Issuer", "name": "toposched-selfsigned"}
+    assert keyed[("Issuer", "toposched-selfsigned", NS)]["spec"] == {"selfSigned": {}}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        annotations = keyed[(kind, "toposched-webhook", "")]["metadata"]["annotations"]
+        assert annotations == {"cert-manager.io/inject-ca-from": f"{NS}/toposched-webhook"}
+    webhook = _deployment(objects, "webhook")
+    assert webhook["spec"]["replicas"] == 2
+    args = _container(objects, "webhook")["args"]
+    assert "--no-register" in args and "--no-create-configs" not in args, "cainjector publishes caBundle"
+    assert webhook["spec"]["template"]["spec"]["volumes"] == [{"name": "certs",
+                                                               "secret": {"secretName": "toposched-webhook-tls"}}]
+    role = keyed[("ClusterRole", "toposched-webhook", "")]
+    assert all(r["apiGroups"] != ["admissionregistration.k8s.io"] for r in role["rules"]), \
+        "no rights on webhook configurations when cainjector writes caBundle"
+    issued = helm_template(helm, {"certificates": {"mode": "cert-manager", "certManager": {
+        "issuerRef": {"kind": "ClusterIssuer", "name": "corp-ca"}}}}, tmp_path)
+    assert not [o for o in issued if o["kind"] == "Issuer"]
+    assert by_key(issued)[("Certificate", "toposched-webhook", NS)]["spec"]["issuerRef"] == {
+        "kind": "ClusterIssuer", "name": "corp-ca"}
+
+
+def test_self_managed_certificates_refuse_more_than_one_webhook(helm: Path, tmp_path: Path) -> None:
+    with pytest.raises(HelmError, match="webhook.replicas > 1 needs certificates.mode=cert-manager"):
+        helm_template(helm, {"webhook": {"replicas": 2}}, tmp_path)
+
+
+def test_values_schema_rejects_an_unknown_certificate_mode(helm: Path, tmp_path: Path) -> None:
+    with pytest.raises(HelmError, match="certificates"):
+        helm_template(helm, {"certificates": {"mode": "vault"}}, tmp_path)
+
+
+def test_grpc_is_exposed_only_with_tls(helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
+    service = by_key(chart_objects)[("Service", "toposched-controller", NS)]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["http"], "loopback-only gRPC gets no Service port"
+    assert not any(a.startswith("--grpc-bind") for a in _container(chart_objects, "controller")["args"])
+    with pytest.raises(HelmError, match="never exposed without TLS"):
+        helm_template(helm, {"grpc": {"expose": True}}, tmp_path)
+
+    objects = helm_template(helm, {"grpc": {"expose": True, "port": 50052, "tokenSecretName": "api-token",
+                                            "tls": {"secretName": "api-tls", "clientAuth": True}}}, tmp_path)
+    controller = _container(objects, "controller")
+    assert {"--grpc-bind=0.0.0.0", "--grpc-port=50052", "--grpc-tls-cert=/etc/toposched/grpc-tls/tls.crt",
+            "--grpc-tls-key=/etc/toposched/grpc-tls/tls.key", "--grpc-client-ca=/etc/toposched/grpc-tls/ca.crt",
+            "--grpc-token-file=/etc/toposched/grpc-token/token"} <= set(controller["args"])
+    assert {"name": "grpc", "containerPort": 50052} in controller["ports"]
+    service = by_key(objects)[("Service", "toposched-controller", NS)]
+    assert {"name": "grpc", "port": 50052, "targetPort": "grpc"} in service["spec"]["ports"]
+    volumes = _deployment(objects, "controller")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "grpc-tls", "secret": {"secretName": "api-tls"}} in volumes
+    assert {"name": "grpc-token", "secret": {"secretName": "api-token"}} in volumes
+
+    issued = by_key(helm_template(helm, {"grpc": {"expose": True}, "certificates": {"mode": "cert-manager"}},
+                                  tmp_path))
+    assert issued[("Certificate", "toposched-controller-grpc", NS)]["spec"]["secretName"] == \
+        "toposched-controller-grpc-tls"
+
+
+def test_image_scheduling_and_profile_values(helm: Path, tmp_path: Path) -> None:
+    objects = helm_template(helm, {
+        "image": {"repository": "registry.example/toposched", "tag": "1.2.3", "pullPolicy": "Always"},
+        "nodeSelector": {"node-role": "system"}, "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "controller": {"replicas": 3, "resources": {"requests": {"cpu": "1"}}},
+        "scheduler": {"schedulerName": "gpu-topo", "extender": {"weight": 5, "port": 8899}},
+        "metrics": {"port": 9090, "serviceMonitor": {"enabled": True}}}, tmp_path)
+    controller = _container(objects, "controller")
+    assert controller["image"] == "registry.example/toposched:1.2.3" and controller["imagePullPolicy"] == "Always"
+    # Helm merges maps with the defaults: the memory request and limit stay.
+    assert controller["resources"] == {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
+    assert "--health-port=9090" in controller["args"]
+    assert _deployment(objects, "controller")["spec"]["replicas"] == 3
+    for component in ("controller", "webhook", "scheduler"):
+        pod = _deployment(objects, component)["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"node-role": "system"}
+        assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert "--scheduler-name=gpu-topo" in _container(objects, "webhook")["args"]
+    extender = _container(objects, "scheduler", "extender")
+    assert extender["image"] == "registry.example/toposched:1.2.3"
+    assert {"--port=8899", "--scheduler-name=gpu-topo"} <= set(extender["args"])
+    cm = by_key(objects)[("ConfigMap", "toposched-scheduler-config", NS)]
+    config = yaml.safe_load(cm["data"]["config.yaml"])
+    assert [p["schedulerName"] for p in config["profiles"]] == ["gpu-topo"]
+    assert config["extenders"][0]["urlPrefix"] == "http://127.0.0.1:8899" and config["extenders"][0]["weight"] == 5
+    monitor = by_key(objects)[("ServiceMonitor", "toposched-controller", NS)]["spec"]
+    assert monitor["endpoints"][0]["port"] == "http" and monitor["endpoints"][0]["path"] == "/metrics"
+
+
+def test_chart_applies_with_server_side_dry_run(helm: Path, tmp_path: Path, kube_api: client.ApiClient,
+                                                local_cluster: Any) -> None:
+    """`kubectl apply --server-side --dry-run=server` of the default render and of the exposed-gRPC
+    render: schema (fieldValidation Strict), defaulting and admission on the real API server.
+    cert-manager's and the Prometheus Operator's kinds are not installed there: rendered above only."""
+    try:  # namespaced dry-runs need the namespace to exist for real
+        Api(kube_api).request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    renders = {"default": helm_template(helm),
+               "grpc": helm_template(helm, {"grpc": {"expose": True, "tls": {"secretName": "api-tls"}},
+                                            "networkPolicy": {"apiServerCIDRs": ["10.0.0.0/24"]}}, tmp_path)}
+    for name, objects in renders.items():
+        manifest = tmp_path / f"{name}.yaml"
+        manifest.write_text(yaml.safe_dump_all(objects))
+        out = subprocess.run([KUBECTL, f"--kubeconfig={local_cluster.kubeconfig}", "apply", "--server-side",
+                              "--dry-run=server", "--field-manager=helm", "--validate=strict", "-f", str(manifest)],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert out.returncode == 0, f"{name}: {out.stderr}"
+        applied = [ln for ln in out.stdout.splitlines() if "(server dry run)" in ln]
+        assert len(applied) == len(objects), out.stdout
