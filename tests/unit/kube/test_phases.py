@@ -248,3 +248,22 @@ def test_a_failed_node_without_a_spare_evicts(harness: Harness) -> None:
     assert evicted is not None and evicted["reason"] == "NodeFailures"
     assert evicted["message"] == ("Workload was evicted as there was no replacement for unhealthy node(s): "
                                   f"{hosts[0]}")
+
+
+def test_creating_a_workload_that_exists_is_skipped_quietly(harness: Harness) -> None:
+    harness.api.create(JOBS, job("train", 1), NS)
+    harness.sync()
+    harness.controller.ensure_workloads()
+    harness.cache.workloads.store.clear()  # the watch has not delivered our own Workload yet
+    harness.controller.ensure_workloads()  # 409 AlreadyExists: nothing to report
+    assert len(harness.api.objects(WORKLOADS, NS)) == 1
+    assert "CreatedWorkloadFailed" not in harness.event_reasons()
+
+
+def test_queue_status_and_finalizers_are_written(harness: Harness) -> None:
+    harness.admitted("train", 1)
+    harness.controller.reconcile()
+    (cq,) = harness.api.objects(CLUSTER_QUEUES)
+    assert "kueue.x-k8s.io/resource-in-use" in cq["metadata"]["finalizers"]
+    assert cq["status"]["admittedWorkloads"] == 1
+    assert st.condition_true(cq, "Active")
