@@ -21,6 +21,7 @@ from admission.certs import CertManager
 from admission.view import ClusterView
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
+    COHORTS,
     LOCAL_QUEUES,
     NODES,
     RESOURCE_FLAVORS,
@@ -36,6 +37,11 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 8 * 1024 * 1024  # the API server's own request limit is 3 MiB; leave headroom
 IDLE_TIMEOUT_S = 90
+# The API server keeps a handful of keep-alive connections per webhook; 64 leaves room for
+# several API servers and bursts while bounding threads (one per connection).
+MAX_CONNECTIONS = 64
+REFUSERS = 4
+REFUSE_TIMEOUT_S = 5
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -68,25 +74,52 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             length = -1
         if length < 0 or length > MAX_BODY:
-            self._send(413, b'{"error": "missing or too large Content-Length"}')
+            self._send_review(413, review.refusal(f"request body of {length} bytes: the limit is {MAX_BODY} bytes "
+                                                  "(send Content-Length)", 413))
             self.close_connection = True
             return
         raw = self.rfile.read(length)
         started = time.perf_counter()
-        try:
-            body = json.loads(raw)
-            answer = self.server.app.decide(path, body)
-        except (ValueError, review.ReviewError) as exc:
-            self._send(400, json.dumps({"error": str(exc)}).encode())
-            return
-        out = json.dumps(answer, separators=(",", ":")).encode()
-        self._send(200, out)
+        code, answer = self.server.app.decide(path, raw)
+        if self.server.crowded():
+            self.close_connection = True  # shed idle keep-alive connections while many are open
+        self._send_review(code, answer)
         resp = answer.get("response") or {}
-        log.debug("%s %s uid=%s allowed=%s in %.2f ms", path, (body.get("request") or {}).get("operation"),
-                  resp.get("uid"), resp.get("allowed"), (time.perf_counter() - started) * 1e3)
+        log.debug("%s uid=%s allowed=%s in %.2f ms", path, resp.get("uid"), resp.get("allowed"),
+                  (time.perf_counter() - started) * 1e3)
+
+    def _send_review(self, code: int, answer: Mapping[str, Any]) -> None:
+        self._send(code, json.dumps(answer, separators=(",", ":")).encode())
+
+
+class _Refuser(BaseHTTPRequestHandler):
+    """Answers one request on a connection over the limit: 503 with an AdmissionReview that says
+    why, then closes (the API server retries; its failurePolicy decides meanwhile)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("refused %s " + format, self.address_string(), *args)
+
+    def _refuse(self) -> None:
+        body = json.dumps(review.refusal(f"serving its limit of {MAX_CONNECTIONS} connections; "
+                                         "retry", 503), separators=(",", ":")).encode()
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    do_GET = do_POST = _refuse  # noqa: N815
 
 
 class WebhookHTTPServer(ThreadingHTTPServer):
+    """One thread per connection, at most :data:`MAX_CONNECTIONS` of them. A connection over the
+    limit is answered 503 by one of :data:`REFUSERS` short-lived threads (or, when those are
+    busy too, closed at once), so idle or slow clients cannot grow the thread count without bound."""
+
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
@@ -94,24 +127,75 @@ class WebhookHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], app: WebhookApp, ssl_context: ssl.SSLContext | None) -> None:
         self.app = app
         self.ssl_context = ssl_context
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._refusers = threading.BoundedSemaphore(REFUSERS)
+        self._open = 0
+        self._open_lock = threading.Lock()
         super().__init__(address, _Handler)
 
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        request.settimeout(IDLE_TIMEOUT_S)
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.ssl_context is not None:
-            try:
-                request = self.ssl_context.wrap_socket(request, server_side=True)
-            except (ssl.SSLError, OSError) as exc:
-                log.debug("TLS handshake with %s failed: %s", client_address, exc)
-                return
+    def crowded(self) -> bool:
+        return self._open > MAX_CONNECTIONS // 2
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self._slots.acquire(blocking=False):
+            with self._open_lock:
+                self._open += 1
+            threading.Thread(target=self._serve, args=(request, client_address), daemon=True).start()
+        elif self._refusers.acquire(blocking=False):
+            threading.Thread(target=self._refuse, args=(request, client_address), daemon=True).start()
+        else:
+            log.warning("connection from %s closed: %d connections open and %d being refused",
+                        client_address, MAX_CONNECTIONS, REFUSERS)
+            self.shutdown_request(request)
+
+    def _serve(self, request: Any, client_address: Any) -> None:
         try:
-            super().finish_request(request, client_address)
+            self.process_request_thread(request, client_address)
         finally:
-            try:
-                request.close()
-            except OSError:
-                pass
+            with self._open_lock:
+                self._open -= 1
+            self._slots.release()
+
+    def _refuse(self, request: Any, client_address: Any) -> None:
+        try:
+            sock = self._wrap(request, client_address, REFUSE_TIMEOUT_S)
+            if sock is not None:
+                try:
+                    _Refuser(sock, client_address, self)
+                except OSError:
+                    pass
+                finally:
+                    self._close(sock)
+        finally:
+            self._refusers.release()
+
+    def _wrap(self, request: Any, client_address: Any, timeout_s: float) -> Any:
+        request.settimeout(timeout_s)
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is None:
+            return request
+        try:
+            return self.ssl_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            self._close(request)
+            return None
+
+    @staticmethod
+    def _close(sock: Any) -> None:
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        sock = self._wrap(request, client_address, IDLE_TIMEOUT_S)
+        if sock is None:
+            return
+        try:
+            super().finish_request(sock, client_address)
+        finally:
+            self._close(sock)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("connection from %s ended with an error", client_address, exc_info=True)
@@ -144,12 +228,13 @@ class WebhookApp:
             return
         stores: dict[str, Resource] = {
             "local_queues": LOCAL_QUEUES, "cluster_queues": CLUSTER_QUEUES, "flavors": RESOURCE_FLAVORS,
-            "topologies": TOPOLOGIES, "priority_classes": WORKLOAD_PRIORITY_CLASSES,
+            "topologies": TOPOLOGIES, "priority_classes": WORKLOAD_PRIORITY_CLASSES, "cohorts": COHORTS,
         }
         if watch_nodes:
             stores["nodes"] = NODES
         for attr, resource in stores.items():
-            inf = Informer(api, resource)
+            # Cohorts only widen what can be borrowed; a Kueue without the Cohort CRD has none.
+            inf = Informer(api, resource, optional=resource is COHORTS)
             setattr(self.view, attr, inf.store)
             if resource is NODES:
                 inf.add_handler(self._on_node)
@@ -192,17 +277,18 @@ class WebhookApp:
         for inf in self.informers:
             attr = {LOCAL_QUEUES: "local_queues", CLUSTER_QUEUES: "cluster_queues", RESOURCE_FLAVORS: "flavors",
                     TOPOLOGIES: "topologies", WORKLOAD_PRIORITY_CLASSES: "priority_classes",
-                    NODES: "nodes"}[inf.resource]
+                    COHORTS: "cohorts", NODES: "nodes"}[inf.resource]
             setattr(self.view, attr, inf.store)
 
     def stop(self) -> None:
         for inf in self.informers:
             inf.stop()
 
-    def decide(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def decide(self, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+        """One request body in, (HTTP status, AdmissionReview) out; never raises."""
         if self.informers:
             self._rebind()
-        return review.handle(path, body, self.view, self.scheduler_name, self.default_queue)
+        return review.answer(path, raw, self.view, self.scheduler_name, self.default_queue)
 
 
 class WebhookServer:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from admission.fielderrors import OMIT, FieldError, Verdict, forbidden, invalid, plain, required
+from admission.fit import empty_quota, pod_set_shape, quota_limits, topology_fit
 from admission.view import ClusterView
 from scheduler.core.nodes import pod_spec_requests
 from scheduler.core.resources import format_quantity
@@ -245,12 +245,6 @@ def _cohort(cq: Obj) -> str:
     return str(spec.get("cohortName") or spec.get("cohort") or "")
 
 
-def _qty(value: Any, resource: str) -> int:
-    from scheduler.core.resources import parse_quantity
-
-    return parse_quantity(value, resource)
-
-
 def _fmt(amount: int, resource: str) -> str:
     return format_quantity(amount, resource)
 
@@ -294,76 +288,14 @@ def _flavor_names(cq: Obj) -> list[str]:
     return names
 
 
-def _quota_limits(cq_name: str, cq: Obj, flavor: str, resource: str, view: ClusterView) -> tuple[int, int | None]:
-    """(nominal, most that can be borrowed; None = unlimited by the CQ, bounded by the cohort)."""
-    nominal, borrow = 0, 0
-    for group in (cq.get("spec") or {}).get("resourceGroups") or ():
-        for fl in group.get("flavors") or ():
-            if fl.get("name") != flavor:
-                continue
-            for res in fl.get("resources") or ():
-                if res.get("name") == resource:
-                    nominal = _qty(res.get("nominalQuota", 0), resource)
-                    limit = res.get("borrowingLimit")
-                    borrow = _qty(limit, resource) if limit is not None else -1
-    cohort = _cohort(cq)
-    if not cohort:
-        return nominal, 0
-    lendable = 0
-    for other_name, other in view.cluster_queues.items():
-        if other_name == cq_name or _cohort(other) != cohort:
-            continue
-        for group in (other.get("spec") or {}).get("resourceGroups") or ():
-            for fl in group.get("flavors") or ():
-                if fl.get("name") != flavor:
-                    continue
-                for res in fl.get("resources") or ():
-                    if res.get("name") == resource:
-                        lend = res.get("lendingLimit")
-                        lendable += _qty(lend if lend is not None else res.get("nominalQuota", 0), resource)
-    most = lendable if borrow < 0 else min(borrow, lendable)
-    return nominal, most
-
-
-def _topology_fit(req: _Request, count: int, per_pod: Mapping[str, int], flavor_name: str, flavor: Obj,
+def _topology_fit(req: _Request, count: int, template: Obj, flavor_name: str, flavor: Obj,
                   topo_name: str, levels: list[str], view: ClusterView) -> tuple[str, str]:
-    """("ok"|"warn"|"never", message) for the pod set in this TAS flavor."""
+    """("ok"|"warn"|"never", message) for the pod set in this TAS flavor: asked of the core's
+    topology tree through ``admission.fit``."""
     node_labels = dict((flavor.get("spec") or {}).get("nodeLabels") or {})
-    index = view.capacity(tuple(levels), node_labels)
-    if not index.node_count:
-        return "warn", (f"no node carries the labels of ResourceFlavor \"{flavor_name}\" ({_labels(node_labels)}) and "
-                        f"every level of Topology \"{topo_name}\" yet; the job stays pending until such nodes join")
-    if req.slice_level and req.slice_size:
-        need = math.ceil(count / req.slice_size)
-        fit = index.best_slices(req.required, req.slice_level, req.slice_size, per_pod)
-        where = f"one {req.required} domain" if req.required else f"ResourceFlavor \"{flavor_name}\""
-        what = f"{need} slice(s) of {req.slice_size} pod(s), each inside one {req.slice_level} domain"
-        if fit.all_nodes < need:
-            return "never", (f"{what}, can never fit in {where} of Topology \"{topo_name}\": at most {fit.all_nodes} "
-                             f"slice(s) fit even on an empty cluster")
-        if fit.healthy < need:
-            return "warn", f"{what} fit in {where} only if unhealthy nodes recover (healthy nodes hold {fit.healthy})"
-        return "ok", ""
-    if req.required:
-        fit = index.best_domain(req.required, per_pod)
-        if fit.all_nodes < count:
-            return "never", (f"{count} pod(s) can never fit in one {req.required} domain of Topology \"{topo_name}\": "
-                             f"the largest holds {fit.all_nodes} such pod(s) even on an empty cluster")
-        if fit.healthy < count:
-            return "warn", (f"{count} pod(s) fit in one {req.required} domain only if unhealthy nodes recover "
-                            f"(the largest healthy domain holds {fit.healthy})")
-        return "ok", ""
-    fit = index.total(per_pod)
-    if fit.all_nodes < count:
-        return "never", (f"{count} pod(s) can never fit in ResourceFlavor \"{flavor_name}\": its nodes hold "
-                         f"{fit.all_nodes} such pod(s) even when empty")
-    if fit.healthy < count:
-        return "warn", f"{count} pod(s) fit in ResourceFlavor \"{flavor_name}\" only if unhealthy nodes recover"
-    return "ok", ""
-
-
-def _labels(labels: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+    shape = pod_set_shape(template, count, flavor, req.required, req.slice_level, req.slice_size)
+    return topology_fit(view.empty_trees(topo_name, tuple(levels), node_labels), shape, flavor_name, topo_name,
+                        node_labels)
 
 
 def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, str, Obj] | None:
@@ -474,6 +406,7 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
             f"{', '.join(sorted(covered_all)) or 'none'}); Kueue would keep the job pending forever",
             "drop those requests or ask the cluster admin to add them to the ClusterQueue's coveredResources"))
         return verdict
+    quota = empty_quota(view.cluster_queues, view.cohorts, cq_name, cq)
     for g_index, group in enumerate(groups):
         covered = [str(r) for r in group.get("coveredResources") or ()]
         asked = [r for r in covered if r in totals]
@@ -484,7 +417,7 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
             fname = str(fl.get("name"))
             rank, msgs = 0, []
             for r in asked:
-                nominal, borrow = _quota_limits(cq_name, cq, fname, r, view)
+                nominal, borrow = quota_limits(quota, cq_name, fname, r)
                 if totals[r] <= nominal:
                     continue
                 if totals[r] <= nominal + borrow:
@@ -503,7 +436,7 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
                     reasons.append(f"flavor \"{fname}\": its Topology has no requested level")
                 else:
                     flavor, topo_name, lv = usable[fname]
-                    outcome, message = _topology_fit(req, count, per_pod, fname, flavor, topo_name, lv, view)
+                    outcome, message = _topology_fit(req, count, template, fname, flavor, topo_name, lv, view)
                     if outcome == "never":
                         rank = 3
                         reasons.append(f"flavor \"{fname}\": {message}")

@@ -12,9 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.capacity import CapacityIndex
+from admission.fit import EmptyTrees, empty_trees, nodes_of
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
-from scheduler.core.nodes import node_from_k8s
 
 Obj = dict[str, Any]
 Lookup = Callable[[str, str, str | None], Obj | None]  # (kind, name, namespace) -> object or None
@@ -27,12 +26,13 @@ class ClusterView:
     flavors: Mapping[str, Obj] = field(default_factory=dict)
     topologies: Mapping[str, Obj] = field(default_factory=dict)
     priority_classes: Mapping[str, Obj] = field(default_factory=dict)  # WorkloadPriorityClasses
+    cohorts: Mapping[str, Obj] = field(default_factory=dict)
     nodes: Mapping[str, Obj] = field(default_factory=dict)
     lookup: Lookup | None = None
     health_policy: HealthPolicy = DEFAULT_POLICY
     # Bumped by the owner whenever a node's labels, allocatable or health changed.
     nodes_version: int = 0
-    _cache: dict[tuple[str, ...], tuple[int, CapacityIndex]] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, ...], tuple[int, EmptyTrees]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _get(self, store: Mapping[str, Obj], kind: str, key: str, name: str, namespace: str | None,
@@ -58,15 +58,17 @@ class ClusterView:
     def priority_class(self, name: str, live: bool = True) -> Obj | None:
         return self._get(self.priority_classes, "WorkloadPriorityClass", name, name, None, live)
 
-    def capacity(self, levels: tuple[str, ...], node_labels: Mapping[str, str]) -> CapacityIndex:
-        key = levels + ("\0",) + tuple(f"{k}={v}" for k, v in sorted(node_labels.items()))
+    def empty_trees(self, topology: str, levels: tuple[str, ...], node_labels: Mapping[str, str]) -> EmptyTrees:
+        """A TAS flavor's nodes as empty topology trees (``admission.fit``), rebuilt only after
+        the node set changed (``nodes_version``)."""
+        key = (topology, *levels, "\0", *(f"{k}={v}" for k, v in sorted(node_labels.items())))
         with self._lock:
             hit = self._cache.get(key)
             if hit and hit[0] == self.nodes_version:
                 return hit[1]
             version = self.nodes_version
-            nodes = [node_from_k8s(n) for n in list(self.nodes.values())]
-        index = CapacityIndex(levels, nodes, node_labels, self.health_policy)
+            nodes = nodes_of(dict(self.nodes))
+        trees = empty_trees(topology, levels, nodes, node_labels, self.health_policy)
         with self._lock:
-            self._cache[key] = (version, index)
-        return index
+            self._cache[key] = (version, trees)
+        return trees

@@ -1,8 +1,8 @@
 """Why is this job pending? One answer for ``toposched explain`` and the gRPC ``Explain``.
 
-:func:`explain` takes an ``api.engine.EngineSnapshot`` (the raw objects; the CLI fills it
+:func:`explain` takes an ``adapter.views.EngineSnapshot`` (the raw objects; the CLI fills it
 from one list call per resource, the gRPC server from the controller's caches), builds the
-controller's own core snapshot with ``scheduler.kube.snapshot.build_snapshot``, runs one
+controller's own core snapshot with ``scheduler.adapter.snapshot.build_snapshot``, runs one
 admission cycle with the workload alone at the head of its queue, and adds the numbers
 behind the verdict:
 
@@ -26,8 +26,11 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.api.engine import EngineSnapshot, holds_reservation
+from scheduler.adapter.snapshot import build_snapshot
+from scheduler.adapter.views import EngineSnapshot, holds_reservation
+from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycle
 from scheduler.core.health import node_health
+from scheduler.core.queueing import order_key, resolve_priority
 from scheduler.core.resources import format_quantity, with_pod_slot
 
 
@@ -77,11 +80,7 @@ def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "a
 
 def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dict[str, Any], solver: str,
                      time_budget_s: float, now: dt.datetime) -> None:
-    from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycle
-    from scheduler.core.queueing import order_key, resolve_priority
-    from scheduler.kube.snapshot import build_snapshot
-
-    full = build_snapshot(snap.as_cache(), now, solver=solver, time_budget_s=time_budget_s,
+    full = build_snapshot(snap.objects, now, solver=solver, time_budget_s=time_budget_s,
                           health_policy=snap.health_policy)
     meta = workload["metadata"]
     key = f"{meta['namespace']}/{meta['name']}"

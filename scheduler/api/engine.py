@@ -1,10 +1,7 @@
 """What the gRPC servicer reads: one engine snapshot, whichever door asks.
 
-:class:`EngineSnapshot` is plain data (the raw API objects the informers hold) with the derived
-core views computed lazily and cached: NodeInfo/PodInfo, one TopologyTree per TAS flavor
-(``scheduler.kube.snapshot.flavor_trees``, the controller's own builder, admitted usage
-subtracted), and an all-nodes tree per level tuple. Trees are never modified after they are
-built (placement dry-runs copy the free matrix), so concurrent RPCs share them.
+:class:`EngineSnapshot` (``scheduler.adapter.views``, re-exported here) is plain data (the raw
+API objects the informers hold) with the derived core views computed lazily and cached.
 
 An engine hands out the current snapshot and a :class:`DecisionHub` for WatchDecisions:
 
@@ -22,151 +19,29 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
-from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
-from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME, TopologyTree, default_levels_for
 
-if TYPE_CHECKING:
-    from scheduler.kube.controller import Controller
+__all__ = ["ControllerEngine", "DecisionHub", "Engine", "EngineSnapshot", "StaticEngine", "Subscription",
+           "holds_reservation"]
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+Observer = Callable[[str, Obj, Mapping[str, Any]], None]
 
 
-def _conditions_true(obj: Mapping[str, Any], type_: str) -> bool:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == type_:
-            return bool(cond.get("status") == "True")
-    return False
+class RunningController(Protocol):
+    """What :class:`ControllerEngine` reads of ``scheduler.kube.controller.Controller`` (a
+    protocol, so this module does not import the controller)."""
 
-
-def holds_reservation(workload: Mapping[str, Any]) -> bool:
-    """Same rule as the controller: QuotaReserved with an admission, not finished."""
-    return (_conditions_true(workload, "QuotaReserved") and bool((workload.get("status") or {}).get("admission"))
-            and not _conditions_true(workload, "Finished"))
-
-
-class EngineSnapshot:
-    """Raw objects in, cached core views out. Immutable after construction."""
-
-    def __init__(self, *, nodes: Sequence[Obj], pods: Sequence[Obj] = (), flavors: Sequence[Obj] = (),
-                 topologies: Sequence[Obj] = (), workloads: Sequence[Obj] = (), jobs: Sequence[Obj] = (),
-                 cluster_queues: Sequence[Obj] = (), local_queues: Sequence[Obj] = (), cohorts: Sequence[Obj] = (),
-                 namespaces: Sequence[Obj] = (), workload_priority_classes: Sequence[Obj] = (),
-                 priority_classes: Sequence[Obj] = (), health_policy: HealthPolicy = DEFAULT_POLICY,
-                 source: str = "live snapshot", generation: int = 0) -> None:
-        self.nodes_raw = list(nodes)
-        self.pods_raw = list(pods)
-        self.flavors_raw = {f["metadata"]["name"]: f for f in flavors}
-        self.topologies_raw = {t["metadata"]["name"]: t for t in topologies}
-        self.workloads_raw = list(workloads)
-        self.jobs_raw = list(jobs)
-        self.queue_objects: dict[str, list[Obj]] = {
-            "cluster_queues": list(cluster_queues), "local_queues": list(local_queues), "cohorts": list(cohorts),
-            "namespaces": list(namespaces), "workload_priority_classes": list(workload_priority_classes),
-            "priority_classes": list(priority_classes)}
-        self.health_policy = health_policy
-        self.source = source
-        self.generation = generation
-        self._lock = threading.Lock()
-        self._nodes: list[NodeInfo] | None = None
-        self._pods: list[PodInfo] | None = None
-        self._flavor_trees: dict[str, TopologyTree] | None = None
-        self._trees: dict[tuple[str, ...] | None, TopologyTree] = {}
-
-    # ------------------------------------------------------------------ core views
-    @property
-    def nodes(self) -> list[NodeInfo]:
-        with self._lock:
-            if self._nodes is None:
-                self._nodes = [node_from_k8s(n) for n in self.nodes_raw]
-            return self._nodes
-
-    @property
-    def pods(self) -> list[PodInfo]:
-        """Pods holding capacity: bound and not finished."""
-        with self._lock:
-            if self._pods is None:
-                pods = (pod_from_k8s(p) for p in self.pods_raw)
-                self._pods = [p for p in pods if p.node_name and not p.terminal]
-            return self._pods
-
-    def holding(self) -> list[Obj]:
-        return [w for w in self.workloads_raw if holds_reservation(w)]
-
-    def tas_flavors(self) -> list[str]:
-        """ResourceFlavors with a topologyName whose Topology exists (the ones with a tree)."""
-        out = []
-        for name, flavor in sorted(self.flavors_raw.items()):
-            topo = (flavor.get("spec") or {}).get("topologyName")
-            if topo and topo in self.topologies_raw:
-                out.append(name)
-        return out
-
-    def flavor_tree(self, flavor: str) -> TopologyTree | None:
-        """The controller's tree for a TAS flavor (admitted usage subtracted), or None."""
-        nodes, pods = self.nodes, self.pods
-        with self._lock:
-            if self._flavor_trees is None:
-                from scheduler.kube.snapshot import flavor_trees
-
-                self._flavor_trees = flavor_trees(self.flavors_raw.values(), self.topologies_raw, nodes, pods,
-                                                  self.holding(), self.health_policy)
-            return self._flavor_trees.get(flavor)
-
-    def tree(self, name: str | None = None, levels: Sequence[str] | None = None) -> TopologyTree:
-        """All nodes (no flavor filter) with ``levels`` (default: HyperPod layers + hostname);
-        the usage of every workload holding a reservation is subtracted whatever its flavor."""
-        nodes, pods = self.nodes, self.pods
-        key = (name or DEFAULT_TOPOLOGY_NAME, *levels) if levels else None
-        with self._lock:
-            tree = self._trees.get(key)
-            if tree is None:
-                from scheduler.kube.snapshot import admitted_placements
-
-                tree = TopologyTree.build(name or DEFAULT_TOPOLOGY_NAME,
-                                          tuple(levels) if levels else default_levels_for(nodes), nodes, pods,
-                                          health_policy=self.health_policy)
-                for wl in self.holding():
-                    for placement, per_pod, _flavor in admitted_placements(wl):
-                        tree.add_usage(placement, per_pod)
-                self._trees[key] = tree
-            return tree
-
-    def as_cache(self) -> Any:
-        """The snapshot shaped like ``ClusterCache`` (``.items()`` per resource), for
-        ``scheduler.kube.snapshot.build_snapshot``."""
-        from types import SimpleNamespace
-
-        def items(objs: Iterable[Obj]) -> Any:
-            frozen = list(objs)
-            return SimpleNamespace(items=lambda: list(frozen))
-
-        return SimpleNamespace(nodes=items(self.nodes_raw), pods=items(self.pods_raw),
-                               flavors=items(self.flavors_raw.values()), topologies=items(self.topologies_raw.values()),
-                               workloads=items(self.workloads_raw),
-                               **{k: items(v) for k, v in self.queue_objects.items()})
-
-    # ------------------------------------------------------------------ lookups
-    def find_job(self, namespace: str, name: str) -> tuple[Obj | None, Obj | None]:
-        """(job, workload) for a Job name, or (None, workload) for a Workload name."""
-        job = next((j for j in self.jobs_raw if (j.get("metadata") or {}).get("namespace") == namespace
-                    and j["metadata"].get("name") == name), None)
-        workload = None
-        uid = (job or {}).get("metadata", {}).get("uid")
-        for wl in self.workloads_raw:
-            meta = wl.get("metadata") or {}
-            if meta.get("namespace") != namespace:
-                continue
-            owned = uid and any(ref.get("uid") == uid for ref in meta.get("ownerReferences") or ())
-            if owned or (job is None and meta.get("name") == name):
-                workload = wl
-                break
-        return job, workload
+    solver: str
+    time_budget_s: float
+    cache: Any  # scheduler.kube.cache.ClusterCache: .all(), .jobs, .<resource>.items()
+    observers: list[Observer]
 
 
 # ---------------------------------------------------------------------------- decisions
@@ -292,7 +167,7 @@ class StaticEngine(Engine):
 class ControllerEngine(Engine):
     """The controller's caches as snapshots; rebuilt lazily after any watch event."""
 
-    def __init__(self, controller: Controller, health_policy: HealthPolicy = DEFAULT_POLICY) -> None:
+    def __init__(self, controller: RunningController, health_policy: HealthPolicy = DEFAULT_POLICY) -> None:
         self.controller = controller
         self.solver = controller.solver
         self.time_budget_s = controller.time_budget_s

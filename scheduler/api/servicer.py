@@ -1,10 +1,10 @@
 """``toposched.v1.Placement``: the engine's gRPC door (same answers as the CLI commands).
 
-Place calls ``scheduler.commands.place`` (``build_tree``, ``compute_placement``, ``to_json``)
-and the request files go through ``scheduler.commands._files`` — the code ``toposched place``
+Place calls ``scheduler.adapter.placement`` (``build_tree``, ``compute_placement``, ``to_json``)
+and the request files go through ``scheduler.adapter.files`` — the code ``toposched place``
 runs — so the semantics and the messages are the same; only the location prefix of a bad
 document differs (``workload.manifest: ...`` names the request field instead of a file).
-GetTopology builds the view with ``scheduler.commands.topology.view_from_objects``.
+GetTopology builds the view with ``scheduler.adapter.topology_view.view_from_objects``.
 
 Status codes: INVALID_ARGUMENT (message starts with the field path), NOT_FOUND (unknown job
 or flavor), FAILED_PRECONDITION (no live snapshot on a server started without a cluster),
@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import grpc
+import yaml
 
+from scheduler.adapter import files as _files
+from scheduler.adapter.placement import build_tree, compute_placement, to_json
+from scheduler.adapter.topology_view import view_from_objects
 from scheduler.api.convert import (
     DECISION_ENUM,
     DECISION_NAMES,
@@ -37,9 +42,16 @@ from scheduler.api.convert import (
 from scheduler.api.engine import Engine, EngineSnapshot
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc
+from scheduler.core.health import HealthPolicy
+from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import WorkloadSpec
 from scheduler.errors import UserError
+from scheduler.explain import NotFound, explain
+from scheduler.sim.engine import Progress, Simulator
+from scheduler.sim.scenario import cluster_from_documents, jobs_from_trace, summarize, world_from_objects
+from scheduler.sim.trace import TraceError, trace_from_data
+from scheduler.topoview.model import unknown_levels
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +77,7 @@ def _field_text(text_bytes: bytes, field: str) -> str:
 
 
 def _docs(data: bytes, field: str) -> list[tuple[str, dict[str, Any]]]:
-    from scheduler.commands._files import parse_documents
-
-    return parse_documents(_field_text(data, field), "field", field)
+    return _files.parse_documents(_field_text(data, field), "field", field)
 
 
 def _user_error_to_field(err: UserError) -> FieldError:
@@ -112,23 +122,18 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         return self._run(context, self._place, request, context)  # type: ignore[no-any-return]
 
     def _workload(self, request: pb.PlaceRequest) -> WorkloadSpec:
-        from scheduler.commands._files import workload_from_documents
-
         which = request.workload.WhichOneof("source") if request.HasField("workload") else None
         if which is None:
             raise FieldError("workload", "required: a Job/Workload manifest (JSON or YAML) or the structured form")
         if which == "structured":
             return structured_workload(request.workload.structured)
         try:
-            return workload_from_documents(_docs(request.workload.manifest, "workload.manifest"), "field",
+            return _files.workload_from_documents(_docs(request.workload.manifest, "workload.manifest"), "field",
                                            "workload.manifest")
         except UserError as err:
             raise _user_error_to_field(err) from err
 
     def _place(self, request: pb.PlaceRequest, context: grpc.ServicerContext) -> pb.PlaceResponse:
-        from scheduler.commands import _files
-        from scheduler.commands.place import build_tree, compute_placement, to_json
-
         if request.solver not in SOLVER_NAMES:
             raise FieldError("solver", f"unknown value {request.solver}")
         if request.time_budget_ms < 0:
@@ -185,8 +190,6 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         return self._run(context, self._explain, request)  # type: ignore[no-any-return]
 
     def _explain(self, request: pb.ExplainRequest) -> pb.ExplainResponse:
-        from scheduler.explain import NotFound, explain
-
         if not request.namespace:
             raise FieldError("namespace", "required")
         if not request.name:
@@ -204,11 +207,6 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         return self._run(context, self._topology, request)  # type: ignore[no-any-return]
 
     def _topology(self, request: pb.GetTopologyRequest) -> pb.GetTopologyResponse:
-        from scheduler.commands.topology import view_from_objects
-        from scheduler.core.health import HealthPolicy
-        from scheduler.core.nodes import HOSTNAME_LABEL
-        from scheduler.topoview.model import unknown_levels
-
         levels = [lv for lv in request.levels]
         for i, level in enumerate(levels):
             if not level:
@@ -245,9 +243,6 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         """Progress events on the simulated clock (every ``progress_every_s``, else every cycle batch),
         then one summary per variant (this API runs the single configured policy: one summary)."""
         world, trace = self._run(context, self._simulate_inputs, request)
-        from scheduler.sim.engine import Progress, Simulator
-        from scheduler.sim.scenario import jobs_from_trace, summarize
-
         events: list[pb.SimulateEvent] = []
         jobs, failures = self._run(context, self._simulate_jobs, trace, world, jobs_from_trace)
 
@@ -263,8 +258,6 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                         progress_every_s=request.progress_every_s)
         # Stream while simulating: the engine calls back synchronously, so run it in steps.
         result_box: list[Any] = []
-        import threading
-
         done = threading.Event()
 
         def work() -> None:
@@ -297,19 +290,12 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
 
     @staticmethod
     def _simulate_jobs(trace: Any, world: Any, jobs_from_trace: Any) -> Any:
-        from scheduler.sim.trace import TraceError
-
         try:
             return jobs_from_trace(trace, world)
         except TraceError as err:
             raise FieldError("trace", str(err)) from err
 
     def _simulate_inputs(self, request: pb.SimulateRequest) -> tuple[Any, Any]:
-        import yaml
-
-        from scheduler.sim.scenario import cluster_from_documents, world_from_objects
-        from scheduler.sim.trace import TraceError, trace_from_data
-
         for name in ("cluster", "queues", "trace"):
             if not getattr(request, name):
                 raise FieldError(name, "required")

@@ -5,8 +5,9 @@ annotation are placed as Kueue's implicit TAS does on a TAS-only ClusterQueue (u
 
 With ``--server HOST:PORT`` the same question goes to a running engine (gRPC ``Place``, see
 docs/api.md): nodes come from its live snapshot unless ``--nodes`` is given, and the output is
-the same. The gRPC servicer calls :func:`build_tree`, :func:`compute_placement` and
-:func:`to_json` of this module, so both doors give the same answers and messages.
+the same. The placement library (``build_tree``, ``compute_placement``, ``to_json``) is
+``scheduler.adapter.placement``, which the gRPC servicer calls too, so both doors give the
+same answers and messages.
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scheduler.commands._files import load_nodes, load_pods, load_topology, load_workload
-from scheduler.core.nodes import NodeInfo, PodInfo
-from scheduler.core.placement.planner import SOLVERS, Placement, PodSetPlacement, place_workload
-from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME, TopologyTree, default_levels_for
-from scheduler.core.workload import WorkloadSpec
+from scheduler.adapter.files import load_nodes, load_pods, load_topology, load_workload
+from scheduler.adapter.placement import build_tree, compute_placement, to_json
+from scheduler.core.placement.planner import SOLVERS, Placement
+from scheduler.core.topology import TopologyTree
 from scheduler.errors import UserError
 
 
@@ -44,48 +43,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def touched_domains(tree: TopologyTree, ps: PodSetPlacement) -> dict[str, list[str]]:
-    """Distinct domain values touched at every topology level."""
-    out: dict[str, set[str]] = {level: set() for level in tree.levels}
-    for dom in ps.domains:
-        leaf = tree.leaf_for_values(ps.levels, dom.values)
-        if leaf is None:
-            continue
-        path = tree.paths[-1][leaf]
-        for level, value in zip(tree.levels, path, strict=True):
-            out[level].add(value)
-    return {level: sorted(values) for level, values in out.items()}
-
-
-def node_assignments(tree: TopologyTree, ps: PodSetPlacement) -> list[dict[str, Any]]:
-    rows = []
-    for dom in ps.domains:
-        leaf = tree.leaf_for_values(ps.levels, dom.values)
-        nodes = tree.leaf_nodes[leaf] if leaf is not None else ()
-        # A leaf is one node when hostname is the lowest level; otherwise name the leaf domain.
-        name = nodes[0] if len(nodes) == 1 else "/".join(dom.values)
-        rows.append({"node": name, "count": dom.count})
-    return rows
-
-
-def to_json(tree: TopologyTree, placement: Placement) -> dict[str, Any]:
-    return {
-        "fits": placement.fits,
-        "reason": placement.reason,
-        "solver": placement.solver,
-        "optimal": placement.optimal,
-        "podSets": [
-            {
-                "name": ps.name,
-                "count": ps.count,
-                "assignments": node_assignments(tree, ps),
-                "domains": touched_domains(tree, ps),
-            }
-            for ps in placement.pod_sets
-        ],
-    }
-
-
 def to_text(tree: TopologyTree, placement: Placement) -> str:
     return render_text(to_json(tree, placement))
 
@@ -105,24 +62,6 @@ def render_text(doc: dict[str, Any]) -> str:
         for row in rows:
             lines.append(f"    {row['node']}: {row['count']}")
     return "\n".join(lines)
-
-
-def build_tree(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
-               topology: tuple[str, tuple[str, ...]] | None) -> TopologyTree:
-    """The tree ``toposched place`` places on: the Topology's levels, else the HyperPod default."""
-    name, levels = topology if topology else (DEFAULT_TOPOLOGY_NAME, default_levels_for(nodes))
-    return TopologyTree.build(name, levels, nodes, pods)
-
-
-def compute_placement(tree: TopologyTree, workload: WorkloadSpec, solver: str, time_budget_ms: float) -> Placement:
-    """``toposched place`` semantics: implicit TAS for pod sets without a topology request."""
-    return place_workload(
-        tree,
-        workload.pod_sets,
-        solver=solver,
-        time_budget_s=max(time_budget_ms, 0) / 1000.0,
-        implied_tas=True,
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from scheduler.commands._files import load_documents
+from scheduler.adapter.files import load_documents
 from scheduler.errors import UserError
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.adapter.topology_view import view_from_objects
 from scheduler.errors import UserError
 
 FORMATS = ("mermaid", "html", "json", "svg")
@@ -225,39 +226,6 @@ def build(args: argparse.Namespace) -> tuple[Any, str]:
     policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
                           require_deep_health_passed=args.require_deep_health)
     return view_from_objects(nodes_raw, pods_raw, levels, policy, source), source
-
-
-def view_from_objects(nodes_raw: Sequence[Mapping[str, Any]], pods_raw: Sequence[Mapping[str, Any]],
-                      levels: Sequence[str] | None, policy: Any, source: str) -> Any:
-    """Raw Node/Pod objects -> the view, with the checks and warnings of ``toposched topology``
-    (shared with the gRPC GetTopology servicer). UserError for no nodes / unknown levels."""
-    from scheduler.core.health import UnknownValues, node_health
-    from scheduler.core.nodes import node_from_k8s, pod_from_k8s
-    from scheduler.topoview.model import LAYER_PREFIX, build_view, unknown_levels
-
-    try:
-        nodes = [node_from_k8s(n) for n in nodes_raw]
-        pods = [pod_from_k8s(p) for p in pods_raw]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{source}: malformed object ({exc.__class__.__name__}: {exc})") from exc
-    if not nodes:
-        raise UserError(f"{source}: no nodes")
-    if levels:
-        missing = unknown_levels(nodes, levels)
-        if missing:
-            raise UserError(f"level {missing[0]!r} is not a label of any node in {source} "
-                            f"(check --levels/--topology; layer labels look like {LAYER_PREFIX}1)")
-    view = build_view(nodes, pods, levels=levels, policy=policy)
-    if not view.nodes:
-        what = ", ".join(levels) if levels else f"{LAYER_PREFIX}<N>"
-        raise UserError(f"no node in {source} carries topology labels ({what}); instance topology labels "
-                        "exist on p4d/p5/p6/trn instance types (EKS cloud-controller-manager)")
-    seen = UnknownValues()
-    for node in nodes:
-        health = node_health(node, policy)
-        if seen.first(health):
-            view.warnings.append(f"node {node.name}: {health.reason}")
-    return view
 
 
 def build_remote(args: argparse.Namespace) -> tuple[Any, str]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
+from scheduler.core.health import DEFAULT_POLICY, HEALTHY, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo, PodInfo, Taint, Toleration
 from scheduler.core.resources import PODS, Resources, with_pod_slot
 
@@ -128,8 +128,10 @@ class TopologyTree:
         pods: Iterable[PodInfo] = (),
         *,
         flavor_node_labels: Mapping[str, str] | None = None,
-        health_policy: HealthPolicy = DEFAULT_POLICY,
+        health_policy: HealthPolicy | None = DEFAULT_POLICY,
     ) -> TopologyTree:
+        """``health_policy=None`` keeps unhealthy nodes too (the what-if "once every node has
+        recovered" the webhook's can-this-ever-fit question needs)."""
         if not levels:
             raise ValueError("a topology needs at least one level")
         tree = cls()
@@ -148,7 +150,7 @@ class TopologyTree:
                 key = f"missing label {missing[0]}"
                 excluded[key] = excluded.get(key, 0) + 1
                 continue
-            health = node_health(node, health_policy)
+            health = node_health(node, health_policy) if health_policy is not None else HEALTHY
             if not health.healthy:
                 key = f"unhealthy: {health.reason}"
                 excluded[key] = excluded.get(key, 0) + 1

@@ -87,11 +87,9 @@ class Controller:
         self._fingerprint = 0
         self.wakeup = Wakeup()
         self._stop = threading.Event()
-
-    @property
-    def observers(self) -> list[Observer]:
-        """Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's list."""
-        return self.writer.observers
+        # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own
+        # list, which it calls after each decision it wrote.
+        self.observers: list[Observer] = self.writer.observers
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:

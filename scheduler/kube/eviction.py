@@ -9,11 +9,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.adapter.cluster import admitted_placements
 from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.kube import status as st
 from scheduler.kube.informer import Informer
-from scheduler.kube.snapshot import admitted_placements
 from scheduler.kube.writer import Obj, Writer
 
 

@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -50,7 +51,6 @@ from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.eviction import evict
 from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
-from scheduler.kube.snapshot import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)

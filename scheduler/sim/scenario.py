@@ -6,11 +6,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scheduler.adapter.cluster import core_nodes
+from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, flavor_spec, local_queue_spec
 from scheduler.core.fakecluster import generate_nodes
-from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
+from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
 from scheduler.core.workload import PodSetSpec, TopologyRequest, WorkloadSpec
-from scheduler.sim.engine import GPU, SimFailure, SimJob, SimResult, World
+from scheduler.sim.engine import GPU, SimFailure, SimJob, SimResult, Simulator, World
 from scheduler.sim.trace import Trace, TraceError
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -21,11 +23,8 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
                        queue_objects: Sequence[Mapping[str, Any]]) -> World:
     """``cluster``: a fakecluster description (dict) or a list of Node objects.
     ``queue_objects``: Kueue objects (+ Namespaces). ValueError names what is wrong."""
-    from scheduler.models import convert
-    from scheduler.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
-
     raw_nodes = generate_nodes(cluster) if isinstance(cluster, Mapping) else list(cluster)
-    nodes = tuple(node_from_k8s(dict(n)) for n in raw_nodes)
+    nodes = tuple(core_nodes(raw_nodes))
     if not nodes:
         raise ValueError("the cluster has no nodes")
     by_kind: dict[str, list[Mapping[str, Any]]] = {}
@@ -43,14 +42,13 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         return str((o.get("metadata") or {}).get("name") or "")
 
     try:
-        cqs = {name(o): convert.cluster_queue_to_core(ClusterQueue.model_validate(o)) for o in by_kind["ClusterQueue"]}
+        cqs = {name(o): cluster_queue_spec(o) for o in by_kind["ClusterQueue"]}
         lqs = {}
         for o in by_kind.get("LocalQueue", []):
-            lq = convert.local_queue_to_core(LocalQueue.model_validate(o))
+            lq = local_queue_spec(o)
             lqs[lq.key] = lq
-        flavors = {name(o): convert.flavor_to_core(ResourceFlavor.model_validate(o))
-                   for o in by_kind.get("ResourceFlavor", [])}
-        cohorts = {name(o): convert.cohort_to_core(Cohort.model_validate(o)) for o in by_kind.get("Cohort", [])}
+        flavors = {name(o): flavor_spec(o) for o in by_kind.get("ResourceFlavor", [])}
+        cohorts = {name(o): cohort_spec(o) for o in by_kind.get("Cohort", [])}
     except Exception as exc:  # pydantic ValidationError and friends: one line
         raise ValueError(f"invalid Kueue object: {str(exc).splitlines()[0]}") from exc
     topologies: dict[str, tuple[str, ...]] = {}
@@ -233,8 +231,6 @@ def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare:
                  eviction_delay_s: float = 30.0) -> list[tuple[str, SimResult, dict[str, Any]]]:
     """Every variant of ``compare`` on the same trace: (label, result, summary).
     ``progress(label, index, count, Progress)`` is called as the engine reports."""
-    from scheduler.sim.engine import Simulator
-
     out = []
     runs = variants(world, compare, solver)
     for idx, (label, w, sol) in enumerate(runs):

@@ -5,7 +5,7 @@ A fake HyperPod cluster of N nodes (8 GPUs each, 3 network layers: 16 nodes per 
 8 layer-3 per layer-2) is put in a StaticEngine snapshot served by the real server
 (scheduler.api.server) on 127.0.0.1. Each request places one Job (manifest form, required
 layer-3, 8 pods x 8 GPUs, greedy unless --solver) on the live snapshot tree; the in-process
-figure is ``scheduler.commands.place`` on the same tree — the code the servicer runs — so the
+figure is ``scheduler.adapter.placement`` on the same tree — the code the servicer runs — so the
 difference is gRPC + request parsing + response building. Requests are bounded (--requests).
 
     python scripts/bench/api.py                       # 10,000 nodes, 200 requests
@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import grpc  # noqa: E402
 import yaml  # noqa: E402
 
+from scheduler.adapter.placement import compute_placement, to_json  # noqa: E402
 from scheduler.api.engine import EngineSnapshot, StaticEngine  # noqa: E402
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb  # noqa: E402
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc  # noqa: E402
 from scheduler.api.server import serve  # noqa: E402
-from scheduler.commands.place import compute_placement, to_json  # noqa: E402
 from scheduler.core.workload import workload_from_job  # noqa: E402
 
 L = "topology.k8s.aws/network-node-layer-{}"

@@ -76,10 +76,52 @@ def test_unknown_path() -> None:
         review.handle("/nope", rev(job()), None)
 
 
-def test_internal_validation_error_fails_open_with_warning() -> None:
-    class Broken(ClusterView):
-        def local_queue(self, namespace: str, name: str, live: bool = True) -> Any:
-            raise RuntimeError("boom")
+class _BrokenView(ClusterView):
+    def local_queue(self, namespace: str, name: str, live: bool = True) -> Any:
+        raise RuntimeError("boom")
 
-    resp = review.handle(review.VALIDATE_JOB, rev(job()), Broken())["response"]
+
+def test_internal_validation_error_fails_closed_for_a_managed_job() -> None:
+    resp = review.handle(review.VALIDATE_JOB, rev(job()), _BrokenView())["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 500
+    message = resp["status"]["message"]
+    assert "could not validate Job j: boom" in message and "kueue.x-k8s.io/queue-name" in message
+
+
+def test_internal_validation_error_lets_an_unmanaged_job_through_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_args: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(review, "validate_job", broken)
+    resp = review.handle(review.VALIDATE_JOB, rev(job(queue=None)), ClusterView())["response"]
     assert resp["allowed"] is True and "internal error: boom" in resp["warnings"][0]
+    resp = review.handle(review.VALIDATE_JOB, rev(job()), ClusterView())["response"]
+    assert resp["allowed"] is False
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (b"{", "not JSON"),
+    (b"[" * 50_000 + b"]" * 50_000, "nests deeper than 100 levels"),
+    (json.dumps({"kind": "AdmissionReview", "request": {"uid": "u", "object": {"a": [[[[[[[[[[[[{}]]]]]]]]]]]]}}}
+                ).replace("{}", "[" * 120 + "]" * 120).encode(), "nests deeper"),
+    (b'{"kind": "AdmissionReview", "request": {"uid": "u", "kind": "Job", "object": []}}', "not a Kubernetes"),
+    (b'{"kind": "AdmissionReview", "request": {"uid": 7}}', "no request.uid"),
+    (b"[]", "not an AdmissionReview"),
+])
+def test_answer_is_always_a_well_formed_review(body: bytes, fragment: str) -> None:
+    code, out = review.answer(review.VALIDATE_JOB, body, ClusterView())
+    assert code == 400 and out["kind"] == "AdmissionReview"
+    assert out["response"]["allowed"] is False and fragment in out["response"]["status"]["message"]
+
+
+def test_answer_refuses_a_managed_job_when_deciding_breaks() -> None:
+    code, out = review.answer(review.VALIDATE_JOB, json.dumps(rev(job())).encode(), _BrokenView())
+    assert code == 200 and out["response"]["uid"] == "abc-123" and out["response"]["allowed"] is False
+
+
+def test_non_object_request_kind_is_answered() -> None:
+    body = rev(job())
+    body["request"]["kind"] = "Job"
+    code, out = review.answer(review.VALIDATE_JOB, json.dumps(body).encode(), ClusterView())
+    assert code == 200 and out["response"]["uid"] == "abc-123"

@@ -6,13 +6,12 @@ import copy
 
 import pytest
 
+from scheduler.adapter.workloads import admitted_workload, pending_workload
 from scheduler.models.convert import (
     cluster_queue_to_core,
     cohort_to_core,
     flavor_to_core,
     local_queue_to_core,
-    workload_to_admitted,
-    workload_to_pending,
 )
 from scheduler.models.kueue import ClusterQueue, Cohort, LocalQueue, Workload, dump, parse
 
@@ -140,11 +139,11 @@ def test_workload_v1beta1_reads_and_migrates() -> None:
     wl = Workload.model_validate(copy.deepcopy(WL_V1BETA1))
     assert wl.spec.effective_priority_class() == ("WorkloadPriorityClass", "training-priority")
     assert wl.status is not None and wl.status.unhealthy_nodes[0].name == "node-3"
-    adm = workload_to_admitted(wl, {"f"})
+    adm = admitted_workload(copy.deepcopy(WL_V1BETA1), {"f"})
     assert adm.usage == {("f", "cpu"): 4000} and adm.cluster_queue == "cq"
     assert adm.tas[0].placement.domains[0].values == ("node-1",)
     assert adm.reserved_at > 0
-    pend = workload_to_pending(wl)
+    pend = pending_workload(copy.deepcopy(WL_V1BETA1))
     assert pend.priority == 70 and pend.requeue_at is not None
     new = dump(wl.to_v1beta2())
     assert new["spec"]["priorityClassRef"] == {

@@ -1,0 +1,96 @@
+"""Nodes, pods and topology trees: the cluster's capacity as the core sees it.
+
+One :class:`~scheduler.core.topology.TopologyTree` per TAS ResourceFlavor (a flavor with a
+``topologyName`` whose Topology exists and has levels), built from the flavor's nodes, the
+capacity-holding pods subtracted, then the topology usage of every workload holding a
+reservation (its ``AdmittedWorkload.tas``, decoded once by :mod:`scheduler.adapter.workloads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler.adapter.objects import Obj, name_of
+from scheduler.adapter.queues import topology_levels
+from scheduler.adapter.workloads import admitted_workload, reserved_pod_sets
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
+from scheduler.core.placement.types import PodSetPlacement
+from scheduler.core.preemption import AdmittedWorkload
+from scheduler.core.topology import TopologyTree
+
+
+@dataclass(frozen=True)
+class TasFlavor:
+    """What a TAS ResourceFlavor's tree is built from."""
+
+    flavor: str
+    topology: str
+    levels: tuple[str, ...]
+    node_labels: Mapping[str, str]
+
+
+def core_nodes(nodes: Iterable[Obj]) -> list[NodeInfo]:
+    return [node_from_k8s(n) for n in nodes]
+
+
+def core_pods(pods: Iterable[Obj]) -> list[PodInfo]:
+    """Pods that hold capacity: bound, not finished."""
+    out = []
+    for obj in pods:
+        pod = pod_from_k8s(obj)
+        if pod.node_name and not pod.terminal:
+            out.append(pod)
+    return out
+
+
+def admitted_placements(workload: Obj) -> list[tuple[PodSetPlacement, Mapping[str, int], str]]:
+    """(placement, per-pod requests, flavor) for every pod set with a topology assignment; the
+    flavor is the first of the pod set's flavors by name."""
+    if not (workload.get("status") or {}).get("admission"):
+        return []
+    return [(ps.placement, ps.per_pod, ps.flavors[0] if ps.flavors else "") for ps in reserved_pod_sets(workload)]
+
+
+def tas_flavors(flavors: Iterable[Obj], topologies: Mapping[str, Obj]) -> list[TasFlavor]:
+    """The flavors that get a tree: a ``topologyName`` naming an existing Topology with levels."""
+    out = []
+    for flavor in flavors:
+        spec = flavor.get("spec") or {}
+        topology = spec.get("topologyName")
+        if not topology or topology not in topologies:
+            continue
+        levels = topology_levels(topologies[topology])
+        if levels:
+            out.append(TasFlavor(name_of(flavor), str(topology), levels, dict(spec.get("nodeLabels") or {})))
+    return out
+
+
+def empty_flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: list[NodeInfo],
+                       pods: list[PodInfo], health_policy: HealthPolicy | None = None) -> dict[str, TopologyTree]:
+    """One tree per TAS flavor with the pods' usage, before any workload's reservation."""
+    return {tas.flavor: TopologyTree.build(tas.topology, tas.levels, nodes, pods, flavor_node_labels=tas.node_labels,
+                                           health_policy=health_policy or DEFAULT_POLICY)
+            for tas in tas_flavors(flavors, topologies)}
+
+
+def subtract_admitted(trees: Mapping[str, TopologyTree], admitted: Iterable[AdmittedWorkload]) -> None:
+    """Take every reserved pod set's topology usage out of its flavor's tree."""
+    for workload in admitted:
+        for usage in workload.tas:
+            tree = trees.get(usage.flavor)
+            if tree is not None:
+                tree.add_usage(usage.placement, usage.per_pod)
+
+
+def flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: list[NodeInfo],
+                 pods: list[PodInfo], holding: Iterable[Obj],
+                 health_policy: HealthPolicy | None = None) -> dict[str, TopologyTree]:
+    """One tree per TAS flavor; the usage of every workload in ``holding`` (raw Workloads
+    holding a reservation) subtracted."""
+    trees = empty_flavor_trees(flavors, topologies, nodes, pods, health_policy)
+    names = frozenset(trees)
+    subtract_admitted(trees, (admitted_workload(wl, names) for wl in holding
+                              if (wl.get("status") or {}).get("admission")))
+    return trees

@@ -1,0 +1,77 @@
+"""Raw objects -> one immutable core ``Snapshot`` for an admission cycle.
+
+The immutable-snapshot / pure-cycle / writer split of Kueue: :func:`build_snapshot` turns
+:class:`~scheduler.adapter.objects.ClusterObjects` into plain core data (one TopologyTree per
+TAS flavor with the admitted workloads' usage already subtracted), ``core.cycle.run_cycle``
+decides, and the shell writes the decisions. Every object is converted once here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from scheduler.adapter.cluster import core_nodes, core_pods, empty_flavor_trees, subtract_admitted
+from scheduler.adapter.objects import FINISHED, QUOTA_RESERVED, ClusterObjects, Obj, by_name, condition_true
+from scheduler.adapter.queues import (
+    cluster_queue_specs,
+    cohort_specs,
+    flavor_spec,
+    local_queue_key,
+    local_queue_spec,
+    namespace_labels,
+    priority_values,
+)
+from scheduler.adapter.workloads import admitted_workload, pending_workload
+from scheduler.core.cycle import Snapshot
+from scheduler.core.health import HealthPolicy
+
+
+@dataclass(frozen=True)
+class WorkloadsByState:
+    holding: tuple[Obj, ...]  # QuotaReserved with an admission: their usage counts
+    pending: tuple[Obj, ...]  # waiting for quota (active, not finished, not being deleted)
+
+
+def split_workloads(workloads: tuple[Obj, ...] | list[Obj]) -> WorkloadsByState:
+    """Finished and deleting Workloads count nowhere; inactive ones (``spec.active: false``) only
+    when they still hold a reservation."""
+    holding, pending = [], []
+    for wl in workloads:
+        if condition_true(wl, FINISHED) or (wl.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if condition_true(wl, QUOTA_RESERVED) and (wl.get("status") or {}).get("admission"):
+            holding.append(wl)
+        elif (wl.get("spec") or {}).get("active") is not False:
+            pending.append(wl)
+    return WorkloadsByState(tuple(holding), tuple(pending))
+
+
+def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
+                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None) -> Snapshot:
+    """The objects as one immutable core ``Snapshot`` taken at ``now``."""
+    workloads = split_workloads(list(objects.workloads))
+    topologies = by_name(objects.topologies)
+    trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes), core_pods(objects.pods),
+                               health_policy)
+    # The TAS flavors are known before any workload is read, so each reservation is decoded once.
+    admitted = tuple(admitted_workload(wl, frozenset(trees)) for wl in workloads.holding)
+    subtract_admitted(trees, admitted)
+    ns_labels = namespace_labels(objects.namespaces)
+    return Snapshot(
+        now=now.timestamp(),
+        cluster_queues=cluster_queue_specs(objects.cluster_queues),
+        cohorts=cohort_specs(objects.cohorts),
+        local_queues={local_queue_key(o): local_queue_spec(o) for o in objects.local_queues},
+        flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
+        trees=trees,
+        pending=tuple(pending_workload(wl, ns_labels.get((wl.get("metadata") or {}).get("namespace", ""), {}))
+                      for wl in workloads.pending),
+        admitted=admitted,
+        workload_priority_classes=priority_values(objects.workload_priority_classes),
+        priority_classes=priority_values(objects.priority_classes),
+        inadmissible=inadmissible,
+        namespace_labels=ns_labels,
+        solver=solver,
+        time_budget_s=time_budget_s,
+    )

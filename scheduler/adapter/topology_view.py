@@ -1,0 +1,44 @@
+"""Raw Node/Pod objects -> the topology view of ``toposched topology`` and gRPC ``GetTopology``.
+
+One function with the checks and warnings both doors give (no nodes, unknown levels, no
+topology labels, unknown health label values), so they answer the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scheduler.core.health import HealthPolicy, UnknownValues, node_health
+from scheduler.core.nodes import node_from_k8s, pod_from_k8s
+from scheduler.errors import UserError
+from scheduler.topoview.model import LAYER_PREFIX, TopologyView, build_view, unknown_levels
+
+
+def view_from_objects(nodes_raw: Sequence[Mapping[str, Any]], pods_raw: Sequence[Mapping[str, Any]],
+                      levels: Sequence[str] | None, policy: HealthPolicy, source: str) -> TopologyView:
+    """Raw Node/Pod objects -> the view, with the checks and warnings of ``toposched topology``
+    (shared with the gRPC GetTopology servicer). UserError for no nodes / unknown levels."""
+    try:
+        nodes = [node_from_k8s(n) for n in nodes_raw]
+        pods = [pod_from_k8s(p) for p in pods_raw]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{source}: malformed object ({exc.__class__.__name__}: {exc})") from exc
+    if not nodes:
+        raise UserError(f"{source}: no nodes")
+    if levels:
+        missing = unknown_levels(nodes, levels)
+        if missing:
+            raise UserError(f"level {missing[0]!r} is not a label of any node in {source} "
+                            f"(check --levels/--topology; layer labels look like {LAYER_PREFIX}1)")
+    view = build_view(nodes, pods, levels=levels, policy=policy)
+    if not view.nodes:
+        what = ", ".join(levels) if levels else f"{LAYER_PREFIX}<N>"
+        raise UserError(f"no node in {source} carries topology labels ({what}); instance topology labels "
+                        "exist on p4d/p5/p6/trn instance types (EKS cloud-controller-manager)")
+    seen = UnknownValues()
+    for node in nodes:
+        health = node_health(node, policy)
+        if seen.first(health):
+            view.warnings.append(f"node {node.name}: {health.reason}")
+    return view
