@@ -6,11 +6,16 @@ clock. A node counts as *failed* only after it has been continuously unhealthy f
 that, so flapping causes no eviction storm (documented in docs/health.md). A deleted node is
 failed at once (Kueue: node deleted -> immediate).
 
-Replacement (Kueue's hot swap, ``TASFailedNodeReplacement``): with exactly one failed node
-and the lowest level being hostname, the failed node's pods are moved to other healthy nodes
-inside the domain the request requires (the required level's domain of the remaining pods;
-for preferred, the narrowest level at which a replacement exists, climbing). Unchanged pods
-stay where they are. No replacement -> the caller evicts with reason ``NodeFailures``.
+Replacement (Kueue's hot swap, ``TASFailedNodeReplacement``): with the lowest level being
+hostname, each failed node's pods are moved to other healthy nodes inside the domain the
+request requires (the required level's domain of the remaining pods; for preferred, the
+narrowest level at which a replacement exists, climbing). Unchanged pods stay where they are.
+
+Decisions: :func:`node_failure_decisions` turns (placed workloads, the record of unhealthy
+nodes, the trees) into :class:`ReplaceNodes` or :class:`EvictForNodeFailure`, and
+:func:`apply_replacement` is the one transformation of a placement by a replacement. The
+controller (``scheduler.kube.nodefailures``) and the simulator (``scheduler.sim.engine``) both
+call these two, so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import numpy as np
 
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
+from scheduler.core.preemption import TASUsage
 from scheduler.core.resources import Resources, with_pod_slot
 from scheduler.core.topology import TopologyTree
+from scheduler.core.topology_request import TopologyRequest, slice_levels_of
 
 EVICTION_REASON = "NodeFailures"
 
@@ -40,7 +47,9 @@ def multiple_failures_message(nodes: Iterable[str]) -> str:
 
 @dataclass
 class FailureTracker:
-    """Remembers since when each node has been unhealthy (monotonic seconds)."""
+    """The record of unhealthy nodes: since when each has been unhealthy (seconds on the
+    caller's clock), and which assigned nodes are gone. Recording only; what to do about a
+    failed node is :func:`node_failure_decisions`' business."""
 
     grace_s: float = 3.0
     unhealthy_since: dict[str, float] = field(default_factory=dict)
@@ -222,3 +231,127 @@ def _moved_to(counts: Mapping[str, int], chosen: Mapping[int, int], tree: Topolo
         host = tree.paths[-1][leaf][-1]
         out[host] = out.get(host, 0) + take
     return out
+
+
+# ---------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class PlacedWorkload:
+    """What the failure decision needs of a workload holding a reservation: its topology
+    assignments and, per pod set, the topology request they must keep satisfying."""
+
+    key: str
+    tas: tuple[TASUsage, ...]
+    requests: Mapping[str, TopologyRequest | None] = field(default_factory=dict)
+
+    def assigned_nodes(self) -> set[str]:
+        return {host for usage in self.tas for host in pods_per_node(usage.placement)}
+
+
+@dataclass(frozen=True)
+class ReplaceNodes:
+    """Move the pods of ``failed_nodes`` as ``placements`` say (only the pod sets that move)."""
+
+    workload: str
+    failed_nodes: tuple[str, ...]
+    placements: tuple[PodSetPlacement, ...]
+
+
+@dataclass(frozen=True)
+class EvictForNodeFailure:
+    """No replacement inside the request for every failed node: evict (reason NodeFailures)."""
+
+    workload: str
+    failed_nodes: tuple[str, ...]
+    message: str
+    reason: str = EVICTION_REASON
+
+
+NodeFailureDecision = ReplaceNodes | EvictForNodeFailure
+
+
+def apply_replacement(placement: PodSetPlacement, decision: ReplaceNodes) -> PodSetPlacement:
+    """The pod set's placement after ``decision`` (unchanged when the decision does not move it)."""
+    for moved in decision.placements:
+        if moved.name == placement.name:
+            return moved
+    return placement
+
+
+def eviction_message(failed_nodes: Sequence[str]) -> str:
+    """Kueue's words: one failed node without a replacement, or several failing together."""
+    return multiple_failures_message(failed_nodes) if len(failed_nodes) > 1 else no_replacement_message(failed_nodes)
+
+
+def node_failure_decisions(workloads: Sequence[PlacedWorkload], unhealthy: FailureTracker,
+                           trees: Mapping[str, TopologyTree], now: float,
+                           node_labels: Mapping[str, Mapping[str, str]], *,
+                           release_evicted: bool = False) -> list[NodeFailureDecision]:
+    """Replace-or-evict for every workload with a failed node (unhealthy for the tracker's
+    grace, or deleted) in its assignment, in the given order.
+
+    ``trees`` hold every listed workload's usage and are not modified: each replacement is
+    reserved in a private copy before the next workload is looked at, so two workloads never
+    take the same spare slot. ``release_evicted``: an evicted workload's usage is freed at once
+    (the simulator, where pods terminate in no time); the controller keeps it until the pods
+    are gone. ``node_labels``: labels of the failed nodes still known (slice domains)."""
+    scratch = _CopyOnWrite(trees)
+    out: list[NodeFailureDecision] = []
+    for workload in workloads:
+        failed = unhealthy.failed_among(workload.assigned_nodes(), now)
+        if not failed:
+            continue
+        moved = _replacements(workload, failed, scratch, node_labels)
+        if moved is None:
+            out.append(EvictForNodeFailure(workload.key, tuple(failed), eviction_message(failed)))
+            if release_evicted:
+                for usage in workload.tas:
+                    if scratch.get(usage.flavor) is not None:
+                        scratch.writable(usage.flavor).remove_usage(usage.placement, usage.per_pod)
+            continue
+        decision = ReplaceNodes(workload.key, tuple(failed), tuple(moved))
+        for usage in workload.tas:
+            new = apply_replacement(usage.placement, decision)
+            if new is not usage.placement:
+                tree = scratch.writable(usage.flavor)
+                tree.remove_usage(usage.placement, usage.per_pod)
+                tree.add_usage(new, usage.per_pod)
+        out.append(decision)
+    return out
+
+
+class _CopyOnWrite:
+    """The caller's trees, each copied the first time a decision changes its usage."""
+
+    def __init__(self, trees: Mapping[str, TopologyTree]) -> None:
+        self._trees = trees
+        self._copies: dict[str, TopologyTree] = {}
+
+    def get(self, flavor: str) -> TopologyTree | None:
+        return self._copies.get(flavor) or self._trees.get(flavor)
+
+    def writable(self, flavor: str) -> TopologyTree:
+        if flavor not in self._copies:
+            self._copies[flavor] = self._trees[flavor].clone()
+        return self._copies[flavor]
+
+
+def _replacements(workload: PlacedWorkload, failed: Sequence[str], trees: _CopyOnWrite,
+                  node_labels: Mapping[str, Mapping[str, str]]) -> list[PodSetPlacement] | None:
+    """The new placement of every pod set on a failed node (all or none), None to evict."""
+    moved: list[PodSetPlacement] = []
+    for usage in workload.tas:
+        if not set(failed) & set(pods_per_node(usage.placement)):
+            continue
+        tree = trees.get(usage.flavor)
+        if tree is None:
+            return None
+        request = workload.requests.get(usage.placement.name)
+        new = replace_failed_nodes(tree, usage.placement, usage.per_pod, failed,
+                                   request.required if request else None,
+                                   {n: node_labels[n] for n in failed if n in node_labels}, slice_levels_of(request))
+        if new is None:
+            return None
+        moved.append(new)
+    return moved or None

@@ -13,21 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from scheduler.core import topology_request as codec
 from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
 from scheduler.core.topology_request import TopologyRequest, request_from_annotations, request_from_kueue
-
-# The codec (scheduler.core.topology_request) owns these names; they stay importable from here.
-ANN_GROUP_NAME = codec.ANN_GROUP_NAME
-ANN_PREFERRED = codec.ANN_PREFERRED
-ANN_REQUIRED = codec.ANN_REQUIRED
-ANN_SLICE_CONSTRAINTS = codec.ANN_SLICE_CONSTRAINTS
-ANN_SLICE_REQUIRED = codec.ANN_SLICE_REQUIRED
-ANN_SLICE_SIZE = codec.ANN_SLICE_SIZE
-ANN_UNCONSTRAINED = codec.ANN_UNCONSTRAINED
-SliceConstraint = codec.SliceConstraint
-TopologyRequestError = codec.TopologyRequestError
-slice_levels_of = codec.slice_levels_of
 
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
@@ -75,12 +62,6 @@ class WorkloadSpec:
 class WorkloadFormatError(ValueError):
     """An object that cannot be read as a workload; the message names the field. (A bad topology
     request raises :class:`TopologyRequestError`, also a ValueError.)"""
-
-
-# Earlier names of the codec's functions (scheduler.core.topology_request), still imported by
-# modules that other parts of the redesign rewrite.
-topology_request_from_annotations = request_from_annotations
-topology_request_from_workload = request_from_kueue
 
 
 def pod_set_from_template(

@@ -15,7 +15,8 @@ one stopped — no admission is lost and none is made twice:
 6. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
                           its decisions are written back (admit / preempt / pending reason).
 
-Only the leader runs phases; followers keep caches warm.
+Only the leader runs phases; followers keep caches warm. Every write goes through the
+:class:`~scheduler.kube.writer.Writer`, which checks leadership before each one.
 """
 
 from __future__ import annotations
@@ -28,29 +29,26 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.core.assignment import decode_topology_assignment
+from scheduler.core.cycle import Snapshot, run_cycle
 from scheduler.core.queueing import QueueState
-from scheduler.core.topology_request import TopologyRequestError, request_from_kueue
-from scheduler.core.workload import (
-    ANN_UNCONSTRAINED,
-    LABEL_PRIORITY_CLASS,
-    LABEL_QUEUE_NAME,
-    owned_by_managed_parent,
-)
+from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
 from scheduler.kube import status as st
+from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.informer import WORKLOADS, Api, object_key
+from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
-from scheduler.kube.nodefailures import NodeFailureHandler
+from scheduler.kube.nodefailures import NodeFailureHandler, requeue_or_fail
 from scheduler.kube.queues import QueueObjectsWriter
+from scheduler.kube.snapshot import build_snapshot
+from scheduler.kube.writer import Observer, Writer
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Clock = Callable[[], dt.datetime]
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+utcnow = st.utcnow
 
 
 def _owner_uid(workload: Mapping[str, Any]) -> str | None:
@@ -60,37 +58,34 @@ def _owner_uid(workload: Mapping[str, Any]) -> str | None:
     return ((workload.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_UID)
 
 
-def is_finished(workload: Mapping[str, Any]) -> bool:
-    return st.condition_true(workload, st.FINISHED)
-
-
-def has_reservation(workload: Mapping[str, Any]) -> bool:
-    return st.condition_true(workload, st.QUOTA_RESERVED) and bool((workload.get("status") or {}).get("admission"))
-
-
-def is_evicting(workload: Mapping[str, Any]) -> bool:
-    return has_reservation(workload) and st.condition_true(workload, st.EVICTED)
+is_finished = st.is_finished
+has_reservation = st.has_reservation
+is_evicting = st.is_evicting
 
 
 class Controller:
-    def __init__(self, api: Api, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
-                 time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0) -> None:
+    def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
+                 time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0,
+                 is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None) -> None:
+        """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
+        elector sets). ``events``: where Events go (default: a recorder on ``api``)."""
         self.api = api
         self.cache = cache
         self.clock = clock
         self.solver = solver
         self.time_budget_s = time_budget_s
         self.resync_s = resync_s
-        self.events = EventRecorder(api)
-        self.node_failures = NodeFailureHandler(self, grace_s=node_failure_grace_s)
+        self.leading = threading.Event()
+        self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
+        self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s)
         self.queue_state = QueueState()
-        self.queue_objects = QueueObjectsWriter(api, cache, clock)
+        self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
         self.wakeup = Wakeup()
-        self.leading = threading.Event()
         self._stop = threading.Event()
-        # Observers of decisions (the gRPC WatchDecisions stream, metrics): fn(kind, workload, detail).
-        self.observers: list[Callable[[str, Obj, Mapping[str, Any]], None]] = []
+        # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own
+        # list, which it calls after each decision it wrote.
+        self.observers: list[Observer] = self.writer.observers
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
@@ -108,66 +103,6 @@ class Controller:
             if uid:
                 out[uid] = wl
         return out
-
-    def _patch_status(self, workload: Obj, status: Mapping[str, Any]) -> Obj | None:
-        """Status write with optimistic concurrency: a stale copy gets 409 and is retried next
-        reconcile from fresh state, never blindly overwritten."""
-        meta = workload["metadata"]
-        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": dict(status)}
-        try:
-            updated = self.api.merge_patch(WORKLOADS, meta["name"], body, meta["namespace"], subresource="status")
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                log.debug("status write for %s skipped: %s", object_key(workload), exc.status)
-                return None
-            raise
-        self.cache.write_through(self.cache.workloads, updated)
-        return updated
-
-    def previous_domains(self, wl: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-        """Per pod set, the domain at its requested level (required, else preferred) that the
-        current assignment sits in — remembered at eviction so re-admission prefers it."""
-        from scheduler.kube.snapshot import admitted_placements
-
-        requests = {ps["name"]: (ps.get("topologyRequest") or {}) for ps in (wl.get("spec") or {}).get("podSets") or ()}
-        out: dict[str, dict[str, str]] = {}
-        for placement, _per_pod, _flavor in admitted_placements(wl):
-            req = requests.get(placement.name) or {}
-            level = req.get("required") or req.get("preferred")
-            if not level or tuple(placement.levels) != ("kubernetes.io/hostname",):
-                continue
-            values = {((self.cache.nodes.get(d.values[0]) or {}).get("metadata") or {}).get("labels", {}).get(level)
-                      for d in placement.domains}
-            if len(values) == 1 and None not in values:
-                out[placement.name] = {level: values.pop()}
-        return out
-
-    def evict(self, wl: Obj, reason: str, message: str, preempted_reason: str | None = None) -> Obj | None:
-        """Evicted=True (and Preempted=True), after remembering the domains the workload held."""
-        import json
-
-        from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS
-
-        domains = self.previous_domains(wl)
-        if domains:
-            meta = wl["metadata"]
-            try:
-                wl = self.api.merge_patch(WORKLOADS, meta["name"], {"metadata": {
-                    "resourceVersion": meta.get("resourceVersion"),
-                    "annotations": {ANN_PREVIOUS_DOMAINS: json.dumps(domains, sort_keys=True)}}}, meta["namespace"])
-                self.cache.write_through(self.cache.workloads, wl)
-            except ApiException as exc:
-                if exc.status in (404, 409):
-                    return None
-                raise
-        return self._patch_status(wl, st.evict_status(wl, reason, message, self.clock(), preempted_reason))
-
-    def _notify(self, kind: str, workload: Obj, detail: Mapping[str, Any]) -> None:
-        for observer in self.observers:
-            try:
-                observer(kind, workload, detail)
-            except Exception:
-                log.exception("decision observer failed")
 
     # ------------------------------------------------------------------ phase 1
     def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
@@ -208,26 +143,26 @@ class Controller:
             priority = self.resolve_priority(job)
             if priority is None:
                 name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
-                self.events.record(job, "Warning", "WorkloadPriorityClassNotFound",
-                                   f"workloadPriorityClass \"{name}\" not found; create it or fix label "
-                                   f"{LABEL_PRIORITY_CLASS}")
+                self.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
+                                  f"workloadPriorityClass \"{name}\" not found; create it or fix label "
+                                  f"{LABEL_PRIORITY_CLASS}")
                 continue
             try:
                 body = workload_for_job(integration, job, priority[0], priority[1])
             except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
-                self.events.record(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
+                self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
                 continue
-            try:
-                created = self.api.create(WORKLOADS, body, job["metadata"]["namespace"])
-            except ApiException as exc:
-                if exc.status == 409:
-                    continue
-                log.warning("creating workload for %s failed: %s", object_key(job), exc.body)
-                self.events.record(job, "Warning", "CreatedWorkloadFailed", str(exc.body)[:500])
-                continue
-            self.cache.write_through(self.cache.workloads, created)
-            self.events.record(job, "Normal", "CreatedWorkload",
-                               f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
+            self._create_workload(job, body)
+
+    def _create_workload(self, job: Obj, body: Obj) -> None:
+        def failed(exc: ApiException) -> None:
+            log.warning("creating workload for %s failed: %s", object_key(job), exc.body)
+            self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc.body)[:500])
+
+        created = self.writer.create(WORKLOADS, body, job["metadata"]["namespace"], self.cache.workloads, failed)
+        if created is not None:
+            self.writer.event(job, "Normal", "CreatedWorkload",
+                              f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
 
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
@@ -241,8 +176,9 @@ class Controller:
             integration, job = entry
             state = integration.finish_state(job)
             if state.finished:
-                if self._patch_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
-                    self._notify("finished", wl, {"reason": state.reason})
+                if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message,
+                                                                          self.clock())):
+                    self.writer.notify("finished", wl, {"reason": state.reason})
 
     # ------------------------------------------------------------------ phase 3
     def progress_evictions(self) -> None:
@@ -252,7 +188,7 @@ class Controller:
                 continue
             entry = jobs.get(_owner_uid(wl) or "")
             if entry is None:
-                self._patch_status(wl, st.release_status(wl, self.clock()))
+                self.writer.patch_workload_status(wl, st.release_status(wl, self.clock()))
                 continue
             integration, job = entry
             if not integration.is_suspended(job):
@@ -261,7 +197,7 @@ class Controller:
             if not integration.can_restore(job):
                 continue  # pods still going, or the Job controller has not cleared startTime yet
             restore = integration.restore_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
-            if restore is not None and not self._patch_job(integration, job, restore):
+            if restore is not None and not self.writer.patch_job(integration, job, restore):
                 continue
             self._release(wl, job)
 
@@ -269,41 +205,26 @@ class Controller:
         """The evicted job's pods are gone: drop the reservation. Preempted and NodeFailures
         evictions requeue at once (Kueue), unless HyperPod auto-resume retries are used up."""
         now = self.clock()
-        requeue, failure = self.node_failures.requeue_or_fail(wl)
+        requeue, failure = requeue_or_fail(wl)
         status = st.release_status(wl, now, requeue=requeue)
         if failure:
             status["conditions"] = st.finish_status(st.merged(wl, status), "Failed", failure, now)["conditions"]
-        if self._patch_status(wl, status):
+        if self.writer.patch_workload_status(wl, status):
             if failure:
-                self.events.record(job, "Warning", "AutoResumeRetriesExhausted", failure)
-                self._notify("finished", wl, {"reason": "Failed", "message": failure})
+                self.writer.event(job, "Warning", "AutoResumeRetriesExhausted", failure)
+                self.writer.notify("finished", wl, {"reason": "Failed", "message": failure})
             else:
-                self._notify("requeued", wl, {})
-
-    def _patch_job(self, integration: JobIntegration, job: Obj, patch: Mapping[str, Any]) -> bool:
-        meta = job["metadata"]
-        try:
-            updated = self.api.merge_patch(integration.resource, meta["name"], dict(patch), meta["namespace"])
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                return False
-            log.warning("patching %s failed: HTTP %s %s", object_key(job), exc.status, str(exc.body)[:300])
-            self.events.record(job, "Warning", "UpdateFailed", str(exc.body)[:500])
-            return False
-        self.cache.write_through(self.cache.jobs[f"{integration.group}/{integration.kind}"], updated)
-        return True
+                self.writer.notify("requeued", wl, {})
 
     def _suspend(self, integration: JobIntegration, job: Obj, wl: Mapping[str, Any]) -> None:
-        if self._patch_job(integration, job, integration.stop_patch(job)):
+        if self.writer.patch_job(integration, job, integration.stop_patch(job)):
             evicted = st.find_condition(wl, st.EVICTED) or {}
-            self.events.record(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
+            self.writer.event(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
 
     # ------------------------------------------------------------------ phase 4
     def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
         """Per pod set: the flavors' nodeLabels, plus the required domain's labels (every level
         from the top down to the required one), read from the nodes of the assignment."""
-        from scheduler.core.assignment import decode_topology_assignment
-
         spec_sets = {ps["name"]: ps for ps in (wl.get("spec") or {}).get("podSets") or ()}
         out = []
         for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
@@ -318,16 +239,14 @@ class Controller:
             annotations: dict[str, str] = {}
             if psa.get("topologyAssignment"):
                 if required:
-                    selector.update(self._required_domain_selector(
-                        decode_topology_assignment, psa, required, flavor_name))
+                    selector.update(self._required_domain_selector(psa, required, flavor_name))
                 if request is None or not request.explicit:
                     annotations[ANN_UNCONSTRAINED] = "true"
             out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations))
         return out
 
-    def _required_domain_selector(self, decode: Any, psa: Mapping[str, Any], required: str,
-                                  flavor_name: str) -> dict[str, str]:
-        levels, domains = decode(psa["topologyAssignment"])
+    def _required_domain_selector(self, psa: Mapping[str, Any], required: str, flavor_name: str) -> dict[str, str]:
+        levels, domains = decode_topology_assignment(psa["topologyAssignment"])
         topo_name = ((self.cache.flavors.get(flavor_name) or {}).get("spec") or {}).get("topologyName")
         topo = self.cache.topologies.get(topo_name or "") or {}
         topo_levels = [lv["nodeLabel"] for lv in (topo.get("spec") or {}).get("levels") or ()]
@@ -359,9 +278,9 @@ class Controller:
             if not integration.can_restore(job):
                 continue  # the previous run's pods are not gone yet: never two copies of a pod
             patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
-            if not self._patch_job(integration, job, patch):
+            if not self.writer.patch_job(integration, job, patch):
                 continue
-            self.events.record(job, "Normal", "Started",
+            self.writer.event(job, "Normal", "Started",
                                f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 
     # ------------------------------------------------------------------ phase 5
@@ -381,20 +300,18 @@ class Controller:
         nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in self.cache.nodes.items())
         return hash((holding, config, nodes))
 
-    def admit(self) -> Any:
+    def admit(self) -> Snapshot:
         """One admission cycle; returns the snapshot it decided on (the queue status is
         computed from it too)."""
-        from scheduler.core.cycle import run_cycle
-        from scheduler.kube.snapshot import apply_decisions, build_snapshot
-
         fingerprint = self._capacity_fingerprint()
         if fingerprint != self._fingerprint:
             self.queue_state.release()
             self._fingerprint = fingerprint
-        snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
-                                  inadmissible=self.queue_state.inadmissible())
+        snapshot: Snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver,
+                                            time_budget_s=self.time_budget_s,
+                                            inadmissible=self.queue_state.inadmissible())
         if snapshot.pending:
-            apply_decisions(self, snapshot, run_cycle(snapshot))
+            apply_decisions(self.writer, self.queue_state, snapshot, run_cycle(snapshot), self.clock())
         return snapshot
 
     # ------------------------------------------------------------------ loop

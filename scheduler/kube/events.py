@@ -12,12 +12,13 @@ import logging
 import queue
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.kube.informer import Api, Resource
+from scheduler.kube.informer import KubeApi, Resource
+from scheduler.kube.status import utcnow
 
 log = logging.getLogger(__name__)
 EVENTS = Resource("", "v1", "events")
@@ -25,8 +26,10 @@ COMPONENT = "toposched-controller"
 
 
 class EventRecorder:
-    def __init__(self, api: Api, component: str = COMPONENT, max_queued: int = 10000) -> None:
+    def __init__(self, api: KubeApi, component: str = COMPONENT, max_queued: int = 10000,
+                 clock: Callable[[], dt.datetime] = utcnow) -> None:
         self.api = api
+        self.clock = clock
         self.component = component
         self._seen: dict[tuple[str, str, str, str], tuple[str, int]] = {}
         self._lock = threading.Lock()
@@ -49,12 +52,18 @@ class EventRecorder:
                 self._write(obj, event_type, reason, message)
             except Exception:  # never let one bad Event stop the writer
                 log.exception("writing event %s failed", reason)
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Block until every queued Event has been written (tests, clean shutdown)."""
+        self._queue.join()
 
     def _write(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         key = (namespace, str(meta.get("uid")), reason, message)
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = self.clock().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self._lock:
             previous = self._seen.get(key)
         try:

@@ -12,9 +12,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
@@ -74,6 +74,28 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
 
 
+class KubeApi(Protocol):
+    """The calls the controller, the informers and the writer make: :class:`Api` over HTTP,
+    ``scheduler.kube.fakeapi.FakeApi`` in memory. Failures raise the client's ``ApiException``
+    with the API server's status (404 gone, 409 conflict on a stale resourceVersion)."""
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj: ...
+
+    def list(self, resource: Resource, namespace: str | None = None, **query: Any) -> Obj: ...
+
+    def create(self, resource: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj: ...
+
+    def merge_patch(self, resource: Resource, name: str, patch: Mapping[str, Any], namespace: str | None = None,
+                    subresource: str | None = None) -> Obj: ...
+
+    def replace(self, resource: Resource, obj: Mapping[str, Any], subresource: str | None = None) -> Obj: ...
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None, **query: Any) -> Any: ...
+
+    def watch(self, resource: Resource, resource_version: str, timeout_s: int = 240,
+              **query: Any) -> Iterator[Obj]: ...
+
+
 class Api:
     """Thin JSON-over-HTTP helper on the official client's connection pool and auth."""
 
@@ -106,7 +128,7 @@ class Api:
             content_type="application/merge-patch+json",
         )
 
-    def json_patch(self, resource: Resource, name: str, ops: list[Mapping[str, Any]],
+    def json_patch(self, resource: Resource, name: str, ops: Sequence[Mapping[str, Any]],
                    namespace: str | None = None, subresource: str | None = None) -> Obj:
         return self.request(  # type: ignore[no-any-return]
             "PATCH", resource.path(namespace, name, subresource), body=[dict(o) for o in ops],
@@ -145,7 +167,7 @@ class Informer:
     # How often an optional informer asks again whether its resource is served.
     ABSENT_RETRY_S = 15.0
 
-    def __init__(self, api: Api, resource: Resource, *, label_selector: str | None = None,
+    def __init__(self, api: KubeApi, resource: Resource, *, label_selector: str | None = None,
                  field_selector: str | None = None, optional: bool = False) -> None:
         """``optional``: the resource may not be served (a CRD that is not installed, e.g.
         JobSet): a 404 counts as synced and empty, and the informer asks again every
@@ -188,7 +210,8 @@ class Informer:
             except Exception:  # a handler bug must not kill the watch
                 log.exception("handler for %s %s %s failed", self.resource.plural, event, object_key(obj))
 
-    def _relist(self) -> None:
+    def relist(self) -> None:
+        """List the resource and make ``store`` equal to it, emitting the differences."""
         listed = self.api.list(self.resource, **self.query)
         fresh = {object_key(o): o for o in listed.get("items") or ()}
         with self.lock:
@@ -210,10 +233,11 @@ class Informer:
         while not self._stop.is_set():
             try:
                 if need_list:
-                    self._relist()
+                    self.relist()
                     self.synced.set()
                     need_list = False
-                for event in self.api.watch(self.resource, self._rv, **self.query):
+                query: dict[str, Any] = dict(self.query)
+                for event in self.api.watch(self.resource, self._rv, **query):
                     if self._stop.is_set():
                         return
                     kind, obj = event.get("type"), event.get("object") or {}

@@ -16,13 +16,10 @@ from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.kube.informer import LEASES, Api
+from scheduler.kube.informer import LEASES, KubeApi
+from scheduler.kube.status import utcnow
 
 log = logging.getLogger(__name__)
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def _micro(t: dt.datetime) -> str:
@@ -36,9 +33,14 @@ def _parse(text: str | None) -> dt.datetime | None:
 
 
 class LeaseElector:
-    def __init__(self, api: Api, name: str, namespace: str, identity: str, *,
-                 lease_duration_s: int = 15, renew_deadline_s: float = 10, retry_period_s: float = 2) -> None:
+    def __init__(self, api: KubeApi, name: str, namespace: str, identity: str, *,
+                 lease_duration_s: int = 15, renew_deadline_s: float = 10, retry_period_s: float = 2,
+                 clock: Callable[[], dt.datetime] = utcnow, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: the wall time written into the Lease; ``monotonic``: measures the renew
+        deadline (immune to wall-clock jumps)."""
         self.api = api
+        self.clock = clock
+        self.monotonic = monotonic
         self.name = name
         self.namespace = namespace
         self.identity = identity
@@ -49,7 +51,7 @@ class LeaseElector:
         self._stop = threading.Event()
 
     def _try_acquire_or_renew(self) -> bool:
-        now = _now()
+        now = self.clock()
         try:
             lease = self.api.get(LEASES, self.name, self.namespace)
         except ApiException as exc:
@@ -119,7 +121,7 @@ class LeaseElector:
             except Exception as exc:  # API server unreachable: counts as a failed renewal
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                 ok = False
-            mono = time.monotonic()
+            mono = self.monotonic()
             if ok:
                 last_renew = mono
                 if not self.is_leader.is_set():

@@ -1,7 +1,10 @@
 """Node failures of admitted workloads (the controller's health watcher).
 
-For every workload that holds a reservation, the nodes of its assignment are checked with
-``node_health`` (one function, one answer) through a debounced :class:`FailureTracker`.
+The shell only records: every node's health (``node_health``, one function, one answer) goes
+into a :class:`FailureTracker` (name -> first seen unhealthy, on the injected clock; deleted
+nodes), as Kueue keeps ``status.unhealthyNodes``. What to do is decided by the pure
+``core.failures.node_failure_decisions`` (the simulator calls the same), and this module
+writes the decisions through the :class:`~scheduler.kube.writer.Writer`:
 
 - Hostname-level assignment and a replacement inside the domain the request requires (for
   slices: each failed node's own slice domain) for every failed node: the assignment is
@@ -24,37 +27,38 @@ Without the annotations Kueue's behaviour holds: requeue at once, no limit.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
+from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
+    EvictForNodeFailure,
     FailureTracker,
-    multiple_failures_message,
-    no_replacement_message,
-    pods_per_node,
-    replace_failed_nodes,
+    PlacedWorkload,
+    ReplaceNodes,
+    apply_replacement,
+    node_failure_decisions,
 )
 from scheduler.core.health import node_health
 from scheduler.core.nodes import node_from_k8s
-from scheduler.core.workload import ANN_WORKLOAD, slice_levels_of, topology_request_from_workload
+from scheduler.core.preemption import TASUsage
+from scheduler.core.topology_request import request_from_kueue
+from scheduler.core.workload import ANN_WORKLOAD
 from scheduler.kube import status as st
-from scheduler.kube.informer import PODS, WORKLOADS
+from scheduler.kube.cache import ClusterCache
+from scheduler.kube.eviction import evict
 from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
-from scheduler.kube.snapshot import admitted_placements, core_nodes, core_pods, flavor_trees
-
-if TYPE_CHECKING:
-    from scheduler.kube.controller import Controller
+from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)
 ANN_RETRIES = "toposched.dev/node-failure-retries"
 ANN_RETRY_KEY = "toposched.dev/node-failure-counted"
 DEFAULT_MAX_RETRIES = 1  # HyperPod CLI default when --auto-resume is set without --max-retry
+Clock = Callable[[], dt.datetime]
 
 
 def auto_resume(workload: Mapping[str, Any]) -> tuple[bool, int]:
@@ -80,14 +84,40 @@ def reservation_key(workload: Mapping[str, Any]) -> str:
     return str(cond.get("lastTransitionTime", ""))
 
 
+def requeue_or_fail(workload: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """After a NodeFailures eviction: (requeue?, failure message when retries are used up)."""
+    evicted = st.find_condition(workload, st.EVICTED) or {}
+    if evicted.get("reason") != EVICTION_REASON:
+        return True, None
+    enabled, limit = auto_resume(workload)
+    if not enabled:
+        return True, None
+    used = retries_used(workload)
+    if used > limit:
+        return False, (f"exceeded the maximum number of auto-resume retries ({limit}) after node failures; "
+                       f"last: {evicted.get('message', '')}")
+    return True, None
+
+
+def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
+    """A Workload object as the failure decision's input (its topology assignments)."""
+    requests = {ps["name"]: request_from_kueue(ps.get("topologyRequest"))
+                for ps in (workload.get("spec") or {}).get("podSets") or ()}
+    tas = tuple(TASUsage(flavor, placement, per_pod) for placement, per_pod, flavor in admitted_placements(workload))
+    meta = workload["metadata"]
+    return PlacedWorkload(f"{meta['namespace']}/{meta['name']}", tas, requests)
+
+
 class NodeFailureHandler:
-    def __init__(self, controller: Controller, grace_s: float = 3.0) -> None:
-        self.controller = controller
+    def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.clock = clock
         self.tracker = FailureTracker(grace_s=grace_s)
 
-    def observe_nodes(self) -> dict[str, dict[str, Any]]:
-        now = time.monotonic()
-        nodes = {n["metadata"]["name"]: n for n in self.controller.cache.nodes.items()}
+    def record_nodes(self, now: float) -> dict[str, Obj]:
+        """Record every node's health (and nodes that are gone); returns the nodes by name."""
+        nodes = {n["metadata"]["name"]: n for n in self.cache.nodes.items()}
         for name, obj in nodes.items():
             self.tracker.observe(name, node_health(node_from_k8s(obj)).healthy, now)
         for name in list(self.tracker.unhealthy_since):
@@ -96,129 +126,85 @@ class NodeFailureHandler:
         return nodes
 
     def run(self) -> None:
-        """One pass over the workloads holding a reservation."""
-        from scheduler.kube.controller import has_reservation, is_finished
-
-        nodes = self.observe_nodes()
-        now = time.monotonic()
-        holding = [wl for wl in self.controller.cache.workloads.items()
-                   if has_reservation(wl) and not st.condition_true(wl, st.EVICTED) and not is_finished(wl)]
+        """One pass over the workloads holding a reservation: record, decide, write."""
+        now = self.clock().timestamp()
+        nodes = self.record_nodes(now)
+        holding = [wl for wl in self.cache.workloads.items()
+                   if st.has_reservation(wl) and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)]
+        placed = {}
         for wl in holding:
-            assigned: dict[str, int] = {}
-            for placement, _per_pod, _flavor in admitted_placements(wl):
-                for host, count in pods_per_node(placement).items():
-                    assigned[host] = assigned.get(host, 0) + count
-            for host in assigned:
+            workload = placed_workload(wl)
+            for host in workload.assigned_nodes():
                 if host not in nodes and host not in self.tracker.deleted:
                     self.tracker.observe_deleted(host)
-            failed = self.tracker.failed_among(assigned, now)
-            if not failed:
-                continue
-            if self._hot_swap(wl, failed, nodes, holding):
-                continue
-            message = multiple_failures_message(failed) if len(failed) > 1 else no_replacement_message(failed)
-            self.evict(wl, message)
+            if self.tracker.failed_among(workload.assigned_nodes(), now):
+                placed[workload.key] = (workload, wl)
+        if not placed:
+            return  # the trees are built only when some assigned node has failed
+        for decision in self._decide([w for w, _ in placed.values()], nodes, holding, now):
+            wl = placed[decision.workload][1]
+            if isinstance(decision, ReplaceNodes):
+                self.replace(wl, decision)
+            else:
+                self.evict(wl, decision)
+
+    def _decide(self, workloads: Sequence[PlacedWorkload], nodes: Mapping[str, Obj], holding: list[Obj],
+                now: float) -> list[ReplaceNodes | EvictForNodeFailure]:
+        topologies = {t["metadata"]["name"]: t for t in self.cache.topologies.items()}
+        trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(nodes.values()),
+                             core_pods(self.cache.pods.items()), holding)
+        labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
+        return node_failure_decisions(workloads, self.tracker, trees, now, labels)
 
     # ------------------------------------------------------------------ hot swap
-    def _hot_swap(self, wl: dict[str, Any], failed: list[str], nodes: Mapping[str, Any], holding: list[Any]) -> bool:
-        """Move the pods of every failed node to healthy nodes inside the workload's request
-        (all of them or none); False when that is not possible and the workload must go."""
-        ctl = self.controller
-        cache = ctl.cache
-        topologies = {t["metadata"]["name"]: t for t in cache.topologies.items()}
-        trees = flavor_trees(cache.flavors.items(), topologies, core_nodes(nodes.values()),
-                             core_pods(cache.pods.items()), holding)
-        spec_sets = {ps["name"]: ps for ps in (wl.get("spec") or {}).get("podSets") or ()}
+    def replace(self, wl: Obj, decision: ReplaceNodes) -> None:
+        """Rewrite the assignment, then delete the workload's pods on the failed nodes so the
+        Job controller recreates them (the extender places them on the new slots)."""
         admission = dict((wl.get("status") or {}).get("admission") or {})
-        new_psas = []
-        replaced = False
-        labels_of = {n: ((nodes.get(n) or {}).get("metadata") or {}).get("labels") or {}
-                     for n in failed if n in nodes}
-        for psa, (placement, per_pod, flavor) in zip(admission.get("podSetAssignments") or (),
-                                                      admitted_placements(wl), strict=False):
-            if not set(failed) & set(pods_per_node(placement)):
-                new_psas.append(psa)
-                continue
-            tree = trees.get(flavor)
-            request = topology_request_from_workload((spec_sets.get(psa["name"]) or {}).get("topologyRequest"))
-            if tree is None:
-                return False
-            new = replace_failed_nodes(tree, placement, per_pod, failed, request.required if request else None,
-                                       labels_of, slice_levels_of(request))
-            if new is None:
-                return False
-            new_psas.append({**psa, "topologyAssignment": encode_v1beta2(new)})
-            replaced = True
-        if not replaced:
-            return False
-        updated = ctl._patch_status(wl, {"admission": {**admission, "podSetAssignments": new_psas}})
+        placements = {p.name: p for p, _per_pod, _flavor in admitted_placements(wl)}
+        moved = {p.name for p in decision.placements}
+        psas = [{**psa, "topologyAssignment": encode_v1beta2(apply_replacement(placements[psa["name"]], decision))}
+                if psa.get("name") in moved and psa["name"] in placements else psa
+                for psa in admission.get("podSetAssignments") or ()]
+        updated = self.writer.patch_workload_status(wl, {"admission": {**admission, "podSetAssignments": psas}})
         if updated is None:
-            return True  # stale copy: the next reconcile looks again
+            return  # stale copy (or not leading): the next reconcile looks again
+        failed = list(decision.failed_nodes)
         for node in failed:
             self._delete_pods_on(wl, node)
         names = ", ".join(failed)
-        ctl.events.record(wl, "Normal", "NodeReplaced",
+        self.writer.event(wl, "Normal", "NodeReplaced",
                           f"Replaced unhealthy node{'s' if len(failed) > 1 else ''} {names} within the workload's "
                           "topology domain")
-        ctl._notify("replaced", wl, {"failedNode": failed[0], "failedNodes": failed})
-        log.info("workload %s/%s: replaced failed node(s) %s", wl["metadata"]["namespace"], wl["metadata"]["name"],
-                 names)
-        return True
+        self.writer.notify("replaced", wl, {"failedNode": failed[0], "failedNodes": failed})
+        log.info("workload %s: replaced failed node(s) %s", decision.workload, names)
 
     def _delete_pods_on(self, wl: Mapping[str, Any], node: str) -> None:
         ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
-        for pod in self.controller.cache.pods.items():
+        for pod in self.cache.pods.items():
             meta = pod.get("metadata") or {}
             if meta.get("namespace") != ns or (pod.get("spec") or {}).get("nodeName") != node:
                 continue
             if (meta.get("annotations") or {}).get(ANN_WORKLOAD) != name:
                 continue
-            try:
-                self.controller.api.delete(PODS, meta["name"], ns, gracePeriodSeconds=0)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            self.writer.delete_pod(meta["name"], ns)
 
     # ------------------------------------------------------------------ eviction + retries
-    def evict(self, wl: dict[str, Any], message: str) -> None:
-        ctl = self.controller
-        enabled, limit = auto_resume(wl)
+    def evict(self, wl: Obj, decision: EvictForNodeFailure) -> None:
+        enabled, _limit = auto_resume(wl)
         if enabled and not self._count_retry(wl):
             return  # could not persist the count: do not act on an uncounted failure
-        fresh = ctl.cache.workloads.get(f"{wl['metadata']['namespace']}/{wl['metadata']['name']}") or wl
-        if ctl.evict(fresh, EVICTION_REASON, message):
-            ctl.events.record(fresh, "Warning", "EvictedDueToNodeFailures", message)
-            ctl._notify("evicted", fresh, {"reason": EVICTION_REASON, "message": message})
-            log.info("workload %s/%s evicted: %s", fresh["metadata"]["namespace"], fresh["metadata"]["name"], message)
+        fresh = self.cache.workloads.get(decision.workload) or wl
+        if evict(self.writer, fresh, decision.reason, decision.message, self.clock()):
+            self.writer.event(fresh, "Warning", "EvictedDueToNodeFailures", decision.message)
+            self.writer.notify("evicted", fresh, {"reason": decision.reason, "message": decision.message})
+            log.info("workload %s evicted: %s", decision.workload, decision.message)
 
-    def _count_retry(self, wl: dict[str, Any]) -> bool:
+    def _count_retry(self, wl: Obj) -> bool:
         """Persist one retry for this reservation, exactly once (idempotent across restarts)."""
         key = reservation_key(wl)
         ann = (wl.get("metadata") or {}).get("annotations") or {}
         if ann.get(ANN_RETRY_KEY) == key:
             return True
-        meta = wl["metadata"]
-        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {
-            ANN_RETRIES: str(retries_used(wl) + 1), ANN_RETRY_KEY: key}}}
-        try:
-            updated = self.controller.api.merge_patch(WORKLOADS, meta["name"], patch, meta["namespace"])
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                return False
-            raise
-        self.controller.cache.write_through(self.controller.cache.workloads, updated)
-        return True
-
-    def requeue_or_fail(self, wl: Mapping[str, Any]) -> tuple[bool, str | None]:
-        """After a NodeFailures eviction: (requeue?, failure message when retries are used up)."""
-        evicted = st.find_condition(wl, st.EVICTED) or {}
-        if evicted.get("reason") != EVICTION_REASON:
-            return True, None
-        enabled, limit = auto_resume(wl)
-        if not enabled:
-            return True, None
-        used = retries_used(wl)
-        if used > limit:
-            return False, (f"exceeded the maximum number of auto-resume retries ({limit}) after node failures; "
-                           f"last: {evicted.get('message', '')}")
-        return True, None
+        return self.writer.annotate_workload(wl, {ANN_RETRIES: str(retries_used(wl) + 1), ANN_RETRY_KEY: key}) \
+            is not None

@@ -14,16 +14,18 @@ Writes only; every decision is in ``scheduler.core``.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
+from scheduler.core.cycle import Snapshot
 from scheduler.core.queue_status import FlavorUsage, QueueStatus, queue_statuses
 from scheduler.core.queueing import ACTIVE
 from scheduler.kube import informer as inf
 from scheduler.kube import status as st
+from scheduler.kube.cache import ClusterCache
+from scheduler.kube.writer import Writer
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -41,7 +43,7 @@ def _table(rows: Sequence[FlavorUsage]) -> list[dict[str, Any]] | None:
             for row in rows]
 
 
-def status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: Any) -> dict[str, Any]:
+def status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: dt.datetime) -> dict[str, Any]:
     """The status Kueue would write for this queue object, carrying over its other conditions."""
     meta = obj.get("metadata") or {}
     conditions = st.set_condition([dict(c) for c in (obj.get("status") or {}).get("conditions") or ()], ACTIVE,
@@ -60,12 +62,12 @@ def _changed(obj: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
 class QueueObjectsWriter:
     """Keeps queue status and resource-in-use finalizers in step with the cluster."""
 
-    def __init__(self, api: inf.Api, cache: Any, clock: Any) -> None:
-        self.api = api
+    def __init__(self, writer: Writer, cache: ClusterCache, clock: Callable[[], dt.datetime]) -> None:
+        self.writer = writer
         self.cache = cache
         self.clock = clock
 
-    def sync(self, snapshot: Any) -> None:
+    def sync(self, snapshot: Snapshot) -> None:
         cq_status, lq_status = queue_statuses(snapshot)
         now = self.clock()
         for obj in self.cache.cluster_queues.items():
@@ -81,49 +83,32 @@ class QueueObjectsWriter:
     def _write_status(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, fields: dict[str, Any]) -> None:
         if not _changed(obj, fields):
             return
-        meta = obj["metadata"]
-        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": fields}
-        try:
-            updated = self.api.merge_patch(resource, meta["name"], body, meta.get("namespace"), subresource="status")
-        except ApiException as exc:
-            if exc.status in (404, 409):  # gone, or a newer copy is on its way: next pass
-                return
-            raise
-        self.cache.write_through(informer, updated)
+        self.writer.patch(resource, obj, {"status": fields}, informer, subresource="status")
 
     # ------------------------------------------------------------------ finalizers
-    def _sync_finalizers(self, snapshot: Any) -> None:
+    def _sync_finalizers(self, snapshot: Snapshot) -> None:
         holding = {w.cluster_queue for w in snapshot.admitted}
         used_flavors = {f for obj in self.cache.cluster_queues.items() for f in _flavor_names(obj)}
         used_topologies = {(o.get("spec") or {}).get("topologyName") for o in self.cache.flavors.items()}
-        for informer, resource, in_use in (
-            (self.cache.cluster_queues, inf.CLUSTER_QUEUES, lambda name: name in holding),
-            (self.cache.flavors, inf.RESOURCE_FLAVORS, lambda name: name in used_flavors),
-            (self.cache.topologies, inf.TOPOLOGIES, lambda name: name in used_topologies),
-        ):
+        in_use_by_kind: tuple[tuple[inf.Informer, inf.Resource, set[str | None]], ...] = (
+            (self.cache.cluster_queues, inf.CLUSTER_QUEUES, set(holding)),
+            (self.cache.flavors, inf.RESOURCE_FLAVORS, set(used_flavors)),
+            (self.cache.topologies, inf.TOPOLOGIES, used_topologies),
+        )
+        for informer, resource, in_use in in_use_by_kind:
             for obj in informer.items():
                 meta = obj["metadata"]
                 finalizers = list(meta.get("finalizers") or ())
                 deleting = bool(meta.get("deletionTimestamp"))
                 if not deleting and RESOURCE_IN_USE not in finalizers:
                     self._set_finalizers(informer, resource, obj, [*finalizers, RESOURCE_IN_USE])
-                elif deleting and RESOURCE_IN_USE in finalizers and not in_use(meta["name"]):
+                elif deleting and RESOURCE_IN_USE in finalizers and meta["name"] not in in_use:
                     log.info("%s %s is no longer in use: removing %s", resource.plural, meta["name"], RESOURCE_IN_USE)
                     self._set_finalizers(informer, resource, obj, [f for f in finalizers if f != RESOURCE_IN_USE])
 
     def _set_finalizers(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, finalizers: list[str]) -> None:
-        meta = obj["metadata"]
-        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "finalizers": finalizers}}
-        try:
-            updated = self.api.merge_patch(resource, meta["name"], body)
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                return
-            raise
-        if updated.get("metadata", {}).get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
-            self.cache.forget(informer, updated)  # the API server deletes it now
-        else:
-            self.cache.write_through(informer, updated)
+        # Versioned: a finalizer list computed from a stale copy must not drop another's entry.
+        self.writer.patch(resource, obj, {"metadata": {"finalizers": finalizers}}, informer)
 
 
 def _flavor_names(cluster_queue: Mapping[str, Any]) -> list[str]:

@@ -18,6 +18,11 @@ REQUEUED = "Requeued"
 FINISHED = "Finished"
 
 
+def utcnow() -> dt.datetime:
+    """The default clock of the controller, its Events and its lease (injected everywhere)."""
+    return dt.datetime.now(dt.UTC)
+
+
 def timestamp(now: dt.datetime) -> str:
     return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -36,6 +41,18 @@ def find_condition(workload: Mapping[str, Any], type_: str) -> dict[str, Any] | 
 def condition_true(workload: Mapping[str, Any], type_: str) -> bool:
     cond = find_condition(workload, type_)
     return cond is not None and cond.get("status") == "True"
+
+
+def is_finished(workload: Mapping[str, Any]) -> bool:
+    return condition_true(workload, FINISHED)
+
+
+def has_reservation(workload: Mapping[str, Any]) -> bool:
+    return condition_true(workload, QUOTA_RESERVED) and bool((workload.get("status") or {}).get("admission"))
+
+
+def is_evicting(workload: Mapping[str, Any]) -> bool:
+    return has_reservation(workload) and condition_true(workload, EVICTED)
 
 
 def set_condition(conditions: list[dict[str, Any]], type_: str, status: str, reason: str, message: str,

@@ -15,9 +15,10 @@ With 0 they are released at once.
 
 Node failures flip ``sagemaker.amazonaws.com/node-health-status`` to
 ``UnschedulablePendingReboot`` (so ``node_health`` excludes the node when the trees are
-rebuilt) and, like ``scheduler.kube.nodefailures``: a workload with exactly one failed node in
-a hostname-level assignment is hot-swapped when ``core.failures.find_replacement`` finds a
-slot in the required domain; otherwise it is evicted with reason ``NodeFailures`` and requeued
+rebuilt) and, through the controller's own decision (``core.failures.node_failure_decisions``
+and ``apply_replacement``): a workload with a failed node in a hostname-level assignment is
+hot-swapped when a slot in the required domain takes its pods; otherwise it is evicted with
+reason ``NodeFailures`` and requeued
 (keeping its creation-time queue position, as Kueue does). A requeued job restarts from the
 beginning (no checkpoint model). Preempted victims are released at once (their pods'
 termination takes no virtual time).
@@ -37,7 +38,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
-from scheduler.core.failures import EVICTION_REASON, find_replacement, pods_per_node
+from scheduler.core.failures import (
+    EVICTION_REASON,
+    FailureTracker,
+    PlacedWorkload,
+    ReplaceNodes,
+    apply_replacement,
+    node_failure_decisions,
+    pods_per_node,
+)
 from scheduler.core.fakecluster import HEALTH_STATUS_LABEL
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import NodeInfo
@@ -45,7 +54,7 @@ from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
 from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.topology import TopologyTree
-from scheduler.core.workload import WorkloadSpec, slice_levels_of
+from scheduler.core.workload import WorkloadSpec
 
 GPU = "nvidia.com/gpu"
 FAILED_STATUS = "UnschedulablePendingReboot"
@@ -254,17 +263,22 @@ class Simulator:
         self.nodes[node] = _with_health(self.nodes[node], FAILED_STATUS)
         self.log.append({"t": self.now, "kind": "failure", "node": node})
         self._rebuild()
-        failed = {n for n, info in self.nodes.items() if not node_health(info, self.world.health_policy).healthy}
-        for key in sorted(self.admitted):
-            w = self.admitted[key]
-            hit = sorted({h for u in w.tas for h in pods_per_node(u.placement) if h == node})
-            if not hit:
-                continue
-            on_failed = sorted({h for u in w.tas for h in pods_per_node(u.placement) if h in failed})
-            new_tas = self._replace(w, node) if len(on_failed) == 1 else None
-            if new_tas is not None:
+        # The controller's decision, with no grace (virtual time) and evictions freeing their
+        # capacity at once (pods terminate in no time here).
+        unhealthy = FailureTracker(grace_s=0.0)
+        for name, info in self.nodes.items():
+            unhealthy.observe(name, node_health(info, self.world.health_policy).healthy, self.now)
+        hit = [self.admitted[key] for key in sorted(self.admitted)
+               if node in {h for u in self.admitted[key].tas for h in pods_per_node(u.placement)}]
+        placed = [PlacedWorkload(w.spec.key, w.tas, {ps.name: ps.topology for ps in w.spec.pod_sets}) for w in hit]
+        labels = {name: info.labels for name, info in self.nodes.items()}
+        for decision in node_failure_decisions(placed, unhealthy, self.trees, self.now, labels, release_evicted=True):
+            key = decision.workload
+            if isinstance(decision, ReplaceNodes):
+                w = self.admitted[key]
                 self._tas(w, -1)
-                w = dataclasses.replace(w, tas=new_tas)
+                w = dataclasses.replace(w, tas=tuple(TASUsage(u.flavor, apply_replacement(u.placement, decision),
+                                                               u.per_pod) for u in w.tas))
                 self.admitted[key] = w
                 self._tas(w, +1)
                 self.replacements += 1
@@ -273,24 +287,6 @@ class Simulator:
             self.evictions += 1
             self.jobs[key].evictions += 1
             self._requeue(key, "eviction", f"{EVICTION_REASON}: {node}")
-
-    def _replace(self, w: AdmittedWorkload, node: str) -> tuple[TASUsage, ...] | None:
-        requests = {ps.name: ps.topology for ps in w.spec.pod_sets}
-        out = []
-        for u in w.tas:
-            if node not in pods_per_node(u.placement):
-                out.append(u)
-                continue
-            tree = self.trees.get(u.flavor)
-            if tree is None:
-                return None
-            request = requests.get(u.placement.name)
-            new = find_replacement(tree, u.placement, u.per_pod, node, request.required if request else None,
-                                   self.nodes[node].labels, slice_levels_of(request))
-            if new is None:
-                return None
-            out.append(TASUsage(u.flavor, new, u.per_pod))
-        return tuple(out)
 
     def _recover(self, node: str) -> None:
         self.nodes[node] = _with_health(self.nodes[node], "Schedulable")

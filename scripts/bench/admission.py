@@ -38,7 +38,8 @@ from scheduler.core.quota import (
     ResourceGroup,
     ResourceQuota,
 )
-from scheduler.core.workload import PodSetSpec, TopologyRequest, WorkloadSpec
+from scheduler.core.topology_request import TopologyRequest
+from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.engine import SimJob, Simulator, World
 
 BLOCK, RACK, HOST = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"

@@ -31,7 +31,8 @@ from scheduler.core.nodes import HOSTNAME_LABEL, NodeCondition, NodeInfo, PodInf
 from scheduler.core.placement import cpsat, greedy  # noqa: E402
 from scheduler.core.placement.planner import place_workload  # noqa: E402
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS, TopologyTree  # noqa: E402
-from scheduler.core.workload import PodSetSpec, TopologyRequest  # noqa: E402
+from scheduler.core.topology_request import TopologyRequest  # noqa: E402
+from scheduler.core.workload import PodSetSpec  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 L1, L2, L3 = DEFAULT_HYPERPOD_LEVELS[:3]

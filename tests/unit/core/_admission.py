@@ -15,7 +15,8 @@ from scheduler.core.quota import (
     ResourceGroup,
     ResourceQuota,
 )
-from scheduler.core.workload import PodSetSpec, TopologyRequest, WorkloadSpec
+from scheduler.core.topology_request import TopologyRequest
+from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
 NS = "team"
 

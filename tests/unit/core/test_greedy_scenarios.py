@@ -10,7 +10,8 @@ import pytest
 
 from scheduler.core.nodes import NodeInfo, PodInfo, Taint, Toleration
 from scheduler.core.placement.planner import place_workload
-from scheduler.core.workload import PodSetSpec, SliceConstraint, TopologyRequest
+from scheduler.core.topology_request import SliceConstraint, TopologyRequest
+from scheduler.core.workload import PodSetSpec
 from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, RACK, node, per_node, tree_of
 
 

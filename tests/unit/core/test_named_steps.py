@@ -35,7 +35,8 @@ from scheduler.core.reasons import (
     Rejection,
     not_admitted_message,
 )
-from scheduler.core.workload import PodSetSpec, TopologyRequest
+from scheduler.core.topology_request import TopologyRequest
+from scheduler.core.workload import PodSetSpec
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, wl
 from ._helpers import BLOCK, node, tree_of

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from scheduler.core.placement import cpsat, greedy
 from scheduler.core.placement.planner import Placement, place_workload
 from scheduler.core.topology import TopologyTree
-from scheduler.core.workload import PodSetSpec, TopologyRequest
+from scheduler.core.topology_request import TopologyRequest
+from scheduler.core.workload import PodSetSpec
 from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, RACK, node, tree_of
 
 

@@ -8,7 +8,8 @@ from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS, previous_domains
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeCondition, NodeInfo
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS, TopologyTree
-from scheduler.core.workload import PodSetSpec, TopologyRequest, WorkloadSpec
+from scheduler.core.topology_request import TopologyRequest
+from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
 L1, L2, L3 = DEFAULT_HYPERPOD_LEVELS[:3]
 

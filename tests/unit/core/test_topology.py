@@ -8,7 +8,8 @@ from scheduler.core.nodes import NodeInfo, PodInfo
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS, TopologyTree, default_levels_for
-from scheduler.core.workload import PodSetSpec, TopologyRequest
+from scheduler.core.topology_request import TopologyRequest
+from scheduler.core.workload import PodSetSpec
 from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, RACK, node, tree_of
 
 

@@ -1,0 +1,103 @@
+"""A cycle's decisions -> API writes (through the :class:`~scheduler.kube.writer.Writer`).
+
+Admit -> ``status.admission`` + QuotaReserved/Admitted; Preempt/Evict -> Evicted (+Preempted),
+after which the controller's eviction phase stops the job; Pending -> QuotaReserved=False with
+the reason, only when it changed (routing failures repeat every cycle). Nothing here decides.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from scheduler.core.assignment import encode_v1beta2
+from scheduler.core.cycle import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt, Snapshot
+from scheduler.core.queueing import QueueState
+from scheduler.core.resources import format_quantity
+from scheduler.kube import status as st
+from scheduler.kube.eviction import evict
+from scheduler.kube.writer import Obj, Writer
+
+
+def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
+    """A core ``PodSetAdmission`` as Kueue's ``status.admission.podSetAssignments[]`` entry."""
+    out: dict[str, Any] = {
+        "name": psa.name,
+        "flavors": dict(psa.flavors),
+        "resourceUsage": {res: format_quantity(amount, res) for res, amount in sorted(psa.resource_usage.items())},
+        "count": psa.count,
+    }
+    if psa.topology is not None:
+        out["topologyAssignment"] = encode_v1beta2(psa.topology)
+    return out
+
+
+def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot, decisions: Iterable[Decision],
+                    now: dt.datetime) -> None:
+    """Write each decision about a workload the cache still holds with the same uid."""
+    waited: dict[str, float] = {p.key: p.timestamp for p in snapshot.pending}
+    for decision in decisions:
+        wl = writer.cache.workloads.get(decision.workload)
+        if wl is None or (wl.get("metadata") or {}).get("uid") != decision.uid:
+            continue
+        if isinstance(decision, Admit):
+            _admit(writer, queue_state, wl, decision, max(0.0, snapshot.now - waited.get(decision.workload,
+                                                                                          snapshot.now)), now)
+        elif isinstance(decision, Preempt):
+            _preempt(writer, wl, decision, now)
+        elif isinstance(decision, Evict):
+            _evict(writer, wl, decision, now)
+        elif isinstance(decision, Pending):
+            _pending(writer, queue_state, snapshot, wl, decision, now)
+
+
+def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wait_s: float,
+           now: dt.datetime) -> None:
+    psas = [pod_set_assignment(p) for p in decision.pod_sets]
+    updated = writer.patch_workload_status(wl, st.admit_status(wl, decision.cluster_queue, psas, now))
+    if not updated:
+        return
+    queue_state.forget(decision.workload)
+    writer.event(updated, "Normal", "QuotaReserved",
+                 f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
+    writer.event(updated, "Normal", "Admitted",
+                 f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
+    writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas})
+
+
+def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> None:
+    updated = evict(writer, wl, "Preempted", decision.message, now, preempted_reason=decision.reason)
+    if not updated:
+        return
+    writer.event(updated, "Normal", "EvictedDueToPreempted", decision.message)
+    writer.event(updated, "Normal", "Preempted", decision.message)
+    preemptor = writer.cache.workloads.get(decision.preemptor)
+    if preemptor:
+        writer.event(preemptor, "Normal", "PreemptedWorkload", f"Preempted {decision.workload} ({decision.reason})")
+    writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
+                                         "preemptor": decision.preemptor})
+
+
+def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
+    updated = evict(writer, wl, decision.reason, decision.message, now)
+    if updated:
+        writer.event(updated, "Normal", f"EvictedDue{decision.reason}", decision.message)
+        writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
+
+
+def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Obj, decision: Pending,
+             now: dt.datetime) -> None:
+    if decision.requeue == "inadmissible" and decision.cluster_queue:
+        cq = snapshot.cluster_queues.get(decision.cluster_queue)
+        if cq is not None and cq.queueing_strategy == "BestEffortFIFO":
+            queue_state.park(decision.workload, decision.cluster_queue)
+    current = st.find_condition(wl, st.QUOTA_RESERVED) or {}
+    if (current.get("status"), current.get("reason"), current.get("message")) == (
+            "False", decision.reason, decision.message):
+        return
+    updated = writer.patch_workload_status(wl, st.pending_status(wl, decision.reason, decision.message, now))
+    if updated:
+        writer.event(updated, "Warning" if decision.reason != "Pending" else "Normal", decision.reason,
+                     decision.message)
+        writer.notify("pending", updated, {"reason": decision.reason, "message": decision.message})

@@ -1,0 +1,140 @@
+"""Every API write the controller makes, in one place.
+
+The controller's phases decide; the :class:`Writer` sends. It owns:
+
+- the leadership check: a write attempted while not leading is skipped and logged (a deposed
+  leader must not keep writing; fencing on the Lease will build on :meth:`Writer.may_write`);
+- optimistic concurrency: patches carry the copy's ``resourceVersion``, so a stale copy gets
+  409 and the next reconcile retries from fresh state instead of overwriting a newer one;
+- the one 404/409 policy: gone or stale -> skipped (``None``), debug-logged; any other
+  failure is raised, or reported through ``on_error`` by the writes whose callers carry on;
+- cache write-through of the API server's answer, so the next cycle sees its own results;
+- Events (deduplicated, asynchronous: :class:`~scheduler.kube.events.EventRecorder`);
+- decision observers (the gRPC WatchDecisions stream, metrics): ``fn(kind, workload, detail)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.kube.cache import ClusterCache
+from scheduler.kube.events import EventRecorder
+from scheduler.kube.informer import PODS, WORKLOADS, Informer, KubeApi, Resource, object_key
+from scheduler.kube.jobs import JobIntegration
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Observer = Callable[[str, Obj, Mapping[str, Any]], None]
+ErrorReport = Callable[[ApiException], None]
+SKIPPED_STATUSES = (404, 409)  # gone, or a newer copy exists: the next reconcile looks again
+
+
+class Writer:
+    def __init__(self, api: KubeApi, cache: ClusterCache, is_leader: Callable[[], bool],
+                 events: EventRecorder | None = None) -> None:
+        self.api = api
+        self.cache = cache
+        self.is_leader = is_leader
+        self.events = events if events is not None else EventRecorder(api)
+        self.observers: list[Observer] = []
+        self.skipped_not_leading = 0  # writes refused because this replica was not leading
+
+    # ------------------------------------------------------------------ policy
+    def may_write(self, what: str, target: str) -> bool:
+        """The one leadership check before every write."""
+        if self.is_leader():
+            return True
+        self.skipped_not_leading += 1
+        log.info("not leading: %s of %s skipped", what, target)
+        return False
+
+    def _send(self, what: str, target: str, call: Callable[[], Obj], on_error: ErrorReport | None = None,
+              skipped: tuple[int, ...] = SKIPPED_STATUSES) -> Obj | None:
+        if not self.may_write(what, target):
+            return None
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status in skipped:
+                log.debug("%s of %s skipped: HTTP %s", what, target, exc.status)
+                return None
+            if on_error is None:
+                raise
+            on_error(exc)
+            return None
+
+    # ------------------------------------------------------------------ generic writes
+    def create(self, resource: Resource, body: Mapping[str, Any], namespace: str | None, into: Informer,
+               on_error: ErrorReport | None = None) -> Obj | None:
+        """Create; ``None`` when it already exists (409) or the write was skipped."""
+        target = f"{resource.plural} {namespace}/{body['metadata']['name']}"
+        created = self._send("create", target, lambda: self.api.create(resource, body, namespace), on_error,
+                             skipped=(409,))
+        self.cache.write_through(into, created)
+        return created
+
+    def patch(self, resource: Resource, obj: Mapping[str, Any], patch: Mapping[str, Any], into: Informer, *,
+              subresource: str | None = None, versioned: bool = True,
+              on_error: ErrorReport | None = None) -> Obj | None:
+        """Merge-patch ``obj``; ``versioned`` adds its resourceVersion (409 if it is stale)."""
+        meta = obj["metadata"]
+        body = dict(patch)
+        if versioned:
+            body["metadata"] = {**(body.get("metadata") or {}), "resourceVersion": meta.get("resourceVersion")}
+        updated = self._send(f"patch{'/' + subresource if subresource else ''}", f"{resource.plural} {object_key(obj)}",
+                             lambda: self.api.merge_patch(resource, meta["name"], body, meta.get("namespace"),
+                                                          subresource=subresource), on_error)
+        if updated and (updated.get("metadata") or {}).get("deletionTimestamp") \
+                and not updated["metadata"].get("finalizers"):
+            self.cache.forget(into, updated)  # the last finalizer is gone: the API server deletes it now
+        else:
+            self.cache.write_through(into, updated)
+        return updated
+
+    def delete(self, resource: Resource, name: str, namespace: str | None, **query: Any) -> bool:
+        """Delete; True when it is gone (404 counts as gone)."""
+        if not self.may_write("delete", f"{resource.plural} {namespace}/{name}"):
+            return False
+        try:
+            self.api.delete(resource, name, namespace, **query)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        return True
+
+    # ------------------------------------------------------------------ workloads, jobs, pods
+    def patch_workload_status(self, workload: Obj, status: Mapping[str, Any]) -> Obj | None:
+        return self.patch(WORKLOADS, workload, {"status": dict(status)}, self.cache.workloads, subresource="status")
+
+    def annotate_workload(self, workload: Obj, annotations: Mapping[str, str]) -> Obj | None:
+        return self.patch(WORKLOADS, workload, {"metadata": {"annotations": dict(annotations)}},
+                          self.cache.workloads)
+
+    def patch_job(self, integration: JobIntegration, job: Obj, patch: Mapping[str, Any]) -> Obj | None:
+        """A job's suspend / start / restore patch (sent as the integration builds it)."""
+        def failed(exc: ApiException) -> None:
+            log.warning("patching %s failed: HTTP %s %s", object_key(job), exc.status, str(exc.body)[:300])
+            self.event(job, "Warning", "UpdateFailed", str(exc.body)[:500])
+
+        return self.patch(integration.resource, job, patch, self.cache.jobs[f"{integration.group}/{integration.kind}"],
+                          versioned=False, on_error=failed)
+
+    def delete_pod(self, name: str, namespace: str) -> bool:
+        return self.delete(PODS, name, namespace, gracePeriodSeconds=0)
+
+    # ------------------------------------------------------------------ events, observers
+    def event(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        if self.may_write(f"event {reason}", object_key(obj)):
+            self.events.record(obj, event_type, reason, message)
+
+    def notify(self, kind: str, workload: Obj, detail: Mapping[str, Any]) -> None:
+        """Tell every observer about a decision that was written (never raises)."""
+        for observer in self.observers:
+            try:
+                observer(kind, workload, detail)
+            except Exception:
+                log.exception("decision observer failed")
