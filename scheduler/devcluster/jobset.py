@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from scheduler.devcluster import binaries, certs, peers
+from scheduler.devcluster.apply import apply_objects
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 
 JOBSET_VERSION = "v0.10.1"
@@ -53,8 +54,6 @@ def jobset_crd_file() -> Path:
 def start_jobset(cluster: LocalCluster, *, timeout_s: float = 120) -> peers.PeerHandle:
     """Install the JobSet CRD and run the JobSet controller against ``cluster`` (a process of
     the cluster: ``LocalCluster.stop()`` stops it)."""
-    from scheduler.devcluster.apply import apply_objects
-
     binary = ensure_jobset()
     kube = cluster.api_client()
     crds = list(yaml.safe_load_all(jobset_crd_file().read_text()))

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from scheduler.devcluster import binaries, certs, peers
+from scheduler.devcluster.apply import apply_objects
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 from scheduler.errors import UserError
 
@@ -58,8 +59,6 @@ def module_dir() -> Path:
 def start_training_operator(cluster: LocalCluster, *, timeout_s: float = 120) -> peers.PeerHandle:
     """Install the PyTorchJob CRD and run the training-operator against ``cluster`` (a process
     of the cluster: ``LocalCluster.stop()`` stops it)."""
-    from scheduler.devcluster.apply import apply_objects
-
     binary = ensure_training_operator()
     mod = module_dir()
     kube = cluster.api_client()

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from scheduler.devcluster import binaries, certs, peers
+from scheduler.devcluster.apply import apply_objects
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
 from scheduler.errors import UserError
 
@@ -131,8 +132,6 @@ class KueueHandle(peers.PeerHandle):
 def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeout_s: float = 120,
                 extra_args: tuple[str, ...] = (), feature_gates: str = FEATURE_GATES) -> KueueHandle:
     """Run the real Kueue controller against ``cluster`` (CRDs are installed by the cluster)."""
-
-    from scheduler.devcluster.apply import apply_objects
 
     binary = ensure_kueue()
     _ensure_metrics_cert()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from scheduler.devcluster import peers, processes
 from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_ports
 from scheduler.errors import UserError
+from scheduler.extender.config import extender_entry, toposched_profile
 
 COMPONENTS = ("toposched-extender", "toposched-webhook", "toposched-controller")
 
@@ -33,8 +34,6 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
                     components: Iterable[str] = COMPONENTS, timeout_s: float = 90) -> list[str]:
     """Start the components, wait until each answers, and give kube-scheduler the
     ``toposched`` profile with our extender. Returns the names started."""
-    from scheduler.extender.config import extender_entry, toposched_profile
-
     wanted = set(components)
     kubeconfig = str(cluster.kubeconfig)
     python = [sys.executable, "-m", "scheduler.cli"]

@@ -16,6 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from scheduler.core.assignment import decode_topology_assignment, encode_v1beta2
+from scheduler.core.placement.types import PodSetPlacement
+
 GROUP = "kueue.x-k8s.io"
 V1BETA2 = f"{GROUP}/v1beta2"
 V1BETA1 = f"{GROUP}/v1beta1"
@@ -305,8 +308,6 @@ class TopologyAssignment(KueueModel):
     domains: list[TopologyDomainAssignment] | None = None
 
     def decoded(self) -> tuple[tuple[str, ...], list[Any]]:
-        from scheduler.core.assignment import decode_topology_assignment
-
         return decode_topology_assignment(dump(self))
 
 
@@ -356,9 +357,6 @@ class Workload(KueueModel):
 
     def to_v1beta2(self) -> Workload:
         """Rename the v1beta1 fields (priority class, topology ``domains`` -> ``slices``)."""
-        from scheduler.core.assignment import encode_v1beta2
-        from scheduler.core.placement.types import PodSetPlacement
-
         out = self.model_copy(deep=True)
         out.api_version = V1BETA2
         ref = out.spec.effective_priority_class()

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.core.workload import WorkloadFormatError, workload_from_object
+
 GPU = "nvidia.com/gpu"
 
 
@@ -148,8 +150,6 @@ def trace_from_data(data: Any) -> Trace:
 
 def _manifest_job(e: Mapping[str, Any], where: str) -> TraceJob:
     """``{at, job: <batch/v1 Job or Kueue Workload>, duration}`` (the gRPC SimulateRequest form)."""
-    from scheduler.core.workload import WorkloadFormatError, workload_from_object
-
     if not isinstance(e["job"], Mapping):
         raise TraceError(f"{where}.job: expected a batch/v1 Job (a mapping)")
     try:

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELL_PACKAGES = ("scheduler.kube", "scheduler.extender", "scheduler.api", "scheduler.devcluster",
@@ -41,3 +43,35 @@ def test_mypy_strict_on_core_and_models() -> None:
                            "scheduler/kube"],
                           cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def _import_graph() -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result: dict[str, Any] = module.analyse()
+    return result
+
+
+def test_no_import_cycles_and_no_upward_imports() -> None:
+    """Layers (scripts/import_graph.py, docs/architecture.md): core < models < adapter < shell <
+    cli; a module never imports a layer above its own, and no two modules import each other."""
+    graph = _import_graph()
+    assert graph["cycles"] == [] and graph["upward"] == []
+
+
+def test_api_reaches_neither_the_controller_nor_the_cli() -> None:
+    """The gRPC API answers from the adapter's views: it never imports kube/ or commands/."""
+    edges = _import_graph()["graph"]
+    offenders = [f"{m} -> {t}" for m, targets in edges.items() if m.startswith("scheduler.api")
+                 for t in targets if t.startswith(("scheduler.kube", "scheduler.commands"))]
+    assert offenders == []
+
+
+def test_imports_inside_functions_say_why() -> None:
+    """Imports belong at module top; a module that imports inside functions says why once."""
+    modules = {line.split(":")[0] for line in _import_graph()["in_function"]}
+    silent = [m for m in sorted(modules)
+              if "Imports inside functions:" not in (ROOT / (m.replace(".", "/") + ".py")).read_text()]
+    assert silent == []
