@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from scheduler.devcluster import binaries
+from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports, port_in_use
 from scheduler.devcluster.stack import StackPorts, start_toposched
 from scheduler.errors import UserError
 
@@ -71,61 +72,92 @@ def _read_yaml(path: Path, what: str) -> Any:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from scheduler.core.fakecluster import generate_nodes
-    from scheduler.devcluster.apply import apply_objects, create_nodes, load_documents, wait_nodes_settled
-    from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports
-
     directory = args.dir or default_dir()
-    description = _read_yaml(args.cluster, "cluster description")
-    try:
-        nodes = generate_nodes(description)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"cluster description {args.cluster}: {exc}") from exc
-    queues = load_documents(args.queues)
-    from scheduler.devcluster.controlplane import port_in_use
-
-    for offset, what in ((6, "toposched extender"), (7, "toposched webhook"), (8, "toposched controller health"),
-                         (9, "toposched gRPC API")):
-        if port_in_use(args.port + offset):
-            raise UserError(f"port {args.port + offset} ({what}) on 127.0.0.1 is in use: stop what holds it "
-                            f"or choose another --port (toposched uses --port .. --port+9)")
+    description, nodes = _fake_nodes(args.cluster)
+    queues = _load_queues(args.queues)
+    _check_toposched_ports(args.port)
     started = time.monotonic()
     print(f"starting the local control plane in {directory} (first run builds Kubernetes: ~5-15 min) ...",
           file=sys.stderr, flush=True)
     cluster = LocalCluster(directory, Ports.fixed(args.port)).start()
     try:
-        api = cluster.api_client()
-        create_nodes(api, nodes, FAKE_NODE_LABEL)
-        # 'up' means placeable: Ready and the node-lifecycle controller's not-ready taint lifted.
-        wait_nodes_settled(api, [n["metadata"]["name"] for n in nodes], timeout_s=120)
-        # toposched's own namespace (leader-election Lease, webhook certificates), as deploy/ has it.
-        apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
-        apply_objects(api, queues)
-        if args.jobset:
-            from scheduler.devcluster.jobset import JOBSET_VERSION, start_jobset
-
-            print(f"starting the JobSet {JOBSET_VERSION} controller (first run builds it: ~1.5 min) ...",
-                  file=sys.stderr, flush=True)
-            start_jobset(cluster)
-        if args.pytorchjob:
-            from scheduler.devcluster.kubeflow import TRAINING_OPERATOR_VERSION, start_training_operator
-
-            print(f"starting the Kubeflow training-operator {TRAINING_OPERATOR_VERSION} (first run builds it: "
-                  "~1.5 min) ...", file=sys.stderr, flush=True)
-            start_training_operator(cluster)
+        _create_objects(cluster, nodes, queues)
+        _start_job_operators(cluster, jobset=args.jobset, pytorchjob=args.pytorchjob)
         components = start_toposched(cluster, StackPorts.after(args.port))
     except BaseException:
         cluster.stop()
         raise
-    took = time.monotonic() - started
+    _print_up_summary(args, cluster.kubeconfig, description, nodes, components, time.monotonic() - started)
+    return 0
+
+
+def _fake_nodes(cluster_file: Path) -> tuple[Any, list[dict[str, Any]]]:
+    """The cluster description and its generated nodes; a bad description is the user's error."""
+    from scheduler.core.fakecluster import generate_nodes
+
+    description = _read_yaml(cluster_file, "cluster description")
+    try:
+        return description, generate_nodes(description)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"cluster description {cluster_file}: {exc}") from exc
+
+
+def _load_queues(queues_file: Path) -> list[dict[str, Any]]:
+    """The Kueue objects to apply, read before anything starts so a bad file costs nothing."""
+    from scheduler.devcluster.apply import load_documents
+
+    return load_documents(queues_file)
+
+
+def _check_toposched_ports(port: int) -> None:
+    """toposched's own ports (after the control plane's) must be free before anything starts."""
+    for offset, what in ((6, "toposched extender"), (7, "toposched webhook"), (8, "toposched controller health"),
+                         (9, "toposched gRPC API")):
+        if port_in_use(port + offset):
+            raise UserError(f"port {port + offset} ({what}) on 127.0.0.1 is in use: stop what holds it "
+                            f"or choose another --port (toposched uses --port .. --port+9)")
+
+
+def _create_objects(cluster: LocalCluster, nodes: list[dict[str, Any]], queues: list[dict[str, Any]]) -> None:
+    """Fake nodes (waited until placeable), toposched's namespace, then the Kueue objects."""
+    from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
+
+    api = cluster.api_client()
+    create_nodes(api, nodes, FAKE_NODE_LABEL)
+    # 'up' means placeable: Ready and the node-lifecycle controller's not-ready taint lifted.
+    wait_nodes_settled(api, [n["metadata"]["name"] for n in nodes], timeout_s=120)
+    # toposched's own namespace (leader-election Lease, webhook certificates), as deploy/ has it.
+    apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
+    apply_objects(api, queues)
+
+
+def _start_job_operators(cluster: LocalCluster, *, jobset: bool, pytorchjob: bool) -> None:
+    """The optional JobSet controller and Kubeflow training-operator (each built on first use)."""
+    if jobset:
+        from scheduler.devcluster.jobset import JOBSET_VERSION, start_jobset
+
+        print(f"starting the JobSet {JOBSET_VERSION} controller (first run builds it: ~1.5 min) ...",
+              file=sys.stderr, flush=True)
+        start_jobset(cluster)
+    if pytorchjob:
+        from scheduler.devcluster.kubeflow import TRAINING_OPERATOR_VERSION, start_training_operator
+
+        print(f"starting the Kubeflow training-operator {TRAINING_OPERATOR_VERSION} (first run builds it: "
+              "~1.5 min) ...", file=sys.stderr, flush=True)
+        start_training_operator(cluster)
+
+
+def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: Any, nodes: list[dict[str, Any]],
+                      components: list[str], took: float) -> None:
+    """What is up, where to point kubectl, and what to try next."""
     layers = sorted({k for n in nodes for k in n["metadata"]["labels"] if k.startswith("topology.k8s.aws/")})
     print(f"toposched dev cluster is up ({len(nodes)} fake {description.get('instanceType', 'GPU')} nodes, "
           f"{len(layers)} topology layers) in {took:.0f}s")
-    print(f"  kubeconfig: {cluster.kubeconfig}")
+    print(f"  kubeconfig: {kubeconfig}")
     print(f"  gRPC API:   127.0.0.1:{StackPorts.after(args.port).grpc}  (toposched place|topology --server ...)")
     print(f"  toposched:  {', '.join(components) if components else 'no components built yet'}")
     print("next:")
-    print(f"  export KUBECONFIG={cluster.kubeconfig}")
+    print(f"  export KUBECONFIG={kubeconfig}")
     print("  kubectl get nodes -L topology.k8s.aws/network-node-layer-3,sagemaker.amazonaws.com/node-health-status")
     print("  scripts/visualize_topology")
     print("  kubectl apply -f examples/jobs/hyperpod-required-layer3.yaml")
@@ -134,12 +166,9 @@ def run_up(args: argparse.Namespace) -> int:
     if args.pytorchjob:
         print("  kubectl apply -f examples/jobs/pytorchjob-master-workers.yaml")
     print("  toposched dev down   # when done")
-    return 0
 
 
-def _load(args: argparse.Namespace) -> Any:
-    from scheduler.devcluster.controlplane import LocalCluster
-
+def _load(args: argparse.Namespace) -> LocalCluster:
     directory = args.dir or default_dir()
     if not (directory / "state.json").exists():
         raise UserError(f"no dev cluster in {directory}: start one with `toposched dev up`", exit_code=1)

@@ -127,63 +127,104 @@ def find_replacement(tree: TopologyTree, pod_set: PodSetPlacement, per_pod: Reso
     the deepest of these levels, so every slice stays whole in its domain (and therefore inside
     the pod set's required domain, which contains it). That needs the failed node's labels.
     """
-    counts = pods_per_node(pod_set)
-    missing = counts.pop(failed_node, 0)
+    staying = pods_per_node(pod_set)
+    missing = staying.pop(failed_node, 0)
     fit = _pods_fitting(tree, per_pod)
     if missing == 0 or not tree.hostname_lowest or fit is None:
         return None
+    search = _ReplacementSearch(tree, pod_set, staying, missing, fit, failed_node_labels)
+    if slice_levels:
+        return _replace_within_slice(search, slice_levels)
+    levels = _search_levels(tree, required_level)
+    if levels is None:
+        return None
+    return _climb(search, levels, required=required_level is not None)
 
-    def failed_nodes_domain(level: int) -> set[int]:
-        if failed_node_labels is None:
+
+@dataclass(frozen=True)
+class _ReplacementSearch:
+    """One failed node's pods looking for a new home: where the rest of the pod set stays,
+    how many pods move, and how many fit on each leaf."""
+
+    tree: TopologyTree
+    pod_set: PodSetPlacement
+    staying: Mapping[str, int]                     # hostname -> pods that stay there
+    missing: int                                   # pods of the failed node to move
+    fit: Callable[[int], int]                      # leaf -> how many more pods fit
+    failed_node_labels: Mapping[str, str] | None   # None when the node object is gone
+
+    def failed_nodes_domain(self, level: int) -> set[int]:
+        """The failed node's own domain at ``level`` (empty when its labels are unknown)."""
+        if self.failed_node_labels is None:
             return set()
-        path = tuple(failed_node_labels.get(lv, "") for lv in tree.levels[: level + 1])
-        return {i for i, p in enumerate(tree.paths[level]) if p == path}
+        path = tuple(self.failed_node_labels.get(lv, "") for lv in self.tree.levels[: level + 1])
+        return {i for i, p in enumerate(self.tree.paths[level]) if p == path}
 
-    def place_in(level: int, domains: set[int]) -> PodSetPlacement | None:
+    def candidate_domains(self, level: int, anchor_leaves: Sequence[int]) -> set[int]:
+        """Domains at ``level`` the pods may move into: those of the staying pods, else the
+        failed node's, else (nothing left anywhere) every domain of the level."""
+        domains = {self.tree.ancestor(leaf, level) for leaf in anchor_leaves}
+        if not domains:
+            domains = self.failed_nodes_domain(level)
+        if not domains and not anchor_leaves:
+            # Nothing of the workload is left and the failed node is gone: any one domain of the
+            # level keeps the request (all the pods together), as Kueue replaces it.
+            domains = set(range(self.tree.domain_count(level)))
+        return domains
+
+    def place_in(self, level: int, domains: set[int]) -> PodSetPlacement | None:
+        """The moved pods inside one of ``domains`` (tightest first), or None if none takes them."""
+        tree = self.tree
         leaves_of: dict[int, list[int]] = {}
         for leaf in range(tree.n_leaves):
             domain = tree.ancestor(leaf, level)
             if domain in domains:
                 leaves_of.setdefault(domain, []).append(leaf)
-        capacity = {leaf: fit(leaf) for leaves in leaves_of.values() for leaf in leaves}
+        capacity = {leaf: self.fit(leaf) for leaves in leaves_of.values() for leaf in leaves}
         # Tightest domain that takes them all first (BestFit), by value path on ties.
         ranked = sorted(leaves_of, key=lambda d: (sum(capacity[lf] for lf in leaves_of[d]), tree.paths[level][d]))
         for domain in ranked:
-            chosen = _fill(leaves_of[domain], capacity, missing, tree)
+            chosen = _fill(leaves_of[domain], capacity, self.missing, tree)
             if chosen is not None:
-                return _with_counts(pod_set, _moved_to(counts, chosen, tree), tree)
+                return _with_counts(self.pod_set, _moved_to(self.staying, chosen, tree), tree)
         return None
 
-    if slice_levels:
-        levels = [tree.level_index(lv) for lv in slice_levels if tree.has_level(lv) and lv != HOSTNAME_LABEL]
-        if not levels:
-            return None
-        # Unknown labels (the node object is gone) give no domain: no replacement, evict.
-        return place_in(max(levels), failed_nodes_domain(max(levels)))
 
-    # Levels to search, narrowest first: for required, exactly the required level's domain;
-    # for preferred/unconstrained, every level from just above hostname up to the top.
-    top = len(tree.levels) - 2
-    if required_level is not None:
-        if not tree.has_level(required_level) or required_level == HOSTNAME_LABEL:
-            return None
-        search_levels = [tree.level_index(required_level)]
-    else:
-        search_levels = list(range(top, -1, -1))
-    anchor_leaves = [leaf for host in counts if (leaf := tree.leaf_of_node(host)) is not None]
-    for level in search_levels:
-        domains = {tree.ancestor(leaf, level) for leaf in anchor_leaves}
-        if not domains:
-            domains = failed_nodes_domain(level)
-        if not domains and not anchor_leaves:
-            # Nothing of the workload is left and the failed node is gone: any one domain of the
-            # level keeps the request (all the pods together), as Kueue replaces it.
-            domains = set(range(tree.domain_count(level)))
+def _replace_within_slice(search: _ReplacementSearch, slice_levels: Sequence[str]) -> PodSetPlacement | None:
+    """Slices stay whole: the pods move only inside the failed node's domain at the deepest
+    slice level (None when the tree lacks every slice level)."""
+    tree = search.tree
+    levels = [tree.level_index(lv) for lv in slice_levels if tree.has_level(lv) and lv != HOSTNAME_LABEL]
+    if not levels:
+        return None
+    # Unknown labels (the node object is gone) give no domain: no replacement, evict.
+    return search.place_in(max(levels), search.failed_nodes_domain(max(levels)))
+
+
+def _search_levels(tree: TopologyTree, required_level: str | None) -> list[int] | None:
+    """Levels to search, narrowest first: for required, exactly the required level (None when
+    the tree cannot express it); for preferred/unconstrained, every level from just above
+    hostname up to the top."""
+    if required_level is None:
+        return list(range(len(tree.levels) - 2, -1, -1))
+    if not tree.has_level(required_level) or required_level == HOSTNAME_LABEL:
+        return None
+    return [tree.level_index(required_level)]
+
+
+def _climb(search: _ReplacementSearch, levels: Sequence[int], *, required: bool) -> PodSetPlacement | None:
+    """The first level (narrowest first) whose single domain of the staying pods takes the
+    moved ones. Staying pods spread over several domains break a required request at once and
+    send a preferred one a level up."""
+    tree = search.tree
+    anchor_leaves = [leaf for host in search.staying if (leaf := tree.leaf_of_node(host)) is not None]
+    for level in levels:
+        domains = search.candidate_domains(level, anchor_leaves)
         if len(domains) != 1 and anchor_leaves:
-            if required_level is not None:
+            if required:
                 return None  # the remaining pods already span domains: the request cannot hold
             continue
-        placed = place_in(level, domains)
+        placed = search.place_in(level, domains)
         if placed is not None:
             return placed
     return None

@@ -126,7 +126,22 @@ def generate_nodes(description: Mapping[str, Any]) -> list[dict[str, Any]]:
     per_domain = _positive_int(description, "nodesPerDomain", description.get("nodesPerDomain", 4))
     capacity = _capacity(description, instance_type)
     extra_labels = {str(k): str(v) for k, v in (description.get("labels") or {}).items()}
+    count = _node_count(description, fanout, per_domain)
+    nodes: list[dict[str, Any]] = []
+    for index in range(count):
+        labels = _layer_labels(name, _domain_path(index // per_domain, fanout))
+        node_name = "hyperpod-i-0" + _hex(name, "node", index, length=16)
+        labels[HOSTNAME_LABEL] = node_name
+        labels[INSTANCE_TYPE_LABEL] = instance_type
+        labels[HEALTH_STATUS_LABEL] = "Schedulable"
+        labels.update(extra_labels)
+        nodes.append(_node_object(node_name, labels, capacity))
+    _apply_overrides(nodes, description.get("nodes") or ())
+    return nodes
 
+
+def _node_count(description: Mapping[str, Any], fanout: Sequence[int], per_domain: int) -> int:
+    """Every slot of the tree, or fewer when ``nodeCount`` says so; capped at MAX_NODES."""
     slots = per_domain
     for f in fanout:
         slots *= f
@@ -135,58 +150,68 @@ def generate_nodes(description: Mapping[str, Any]) -> list[dict[str, Any]]:
         count = min(slots, _positive_int(description, "nodeCount", description["nodeCount"]))
     if count > MAX_NODES:
         raise ValueError(f"description yields {count} nodes, more than the {MAX_NODES} supported")
+    return count
 
-    # Layer values: one id per domain, keyed by its full path so equal positions under
-    # different parents get different ids (a strict tree, as EC2 reports it).
-    depth = len(fanout)
-    nodes: list[dict[str, Any]] = []
-    for index in range(count):
-        leaf, _slot = divmod(index, per_domain)
-        path: list[int] = []
-        rest = leaf
-        for f in reversed(fanout):
-            rest, pos = divmod(rest, f)
-            path.append(pos)
-        path.reverse()
-        labels: dict[str, str] = {}
-        for level in range(depth):
-            labels[f"{LAYER_LABEL_PREFIX}{level + 1}"] = "nn-" + _hex(
-                name, "layer", level + 1, *path[: level + 1], length=17)
-        node_name = "hyperpod-i-0" + _hex(name, "node", index, length=16)
-        labels[HOSTNAME_LABEL] = node_name
-        labels[INSTANCE_TYPE_LABEL] = instance_type
-        labels[HEALTH_STATUS_LABEL] = "Schedulable"
-        labels.update(extra_labels)
-        nodes.append({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": node_name, "labels": labels},
-            "spec": {},
-            "status": {
-                "capacity": dict(capacity),
-                "allocatable": dict(capacity),
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "fake node"}],
-            },
-        })
 
+def _domain_path(leaf: int, fanout: Sequence[int]) -> list[int]:
+    """Position of deepest-layer domain number ``leaf`` at every layer, widest first."""
+    path: list[int] = []
+    rest = leaf
+    for f in reversed(fanout):
+        rest, pos = divmod(rest, f)
+        path.append(pos)
+    path.reverse()
+    return path
+
+
+def _layer_labels(name: str, path: Sequence[int]) -> dict[str, str]:
+    """Layer values: one id per domain, keyed by its full path so equal positions under
+    different parents get different ids (a strict tree, as EC2 reports it)."""
+    return {
+        f"{LAYER_LABEL_PREFIX}{level + 1}": "nn-" + _hex(name, "layer", level + 1, *path[: level + 1], length=17)
+        for level in range(len(path))
+    }
+
+
+def _node_object(node_name: str, labels: dict[str, str], capacity: Mapping[str, str]) -> dict[str, Any]:
+    """A Ready core/v1 Node as ``kubectl get node -o json`` shows it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node_name, "labels": labels},
+        "spec": {},
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "fake node"}],
+        },
+    }
+
+
+def _apply_overrides(nodes: list[dict[str, Any]], overrides: Sequence[Any]) -> None:
+    """The description's per-node overrides, each on the node it names by index or name."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    for i, override in enumerate(description.get("nodes") or ()):
-        if not isinstance(override, Mapping):
-            raise ValueError(f"nodes[{i}] must be a mapping with index or name")
-        if "index" in override:
-            idx = override["index"]
-            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < count:
-                raise ValueError(f"nodes[{i}].index {idx!r} is out of range 0..{count - 1}")
-            target = nodes[idx]
-        elif "name" in override:
-            if override["name"] not in by_name:
-                raise ValueError(f"nodes[{i}].name {override['name']!r} is not a generated node")
-            target = by_name[override["name"]]
-        else:
-            raise ValueError(f"nodes[{i}] needs index or name")
-        _apply_override(target, override)
-    return nodes
+    for i, override in enumerate(overrides):
+        _apply_override(_override_target(i, override, nodes, by_name), override)
+
+
+def _override_target(i: int, override: Any, nodes: list[dict[str, Any]],
+                     by_name: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The node ``nodes[i]`` of the description points at; ValueError when it points nowhere."""
+    count = len(nodes)
+    if not isinstance(override, Mapping):
+        raise ValueError(f"nodes[{i}] must be a mapping with index or name")
+    if "index" in override:
+        idx = override["index"]
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < count:
+            raise ValueError(f"nodes[{i}].index {idx!r} is out of range 0..{count - 1}")
+        return nodes[idx]
+    if "name" in override:
+        if override["name"] not in by_name:
+            raise ValueError(f"nodes[{i}].name {override['name']!r} is not a generated node")
+        return by_name[override["name"]]
+    raise ValueError(f"nodes[{i}] needs index or name")
 
 
 def node_list(description: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ min(parallelism, completions)).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -189,11 +189,3 @@ def kueue_workload_name(owner_kind: str, owner_group: str, owner_name: str, owne
     digest = hashlib.sha1("\n".join([owner_kind, owner_group, owner_name, owner_uid]).encode()).hexdigest()
     return f"{prefix}-{digest[:5]}"
 
-
-def sum_requests(pod_sets: Sequence[PodSetSpec]) -> dict[str, int]:
-    """Total requests of a workload (per-pod requests x count, summed over pod sets)."""
-    out: dict[str, int] = {}
-    for ps in pod_sets:
-        for name, amount in ps.requests.items():
-            out[name] = out.get(name, 0) + amount * ps.count
-    return out

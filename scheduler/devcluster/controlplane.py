@@ -42,6 +42,30 @@ FAKE_POD_PHASE_LABEL = "toposched.dev/fake-phase"
 WATCH_LIST_OFF = "--feature-gates=WatchListClient=false"
 
 
+# kube-apiserver networking: virtual Service IPs only (nothing on this machine routes or sends
+# to them), and no endpoint reconciler (the advertise address is loopback, which it refuses).
+_APISERVER_NETWORK_FLAGS = (
+    "--service-cluster-ip-range=10.96.0.0/16",
+    "--endpoint-reconciler-type=none",
+)
+# kube-apiserver limits: generous, and no priority and fairness (tests and benchmarks are the
+# only clients).
+_APISERVER_LIMIT_FLAGS = (
+    "--allow-privileged=true", "--profiling=false",
+    "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+    "--enable-priority-and-fairness=false",
+)
+_CONTROLLER_MANAGER_TUNING_FLAGS = (
+    "--kube-api-qps=500", "--kube-api-burst=1000",
+    "--concurrent-job-syncs=20", "--concurrent-gc-syncs=20",
+    # KWOK renews the fake nodes' leases; on a loaded 2-core machine one renewal came
+    # late enough (default grace 50 s) that a node went NotReady for a moment and
+    # Kueue evicted a workload with NodeFailures in a scenario where no node fails.
+    # Tests fail nodes by deleting them or by health labels, never by lease expiry.
+    "--node-monitor-grace-period=120s",
+)
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free loopback ports. All sockets stay bound until every port is
     chosen: binding port 0 one socket at a time can hand out the same port twice."""
@@ -236,80 +260,103 @@ class LocalCluster:
         self.state.save(self.state_file)
 
     def _argv(self, name: str) -> list[str]:
-        bin_dir = binaries.k8s_bin_dir()
-        p, pki, d = self.ports, self.pki, self.dir
-        if name == "etcd":
-            return [
-                str(binaries.etcd_binary()), "--name=toposched", f"--data-dir={d / 'etcd'}",
-                f"--listen-client-urls=http://{LOOPBACK}:{p.etcd_client}",
-                f"--advertise-client-urls=http://{LOOPBACK}:{p.etcd_client}",
-                f"--listen-peer-urls=http://{LOOPBACK}:{p.etcd_peer}",
-                f"--initial-advertise-peer-urls=http://{LOOPBACK}:{p.etcd_peer}",
-                f"--initial-cluster=toposched=http://{LOOPBACK}:{p.etcd_peer}",
-                "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=4294967296",
-                "--unsafe-no-fsync",  # throw-away test data: durability costs seconds per test
-            ]
-        if name == "kube-apiserver":
-            return [
-                str(bin_dir / "kube-apiserver"),
-                f"--etcd-servers=http://{LOOPBACK}:{p.etcd_client}",
-                f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}", f"--secure-port={p.apiserver}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--authorization-mode=RBAC",
-                # Virtual Service IPs only: nothing on this machine routes or sends to them.
-                "--service-cluster-ip-range=10.96.0.0/16",
-                # The advertise address is loopback, which the endpoint reconciler refuses.
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true", "--profiling=false",
-                "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
-                "--enable-priority-and-fairness=false",  # tests and benchmarks are the only clients
-                "--feature-gates=WatchList=false",  # see WATCH_LIST_OFF
-                "--v=1",
-            ]
-        if name == "kube-controller-manager":
-            kc = d / "controller-manager.kubeconfig"
-            return [
-                str(bin_dir / "kube-controller-manager"),
-                f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-                f"--bind-address={LOOPBACK}", f"--secure-port={p.controller_manager}",
-                f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-                "--use-service-account-credentials=true",
-                "--controllers=*",
-                "--leader-elect=false",
-                "--kube-api-qps=500", "--kube-api-burst=1000",
-                "--concurrent-job-syncs=20", "--concurrent-gc-syncs=20",
-                # KWOK renews the fake nodes' leases; on a loaded 2-core machine one renewal came
-                # late enough (default grace 50 s) that a node went NotReady for a moment and
-                # Kueue evicted a workload with NodeFailures in a scenario where no node fails.
-                # Tests fail nodes by deleting them or by health labels, never by lease expiry.
-                "--node-monitor-grace-period=120s",
-                WATCH_LIST_OFF,
-                "--v=1",
-            ]
-        if name == "kube-scheduler":
-            kc = d / "scheduler.kubeconfig"
-            return [
-                str(bin_dir / "kube-scheduler"),
-                f"--config={self.scheduler_config_path()}",
-                f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-                f"--bind-address={LOOPBACK}", f"--secure-port={p.scheduler}",
-                WATCH_LIST_OFF,
-                "--v=1",
-            ]
-        if name == "kwok":
-            return [
-                str(binaries.ensure_kwok()), f"--kubeconfig={self.kubeconfig}",
-                f"--config={self._write_kwok_config()}",
-                f"--manage-nodes-with-label-selector={FAKE_NODE_LABEL}=true",
-                f"--server-address={LOOPBACK}:{p.kwok}",
-                # Fake pod IPs; nothing is ever sent to them.
-                "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
-            ]
-        raise KeyError(name)
+        """The command line of control-plane component ``name`` (KeyError for an unknown one)."""
+        builders = {
+            "etcd": self._etcd_argv,
+            "kube-apiserver": self._apiserver_argv,
+            "kube-controller-manager": self._controller_manager_argv,
+            "kube-scheduler": self._scheduler_argv,
+            "kwok": self._kwok_argv,
+        }
+        if name not in builders:
+            raise KeyError(name)
+        return builders[name]()
+
+    def _etcd_argv(self) -> list[str]:
+        """Single-member etcd on loopback, tuned for throw-away test data."""
+        p = self.ports
+        return [
+            str(binaries.etcd_binary()), "--name=toposched", f"--data-dir={self.dir / 'etcd'}",
+            f"--listen-client-urls=http://{LOOPBACK}:{p.etcd_client}",
+            f"--advertise-client-urls=http://{LOOPBACK}:{p.etcd_client}",
+            f"--listen-peer-urls=http://{LOOPBACK}:{p.etcd_peer}",
+            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{p.etcd_peer}",
+            f"--initial-cluster=toposched=http://{LOOPBACK}:{p.etcd_peer}",
+            "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=4294967296",
+            "--unsafe-no-fsync",  # throw-away test data: durability costs seconds per test
+        ]
+
+    def _apiserver_argv(self) -> list[str]:
+        """kube-apiserver: serving, auth, networking, limits and feature gates, in that order."""
+        return [
+            str(binaries.k8s_bin_dir() / "kube-apiserver"),
+            *self._apiserver_serving_flags(),
+            *self._apiserver_auth_flags(),
+            *_APISERVER_NETWORK_FLAGS,
+            *_APISERVER_LIMIT_FLAGS,
+            "--feature-gates=WatchList=false",  # see WATCH_LIST_OFF
+            "--v=1",
+        ]
+
+    def _apiserver_serving_flags(self) -> list[str]:
+        """Where the API server stores (etcd) and listens (loopback, TLS from our CA)."""
+        pki = self.pki
+        return [
+            f"--etcd-servers=http://{LOOPBACK}:{self.ports.etcd_client}",
+            f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}",
+            f"--secure-port={self.ports.apiserver}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        ]
+
+    def _apiserver_auth_flags(self) -> list[str]:
+        """Client certificates, service-account tokens and RBAC, as in a real cluster."""
+        pki = self.pki
+        return [
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--authorization-mode=RBAC",
+        ]
+
+    def _controller_manager_argv(self) -> list[str]:
+        """kube-controller-manager: every controller, with the credentials and rates a test needs."""
+        pki, kc = self.pki, self.dir / "controller-manager.kubeconfig"
+        return [
+            str(binaries.k8s_bin_dir() / "kube-controller-manager"),
+            f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={self.ports.controller_manager}",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=true",
+            "--controllers=*",
+            "--leader-elect=false",
+            *_CONTROLLER_MANAGER_TUNING_FLAGS,
+            WATCH_LIST_OFF,
+            "--v=1",
+        ]
+
+    def _scheduler_argv(self) -> list[str]:
+        """kube-scheduler with our KubeSchedulerConfiguration file (profiles, extender)."""
+        kc = self.dir / "scheduler.kubeconfig"
+        return [
+            str(binaries.k8s_bin_dir() / "kube-scheduler"),
+            f"--config={self.scheduler_config_path()}",
+            f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={self.ports.scheduler}",
+            WATCH_LIST_OFF,
+            "--v=1",
+        ]
+
+    def _kwok_argv(self) -> list[str]:
+        """KWOK managing only the nodes labelled as fake (writes its stage config first)."""
+        return [
+            str(binaries.ensure_kwok()), f"--kubeconfig={self.kubeconfig}",
+            f"--config={self._write_kwok_config()}",
+            f"--manage-nodes-with-label-selector={FAKE_NODE_LABEL}=true",
+            f"--server-address={LOOPBACK}:{self.ports.kwok}",
+            # Fake pod IPs; nothing is ever sent to them.
+            "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
+        ]
 
     def _write_kwok_config(self) -> Path:
         stages = Path(__file__).with_name("kwok-stages.yaml").read_text()

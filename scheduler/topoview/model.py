@@ -157,9 +157,28 @@ def build_view(nodes: Sequence[NodeInfo], pods: Iterable[PodInfo] = (), *,
                policy: HealthPolicy = DEFAULT_POLICY) -> TopologyView:
     """The tree for ``nodes``; ``pods`` bound to them give GPU occupancy and workloads."""
     lv = tuple(levels) if levels else discover_layers(nodes)
-    warnings: list[str] = []
+    used = _accelerators_in_use(pods)
+    tree = _TreeBuilder()
     skipped: list[str] = []
+    placed: list[NodeView] = []
+    for node in nodes:
+        path, gap = _layer_path(node, lv)
+        if not path or gap:
+            skipped.append(node.name)
+            tree.warnings.append(_skip_warning(node.name, lv, len(path), gap))
+            continue
+        view = _node_view(node, path, used.get(node.name, {}), policy)
+        placed.append(view)
+        tree.hang(view)
+    warnings = tree.warnings
+    unbound = sorted(set(used) - {n.name for n in placed} - set(skipped))
+    if unbound and nodes:
+        warnings.append(f"{len(unbound)} pod node name(s) not in the node list, e.g. {unbound[0]}")
+    return TopologyView(levels=lv, roots=tree.sorted_roots(), nodes=placed, warnings=warnings, skipped=skipped)
 
+
+def _accelerators_in_use(pods: Iterable[PodInfo]) -> dict[str, dict[str, int]]:
+    """Node -> workload -> accelerators its live pods request (terminal pods hold nothing)."""
     used: dict[str, dict[str, int]] = {}
     for pod in pods:
         if not pod.node_name or pod.terminal:
@@ -168,55 +187,58 @@ def build_view(nodes: Sequence[NodeInfo], pods: Iterable[PodInfo] = (), *,
         per_node = used.setdefault(pod.node_name, {})
         key = workload_of(pod)
         per_node[key] = per_node.get(key, 0) + amount
+    return used
 
-    roots: dict[str, Domain] = {}
-    index: dict[tuple[str, ...], Domain] = {}
-    first_parent: dict[tuple[int, str], tuple[str, ...]] = {}
-    placed: list[NodeView] = []
-    for node in nodes:
-        path: list[str] = []
-        gap = False
-        for key in lv:
-            value = node.labels.get(key)
-            if not value:
-                break
-            path.append(value)
-        for key in lv[len(path):]:
-            if node.labels.get(key):
-                gap = True
-                break
-        if not path or gap:
-            skipped.append(node.name)
-            missing = lv[len(path)] if lv else LAYER_PREFIX + "1"
-            warnings.append(f"node {node.name}: skipped, no {missing} label"
-                            + (" (but deeper layer labels)" if gap else ""))
-            continue
-        health = node_health(node, policy)
-        workloads = used.get(node.name, {})
-        gpus = sum(node.allocatable.get(r, 0) for r in ACCELERATORS)
-        view = NodeView(
-            name=node.name, path=tuple(path),
-            health=HEALTHY if health.healthy else _category(health.reason),
-            reason=health.reason, gpus=gpus, gpus_used=sum(workloads.values()),
-            instance_type=node.labels.get("node.kubernetes.io/instance-type", ""),
-            workloads=dict(sorted(workloads.items())),
-        )
-        placed.append(view)
+
+def _layer_path(node: NodeInfo, levels: Sequence[str]) -> tuple[list[str], bool]:
+    """The node's layer values down to its first missing layer, and whether a deeper layer is
+    set after that gap (such a node cannot be hung anywhere without guessing)."""
+    path: list[str] = []
+    for key in levels:
+        value = node.labels.get(key)
+        if not value:
+            break
+        path.append(value)
+    gap = any(node.labels.get(key) for key in levels[len(path):])
+    return path, gap
+
+
+def _skip_warning(node_name: str, levels: Sequence[str], depth: int, gap: bool) -> str:
+    """Why a node is left out: the first layer label it lacks."""
+    missing = levels[depth] if levels else LAYER_PREFIX + "1"
+    return (f"node {node_name}: skipped, no {missing} label"
+            + (" (but deeper layer labels)" if gap else ""))
+
+
+def _node_view(node: NodeInfo, path: Sequence[str], workloads: Mapping[str, int],
+               policy: HealthPolicy) -> NodeView:
+    """One tile: health category, accelerator capacity and what runs there."""
+    health = node_health(node, policy)
+    return NodeView(
+        name=node.name, path=tuple(path),
+        health=HEALTHY if health.healthy else _category(health.reason),
+        reason=health.reason, gpus=sum(node.allocatable.get(r, 0) for r in ACCELERATORS),
+        gpus_used=sum(workloads.values()),
+        instance_type=node.labels.get("node.kubernetes.io/instance-type", ""),
+        workloads=dict(sorted(workloads.items())),
+    )
+
+
+class _TreeBuilder:
+    """Domains keyed by their full value path, created as nodes are hung under them; collects
+    the warnings in the order they arise (skips and two-parent values interleaved)."""
+
+    def __init__(self) -> None:
+        self.roots: dict[str, Domain] = {}
+        self.index: dict[tuple[str, ...], Domain] = {}
+        self.first_parent: dict[tuple[int, str], tuple[str, ...]] = {}
+        self.warnings: list[str] = []
+
+    def hang(self, view: NodeView) -> None:
+        """Add ``view`` to every domain on its path (aggregates) and to its deepest domain."""
         parent: Domain | None = None
-        for depth in range(1, len(path) + 1):
-            key_path = tuple(path[:depth])
-            dom = index.get(key_path)
-            if dom is None:
-                dom = Domain(level=depth, value=path[depth - 1], path=key_path)
-                index[key_path] = dom
-                if parent is None:
-                    roots[path[0]] = dom
-                else:
-                    parent.children.append(dom)
-                seen = first_parent.setdefault((depth, path[depth - 1]), key_path)
-                if seen != key_path:
-                    warnings.append(f"layer {depth} value {path[depth - 1]} appears under two parents "
-                                    f"({seen[-2]} and {key_path[-2]}); Mermaid draws it under the first")
+        for depth in range(1, len(view.path) + 1):
+            dom = self._domain(view.path[:depth], parent)
             dom.node_count += 1
             dom.healthy += view.health == HEALTHY
             dom.gpus += view.gpus
@@ -225,13 +247,29 @@ def build_view(nodes: Sequence[NodeInfo], pods: Iterable[PodInfo] = (), *,
         assert parent is not None
         parent.nodes.append(view)
 
-    for dom in index.values():
-        dom.children.sort(key=lambda d: d.value)
-    ordered = [roots[k] for k in sorted(roots)]
-    unbound = sorted(set(used) - {n.name for n in placed} - set(skipped))
-    if unbound and nodes:
-        warnings.append(f"{len(unbound)} pod node name(s) not in the node list, e.g. {unbound[0]}")
-    return TopologyView(levels=lv, roots=ordered, nodes=placed, warnings=warnings, skipped=skipped)
+    def _domain(self, key_path: tuple[str, ...], parent: Domain | None) -> Domain:
+        """The domain at ``key_path``, created under ``parent`` on first sight."""
+        dom = self.index.get(key_path)
+        if dom is not None:
+            return dom
+        depth, value = len(key_path), key_path[-1]
+        dom = Domain(level=depth, value=value, path=key_path)
+        self.index[key_path] = dom
+        if parent is None:
+            self.roots[value] = dom
+        else:
+            parent.children.append(dom)
+        seen = self.first_parent.setdefault((depth, value), key_path)
+        if seen != key_path:
+            self.warnings.append(f"layer {depth} value {value} appears under two parents "
+                                 f"({seen[-2]} and {key_path[-2]}); Mermaid draws it under the first")
+        return dom
+
+    def sorted_roots(self) -> list[Domain]:
+        """Roots and every child list by value, for stable output."""
+        for dom in self.index.values():
+            dom.children.sort(key=lambda d: d.value)
+        return [self.roots[k] for k in sorted(self.roots)]
 
 
 def view_to_dict(view: TopologyView) -> dict[str, object]:

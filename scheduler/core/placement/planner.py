@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from scheduler.core.placement import cpsat, greedy
 from scheduler.core.placement.types import (
@@ -57,13 +57,8 @@ def place_workload(
     otherwise the normal placement is returned. (Node selectors are honoured by the tree only
     when hostname is the lowest level, as in Kueue, so the wish is ignored elsewhere.)"""
     if preferred_domains and tree.hostname_lowest:
-        hinted = [
-            replace(ps, node_selector={**ps.node_selector, **preferred_domains[ps.name]})
-            if ps.name in preferred_domains else ps
-            for ps in pod_sets
-        ]
-        first = place_workload(tree, hinted, solver=solver, time_budget_s=time_budget_s / 2,
-                               implied_tas=implied_tas)
+        first = place_workload(tree, _with_preferred_domains(pod_sets, preferred_domains), solver=solver,
+                               time_budget_s=time_budget_s / 2, implied_tas=implied_tas)
         if first.fits:
             return first
         time_budget_s /= 2
@@ -72,11 +67,40 @@ def place_workload(
     if solver == "greedy":
         return greedy.place_greedy(tree, pod_sets, implied_tas=implied_tas)
     deadline = time.monotonic() + max(time_budget_s, 0.0)
+    return _place_in_order(tree, pod_sets, solver, deadline, implied_tas)
+
+
+def _with_preferred_domains(pod_sets: Sequence[PodSetSpec],
+                            preferred_domains: Mapping[str, Mapping[str, str]]) -> list[PodSetSpec]:
+    """The pod sets with their preferred domain added to the node selector (the first try)."""
+    return [
+        replace(ps, node_selector={**ps.node_selector, **preferred_domains[ps.name]})
+        if ps.name in preferred_domains else ps
+        for ps in pod_sets
+    ]
+
+
+@dataclass
+class _SolverUse:
+    """Which solver shaped the placement so far, and whether every pod set's answer is
+    proven optimal (only CP-SAT proves it)."""
+
+    used_cpsat: bool = False
+    all_optimal: bool = True
+
+    @property
+    def name(self) -> str:
+        return "cpsat" if self.used_cpsat else "greedy"
+
+
+def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: str, deadline: float,
+                    implied_tas: bool) -> Placement:
+    """Pod sets one after another, each seeing the assumed usage of those before it: greedy
+    first, then CP-SAT's improvement where it is wanted, within the shared deadline."""
     multi = sum(1 for ps in pod_sets if ps.count > 0) > 1
     free = tree.free.copy()
     placed: list[PodSetPlacement] = []
-    used_cpsat = False
-    all_optimal = True
+    use = _SolverUse()
     for index, ps in enumerate(pod_sets):
         if ps.count <= 0:
             placed.append(PodSetPlacement(ps.name, 0, tree.assignment_levels(), ()))
@@ -85,23 +109,38 @@ def place_workload(
             prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free)
             leaf_pods = greedy.place_pod_set(prob)
         except PlacementError as err:
-            return Placement(False, str(err), "cpsat" if used_cpsat else "greedy", False, ())
-        want = _cpsat_eligible(prob) and (solver == "cpsat" or prob.mode == "preferred" or multi)
-        if want and solver == "auto" and len(leaf_pods) < _AUTO_MIN_CANDIDATE_LEAVES:
-            want = False  # a single leaf holds it all: nothing to improve
-        if want:
-            remaining = max(deadline - time.monotonic(), 0.0)
-            share = remaining / max(1, sum(1 for p in pod_sets[index:] if p.count > 0))
-            result = cpsat.improve(prob, leaf_pods, time_budget_s=share)
-            if result.used:
-                used_cpsat = True
-                leaf_pods = result.leaf_pods
-                all_optimal = all_optimal and result.optimal
-            else:
-                all_optimal = False
+            return Placement(False, str(err), use.name, False, ())
+        if _wants_cpsat(prob, leaf_pods, solver, multi):
+            leaf_pods = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
         else:
-            all_optimal = False
+            use.all_optimal = False
         greedy.consume(tree, free, prob.per_pod, leaf_pods)
         placed.append(greedy.to_pod_set_placement(tree, ps, leaf_pods))
-    name = "cpsat" if used_cpsat else "greedy"
-    return Placement(True, "", name, used_cpsat and all_optimal, tuple(placed))
+    return Placement(True, "", use.name, use.used_cpsat and use.all_optimal, tuple(placed))
+
+
+def _wants_cpsat(prob: greedy.Problem, leaf_pods: Mapping[int, int], solver: str, multi: bool) -> bool:
+    """CP-SAT for an eligible request when asked, or ("auto") when the request is preferred or
+    shares the cluster with other pod sets, unless one leaf already holds it all."""
+    want = _cpsat_eligible(prob) and (solver == "cpsat" or prob.mode == "preferred" or multi)
+    if want and solver == "auto" and len(leaf_pods) < _AUTO_MIN_CANDIDATE_LEAVES:
+        return False  # a single leaf holds it all: nothing to improve
+    return want
+
+
+def _time_share(deadline: float, rest: Sequence[PodSetSpec]) -> float:
+    """This pod set's even share of the time left among the non-empty pod sets still to place."""
+    remaining = max(deadline - time.monotonic(), 0.0)
+    return remaining / max(1, sum(1 for p in rest if p.count > 0))
+
+
+def _improve(prob: greedy.Problem, leaf_pods: dict[int, int], time_budget_s: float,
+             use: _SolverUse) -> dict[int, int]:
+    """CP-SAT's leaf -> pods when it ran (never worse than greedy's), noting it in ``use``."""
+    result = cpsat.improve(prob, leaf_pods, time_budget_s=time_budget_s)
+    if not result.used:
+        use.all_optimal = False
+        return leaf_pods
+    use.used_cpsat = True
+    use.all_optimal = use.all_optimal and result.optimal
+    return result.leaf_pods
