@@ -39,6 +39,7 @@ from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
+from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
 from scheduler.kube.nodefailures import NodeFailureHandler, requeue_or_fail
 from scheduler.kube.queues import QueueObjectsWriter
@@ -52,10 +53,14 @@ utcnow = st.utcnow
 
 
 def _owner_uid(workload: Mapping[str, Any]) -> str | None:
-    for ref in (workload.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
+    meta = workload.get("metadata") or {}
+    refs = meta.get("ownerReferences") or ()
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
             return str(ref.get("uid"))
-    return ((workload.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_UID)
+    labels = meta.get("labels") or {}
+    uid = labels.get(LABEL_JOB_UID) if isinstance(labels, Mapping) else None
+    return str(uid) if uid else None
 
 
 is_finished = st.is_finished
@@ -77,7 +82,10 @@ class Controller:
         self.resync_s = resync_s
         self.leading = threading.Event()
         self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
-        self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s)
+        self.isolation = Isolation(self.writer, clock)
+        self.unreadable = UnreadableWorkloads()
+        self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
+                                                isolation=self.isolation)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
@@ -131,28 +139,30 @@ class Controller:
 
     def ensure_workloads(self) -> None:
         by_owner = self._workloads_by_owner()
-        for uid, (integration, job) in self._job_index().items():
-            if uid in by_owner or (job.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            if owned_by_managed_parent(job):
-                continue
-            if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
-                continue
-            if integration.finish_state(job).finished:
-                continue
-            priority = self.resolve_priority(job)
-            if priority is None:
-                name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
-                self.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
-                                  f"workloadPriorityClass \"{name}\" not found; create it or fix label "
-                                  f"{LABEL_PRIORITY_CLASS}")
-                continue
-            try:
-                body = workload_for_job(integration, job, priority[0], priority[1])
-            except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
-                self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
-                continue
-            self._create_workload(job, body)
+        self.isolation.for_each("ensure_workloads", [entry for uid, entry in self._job_index().items()
+                                                     if uid not in by_owner],
+                                lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1])
+
+    def _ensure_workload(self, integration: JobIntegration, job: Obj) -> None:
+        if (job.get("metadata") or {}).get("deletionTimestamp") or owned_by_managed_parent(job):
+            return
+        if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
+            return
+        if integration.finish_state(job).finished:
+            return
+        priority = self.resolve_priority(job)
+        if priority is None:
+            name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
+            self.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
+                              f"workloadPriorityClass \"{name}\" not found; create it or fix label "
+                              f"{LABEL_PRIORITY_CLASS}")
+            return
+        try:
+            body = workload_for_job(integration, job, priority[0], priority[1])
+        except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
+            self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
+            return
+        self._create_workload(job, body)
 
     def _create_workload(self, job: Obj, body: Obj) -> None:
         def failed(exc: ApiException) -> None:
@@ -167,39 +177,41 @@ class Controller:
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
         jobs = self._job_index()
-        for wl in self.cache.workloads.items():
-            if is_finished(wl):
-                continue
-            entry = jobs.get(_owner_uid(wl) or "")
-            if entry is None:
-                continue
-            integration, job = entry
-            state = integration.finish_state(job)
-            if state.finished:
-                if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message,
-                                                                          self.clock())):
-                    self.writer.notify("finished", wl, {"reason": state.reason})
+        self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not is_finished(wl)],
+                                lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl)
+
+    def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+        entry = jobs.get(_owner_uid(wl) or "")
+        if entry is None:
+            return
+        integration, job = entry
+        state = integration.finish_state(job)
+        if state.finished:
+            if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
+                self.writer.notify("finished", wl, {"reason": state.reason})
 
     # ------------------------------------------------------------------ phase 3
     def progress_evictions(self) -> None:
         jobs = self._job_index()
-        for wl in self.cache.workloads.items():
-            if not is_evicting(wl) or is_finished(wl):
-                continue
-            entry = jobs.get(_owner_uid(wl) or "")
-            if entry is None:
-                self.writer.patch_workload_status(wl, st.release_status(wl, self.clock()))
-                continue
-            integration, job = entry
-            if not integration.is_suspended(job):
-                self._suspend(integration, job, wl)
-                continue
-            if not integration.can_restore(job):
-                continue  # pods still going, or the Job controller has not cleared startTime yet
-            restore = integration.restore_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
-            if restore is not None and not self.writer.patch_job(integration, job, restore):
-                continue
-            self._release(wl, job)
+        self.isolation.for_each("progress_evictions",
+                                [wl for wl in self.cache.workloads.items() if is_evicting(wl) and not is_finished(wl)],
+                                lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl)
+
+    def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+        entry = jobs.get(_owner_uid(wl) or "")
+        if entry is None:
+            self.writer.patch_workload_status(wl, st.release_status(wl, self.clock()))
+            return
+        integration, job = entry
+        if not integration.is_suspended(job):
+            self._suspend(integration, job, wl)
+            return
+        if not integration.can_restore(job):
+            return  # pods still going, or the Job controller has not cleared startTime yet
+        restore = integration.restore_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
+        if restore is not None and not self.writer.patch_job(integration, job, restore):
+            return
+        self._release(wl, job)
 
     def _release(self, wl: Obj, job: Obj) -> None:
         """The evicted job's pods are gone: drop the reservation. Preempted and NodeFailures
@@ -264,24 +276,26 @@ class Controller:
 
     def start_admitted(self) -> None:
         jobs = self._job_index()
-        for wl in self.cache.workloads.items():
-            if not has_reservation(wl) or st.condition_true(wl, st.EVICTED) or is_finished(wl):
-                continue
-            if not st.condition_true(wl, st.ADMITTED):
-                continue
-            entry = jobs.get(_owner_uid(wl) or "")
-            if entry is None:
-                continue
-            integration, job = entry
-            if not integration.is_suspended(job):
-                continue
-            if not integration.can_restore(job):
-                continue  # the previous run's pods are not gone yet: never two copies of a pod
-            patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
-            if not self.writer.patch_job(integration, job, patch):
-                continue
-            self.writer.event(job, "Normal", "Started",
-                               f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
+        self.isolation.for_each("start_admitted",
+                                [wl for wl in self.cache.workloads.items()
+                                 if has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
+                                 and not st.condition_true(wl, st.EVICTED) and not is_finished(wl)],
+                                lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl)
+
+    def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+        entry = jobs.get(_owner_uid(wl) or "")
+        if entry is None:
+            return
+        integration, job = entry
+        if not integration.is_suspended(job):
+            return
+        if not integration.can_restore(job):
+            return  # the previous run's pods are not gone yet: never two copies of a pod
+        patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
+        if not self.writer.patch_job(integration, job, patch):
+            return
+        self.writer.event(job, "Normal", "Started",
+                          f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 
     # ------------------------------------------------------------------ phase 5
     def _capacity_fingerprint(self) -> int:
@@ -307,12 +321,27 @@ class Controller:
         if fingerprint != self._fingerprint:
             self.queue_state.release()
             self._fingerprint = fingerprint
-        snapshot: Snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver,
-                                            time_budget_s=self.time_budget_s,
-                                            inadmissible=self.queue_state.inadmissible())
-        if snapshot.pending:
-            apply_decisions(self.writer, self.queue_state, snapshot, run_cycle(snapshot), self.clock())
+        snapshot = self._snapshot()
+        if snapshot.pending and not self.unreadable.holds_admission():
+            apply_decisions(self.writer, self.queue_state, snapshot, run_cycle(snapshot), self.clock(),
+                            self.isolation)
         return snapshot
+
+    def _snapshot(self) -> Snapshot:
+        """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
+        and skipped until it changes); the rest of the cluster is admitted as usual."""
+        def build() -> Snapshot:
+            return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
+                                  inadmissible=self.queue_state.inadmissible(),
+                                  exclude=self.unreadable.current(self.cache.workloads.items()))
+        try:
+            return build()
+        except Exception:
+            if not self.unreadable.probe(self.cache.workloads.items(), self.cache.flavors.items(),
+                                         lambda wl, exc: self.isolation.report("admit", wl, exc, wl),
+                                         self.cache.workloads.get):
+                raise  # no Workload is to blame: something else is broken (reconcile logs it)
+            return build()
 
     # ------------------------------------------------------------------ loop
     def reconcile(self) -> None:
@@ -324,7 +353,7 @@ class Controller:
         snapshot = self.admit()
         # From the snapshot before this pass's decisions: each write they made comes back as a
         # watch event and wakes the next pass, which reports it.
-        self.queue_objects.sync(snapshot)
+        self.queue_objects.sync(snapshot, self.isolation)
 
     def run_leading(self) -> None:
         log.info("controller loop started")

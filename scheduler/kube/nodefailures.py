@@ -51,6 +51,7 @@ from scheduler.core.workload import ANN_WORKLOAD
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.eviction import evict
+from scheduler.kube.isolation import Isolation
 from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.kube.writer import Obj, Writer
 
@@ -109,10 +110,12 @@ def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
 
 
 class NodeFailureHandler:
-    def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0) -> None:
+    def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0,
+                 isolation: Isolation | None = None) -> None:
         self.cache = cache
         self.writer = writer
         self.clock = clock
+        self.isolation = isolation if isolation is not None else Isolation(writer, clock)
         self.tracker = FailureTracker(grace_s=grace_s)
 
     def record_nodes(self, now: float) -> dict[str, Obj]:
@@ -126,27 +129,38 @@ class NodeFailureHandler:
         return nodes
 
     def run(self) -> None:
-        """One pass over the workloads holding a reservation: record, decide, write."""
+        """One pass over the workloads holding a reservation: record, decide, write. A workload
+        that cannot be read or written is reported (``isolation``) and the others go on."""
         now = self.clock().timestamp()
         nodes = self.record_nodes(now)
         holding = [wl for wl in self.cache.workloads.items()
                    if st.has_reservation(wl) and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)]
-        placed = {}
-        for wl in holding:
+        readable: list[Obj] = []
+        placed: dict[str, tuple[PlacedWorkload, Obj]] = {}
+
+        def consider(wl: Obj) -> None:
             workload = placed_workload(wl)
+            readable.append(wl)
             for host in workload.assigned_nodes():
                 if host not in nodes and host not in self.tracker.deleted:
                     self.tracker.observe_deleted(host)
             if self.tracker.failed_among(workload.assigned_nodes(), now):
                 placed[workload.key] = (workload, wl)
+
+        self.isolation.for_each("node_failures", holding, consider, workload_of=lambda wl: wl)
         if not placed:
             return  # the trees are built only when some assigned node has failed
-        for decision in self._decide([w for w, _ in placed.values()], nodes, holding, now):
+
+        def apply(decision: ReplaceNodes | EvictForNodeFailure) -> None:
             wl = placed[decision.workload][1]
             if isinstance(decision, ReplaceNodes):
                 self.replace(wl, decision)
             else:
                 self.evict(wl, decision)
+
+        decisions = self._decide([w for w, _ in placed.values()], nodes, readable, now)
+        self.isolation.for_each("node_failures", decisions, apply, subject=lambda d: placed[d.workload][1],
+                                workload_of=lambda d: placed[d.workload][1])
 
     def _decide(self, workloads: Sequence[PlacedWorkload], nodes: Mapping[str, Obj], holding: list[Obj],
                 now: float) -> list[ReplaceNodes | EvictForNodeFailure]:
