@@ -4,7 +4,9 @@ Each reconcile runs fixed phases, every one idempotent and driven only by what t
 server holds, so a restarted (or newly elected) controller continues exactly where the last
 one stopped — no admission is lost and none is made twice:
 
-1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference).
+1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference);
+   ``suspend_unadmitted`` a managed job running without an admitted Workload is suspended
+                          again (Kueue's "Not admitted by cluster queue").
 2. ``sync_finished``      a finished Job finishes its Workload (quota is released).
 3. ``node_failures``      an assigned node that stays unhealthy is hot-swapped inside the
                           required domain, or the Workload is evicted (``NodeFailures``).
@@ -62,6 +64,10 @@ def _owner_uid(workload: Mapping[str, Any]) -> str | None:
     uid = labels.get(LABEL_JOB_UID) if isinstance(labels, Mapping) else None
     return str(uid) if uid else None
 
+
+# Kueue's jobframework stop messages (event reason "Stopped").
+NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
+NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
 
 is_finished = st.is_finished
 has_reservation = st.has_reservation
@@ -173,6 +179,30 @@ class Controller:
         if created is not None:
             self.writer.event(job, "Normal", "CreatedWorkload",
                               f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
+
+    # ------------------------------------------------------------------ phase 1b
+    def suspend_unadmitted(self) -> None:
+        """Kueue's jobframework: a managed job that runs while its Workload is not admitted (a
+        user patched ``suspend: false`` on a pending job) is suspended again, with Kueue's
+        ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
+        by_owner = self._workloads_by_owner()
+        self.isolation.for_each("suspend_unadmitted", list(self._job_index().items()),
+                                lambda item: self._suspend_if_unadmitted(*item[1], by_owner.get(item[0])),
+                                subject=lambda item: item[1][1], workload_of=lambda item: by_owner.get(item[0]))
+
+    def _suspend_if_unadmitted(self, integration: JobIntegration, job: Obj, wl: Obj | None) -> None:
+        meta = job.get("metadata") or {}
+        if integration.is_suspended(job) or meta.get("deletionTimestamp") or owned_by_managed_parent(job):
+            return
+        if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
+            return  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
+        if wl is not None and (st.condition_true(wl, st.ADMITTED) or is_finished(wl)):
+            return  # admitted (or evicted: the eviction phase stops it with the eviction's message)
+        message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
+        if self.writer.patch_job(integration, job, integration.stop_patch(job)):
+            log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
+                     message)
+            self.writer.event(job, "Normal", "Stopped", message)
 
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
@@ -346,6 +376,7 @@ class Controller:
     # ------------------------------------------------------------------ loop
     def reconcile(self) -> None:
         self.ensure_workloads()
+        self.suspend_unadmitted()
         self.sync_finished()
         self.node_failures.run()
         self.progress_evictions()
