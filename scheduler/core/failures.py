@@ -45,6 +45,22 @@ def multiple_failures_message(nodes: Iterable[str]) -> str:
             + ",".join(sorted(nodes)))
 
 
+@dataclass(frozen=True)
+class RequeueBackoff:
+    """The wait before a workload evicted for node failures may be admitted again: Kueue's
+    ``waitForPodsReady.requeuingStrategy`` (``backoffBaseSeconds`` 60, ``backoffMaxSeconds``
+    3600, no ``backoffLimitCount``), applied to NodeFailures evictions: the n-th requeue waits
+    ``base * 2^(n-1)`` seconds, capped at ``max`` (Kueue adds a 0.01% jitter; toposched is
+    deterministic)."""
+
+    base_s: float = 60.0
+    max_s: float = 3600.0
+
+    def delay_s(self, count: int) -> float:
+        exponent = min(max(count - 1, 0), 62)  # beyond this the cap has long applied
+        return float(min(self.base_s * 2**exponent, self.max_s))
+
+
 @dataclass
 class FailureTracker:
     """The record of unhealthy nodes: since when each has been unhealthy (seconds on the

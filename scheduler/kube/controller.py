@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.cycle import Snapshot, run_cycle
+from scheduler.core.failures import EVICTION_REASON, RequeueBackoff
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
@@ -77,9 +78,12 @@ is_evicting = st.is_evicting
 class Controller:
     def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
                  time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0,
-                 is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None) -> None:
+                 is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
+                 requeue_backoff: RequeueBackoff | None = None) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
-        elector sets). ``events``: where Events go (default: a recorder on ``api``)."""
+        elector sets). ``events``: where Events go (default: a recorder on ``api``).
+        ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
+        waitForPodsReady requeuing defaults)."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -89,6 +93,7 @@ class Controller:
         self.leading = threading.Event()
         self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
         self.isolation = Isolation(self.writer, clock)
+        self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.unreadable = UnreadableWorkloads()
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
                                                 isolation=self.isolation)
@@ -244,11 +249,15 @@ class Controller:
         self._release(wl, job)
 
     def _release(self, wl: Obj, job: Obj) -> None:
-        """The evicted job's pods are gone: drop the reservation. Preempted and NodeFailures
-        evictions requeue at once (Kueue), unless HyperPod auto-resume retries are used up."""
+        """The evicted job's pods are gone: drop the reservation. Preempted evictions requeue at
+        once (Kueue); NodeFailures evictions after Kueue's requeuing backoff (``requeueState``),
+        unless HyperPod auto-resume retries are used up."""
         now = self.clock()
         requeue, failure = requeue_or_fail(wl)
-        status = st.release_status(wl, now, requeue=requeue)
+        evicted = st.find_condition(wl, st.EVICTED) or {}
+        backoff = (self.requeue_backoff.delay_s(st.requeue_count(wl) + 1)
+                   if evicted.get("reason") == EVICTION_REASON else None)
+        status = st.release_status(wl, now, requeue=requeue, requeue_after_s=backoff)
         if failure:
             status["conditions"] = st.finish_status(st.merged(wl, status), "Failed", failure, now)["conditions"]
         if self.writer.patch_workload_status(wl, status):
