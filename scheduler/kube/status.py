@@ -158,7 +158,8 @@ def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool 
         conds = set_condition(conds, REQUEUED, "False", reason, message, now)
     out: dict[str, Any] = {"admission": None, "conditions": conds}
     if requeue and requeue_after_s is not None:
-        out["requeueState"] = {"count": requeue_count(workload) + 1, "requeueAt": timestamp(now + dt.timedelta(seconds=requeue_after_s))}
+        requeue_at = now + dt.timedelta(seconds=requeue_after_s)
+        out["requeueState"] = {"count": requeue_count(workload) + 1, "requeueAt": timestamp(requeue_at)}
     return out
 
 
