@@ -33,7 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.cycle import Snapshot, run_cycle
-from scheduler.core.failures import EVICTION_REASON, RequeueBackoff
+from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
@@ -44,7 +44,7 @@ from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
-from scheduler.kube.nodefailures import NodeFailureHandler, requeue_or_fail
+from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
 from scheduler.kube.writer import Observer, Writer
@@ -79,11 +79,15 @@ class Controller:
     def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
                  time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0,
                  is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
-                 requeue_backoff: RequeueBackoff | None = None) -> None:
+                 requeue_backoff: RequeueBackoff | None = None,
+                 node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
+                 storm_policy: StormPolicy | None = None) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
-        waitForPodsReady requeuing defaults)."""
+        waitForPodsReady requeuing defaults). ``node_failure_grace_s`` / ``node_unreachable_grace_s``:
+        how long a known-bad / an unreachable assigned node must stay so before its workload is
+        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -96,7 +100,9 @@ class Controller:
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.unreadable = UnreadableWorkloads()
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
-                                                isolation=self.isolation)
+                                                isolation=self.isolation,
+                                                unreachable_grace_s=node_unreachable_grace_s,
+                                                storm_policy=storm_policy)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
