@@ -29,8 +29,25 @@ def register(sub: Any) -> None:
     p.add_argument("--time-budget-ms", type=float, default=100.0, help="CP-SAT time budget per placement")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
     p.add_argument("--node-failure-grace-seconds", type=float, default=3.0,
-                   help="an assigned node must stay unhealthy this long before its workload is hot-swapped "
-                   "or evicted (debounces flapping health labels)")
+                   help="an assigned node with an explicit failure (HyperPod Unschedulable* health label, fault "
+                   "label, HMA taint, NotReady) must stay so this long before its workload is hot-swapped or "
+                   "evicted (debounces flapping health labels)")
+    p.add_argument("--node-unreachable-grace-seconds", type=float, default=300.0,
+                   help="the same for an unreachable node (Ready=Unknown): default 300, the toleration Kubernetes "
+                   "gives pods on an unreachable node, since a partition often heals and its pods may still run")
+    p.add_argument("--eviction-storm-threshold", type=float, default=0.55,
+                   help="hold node-failure evictions and replacements when more than this share of a flavor's "
+                   "nodes (or of all nodes) failed within the window (default 0.55, kube-controller-manager's "
+                   "--unhealthy-zone-threshold); resume when the share drops")
+    p.add_argument("--eviction-storm-window-seconds", type=float, default=120.0,
+                   help="failures this recent count towards starting an eviction-storm hold")
+    p.add_argument("--eviction-storm-min-nodes", type=int, default=3,
+                   help="fewest failed nodes that can start a hold (kube-controller-manager: more than 2)")
+    p.add_argument("--node-failure-requeue-base-seconds", type=float, default=60.0,
+                   help="a workload evicted for node failures is requeued after base*2^(n-1) s, n its requeue "
+                   "count (Kueue's waitForPodsReady.requeuingStrategy.backoffBaseSeconds, default 60)")
+    p.add_argument("--node-failure-requeue-max-seconds", type=float, default=3600.0,
+                   help="the cap of that backoff (Kueue's backoffMaxSeconds, default 3600)")
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
     g = p.add_argument_group("gRPC API (toposched.v1.Placement, docs/api.md)")
@@ -80,6 +97,7 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from scheduler.core.failures import RequeueBackoff, StormPolicy
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
@@ -90,7 +108,12 @@ def run(args: argparse.Namespace) -> int:
     api = Api(api_client(args.kubeconfig))
     cache = ClusterCache.create(api)
     controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
-                            resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds)
+                            resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
+                            node_unreachable_grace_s=args.node_unreachable_grace_seconds,
+                            storm_policy=StormPolicy(args.eviction_storm_threshold, args.eviction_storm_window_seconds,
+                                                     args.eviction_storm_min_nodes),
+                            requeue_backoff=RequeueBackoff(args.node_failure_requeue_base_seconds,
+                                                           args.node_failure_requeue_max_seconds))
     synced = threading.Event()
     if args.health_port:
         serve_health(args.health_bind, args.health_port, synced.is_set)

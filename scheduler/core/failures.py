@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.core.nodes import HOSTNAME_LABEL
+from scheduler.core.health import FAULT_LABELS, HEALTH_STATUS_LABEL, HEALTH_TAINT_KEY, UNSCHEDULABLE_STATUSES
+from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
 from scheduler.core.preemption import TASUsage
 from scheduler.core.resources import Resources, with_pod_slot
@@ -45,35 +46,149 @@ def multiple_failures_message(nodes: Iterable[str]) -> str:
             + ",".join(sorted(nodes)))
 
 
+@dataclass(frozen=True)
+class RequeueBackoff:
+    """The wait before a workload evicted for node failures may be admitted again: Kueue's
+    ``waitForPodsReady.requeuingStrategy`` (``backoffBaseSeconds`` 60, ``backoffMaxSeconds``
+    3600, no ``backoffLimitCount``), applied to NodeFailures evictions: the n-th requeue waits
+    ``base * 2^(n-1)`` seconds, capped at ``max`` (Kueue adds a 0.01% jitter; toposched is
+    deterministic)."""
+
+    base_s: float = 60.0
+    max_s: float = 3600.0
+
+    def delay_s(self, count: int) -> float:
+        exponent = min(max(count - 1, 0), 62)  # beyond this the cap has long applied
+        return float(min(self.base_s * 2**exponent, self.max_s))
+
+
+UNREACHABLE = "unreachable"  # Ready=Unknown (or no Ready condition), taint node.kubernetes.io/unreachable
+EXPLICIT = "explicit"  # a verdict: HyperPod health label / fault label / HMA taint, NotReady, cordon...
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+
+
+def failure_kind(node: NodeInfo) -> str:
+    """Why an unhealthy node is unhealthy, for the grace it gets. A node nobody can reach may
+    still run its pods (a network partition), so it is given the longer grace; an explicit
+    verdict (HyperPod's ``Unschedulable*`` health label, a fault label, the HMA taint) wins
+    over an unreachable Ready condition: the node is known bad."""
+    if node.labels.get(HEALTH_STATUS_LABEL, "") in UNSCHEDULABLE_STATUSES \
+            or any(node.labels.get(label) for label in FAULT_LABELS) \
+            or any(t.key == HEALTH_TAINT_KEY for t in node.taints):
+        return EXPLICIT
+    ready = node.condition("Ready")
+    if ready is None or ready.status == "Unknown" or any(t.key == UNREACHABLE_TAINT for t in node.taints):
+        return UNREACHABLE
+    return EXPLICIT
+
+
 @dataclass
 class FailureTracker:
     """The record of unhealthy nodes: since when each has been unhealthy (seconds on the
-    caller's clock), and which assigned nodes are gone. Recording only; what to do about a
-    failed node is :func:`node_failure_decisions`' business."""
+    caller's clock), which of them are unreachable rather than known bad, and which assigned
+    nodes are gone. Recording only; what to do about a failed node is
+    :func:`node_failure_decisions`' business.
+
+    ``grace_s``: how long a known-bad node must stay unhealthy; ``unreachable_grace_s``: the
+    same for an unreachable one (longer: a partition often heals, and the pod may still run)."""
 
     grace_s: float = 3.0
     unhealthy_since: dict[str, float] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
+    unreachable_grace_s: float | None = None  # None: the same as grace_s
+    unreachable: set[str] = field(default_factory=set)
 
-    def observe(self, node: str, healthy: bool, now: float) -> None:
+    def observe(self, node: str, healthy: bool, now: float, kind: str = EXPLICIT) -> None:
         self.deleted.discard(node)
         if healthy:
             self.unhealthy_since.pop(node, None)
+            self.unreachable.discard(node)
+            return
+        self.unhealthy_since.setdefault(node, now)
+        if kind == UNREACHABLE:
+            self.unreachable.add(node)
         else:
-            self.unhealthy_since.setdefault(node, now)
+            self.unreachable.discard(node)
 
     def observe_deleted(self, node: str) -> None:
         self.unhealthy_since.pop(node, None)
+        self.unreachable.discard(node)
         self.deleted.add(node)
+
+    def grace_for(self, node: str) -> float:
+        if node in self.unreachable and self.unreachable_grace_s is not None:
+            return self.unreachable_grace_s
+        return self.grace_s
 
     def failed(self, node: str, now: float) -> bool:
         if node in self.deleted:
             return True
         since = self.unhealthy_since.get(node)
-        return since is not None and now - since >= self.grace_s
+        return since is not None and now - since >= self.grace_for(node)
 
     def failed_among(self, nodes: Iterable[str], now: float) -> list[str]:
         return sorted(n for n in nodes if self.failed(n, now))
+
+
+# ---------------------------------------------------------------------- eviction-storm guard
+
+
+@dataclass(frozen=True)
+class StormPolicy:
+    """The node lifecycle controller's unhealthy-zone rule, applied to node-failure evictions
+    and replacements: when more than ``threshold`` of a group's nodes (a flavor's nodes, or all
+    nodes) turned unhealthy within ``window_s`` — and at least ``min_failed`` of them, as KCM
+    needs more than two not-ready nodes — the failure is more likely the control plane's view
+    (a partition, a monitoring outage) than the nodes: hold, and resume only when the share of
+    unhealthy nodes is back at or below the threshold."""
+
+    threshold: float = 0.55  # kube-controller-manager --unhealthy-zone-threshold
+    window_s: float = 120.0
+    min_failed: int = 3
+
+
+@dataclass(frozen=True)
+class Storm:
+    group: str
+    unhealthy: tuple[str, ...]
+    total: int
+    policy: StormPolicy
+
+    @property
+    def message(self) -> str:
+        return (f"node-failure evictions and replacements are held: {len(self.unhealthy)} of {self.total} nodes of "
+                f"{self.group} are unhealthy (more than {self.policy.threshold:.0%} failed within "
+                f"{self.policy.window_s:.0f}s), as the node lifecycle controller holds evictions in an unhealthy "
+                "zone; they resume when the share drops")
+
+
+def storms(groups: Mapping[str, Iterable[str]], tracker: FailureTracker, now: float, policy: StormPolicy,
+           holding: Iterable[str] = ()) -> dict[str, Storm]:
+    """The groups where node failures are held now. A group starts holding when more than the
+    threshold of its nodes turned unhealthy within the window; one already ``holding`` keeps
+    holding while more than the threshold of its nodes are unhealthy, however long ago they
+    failed (a long partition must not end the hold by outlasting the window)."""
+    held = set(holding)
+    out: dict[str, Storm] = {}
+    for group, members in groups.items():
+        nodes = sorted(set(members))
+        if not nodes:
+            continue
+        unhealthy = [n for n in nodes if n in tracker.unhealthy_since]
+        counted = unhealthy if group in held else [n for n in unhealthy
+                                                   if now - tracker.unhealthy_since[n] <= policy.window_s]
+        if len(counted) >= policy.min_failed and len(counted) / len(nodes) > policy.threshold:
+            out[group] = Storm(group, tuple(unhealthy), len(nodes), policy)
+    return out
+
+
+def held_nodes(storms_now: Mapping[str, Storm]) -> dict[str, Storm]:
+    """node -> the storm that holds its failure (the first group, by name, when several)."""
+    out: dict[str, Storm] = {}
+    for group in sorted(storms_now):
+        for node in storms_now[group].unhealthy:
+            out.setdefault(node, storms_now[group])
+    return out
 
 
 def pods_per_node(pod_set: PodSetPlacement) -> dict[str, int]:
@@ -309,7 +424,16 @@ class EvictForNodeFailure:
     reason: str = EVICTION_REASON
 
 
-NodeFailureDecision = ReplaceNodes | EvictForNodeFailure
+@dataclass(frozen=True)
+class HoldForNodeStorm:
+    """Failed nodes in a group that is storming: neither replace nor evict (yet)."""
+
+    workload: str
+    failed_nodes: tuple[str, ...]
+    message: str
+
+
+NodeFailureDecision = ReplaceNodes | EvictForNodeFailure | HoldForNodeStorm
 
 
 def apply_replacement(placement: PodSetPlacement, decision: ReplaceNodes) -> PodSetPlacement:
@@ -328,7 +452,8 @@ def eviction_message(failed_nodes: Sequence[str]) -> str:
 def node_failure_decisions(workloads: Sequence[PlacedWorkload], unhealthy: FailureTracker,
                            trees: Mapping[str, TopologyTree], now: float,
                            node_labels: Mapping[str, Mapping[str, str]], *,
-                           release_evicted: bool = False) -> list[NodeFailureDecision]:
+                           release_evicted: bool = False,
+                           held: Mapping[str, Storm] | None = None) -> list[NodeFailureDecision]:
     """Replace-or-evict for every workload with a failed node (unhealthy for the tracker's
     grace, or deleted) in its assignment, in the given order.
 
@@ -336,12 +461,18 @@ def node_failure_decisions(workloads: Sequence[PlacedWorkload], unhealthy: Failu
     reserved in a private copy before the next workload is looked at, so two workloads never
     take the same spare slot. ``release_evicted``: an evicted workload's usage is freed at once
     (the simulator, where pods terminate in no time); the controller keeps it until the pods
-    are gone. ``node_labels``: labels of the failed nodes still known (slice domains)."""
+    are gone. ``node_labels``: labels of the failed nodes still known (slice domains).
+    ``held``: failed nodes inside a storm (:func:`held_nodes`): a workload on one of them is
+    held (:class:`HoldForNodeStorm`), its usage left as it is."""
     scratch = _CopyOnWrite(trees)
     out: list[NodeFailureDecision] = []
     for workload in workloads:
         failed = unhealthy.failed_among(workload.assigned_nodes(), now)
         if not failed:
+            continue
+        storm = next((held[n] for n in failed if held and n in held), None)
+        if storm is not None:
+            out.append(HoldForNodeStorm(workload.key, tuple(failed), storm.message))
             continue
         moved = _replacements(workload, failed, scratch, node_labels)
         if moved is None:

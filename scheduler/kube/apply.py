@@ -17,6 +17,7 @@ from scheduler.core.queueing import QueueState
 from scheduler.core.resources import format_quantity
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
+from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Obj, Writer
 
 
@@ -34,22 +35,33 @@ def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
 
 
 def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot, decisions: Iterable[Decision],
-                    now: dt.datetime) -> None:
-    """Write each decision about a workload the cache still holds with the same uid."""
+                    now: dt.datetime, isolation: Isolation | None = None) -> None:
+    """Write each decision about a workload the cache still holds with the same uid; with
+    ``isolation``, a decision whose write fails is reported and the others are still written."""
     waited: dict[str, float] = {p.key: p.timestamp for p in snapshot.pending}
-    for decision in decisions:
+
+    def write(decision: Decision) -> None:
         wl = writer.cache.workloads.get(decision.workload)
         if wl is None or (wl.get("metadata") or {}).get("uid") != decision.uid:
-            continue
+            return
         if isinstance(decision, Admit):
             _admit(writer, queue_state, wl, decision, max(0.0, snapshot.now - waited.get(decision.workload,
-                                                                                          snapshot.now)), now)
+                                                                                         snapshot.now)), now)
         elif isinstance(decision, Preempt):
             _preempt(writer, wl, decision, now)
         elif isinstance(decision, Evict):
             _evict(writer, wl, decision, now)
         elif isinstance(decision, Pending):
             _pending(writer, queue_state, snapshot, wl, decision, now)
+
+    def workload_of(decision: Decision) -> Obj | None:
+        return writer.cache.workloads.get(decision.workload)
+
+    if isolation is None:
+        for decision in decisions:
+            write(decision)
+        return
+    isolation.for_each("admit", decisions, write, subject=lambda d: workload_of(d) or {}, workload_of=workload_of)
 
 
 def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wait_s: float,

@@ -4,7 +4,9 @@ Each reconcile runs fixed phases, every one idempotent and driven only by what t
 server holds, so a restarted (or newly elected) controller continues exactly where the last
 one stopped — no admission is lost and none is made twice:
 
-1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference).
+1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference);
+   ``suspend_unadmitted`` a managed job running without an admitted Workload is suspended
+                          again (Kueue's "Not admitted by cluster queue").
 2. ``sync_finished``      a finished Job finishes its Workload (quota is released).
 3. ``node_failures``      an assigned node that stays unhealthy is hot-swapped inside the
                           required domain, or the Workload is evicted (``NodeFailures``).
@@ -31,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.cycle import Snapshot, run_cycle
+from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
@@ -39,8 +42,9 @@ from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
+from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
-from scheduler.kube.nodefailures import NodeFailureHandler, requeue_or_fail
+from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
 from scheduler.kube.writer import Observer, Writer
@@ -52,11 +56,19 @@ utcnow = st.utcnow
 
 
 def _owner_uid(workload: Mapping[str, Any]) -> str | None:
-    for ref in (workload.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
+    meta = workload.get("metadata") or {}
+    refs = meta.get("ownerReferences") or ()
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
             return str(ref.get("uid"))
-    return ((workload.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_UID)
+    labels = meta.get("labels") or {}
+    uid = labels.get(LABEL_JOB_UID) if isinstance(labels, Mapping) else None
+    return str(uid) if uid else None
 
+
+# Kueue's jobframework stop messages (event reason "Stopped").
+NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
+NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
 
 is_finished = st.is_finished
 has_reservation = st.has_reservation
@@ -66,9 +78,16 @@ is_evicting = st.is_evicting
 class Controller:
     def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
                  time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0,
-                 is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None) -> None:
+                 is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
+                 requeue_backoff: RequeueBackoff | None = None,
+                 node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
+                 storm_policy: StormPolicy | None = None) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
-        elector sets). ``events``: where Events go (default: a recorder on ``api``)."""
+        elector sets). ``events``: where Events go (default: a recorder on ``api``).
+        ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
+        waitForPodsReady requeuing defaults). ``node_failure_grace_s`` / ``node_unreachable_grace_s``:
+        how long a known-bad / an unreachable assigned node must stay so before its workload is
+        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -77,7 +96,13 @@ class Controller:
         self.resync_s = resync_s
         self.leading = threading.Event()
         self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
-        self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s)
+        self.isolation = Isolation(self.writer, clock)
+        self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
+        self.unreadable = UnreadableWorkloads()
+        self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
+                                                isolation=self.isolation,
+                                                unreachable_grace_s=node_unreachable_grace_s,
+                                                storm_policy=storm_policy)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
@@ -131,28 +156,30 @@ class Controller:
 
     def ensure_workloads(self) -> None:
         by_owner = self._workloads_by_owner()
-        for uid, (integration, job) in self._job_index().items():
-            if uid in by_owner or (job.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            if owned_by_managed_parent(job):
-                continue
-            if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
-                continue
-            if integration.finish_state(job).finished:
-                continue
-            priority = self.resolve_priority(job)
-            if priority is None:
-                name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
-                self.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
-                                  f"workloadPriorityClass \"{name}\" not found; create it or fix label "
-                                  f"{LABEL_PRIORITY_CLASS}")
-                continue
-            try:
-                body = workload_for_job(integration, job, priority[0], priority[1])
-            except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
-                self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
-                continue
-            self._create_workload(job, body)
+        self.isolation.for_each("ensure_workloads", [entry for uid, entry in self._job_index().items()
+                                                     if uid not in by_owner],
+                                lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1])
+
+    def _ensure_workload(self, integration: JobIntegration, job: Obj) -> None:
+        if (job.get("metadata") or {}).get("deletionTimestamp") or owned_by_managed_parent(job):
+            return
+        if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
+            return
+        if integration.finish_state(job).finished:
+            return
+        priority = self.resolve_priority(job)
+        if priority is None:
+            name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
+            self.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
+                              f"workloadPriorityClass \"{name}\" not found; create it or fix label "
+                              f"{LABEL_PRIORITY_CLASS}")
+            return
+        try:
+            body = workload_for_job(integration, job, priority[0], priority[1])
+        except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
+            self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
+            return
+        self._create_workload(job, body)
 
     def _create_workload(self, job: Obj, body: Obj) -> None:
         def failed(exc: ApiException) -> None:
@@ -164,49 +191,79 @@ class Controller:
             self.writer.event(job, "Normal", "CreatedWorkload",
                               f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
 
+    # ------------------------------------------------------------------ phase 1b
+    def suspend_unadmitted(self) -> None:
+        """Kueue's jobframework: a managed job that runs while its Workload is not admitted (a
+        user patched ``suspend: false`` on a pending job) is suspended again, with Kueue's
+        ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
+        by_owner = self._workloads_by_owner()
+        self.isolation.for_each("suspend_unadmitted", list(self._job_index().items()),
+                                lambda item: self._suspend_if_unadmitted(*item[1], by_owner.get(item[0])),
+                                subject=lambda item: item[1][1], workload_of=lambda item: by_owner.get(item[0]))
+
+    def _suspend_if_unadmitted(self, integration: JobIntegration, job: Obj, wl: Obj | None) -> None:
+        meta = job.get("metadata") or {}
+        if integration.is_suspended(job) or meta.get("deletionTimestamp") or owned_by_managed_parent(job):
+            return
+        if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
+            return  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
+        if wl is not None and (st.condition_true(wl, st.ADMITTED) or is_finished(wl)):
+            return  # admitted (or evicted: the eviction phase stops it with the eviction's message)
+        message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
+        if self.writer.patch_job(integration, job, integration.stop_patch(job)):
+            log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
+                     message)
+            self.writer.event(job, "Normal", "Stopped", message)
+
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
         jobs = self._job_index()
-        for wl in self.cache.workloads.items():
-            if is_finished(wl):
-                continue
-            entry = jobs.get(_owner_uid(wl) or "")
-            if entry is None:
-                continue
-            integration, job = entry
-            state = integration.finish_state(job)
-            if state.finished:
-                if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message,
-                                                                          self.clock())):
-                    self.writer.notify("finished", wl, {"reason": state.reason})
+        self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not is_finished(wl)],
+                                lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl)
+
+    def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+        entry = jobs.get(_owner_uid(wl) or "")
+        if entry is None:
+            return
+        integration, job = entry
+        state = integration.finish_state(job)
+        if state.finished:
+            if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
+                self.writer.notify("finished", wl, {"reason": state.reason})
 
     # ------------------------------------------------------------------ phase 3
     def progress_evictions(self) -> None:
         jobs = self._job_index()
-        for wl in self.cache.workloads.items():
-            if not is_evicting(wl) or is_finished(wl):
-                continue
-            entry = jobs.get(_owner_uid(wl) or "")
-            if entry is None:
-                self.writer.patch_workload_status(wl, st.release_status(wl, self.clock()))
-                continue
-            integration, job = entry
-            if not integration.is_suspended(job):
-                self._suspend(integration, job, wl)
-                continue
-            if not integration.can_restore(job):
-                continue  # pods still going, or the Job controller has not cleared startTime yet
-            restore = integration.restore_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
-            if restore is not None and not self.writer.patch_job(integration, job, restore):
-                continue
-            self._release(wl, job)
+        self.isolation.for_each("progress_evictions",
+                                [wl for wl in self.cache.workloads.items() if is_evicting(wl) and not is_finished(wl)],
+                                lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl)
+
+    def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+        entry = jobs.get(_owner_uid(wl) or "")
+        if entry is None:
+            self.writer.patch_workload_status(wl, st.release_status(wl, self.clock()))
+            return
+        integration, job = entry
+        if not integration.is_suspended(job):
+            self._suspend(integration, job, wl)
+            return
+        if not integration.can_restore(job):
+            return  # pods still going, or the Job controller has not cleared startTime yet
+        restore = integration.restore_patch(job, list((wl.get("spec") or {}).get("podSets") or ()))
+        if restore is not None and not self.writer.patch_job(integration, job, restore):
+            return
+        self._release(wl, job)
 
     def _release(self, wl: Obj, job: Obj) -> None:
-        """The evicted job's pods are gone: drop the reservation. Preempted and NodeFailures
-        evictions requeue at once (Kueue), unless HyperPod auto-resume retries are used up."""
+        """The evicted job's pods are gone: drop the reservation. Preempted evictions requeue at
+        once (Kueue); NodeFailures evictions after Kueue's requeuing backoff (``requeueState``),
+        unless HyperPod auto-resume retries are used up."""
         now = self.clock()
         requeue, failure = requeue_or_fail(wl)
-        status = st.release_status(wl, now, requeue=requeue)
+        evicted = st.find_condition(wl, st.EVICTED) or {}
+        backoff = (self.requeue_backoff.delay_s(st.requeue_count(wl) + 1)
+                   if evicted.get("reason") == EVICTION_REASON else None)
+        status = st.release_status(wl, now, requeue=requeue, requeue_after_s=backoff)
         if failure:
             status["conditions"] = st.finish_status(st.merged(wl, status), "Failed", failure, now)["conditions"]
         if self.writer.patch_workload_status(wl, status):
@@ -264,24 +321,26 @@ class Controller:
 
     def start_admitted(self) -> None:
         jobs = self._job_index()
-        for wl in self.cache.workloads.items():
-            if not has_reservation(wl) or st.condition_true(wl, st.EVICTED) or is_finished(wl):
-                continue
-            if not st.condition_true(wl, st.ADMITTED):
-                continue
-            entry = jobs.get(_owner_uid(wl) or "")
-            if entry is None:
-                continue
-            integration, job = entry
-            if not integration.is_suspended(job):
-                continue
-            if not integration.can_restore(job):
-                continue  # the previous run's pods are not gone yet: never two copies of a pod
-            patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
-            if not self.writer.patch_job(integration, job, patch):
-                continue
-            self.writer.event(job, "Normal", "Started",
-                               f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
+        self.isolation.for_each("start_admitted",
+                                [wl for wl in self.cache.workloads.items()
+                                 if has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
+                                 and not st.condition_true(wl, st.EVICTED) and not is_finished(wl)],
+                                lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl)
+
+    def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+        entry = jobs.get(_owner_uid(wl) or "")
+        if entry is None:
+            return
+        integration, job = entry
+        if not integration.is_suspended(job):
+            return
+        if not integration.can_restore(job):
+            return  # the previous run's pods are not gone yet: never two copies of a pod
+        patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
+        if not self.writer.patch_job(integration, job, patch):
+            return
+        self.writer.event(job, "Normal", "Started",
+                          f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 
     # ------------------------------------------------------------------ phase 5
     def _capacity_fingerprint(self) -> int:
@@ -307,16 +366,32 @@ class Controller:
         if fingerprint != self._fingerprint:
             self.queue_state.release()
             self._fingerprint = fingerprint
-        snapshot: Snapshot = build_snapshot(self.cache, self.clock(), solver=self.solver,
-                                            time_budget_s=self.time_budget_s,
-                                            inadmissible=self.queue_state.inadmissible())
-        if snapshot.pending:
-            apply_decisions(self.writer, self.queue_state, snapshot, run_cycle(snapshot), self.clock())
+        snapshot = self._snapshot()
+        if snapshot.pending and not self.unreadable.holds_admission():
+            apply_decisions(self.writer, self.queue_state, snapshot, run_cycle(snapshot), self.clock(),
+                            self.isolation)
         return snapshot
+
+    def _snapshot(self) -> Snapshot:
+        """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
+        and skipped until it changes); the rest of the cluster is admitted as usual."""
+        def build() -> Snapshot:
+            return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
+                                  inadmissible=self.queue_state.inadmissible(),
+                                  exclude=self.unreadable.current(self.cache.workloads.items()))
+        try:
+            return build()
+        except Exception:
+            if not self.unreadable.probe(self.cache.workloads.items(), self.cache.flavors.items(),
+                                         lambda wl, exc: self.isolation.report("admit", wl, exc, wl),
+                                         self.cache.workloads.get):
+                raise  # no Workload is to blame: something else is broken (reconcile logs it)
+            return build()
 
     # ------------------------------------------------------------------ loop
     def reconcile(self) -> None:
         self.ensure_workloads()
+        self.suspend_unadmitted()
         self.sync_finished()
         self.node_failures.run()
         self.progress_evictions()
@@ -324,7 +399,7 @@ class Controller:
         snapshot = self.admit()
         # From the snapshot before this pass's decisions: each write they made comes back as a
         # watch event and wakes the next pass, which reports it.
-        self.queue_objects.sync(snapshot)
+        self.queue_objects.sync(snapshot, self.isolation)
 
     def run_leading(self) -> None:
         log.info("controller loop started")

@@ -32,16 +32,25 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
     EvictForNodeFailure,
     FailureTracker,
+    HoldForNodeStorm,
+    NodeFailureDecision,
     PlacedWorkload,
     ReplaceNodes,
+    Storm,
+    StormPolicy,
     apply_replacement,
+    failure_kind,
+    held_nodes,
     node_failure_decisions,
+    storms,
 )
 from scheduler.core.health import node_health
 from scheduler.core.nodes import node_from_k8s
@@ -51,6 +60,8 @@ from scheduler.core.workload import ANN_WORKLOAD
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.eviction import evict
+from scheduler.kube.informer import PODS, object_key
+from scheduler.kube.isolation import Isolation
 from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.kube.writer import Obj, Writer
 
@@ -58,6 +69,15 @@ log = logging.getLogger(__name__)
 ANN_RETRIES = "toposched.dev/node-failure-retries"
 ANN_RETRY_KEY = "toposched.dev/node-failure-counted"
 DEFAULT_MAX_RETRIES = 1  # HyperPod CLI default when --auto-resume is set without --max-retry
+# A node nobody can reach (Ready=Unknown) gets as long as Kubernetes gives a pod on it before
+# evicting it (the DefaultTolerationSeconds admission plugin's 300 s toleration of
+# node.kubernetes.io/unreachable): a partition often heals, its pods may still be running, and
+# acting sooner gains nothing, since a replacement waits for the old pod to terminate anyway.
+DEFAULT_UNREACHABLE_GRACE_S = 300.0
+# The condition a held Workload carries while an eviction storm lasts (not a Kueue type:
+# domain-prefixed, as third-party condition types on Kueue objects should be).
+HELD_CONDITION = "toposched.dev/NodeFailuresHeld"
+ALL_NODES = "all nodes"
 Clock = Callable[[], dt.datetime]
 
 
@@ -109,57 +129,134 @@ def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
 
 
 class NodeFailureHandler:
-    def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0) -> None:
+    def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0,
+                 isolation: Isolation | None = None, unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
+                 storm_policy: StormPolicy | None = None) -> None:
         self.cache = cache
         self.writer = writer
         self.clock = clock
-        self.tracker = FailureTracker(grace_s=grace_s)
+        self.isolation = isolation if isolation is not None else Isolation(writer, clock)
+        self.tracker = FailureTracker(grace_s=grace_s, unreachable_grace_s=unreachable_grace_s)
+        self.storm_policy = storm_policy if storm_policy is not None else StormPolicy()
+        self.storms: dict[str, Storm] = {}  # groups holding node-failure actions now
 
     def record_nodes(self, now: float) -> dict[str, Obj]:
         """Record every node's health (and nodes that are gone); returns the nodes by name."""
         nodes = {n["metadata"]["name"]: n for n in self.cache.nodes.items()}
         for name, obj in nodes.items():
-            self.tracker.observe(name, node_health(node_from_k8s(obj)).healthy, now)
+            info = node_from_k8s(obj)
+            self.tracker.observe(name, node_health(info).healthy, now, failure_kind(info))
         for name in list(self.tracker.unhealthy_since):
             if name not in nodes:
                 self.tracker.observe_deleted(name)
         return nodes
 
     def run(self) -> None:
-        """One pass over the workloads holding a reservation: record, decide, write."""
+        """One pass over the workloads holding a reservation: record, decide, write. A workload
+        that cannot be read or written is reported (``isolation``) and the others go on."""
         now = self.clock().timestamp()
         nodes = self.record_nodes(now)
         holding = [wl for wl in self.cache.workloads.items()
                    if st.has_reservation(wl) and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)]
-        placed = {}
-        for wl in holding:
+        readable: list[Obj] = []
+        placed: dict[str, tuple[PlacedWorkload, Obj]] = {}
+
+        def consider(wl: Obj) -> None:
             workload = placed_workload(wl)
+            readable.append(wl)
             for host in workload.assigned_nodes():
                 if host not in nodes and host not in self.tracker.deleted:
                     self.tracker.observe_deleted(host)
             if self.tracker.failed_among(workload.assigned_nodes(), now):
                 placed[workload.key] = (workload, wl)
+
+        self.isolation.for_each("node_failures", holding, consider, workload_of=lambda wl: wl)
+        self._watch_storms(nodes, now)
+        held = held_nodes(self.storms)
+        self.isolation.for_each("node_failures", [wl for wl in holding if st.condition_true(wl, HELD_CONDITION)
+                                                  and object_key(wl) not in placed], self._resume,
+                                workload_of=lambda wl: wl)
         if not placed:
             return  # the trees are built only when some assigned node has failed
-        for decision in self._decide([w for w, _ in placed.values()], nodes, holding, now):
+
+        def apply(decision: NodeFailureDecision) -> None:
             wl = placed[decision.workload][1]
+            if isinstance(decision, HoldForNodeStorm):
+                self.hold(wl, decision)
+                return
+            wl = self._resume(wl)
             if isinstance(decision, ReplaceNodes):
                 self.replace(wl, decision)
             else:
                 self.evict(wl, decision)
 
+        decisions = self._decide([w for w, _ in placed.values()], nodes, readable, now, held)
+        self.isolation.for_each("node_failures", decisions, apply, subject=lambda d: placed[d.workload][1],
+                                workload_of=lambda d: placed[d.workload][1])
+
     def _decide(self, workloads: Sequence[PlacedWorkload], nodes: Mapping[str, Obj], holding: list[Obj],
-                now: float) -> list[ReplaceNodes | EvictForNodeFailure]:
+                now: float, held: Mapping[str, Storm]) -> list[NodeFailureDecision]:
         topologies = {t["metadata"]["name"]: t for t in self.cache.topologies.items()}
         trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(nodes.values()),
                              core_pods(self.cache.pods.items()), holding)
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
-        return node_failure_decisions(workloads, self.tracker, trees, now, labels)
+        return node_failure_decisions(workloads, self.tracker, trees, now, labels, held=held)
+
+    # ------------------------------------------------------------------ eviction-storm guard
+    def node_groups(self, nodes: Mapping[str, Obj]) -> dict[str, list[str]]:
+        """Each flavor's nodes (those carrying its nodeLabels) and all nodes: the groups the
+        storm guard watches, as the node lifecycle controller watches each zone."""
+        labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
+        groups = {ALL_NODES: sorted(nodes)}
+        for flavor in self.cache.flavors.items():
+            selector = ((flavor.get("spec") or {}).get("nodeLabels") or {})
+            if selector:
+                groups[f"flavor {flavor['metadata']['name']}"] = sorted(
+                    n for n, lbl in labels.items() if all(lbl.get(k) == v for k, v in selector.items()))
+        return groups
+
+    def _watch_storms(self, nodes: Mapping[str, Obj], now: float) -> None:
+        current = storms(self.node_groups(nodes), self.tracker, now, self.storm_policy, self.storms)
+        for group in sorted(set(current) - set(self.storms)):
+            log.warning("eviction storm in %s: %s", group, current[group].message)
+        for group in sorted(set(self.storms) - set(current)):
+            log.warning("eviction storm in %s is over: node-failure evictions and replacements resume", group)
+        self.storms = current
+
+    def hold(self, wl: Obj, decision: HoldForNodeStorm) -> None:
+        """A Warning Event on the Workload and the held condition (written when it changes)."""
+        cond = st.find_condition(wl, HELD_CONDITION) or {}
+        if (cond.get("status"), cond.get("message")) == ("True", decision.message):
+            return
+        log.warning("workload %s: node failure of %s held: %s", decision.workload, ", ".join(decision.failed_nodes),
+                    decision.message)
+        conditions = st.set_condition(st.conditions_of(wl), HELD_CONDITION, "True", "EvictionStorm", decision.message,
+                                      self.clock())
+        if self.writer.patch_workload_status(wl, {"conditions": conditions}) is not None:
+            self.writer.event(wl, "Warning", "NodeFailuresHeld", decision.message)
+
+    def _resume(self, wl: Obj) -> Obj:
+        """The held condition set False (the storm is over); the Workload to go on with."""
+        if not st.condition_true(wl, HELD_CONDITION):
+            return wl
+        conditions = st.set_condition(st.conditions_of(wl), HELD_CONDITION, "False", "StormOver",
+                                      "the share of unhealthy nodes dropped: node-failure handling resumed",
+                                      self.clock())
+        return self.writer.patch_workload_status(wl, {"conditions": conditions}) or wl
 
     # ------------------------------------------------------------------ hot swap
     def replace(self, wl: Obj, decision: ReplaceNodes) -> None:
-        """Rewrite the assignment, then delete the workload's pods on the failed nodes so the
-        Job controller recreates them (the extender places them on the new slots)."""
+        """Hot swap in two steps, so a rank never runs twice: first the workload's pods on the
+        failed nodes are deleted gracefully and awaited (terminated, or their node object gone);
+        only then is the assignment rewritten. Until then the recreated pods have no slot: the
+        extender places a pod only on its assignment's healthy nodes with a free slot, and the
+        assignment still names the failed node (unhealthy) and full healthy ones. A partitioned
+        node's pod may still run; it is never given a second copy while the API still has it."""
+        terminating = self._terminate_pods_on(wl, decision.failed_nodes)
+        if terminating:
+            log.info("workload %s: waiting for %s to terminate before replacing %s", decision.workload,
+                     ", ".join(terminating), ", ".join(decision.failed_nodes))
+            return
         admission = dict((wl.get("status") or {}).get("admission") or {})
         placements = {p.name: p for p, _per_pod, _flavor in admitted_placements(wl)}
         moved = {p.name for p in decision.placements}
@@ -170,8 +267,6 @@ class NodeFailureHandler:
         if updated is None:
             return  # stale copy (or not leading): the next reconcile looks again
         failed = list(decision.failed_nodes)
-        for node in failed:
-            self._delete_pods_on(wl, node)
         names = ", ".join(failed)
         self.writer.event(wl, "Normal", "NodeReplaced",
                           f"Replaced unhealthy node{'s' if len(failed) > 1 else ''} {names} within the workload's "
@@ -179,15 +274,34 @@ class NodeFailureHandler:
         self.writer.notify("replaced", wl, {"failedNode": failed[0], "failedNodes": failed})
         log.info("workload %s: replaced failed node(s) %s", decision.workload, names)
 
-    def _delete_pods_on(self, wl: Mapping[str, Any], node: str) -> None:
+    def _terminate_pods_on(self, wl: Mapping[str, Any], nodes: Sequence[str]) -> list[str]:
+        """Delete (gracefully) the workload's pods on ``nodes`` whose node object still exists;
+        the names of those still there afterwards (asked of the API server, not the cache)."""
         ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+        remaining = []
         for pod in self.cache.pods.items():
             meta = pod.get("metadata") or {}
-            if meta.get("namespace") != ns or (pod.get("spec") or {}).get("nodeName") != node:
-                continue
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            if meta.get("namespace") != ns or node not in nodes or self.cache.nodes.get(node) is None:
+                continue  # another's, or its node object is gone: the pod cannot run any more
             if (meta.get("annotations") or {}).get(ANN_WORKLOAD) != name:
                 continue
-            self.writer.delete_pod(meta["name"], ns)
+            if not meta.get("deletionTimestamp"):
+                self.writer.delete_pod(meta["name"], ns)
+            if self._still_there(pod):
+                remaining.append(f"pod {meta['name']}")
+        return remaining
+
+    def _still_there(self, pod: Obj) -> bool:
+        meta = pod["metadata"]
+        try:
+            current = self.writer.api.get(PODS, meta["name"], meta["namespace"])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.cache.forget(self.cache.pods, pod)
+            return False
+        return str((current.get("metadata") or {}).get("uid")) == str(meta.get("uid"))
 
     # ------------------------------------------------------------------ eviction + retries
     def evict(self, wl: Obj, decision: EvictForNodeFailure) -> None:

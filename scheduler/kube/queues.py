@@ -25,6 +25,7 @@ from scheduler.core.queueing import ACTIVE
 from scheduler.kube import informer as inf
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
+from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -67,18 +68,31 @@ class QueueObjectsWriter:
         self.cache = cache
         self.clock = clock
 
-    def sync(self, snapshot: Snapshot) -> None:
+    def sync(self, snapshot: Snapshot, isolation: Isolation | None = None) -> None:
+        """Queue status and finalizers; with ``isolation``, one queue object that cannot be
+        written is reported and the others are still brought up to date."""
         cq_status, lq_status = queue_statuses(snapshot)
         now = self.clock()
-        for obj in self.cache.cluster_queues.items():
+        def each(phase: str, objects: Sequence[Obj], step: Callable[[Obj], object]) -> None:
+            if isolation is None:
+                for obj in objects:
+                    step(obj)
+            else:
+                isolation.for_each(phase, objects, step)
+
+        def cluster_queue(obj: Obj) -> None:
             qs = cq_status.get(obj["metadata"]["name"])
             if qs is not None:
                 self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, status_fields(obj, qs, now))
-        for obj in self.cache.local_queues.items():
+
+        def local_queue(obj: Obj) -> None:
             qs = lq_status.get(inf.object_key(obj))
             if qs is not None:
                 self._write_status(self.cache.local_queues, inf.LOCAL_QUEUES, obj, status_fields(obj, qs, now))
-        self._sync_finalizers(snapshot)
+
+        each("queue status", self.cache.cluster_queues.items(), cluster_queue)
+        each("queue status", self.cache.local_queues.items(), local_queue)
+        self._sync_finalizers(snapshot, each)
 
     def _write_status(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, fields: dict[str, Any]) -> None:
         if not _changed(obj, fields):
@@ -86,7 +100,8 @@ class QueueObjectsWriter:
         self.writer.patch(resource, obj, {"status": fields}, informer, subresource="status")
 
     # ------------------------------------------------------------------ finalizers
-    def _sync_finalizers(self, snapshot: Snapshot) -> None:
+    def _sync_finalizers(self, snapshot: Snapshot,
+                         each: Callable[[str, Sequence[Obj], Callable[[Obj], object]], None]) -> None:
         holding = {w.cluster_queue for w in snapshot.admitted}
         used_flavors = {f for obj in self.cache.cluster_queues.items() for f in _flavor_names(obj)}
         used_topologies = {(o.get("spec") or {}).get("topologyName") for o in self.cache.flavors.items()}
@@ -96,7 +111,8 @@ class QueueObjectsWriter:
             (self.cache.topologies, inf.TOPOLOGIES, used_topologies),
         )
         for informer, resource, in_use in in_use_by_kind:
-            for obj in informer.items():
+            def finalizer(obj: Obj, informer: inf.Informer = informer, resource: inf.Resource = resource,
+                          in_use: set[str | None] = in_use) -> None:
                 meta = obj["metadata"]
                 finalizers = list(meta.get("finalizers") or ())
                 deleting = bool(meta.get("deletionTimestamp"))
@@ -105,6 +121,8 @@ class QueueObjectsWriter:
                 elif deleting and RESOURCE_IN_USE in finalizers and meta["name"] not in in_use:
                     log.info("%s %s is no longer in use: removing %s", resource.plural, meta["name"], RESOURCE_IN_USE)
                     self._set_finalizers(informer, resource, obj, [f for f in finalizers if f != RESOURCE_IN_USE])
+
+            each("queue finalizers", informer.items(), finalizer)
 
     def _set_finalizers(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, finalizers: list[str]) -> None:
         # Versioned: a finalizer list computed from a stale copy must not drop another's entry.

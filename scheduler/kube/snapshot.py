@@ -17,6 +17,7 @@ from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods
 from scheduler.adapter.objects import ClusterObjects
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
+from scheduler.kube.informer import object_key
 
 __all__ = ["admitted_placements", "build_snapshot", "cluster_objects", "core_nodes", "core_pods", "flavor_trees"]
 
@@ -27,10 +28,14 @@ Obj = dict[str, Any]
 # ---------------------------------------------------------------------- cache -> Snapshot
 
 
-def cluster_objects(cache: Any) -> ClusterObjects:
-    """What the informers hold right now (``ClusterCache``: ``.items()`` per resource)."""
+def cluster_objects(cache: Any, exclude: frozenset[str] = frozenset()) -> ClusterObjects:
+    """What the informers hold right now (``ClusterCache``: ``.items()`` per resource), without
+    the Workloads named in ``exclude`` (namespace/name: ones the adapter cannot read)."""
+    workloads = cache.workloads.items()
+    if exclude:
+        workloads = [w for w in workloads if object_key(w) not in exclude]
     return ClusterObjects(
-        nodes=cache.nodes.items(), pods=cache.pods.items(), workloads=cache.workloads.items(),
+        nodes=cache.nodes.items(), pods=cache.pods.items(), workloads=workloads,
         cluster_queues=cache.cluster_queues.items(), cohorts=cache.cohorts.items(),
         local_queues=cache.local_queues.items(), flavors=cache.flavors.items(), topologies=cache.topologies.items(),
         namespaces=cache.namespaces.items(), workload_priority_classes=cache.workload_priority_classes.items(),
@@ -38,7 +43,9 @@ def cluster_objects(cache: Any) -> ClusterObjects:
 
 
 def build_snapshot(cache: Any, now: Any, *, solver: str = "auto", time_budget_s: float = 0.1,
-                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None) -> Snapshot:
+                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
+                   exclude: frozenset[str] = frozenset()) -> Snapshot:
     """The informer caches as one immutable core ``Snapshot`` (converted by ``scheduler.adapter``)."""
-    return adapter_snapshot.build_snapshot(cluster_objects(cache), now, solver=solver, time_budget_s=time_budget_s,
-                                           inadmissible=inadmissible, health_policy=health_policy)
+    return adapter_snapshot.build_snapshot(cluster_objects(cache, exclude), now, solver=solver,
+                                           time_budget_s=time_budget_s, inadmissible=inadmissible,
+                                           health_policy=health_policy)

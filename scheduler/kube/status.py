@@ -100,10 +100,13 @@ def admit_status(workload: Mapping[str, Any], cluster_queue: str,
     conds = set_condition(conds, ADMITTED, "True", "Admitted", "The workload is admitted", now, gen)
     conds = _previously(conds, EVICTED, now)
     conds = _previously(conds, PREEMPTED, now)
-    return {
+    out: dict[str, Any] = {
         "admission": {"clusterQueue": cluster_queue, "podSetAssignments": [dict(a) for a in pod_set_assignments]},
         "conditions": conds,
     }
+    if ((workload.get("status") or {}).get("requeueState") or {}).get("requeueAt"):
+        out["requeueState"] = {"requeueAt": None}  # the backoff is over (Kueue keeps the count)
+    return out
 
 
 def pending_status(workload: Mapping[str, Any], reason: str, message: str, now: dt.datetime) -> dict[str, Any]:
@@ -139,9 +142,11 @@ def count_eviction(workload: Mapping[str, Any], reason: str, underlying_cause: s
     return [*out, {"reason": reason, "underlyingCause": underlying_cause, "count": 1}]
 
 
-def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool = True) -> dict[str, Any]:
-    """Step two: the job is stopped; drop the reservation and requeue (Kueue: immediately for
-    Preempted and NodeFailures evictions)."""
+def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool = True,
+                   requeue_after_s: float | None = None) -> dict[str, Any]:
+    """Step two: the job is stopped; drop the reservation and requeue. ``requeue_after_s``:
+    a backoff, written as Kueue writes it (``status.requeueState``: one more ``count``,
+    ``requeueAt`` = now + the backoff); the cycle admits the workload no earlier."""
     evicted = find_condition(workload, EVICTED) or {}
     reason = evicted.get("reason", "Preempted")
     message = evicted.get("message", "")
@@ -151,7 +156,16 @@ def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool 
         conds = set_condition(conds, REQUEUED, "True", reason, message, now)
     else:
         conds = set_condition(conds, REQUEUED, "False", reason, message, now)
-    return {"admission": None, "conditions": conds}
+    out: dict[str, Any] = {"admission": None, "conditions": conds}
+    if requeue and requeue_after_s is not None:
+        requeue_at = now + dt.timedelta(seconds=requeue_after_s)
+        out["requeueState"] = {"count": requeue_count(workload) + 1, "requeueAt": timestamp(requeue_at)}
+    return out
+
+
+def requeue_count(workload: Mapping[str, Any]) -> int:
+    """``status.requeueState.count``: how many backoff requeues the workload has had."""
+    return int(((workload.get("status") or {}).get("requeueState") or {}).get("count") or 0)
 
 
 def finish_status(workload: Mapping[str, Any], reason: str, message: str, now: dt.datetime) -> dict[str, Any]:

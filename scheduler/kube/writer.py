@@ -124,7 +124,10 @@ class Writer:
                           versioned=False, on_error=failed)
 
     def delete_pod(self, name: str, namespace: str) -> bool:
-        return self.delete(PODS, name, namespace, gracePeriodSeconds=0)
+        """Graceful deletion (the pod's own terminationGracePeriodSeconds): a pod on a node that
+        cannot be reached stays Terminating until the kubelet confirms or the node object goes,
+        which is what the callers wait for before its replacement may run."""
+        return self.delete(PODS, name, namespace)
 
     # ------------------------------------------------------------------ events, observers
     def event(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:

@@ -26,7 +26,9 @@ CLUSTER = {"name": "e2e-failures", "instanceType": "ml.p5.48xlarge", "layers": [
 
 @pytest.fixture(scope="module")
 def stack(stack_factory: Any) -> Stack:
-    return stack_factory(CLUSTER, controller_args=("--node-failure-grace-seconds", "1"))
+    # A 1 s requeue backoff (Kueue's default base is 60 s) keeps the re-admission timings short.
+    return stack_factory(CLUSTER, controller_args=("--node-failure-grace-seconds", "1",
+                                                   "--node-failure-requeue-base-seconds", "1"))
 
 
 def training_job(name: str, pods: int, max_retry: int | None = 1,

@@ -1,0 +1,81 @@
+"""Node failures without duplicates, on the in-memory API server: the hot swap waits for the
+failed node's pod to terminate (or its node object to go) before the rank may be placed again,
+and an eviction storm holds node-failure handling until the share of failed nodes drops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core.workload import ANN_WORKLOAD
+from scheduler.kube import status as st
+from scheduler.kube.informer import NODES, PODS
+from scheduler.kube.nodefailures import HELD_CONDITION
+from tests.unit.kube.test_phases import HEALTH, NS, Harness, assigned_hosts
+
+SPARE = {"n0": "n1", "n1": "n0", "n2": "n3", "n3": "n2"}
+
+
+def run_pod(harness: Harness, wl: dict[str, Any], node: str, finalizer: bool) -> None:
+    meta: dict[str, Any] = {"name": "train-0", "namespace": NS, "annotations": {ANN_WORKLOAD: wl["metadata"]["name"]}}
+    if finalizer:  # the kubelet has not confirmed termination yet (a partitioned node)
+        meta["finalizers"] = ["test/kubelet"]
+    harness.api.create(PODS, {"metadata": meta, "spec": {"nodeName": node, "containers": []},
+                              "status": {"phase": "Running"}}, NS)
+
+
+def fail(harness: Harness, *nodes: str) -> None:
+    for name in nodes:
+        harness.api.merge_patch(NODES, name, {"metadata": {"labels": {HEALTH: "UnschedulablePendingReplacement"}}})
+    harness.sync()
+
+
+def test_the_replacement_waits_until_the_old_pod_is_gone(harness: Harness) -> None:
+    wl = harness.admitted("train", 1)
+    (failed,) = assigned_hosts(wl)
+    run_pod(harness, wl, failed, finalizer=True)
+    fail(harness, failed)
+    harness.controller.node_failures.run()
+    harness.clock.advance(5)
+    harness.controller.node_failures.run()  # deleted gracefully, still terminating: no new slot yet
+    harness.sync()
+    assert harness.api.get(PODS, "train-0", NS)["metadata"]["deletionTimestamp"]
+    assert assigned_hosts(harness.workload()) == {failed: 1}
+    harness.controller.node_failures.run()  # still there: still waiting, no second delete needed
+    assert assigned_hosts(harness.workload()) == {failed: 1}
+    harness.api.merge_patch(PODS, "train-0", {"metadata": {"finalizers": None}}, NS)  # terminated
+    harness.sync()
+    harness.controller.node_failures.run()
+    assert assigned_hosts(harness.workload()) == {SPARE[failed]: 1}
+    assert "NodeReplaced" in harness.event_reasons()
+
+
+def test_a_deleted_node_object_ends_the_wait(harness: Harness) -> None:
+    wl = harness.admitted("train", 1)
+    (failed,) = assigned_hosts(wl)
+    run_pod(harness, wl, failed, finalizer=True)
+    harness.api.delete(NODES, failed)  # the instance was replaced: its pod cannot run any more
+    harness.sync()
+    harness.controller.node_failures.run()
+    assert assigned_hosts(harness.workload()) == {SPARE[failed]: 1}
+
+
+def test_an_eviction_storm_holds_then_resumes(harness: Harness) -> None:
+    wl = harness.admitted("train", 2)  # a whole block: a failure here evicts (no spare)
+    victim = sorted(assigned_hosts(wl))[0]
+    others = [n for n in ("n0", "n1", "n2", "n3") if n != victim][:2]
+    fail(harness, victim, *others)  # 3 of 4 nodes (75% > 55%) within the window
+    harness.controller.node_failures.run()
+    harness.clock.advance(5)
+    harness.controller.node_failures.run()
+    held = harness.workload()
+    assert not st.condition_true(held, st.EVICTED)
+    cond = st.find_condition(held, HELD_CONDITION)
+    assert cond is not None and cond["status"] == "True" and "3 of 4 nodes of all nodes" in cond["message"]
+    assert "NodeFailuresHeld" in harness.event_reasons()
+    for name in others:  # two recover: 1 of 4 unhealthy, the storm is over
+        harness.api.merge_patch(NODES, name, {"metadata": {"labels": {HEALTH: "Schedulable"}}})
+    harness.sync()
+    harness.controller.node_failures.run()
+    resumed = harness.workload()
+    assert st.find_condition(resumed, HELD_CONDITION)["status"] == "False"
+    assert st.find_condition(resumed, st.EVICTED)["reason"] == "NodeFailures"

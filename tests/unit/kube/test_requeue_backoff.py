@@ -1,0 +1,56 @@
+"""Kueue's requeuing backoff for NodeFailures evictions (issue 13, reproduction 6):
+``status.requeueState.count`` / ``requeueAt`` written, base 60 s doubling, capped at 3600 s."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from scheduler.core.failures import RequeueBackoff
+from scheduler.kube import status as st
+from scheduler.kube.eviction import evict
+from tests.unit.kube.test_phases import Harness
+
+
+def evict_and_release(harness: Harness, reason: str) -> dict:
+    evict(harness.controller.writer, harness.workload(), reason, "gone", harness.clock())
+    harness.sync()
+    harness.controller.progress_evictions()  # suspend
+    harness.sync()
+    harness.controller.progress_evictions()  # pods gone: release and requeue
+    harness.sync()
+    return harness.workload()
+
+
+def at(harness: Harness, seconds: float) -> str:
+    return st.timestamp(harness.clock() + dt.timedelta(seconds=seconds))
+
+
+def test_node_failure_evictions_back_off_as_kueue(harness: Harness) -> None:
+    harness.admitted("train", 1)
+    released = evict_and_release(harness, "NodeFailures")
+    assert released["status"]["requeueState"] == {"count": 1, "requeueAt": at(harness, 60)}
+    harness.clock.advance(30)
+    harness.controller.reconcile()
+    assert not st.has_reservation(harness.workload())  # still backing off
+    harness.clock.advance(31)
+    harness.controller.reconcile()
+    harness.sync()
+    readmitted = harness.workload()
+    assert st.condition_true(readmitted, st.ADMITTED)
+    assert readmitted["status"]["requeueState"] == {"count": 1}  # requeueAt cleared, the count kept
+    harness.controller.start_admitted()
+    harness.sync()
+    again = evict_and_release(harness, "NodeFailures")
+    assert again["status"]["requeueState"] == {"count": 2, "requeueAt": at(harness, 120)}
+
+
+def test_preemption_requeues_at_once(harness: Harness) -> None:
+    harness.admitted("train", 1)
+    released = evict_and_release(harness, "Preempted")
+    assert "requeueState" not in released["status"]
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    backoff = RequeueBackoff()
+    assert [backoff.delay_s(n) for n in (1, 2, 3, 6, 7, 100, 10**6)] == [60, 120, 240, 1920, 3600, 3600, 3600]
+    assert RequeueBackoff(base_s=1, max_s=10).delay_s(3) == 4
