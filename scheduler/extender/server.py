@@ -475,7 +475,8 @@ class ExtenderHTTPServer(BoundedHTTPServer):
             return error_answer(verb, f"toposched extender {verb}: internal error ({type(exc).__name__}: {exc})")
 
     def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="extender-http", daemon=True)
+        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="extender-http",
+                                  daemon=True)
         thread.start()
         return thread
 
