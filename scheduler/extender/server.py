@@ -34,7 +34,7 @@ from scheduler.core.nodes import node_from_k8s
 from scheduler.extender.bounded import BoundedHTTPServer
 from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, OwnerRef, judge
 from scheduler.extender.logic import PodRef, SlotBook, SlotTaken, pod_ref, workload_view
-from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, decode_body, field
+from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
 from scheduler.kube.informer import (
     NODES,
     PODS,
@@ -135,6 +135,26 @@ class Extender:
             passed_items = [n for name, n in zip(names, items, strict=True) if name in keep]
         return _filter_result(request.cache_capable, out.passed, passed_items, out.failed, out.unresolvable, out.error)
 
+    def _recall(self, namespace: str, name: str, uid: str) -> str | None:
+        """Teach the book a pod it has no filter record of (read from the API), judging it as
+        filter would; why it may not be bound, or None."""
+        if self.pod_lookup is None:
+            return None
+        obj = self.pod_lookup(namespace, name)
+        if obj is None:
+            return None
+        try:
+            obj = check_pod(obj, f"pod {namespace}/{name}")
+        except WireError as exc:
+            return f"toposched: cannot read {exc}; retrying"
+        if (obj.get("metadata") or {}).get("uid") != uid:
+            return None
+        ref = pod_ref(obj)
+        if self.book.remember(ref) is not None:
+            return None
+        refusal = self._gate(obj, ref)
+        return refusal.message if refusal is not None else None
+
     def _gate(self, pod: Mapping[str, Any], ref: PodRef) -> GateVerdict | None:
         """The admission gate for a pod the slot book does not own (no workload annotation);
         pods of other profiles are not ours to judge."""
@@ -159,16 +179,12 @@ class Extender:
             return {"Error": f"toposched extender bind: bad request: {exc}"}
         ns, name, uid, node = request.namespace, request.name, request.uid, request.node
         known, _ = self.book.group_for(uid)
-        if not known and self.pod_lookup is not None:
+        if not known:
             # Restarted between filter and bind, or the pod never went through filter.
-            obj = self.pod_lookup(ns, name)
-            if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
-                ref = pod_ref(obj)
-                if self.book.remember(ref) is None:
-                    refusal = self._gate(obj, ref)
-                    if refusal is not None:
-                        log.info("bind %s/%s refused (%s): %s", ns, name, refusal.reason, refusal.message)
-                        return {"Error": refusal.message}
+            refusal = self._recall(ns, name, uid)
+            if refusal is not None:
+                log.info("bind %s/%s refused: %s", ns, name, refusal)
+                return {"Error": refusal}
         try:
             res = self.book.reserve(uid, node)
         except SlotTaken as exc:
@@ -354,6 +370,24 @@ def error_answer(verb: str, message: str) -> Any:
     return {"Error": message}
 
 
+def _encode(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def answer(extender: Extender, verb: str, raw: bytes) -> bytes:
+    """One request body of ``verb`` in, the verb's answer out, encoded; never raises."""
+    try:
+        args = decode_body(raw)
+    except WireError as exc:
+        return _encode(error_answer(verb, f"toposched extender {verb}: bad request: {exc}"))
+    handler = {"filter": extender.filter, "prioritize": extender.prioritize, "bind": extender.bind}[verb]
+    try:
+        return _encode(handler(args))
+    except Exception as exc:  # a bug of ours (in deciding or encoding): refuse, and say so
+        log.exception("%s failed", verb)
+        return _encode(error_answer(verb, f"toposched extender {verb}: internal error ({type(exc).__name__}: {exc})"))
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: kube-scheduler's Go client reuses connections
     server: ExtenderHTTPServer
@@ -368,7 +402,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
     def _send(self, code: int, payload: Any) -> None:
-        data = json.dumps(payload, separators=(",", ":")).encode()
+        data = payload if isinstance(payload, bytes) else _encode(payload)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -435,8 +469,8 @@ class _Refuser(BaseHTTPRequestHandler):
 
     def _refuse(self) -> None:
         verb = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-        body = json.dumps(error_answer(verb, f"toposched extender is serving its limit of {MAX_CONNECTIONS} "
-                                             "connections; retrying"), separators=(",", ":")).encode()
+        body = _encode(error_answer(verb, f"toposched extender is serving its limit of {MAX_CONNECTIONS} "
+                                          "connections; retrying"))
         self.send_response(503)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -458,21 +492,8 @@ class ExtenderHTTPServer(BoundedHTTPServer):
     def port(self) -> int:
         return int(self.server_address[1])
 
-    def decide(self, verb: str, raw: bytes) -> Any:
-        """One request body in, the verb's answer out; never raises."""
-        try:
-            args = decode_body(raw)
-        except WireError as exc:
-            return error_answer(verb, f"toposched extender {verb}: bad request: {exc}")
-        handler = {"filter": self.extender.filter, "prioritize": self.extender.prioritize,
-                   "bind": self.extender.bind}[verb]
-        try:
-            result: Any = handler(args)
-            json.dumps(result)  # what _send will do: fail here, inside the guard, if it cannot
-            return result
-        except Exception as exc:  # a bug of ours: refuse, and say so
-            log.exception("%s failed", verb)
-            return error_answer(verb, f"toposched extender {verb}: internal error ({type(exc).__name__}: {exc})")
+    def decide(self, verb: str, raw: bytes) -> bytes:
+        return answer(self.extender, verb, raw)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="extender-http",
