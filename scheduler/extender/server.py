@@ -140,11 +140,11 @@ class Extender:
         filter would; why it may not be bound, or None."""
         if self.pod_lookup is None:
             return None
-        obj = self.pod_lookup(namespace, name)
-        if obj is None:
+        found = self.pod_lookup(namespace, name)
+        if found is None:
             return None
         try:
-            obj = check_pod(obj, f"pod {namespace}/{name}")
+            obj = check_pod(found, f"pod {namespace}/{name}")
         except WireError as exc:
             return f"toposched: cannot read {exc}; retrying"
         if (obj.get("metadata") or {}).get("uid") != uid:
