@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from admission.fielderrors import Verdict
 from admission.mutation import mutate_job
 from admission.shape import shape_errors
+from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
@@ -118,9 +119,27 @@ def _validation_failed(uid: str, obj: Mapping[str, Any], kind: str, exc: Excepti
                      "message", code=500, api_version=api_version)
 
 
+def _unsuspend_refusal(uid: str, kind: str, req: Mapping[str, Any], obj: Mapping[str, Any],
+                       old: Mapping[str, Any] | None, controller_users: Collection[str],
+                       api_version: str) -> dict[str, Any] | None:
+    """The denial of an UPDATE that unsuspends a queued job on behalf of anyone but the controller."""
+    if req.get("operation") != "UPDATE":
+        return None
+    user = requesting_user(req)
+    refused = unsuspend_errors(kind, obj, old, user, controller_users)
+    if not refused:
+        return None
+    meta = obj.get("metadata")
+    log.info("refused unsuspending %s %s/%s by %r", kind, _field(meta, "namespace"), _field(meta, "name"), user)
+    return _response(uid, False, Verdict(refused).message(), api_version=api_version)
+
+
 def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
-           scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True) -> dict[str, Any]:
-    """Decide one AdmissionReview. Raises :class:`ReviewError` for a malformed body or unknown path."""
+           scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
+           controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS) -> dict[str, Any]:
+    """Decide one AdmissionReview. Raises :class:`ReviewError` for a malformed body or unknown path.
+    ``controller_users``: the usernames of toposched's controller, the only one that may unsuspend
+    a queued job."""
     if not isinstance(review, Mapping) or review.get("kind") != "AdmissionReview":
         raise ReviewError("body is not an AdmissionReview")
     req = review.get("request")
@@ -161,6 +180,9 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
     if path in JOB_KINDS:
+        refusal = _unsuspend_refusal(uid, JOB_KINDS[path], req, obj, old, controller_users, api_version)
+        if refusal is not None:
+            return refusal
         try:
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None)
         except Exception as exc:
@@ -179,7 +201,8 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
 
 
 def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str = SCHEDULER_NAME,
-           default_queue: bool = True) -> tuple[int, dict[str, Any]]:
+           default_queue: bool = True,
+           controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS) -> tuple[int, dict[str, Any]]:
     """One HTTP request body in, (HTTP status, AdmissionReview) out; never raises.
 
     A body that is not a usable AdmissionReview gets HTTP 400 with an AdmissionReview whose
@@ -195,7 +218,7 @@ def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str 
     if json_depth(body) > MAX_JSON_DEPTH:
         return 400, _bad_request(uid, f"request body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return 200, handle(path, body, view, scheduler_name, default_queue)
+        return 200, handle(path, body, view, scheduler_name, default_queue, controller_users)
     except ReviewError as exc:
         return 400, _bad_request(uid, str(exc))
     except Exception as exc:  # a bug of ours: refuse, and say so

@@ -12,7 +12,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -20,6 +20,7 @@ from kubernetes.client import ApiException
 
 from admission import configs, review
 from admission.certs import CertManager
+from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
@@ -217,10 +218,11 @@ class WebhookApp:
     """Decisions plus the cluster view they read. Without an ``Api`` it serves an empty view."""
 
     def __init__(self, api: Api | None, scheduler_name: str = "toposched", default_queue: bool = True,
-                 watch_nodes: bool = True) -> None:
+                 watch_nodes: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS) -> None:
         self.api = api
         self.scheduler_name = scheduler_name
         self.default_queue = default_queue
+        self.controller_users = frozenset(controller_users)
         self.ready = threading.Event()
         self.informers: list[Informer] = []
         self.view = ClusterView(lookup=self._lookup if api else None)
@@ -288,7 +290,7 @@ class WebhookApp:
         """One request body in, (HTTP status, AdmissionReview) out; never raises."""
         if self.informers:
             self._rebind()
-        return review.answer(path, raw, self.view, self.scheduler_name, self.default_queue)
+        return review.answer(path, raw, self.view, self.scheduler_name, self.default_queue, self.controller_users)
 
 
 class WebhookServer:

@@ -50,6 +50,9 @@ def register(sub: Any) -> None:
     p.add_argument("--ca-validity-hours", type=float, default=365 * 24, help="CA validity (default 1 year)")
     p.add_argument("--rotation-check-seconds", type=float, default=3600,
                    help="longest sleep between rotation checks (rotation happens at 2/3 of validity)")
+    p.add_argument("--controller-user", action="append", default=None, metavar="USERNAME",
+                   help="the API username of toposched's controller, the only one that may unsuspend a queued "
+                        "job (repeatable; default system:serviceaccount:<--namespace>:toposched-controller)")
     p.add_argument("--no-watch-nodes", action="store_true",
                    help="skip the topology capacity check (no node informer)")
     p.set_defaults(func=run)
@@ -68,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from admission import configs
     from admission.certs import CertManager
     from admission.server import WebhookApp, WebhookServer
+    from admission.suspension import controller_username
 
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and args.kubeconfig is None
     cert_dir = args.cert_dir
@@ -85,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
                         cert_validity=dt.timedelta(hours=args.cert_validity_hours))
     api = _api(args.kubeconfig)
     app = WebhookApp(api, scheduler_name=args.scheduler_name, default_queue=not args.no_default_queue,
-                     watch_nodes=not args.no_watch_nodes)
+                     watch_nodes=not args.no_watch_nodes,
+                     controller_users=args.controller_user or [controller_username(args.namespace)])
     try:
         server = WebhookServer(app, certs, args.bind, args.port, create_configs=not args.no_create_configs)
     except OSError as exc:

@@ -119,3 +119,9 @@ def create_service_account_keys(directory: Path) -> KeyPair:
     )
     _write_key(priv, key)
     return KeyPair(pub, priv)
+
+
+def common_name(cert: Path) -> str:
+    """The subject CN of a PEM certificate: the username the API server gives its holder."""
+    names = x509.load_pem_x509_certificate(cert.read_bytes()).subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else ""

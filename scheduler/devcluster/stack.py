@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.devcluster import peers, processes
+from scheduler.devcluster import certs, peers, processes
 from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_ports
 from scheduler.errors import UserError
 from scheduler.extender.config import extender_entry, toposched_profile
@@ -43,9 +43,13 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
                                                             "--port", str(ports.extender)])
         started.append((proc, f"http://127.0.0.1:{ports.extender}/readyz"))
     if "toposched-webhook" in wanted:
+        # The controller below runs with the admin kubeconfig: the admin certificate's CN is the
+        # username the webhook must recognise as the one that may unsuspend queued jobs.
+        controller_user = certs.common_name(cluster.pki / "admin.crt")
         proc = cluster.start_process("toposched-webhook", [*python, "webhook", "--kubeconfig", kubeconfig,
                                                            "--port", str(ports.webhook),
-                                                           "--cert-dir", str(cluster.dir / "webhook-certs")])
+                                                           "--cert-dir", str(cluster.dir / "webhook-certs"),
+                                                           "--controller-user", controller_user])
         started.append((proc, f"https://127.0.0.1:{ports.webhook}/readyz"))
     if "toposched-controller" in wanted:
         proc = cluster.start_process("toposched-controller", [

@@ -24,12 +24,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from kubernetes.client import ApiException
 
 from scheduler.core.health import UnknownValues
 from scheduler.core.nodes import node_from_k8s
-from scheduler.extender.logic import SlotBook, SlotTaken, pod_ref, workload_view
+from scheduler.extender.bounded import BoundedHTTPServer
+from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, OwnerRef, judge
+from scheduler.extender.logic import PodRef, SlotBook, SlotTaken, pod_ref, workload_view
+from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
 from scheduler.kube.informer import (
     NODES,
     PODS,
@@ -39,21 +44,11 @@ from scheduler.kube.informer import (
     Api,
     Informer,
     Obj,
+    Resource,
     wait_synced,
 )
 
 log = logging.getLogger("toposched.extender")
-
-
-def field(obj: Mapping[str, Any], name: str) -> Any:
-    """Go-style case-insensitive field lookup (``Pod``, ``pod``, ``POD`` ...)."""
-    if name in obj:
-        return obj[name]
-    lower = name.lower()
-    for key, value in obj.items():
-        if key.lower() == lower:
-            return value
-    return None
 
 
 def _quantile_ms(ordered: list[float], q: float) -> float | None:
@@ -91,44 +86,43 @@ class Stats:
 
 class Extender:
     """Decisions over a :class:`SlotBook`, on extender/v1 payloads (dicts). No HTTP here, so the
-    benchmark can time it in-process and the server is a thin shell around it."""
+    benchmark can time it in-process and the server is a thin shell around it. Every verb
+    answers any payload: one it cannot decode gets an ``Error`` (filter, bind) or no opinion
+    (prioritize), never a pass."""
 
     def __init__(
         self,
         book: SlotBook,
         binder: Callable[[str, str, str, str], None] | None = None,
         pod_lookup: Callable[[str, str], Obj | None] | None = None,
+        owner_lookup: OwnerLookup | None = None,
     ) -> None:
         self.book = book
         self.binder = binder  # (namespace, name, uid, node) -> None, raises on failure
         self.pod_lookup = pod_lookup  # (namespace, name) -> pod dict or None
+        self.owner_lookup = owner_lookup  # the admission gate's owner reads (gate.judge)
         self.ready = threading.Event()
 
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        pod = pod_ref(field(args, "Pod") or {})
-        names_in = field(args, "NodeNames")
-        node_list = field(args, "Nodes")
-        payload = None
-        if names_in is None:
-            items = (node_list or {}).get("items") or []
-            names = [((n.get("metadata") or {}).get("name") or "") for n in items]
-        else:
-            items = []
-            names = list(names_in)
+        try:
+            request = FilterArgs.decode(args)
+        except WireError as exc:
+            log.info("filter: undecodable request: %s", exc)
+            return _filter_result(field(args, "NodeNames") is not None or field(args, "Nodes") is None,
+                                  [], [], {}, {}, f"toposched extender filter: bad request: {exc}")
+        pod = pod_ref(request.pod)
+        names, items = request.names, request.items
         group = self.book.remember(pod)
-        if group is None:  # pass-through: echo the input
-            return self._filter_result(names_in is not None, names, items, {}, {}, "")
+        if group is None:
+            refusal = self._gate(request.pod, pod)
+            if refusal is None:  # pass-through: echo the input
+                return _filter_result(request.cache_capable, names, items or [], {}, {}, "")
+            log.info("filter %s/%s refused (%s): %s", pod.namespace, pod.name, refusal.reason, refusal.message)
+            return _filter_result(request.cache_capable, [], [], {}, {}, refusal.message)
         if not self.ready.is_set():
-            return self._filter_result(
-                names_in is not None,
-                [],
-                [],
-                {},
-                {},
-                "toposched extender is starting (caches not synced yet); retrying",
-            )
-        if names_in is None:
-            payload = {name: node_from_k8s(n) for name, n in zip(names, items, strict=True)}
+            return _filter_result(request.cache_capable, [], [], {}, {},
+                                  "toposched extender is starting (caches not synced yet); retrying")
+        payload = None if items is None else {name: node_from_k8s(n) for name, n in zip(names, items, strict=True)}
         out = self.book.filter(pod, names, payload)
         if out.error:
             log.info("filter %s/%s: %s", pod.namespace, pod.name, out.error)
@@ -136,53 +130,61 @@ class Extender:
             log.debug("filter %s/%s: %d node(s) offered, %d passed", pod.namespace, pod.name, len(names),
                       len(out.passed))
         passed_items: list[Any] = []
-        if names_in is None:
+        if items is not None:
             keep = set(out.passed)
             passed_items = [n for name, n in zip(names, items, strict=True) if name in keep]
-        return self._filter_result(
-            names_in is not None, out.passed, passed_items, out.failed, out.unresolvable, out.error
-        )
+        return _filter_result(request.cache_capable, out.passed, passed_items, out.failed, out.unresolvable, out.error)
 
-    @staticmethod
-    def _filter_result(
-        cache_capable: bool,
-        names: list[str],
-        items: list[Any],
-        failed: dict[str, str],
-        unresolvable: dict[str, str],
-        error: str,
-    ) -> dict[str, Any]:
-        return {
-            "Nodes": None if cache_capable else {"apiVersion": "v1", "kind": "NodeList", "items": items},
-            "NodeNames": names if cache_capable else None,
-            "FailedNodes": failed,
-            "FailedAndUnresolvableNodes": unresolvable,
-            "Error": error,
-        }
+    def _recall(self, namespace: str, name: str, uid: str) -> str | None:
+        """Teach the book a pod it has no filter record of (read from the API), judging it as
+        filter would; why it may not be bound, or None."""
+        if self.pod_lookup is None:
+            return None
+        found = self.pod_lookup(namespace, name)
+        if found is None:
+            return None
+        try:
+            obj = check_pod(found, f"pod {namespace}/{name}")
+        except WireError as exc:
+            return f"toposched: cannot read {exc}; retrying"
+        if (obj.get("metadata") or {}).get("uid") != uid:
+            return None
+        ref = pod_ref(obj)
+        if self.book.remember(ref) is not None:
+            return None
+        refusal = self._gate(obj, ref)
+        return refusal.message if refusal is not None else None
+
+    def _gate(self, pod: Mapping[str, Any], ref: PodRef) -> GateVerdict | None:
+        """The admission gate for a pod the slot book does not own (no workload annotation);
+        pods of other profiles are not ours to judge."""
+        if ref.scheduler_name != self.book.scheduler_name:
+            return None
+        return judge(pod, self.owner_lookup)
 
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-        pod = pod_ref(field(args, "Pod") or {})
-        names_in = field(args, "NodeNames")
-        if names_in is None:
-            names = [
-                ((n.get("metadata") or {}).get("name") or "")
-                for n in ((field(args, "Nodes") or {}).get("items") or [])
-            ]
-        else:
-            names = list(names_in)
-        return [{"Host": host, "Score": score} for host, score in self.book.prioritize(pod, names)]
+        try:
+            request = FilterArgs.decode(args)
+        except WireError as exc:
+            log.info("prioritize: undecodable request: %s", exc)
+            return []  # no opinion; filter refuses the same body
+        pod = pod_ref(request.pod)
+        return [{"Host": host, "Score": score} for host, score in self.book.prioritize(pod, request.names)]
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        ns = field(args, "PodNamespace") or "default"
-        name = field(args, "PodName") or ""
-        uid = field(args, "PodUID") or ""
-        node = field(args, "Node") or ""
+        try:
+            request = BindingArgs.decode(args)
+        except WireError as exc:
+            log.info("bind: undecodable request: %s", exc)
+            return {"Error": f"toposched extender bind: bad request: {exc}"}
+        ns, name, uid, node = request.namespace, request.name, request.uid, request.node
         known, _ = self.book.group_for(uid)
-        if not known and self.pod_lookup is not None:
+        if not known:
             # Restarted between filter and bind, or the pod never went through filter.
-            obj = self.pod_lookup(ns, name)
-            if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
-                self.book.remember(pod_ref(obj))
+            refusal = self._recall(ns, name, uid)
+            if refusal is not None:
+                log.info("bind %s/%s refused: %s", ns, name, refusal)
+                return {"Error": refusal}
         try:
             res = self.book.reserve(uid, node)
         except SlotTaken as exc:
@@ -202,6 +204,24 @@ class Extender:
         if res is not None:
             self.book.confirm(res)
         return {"Error": ""}
+
+
+def _filter_result(
+    cache_capable: bool,
+    names: list[str],
+    items: list[Any],
+    failed: dict[str, str],
+    unresolvable: dict[str, str],
+    error: str,
+) -> dict[str, Any]:
+    """extender/v1 ``ExtenderFilterResult``: names back when names were sent, else Node objects."""
+    return {
+        "Nodes": None if cache_capable else {"apiVersion": "v1", "kind": "NodeList", "items": items},
+        "NodeNames": names if cache_capable else None,
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
+        "Error": error,
+    }
 
 
 def _node_signature(obj: Obj) -> tuple[Any, ...]:
@@ -249,7 +269,8 @@ class ExtenderService:
         self.topologies.add_handler(self._on_topology)
         self.pods.add_handler(self._on_pod)
         self.workloads.add_handler(self._on_workload)
-        self.extender = Extender(self.book, binder=self._bind, pod_lookup=self._lookup)
+        self.extender = Extender(self.book, binder=self._bind, pod_lookup=self._lookup,
+                                 owner_lookup=CachedOwners(self._get_owner))
 
     def _on_node(self, event: str, obj: Obj, old: Obj | None) -> None:
         if event == "DELETED":
@@ -308,6 +329,18 @@ class ExtenderService:
         except Exception:  # gone, or API unreachable: bind proceeds as pass-through-or-refuse
             return None
 
+    def _get_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
+        """A live GET of a pod's owner (Job, JobSet, PyTorchJob): only pods routed to toposched
+        without a workload annotation ask, and answers are cached (gate.CachedOwners). A short
+        timeout: filter must answer within kube-scheduler's httpTimeout (5 s)."""
+        resource = Resource(ref.group, ref.version, f"{ref.kind.lower()}s")
+        try:
+            return self.api.request("GET", resource.path(namespace, ref.name), timeout=2)  # type: ignore[no-any-return]
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def start(self, sync_timeout_s: float = 120) -> None:
         for inf in (self.nodes, self.pods, self.workloads, self.flavors, self.topologies):
             inf.start()
@@ -317,6 +350,42 @@ class ExtenderService:
     def stop(self) -> None:
         for inf in (self.nodes, self.pods, self.workloads, self.flavors, self.topologies):
             inf.stop()
+
+
+# Limits. kube-scheduler sends filter/prioritize one pod at a time (its scheduling cycle is
+# serial) and binds in parallel goroutines with tiny bodies. With nodeCacheCapable (the default)
+# a 5,000-node filter body is about 150 KiB; with full Node objects about 25 MiB.
+MAX_BODY = 32 * 1024 * 1024
+MAX_CONNECTIONS = 64
+VERBS = ("filter", "prioritize", "bind")
+
+
+def error_answer(verb: str, message: str) -> Any:
+    """The verb's own answer shape carrying ``message``: a refusal kube-scheduler can decode
+    (prioritize has no error field: no opinion)."""
+    if verb == "filter":
+        return _filter_result(True, [], [], {}, {}, message)
+    if verb == "prioritize":
+        return []
+    return {"Error": message}
+
+
+def _encode(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def answer(extender: Extender, verb: str, raw: bytes) -> bytes:
+    """One request body of ``verb`` in, the verb's answer out, encoded; never raises."""
+    try:
+        args = decode_body(raw)
+    except WireError as exc:
+        return _encode(error_answer(verb, f"toposched extender {verb}: bad request: {exc}"))
+    handler = {"filter": extender.filter, "prioritize": extender.prioritize, "bind": extender.bind}[verb]
+    try:
+        return _encode(handler(args))
+    except Exception as exc:  # a bug of ours (in deciding or encoding): refuse, and say so
+        log.exception("%s failed", verb)
+        return _encode(error_answer(verb, f"toposched extender {verb}: internal error ({type(exc).__name__}: {exc})"))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -333,10 +402,12 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
     def _send(self, code: int, payload: Any) -> None:
-        data = json.dumps(payload, separators=(",", ":")).encode()
+        data = payload if isinstance(payload, bytes) else _encode(payload)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -348,53 +419,85 @@ class _Handler(BaseHTTPRequestHandler):
             ready = ext.ready.is_set()
             self._send(200 if ready else 503, {"ready": ready})
         elif self.path == "/stats":
-            self._send(200, {"requests": self.server.stats.snapshot(), "book": ext.book.stats()})
+            self._send(200, {"requests": self.server.stats.snapshot(), "book": ext.book.stats(),
+                             "connections": self.server.open_connections})
         else:
             self._send(404, {"Error": f"no such path {self.path}"})
 
+    def _body(self, verb: str) -> bytes | None:
+        """The request body, or None after answering a request whose body cannot be taken
+        (no usable Content-Length, over :data:`MAX_BODY`, chunked); such a connection is closed,
+        since the unread body would be taken for the next request."""
+        if self.headers.get("Transfer-Encoding"):
+            problem = "send the body with a Content-Length, not chunked"
+        else:
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if 0 <= length <= MAX_BODY:
+                return self.rfile.read(length) if length else b""
+            problem = f"request body of {length} bytes: the limit is {MAX_BODY} bytes (send a Content-Length)"
+        self.close_connection = True
+        self._send(200, error_answer(verb, f"toposched extender {verb}: {problem}"))
+        return None
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        verb = self.path.rstrip("/").rsplit("/", 1)[-1]
-        handler = {
-            "filter": self.server.extender.filter,
-            "prioritize": self.server.extender.prioritize,
-            "bind": self.server.extender.bind,
-        }.get(verb)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if handler is None:
-            self._send(
-                404, {"Error": f"toposched extender serves /filter, /prioritize and /bind, not {self.path}"}
-            )
+        verb = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        raw = self._body(verb)
+        if raw is None:
+            return
+        if verb not in VERBS:
+            self._send(404, {"Error": f"toposched extender serves /filter, /prioritize and /bind, not {self.path}"})
             return
         start = time.perf_counter()
-        try:
-            args = json.loads(raw or b"{}")
-            if not isinstance(args, dict):
-                raise ValueError("request body is not a JSON object")
-            result: Any = handler(args)
-        except Exception as exc:
-            log.exception("%s failed", verb)
-            result = [] if verb == "prioritize" else {"Error": f"toposched extender {verb}: {exc}"}
+        result = self.server.decide(verb, raw)
         self.server.stats.record(verb, time.perf_counter() - start)
+        if self.server.crowded():
+            self.close_connection = True  # shed keep-alive connections while many are open
         self._send(200, result)
 
 
-class ExtenderHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
+class _Refuser(BaseHTTPRequestHandler):
+    """Answers one request on a connection over :data:`MAX_CONNECTIONS`: 503 with the verb's
+    error answer, then closes (kube-scheduler fails the cycle and retries the pod after backoff)."""
 
-    def __init__(self, extender: Extender, bind: str, port: int) -> None:
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("refused %s " + format, self.address_string(), *args)
+
+    def _refuse(self) -> None:
+        verb = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        body = _encode(error_answer(verb, f"toposched extender is serving its limit of {MAX_CONNECTIONS} "
+                                          "connections; retrying"))
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    do_GET = do_POST = _refuse  # noqa: N815
+
+
+class ExtenderHTTPServer(BoundedHTTPServer):
+    def __init__(self, extender: Extender, bind: str, port: int, *, max_connections: int = MAX_CONNECTIONS) -> None:
         self.extender = extender
         self.stats = Stats()
-        super().__init__((bind, port), _Handler)
+        super().__init__((bind, port), _Handler, _Refuser, max_connections=max_connections)
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
 
+    def decide(self, verb: str, raw: bytes) -> bytes:
+        return answer(self.extender, verb, raw)
+
     def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="extender-http", daemon=True)
+        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="extender-http",
+                                  daemon=True)
         thread.start()
         return thread
 

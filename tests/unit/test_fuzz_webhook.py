@@ -98,3 +98,43 @@ def test_any_job_review_gets_a_decided_answer(path: str, obj: dict[str, Any], ki
 @given(path=st.sampled_from(list(review.KUEUE_PATHS)), spec=JSONISH, name=SCALARS)
 def test_any_kueue_object_review_gets_a_decided_answer(path: str, spec: Any, name: Any) -> None:
     check(path, reviews({"metadata": {"name": name}, "spec": spec}, {"kind": review.KUEUE_PATHS[path]}, "CREATE"))
+
+
+CONTROLLER = "system:serviceaccount:toposched-system:toposched-controller"
+USER_INFOS = st.one_of(st.none(), JSONISH, st.fixed_dictionaries(
+    {"username": st.one_of(st.sampled_from([CONTROLLER, "alice", ""]), SCALARS)},
+    optional={"groups": st.one_of(st.just(["system:masters"]), JSONISH)}))
+SUSPEND_KINDS = {review.VALIDATE_JOB: "Job", review.VALIDATE_JOBSET: "JobSet",
+                 review.VALIDATE_PYTORCHJOB: "PyTorchJob"}
+
+
+def with_suspend(kind: str, suspend: Any, queue: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"runPolicy": {"suspend": suspend}} if kind == "PyTorchJob" else {"suspend": suspend}
+    labels = {} if queue is None else {"kueue.x-k8s.io/queue-name": queue}
+    return {"kind": kind, "metadata": {"name": "train", "namespace": "team-a", "labels": labels}, "spec": spec}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(sorted(SUSPEND_KINDS)), user=USER_INFOS,
+       old_suspend=st.one_of(st.booleans(), st.none(), SCALARS), new_suspend=st.one_of(st.booleans(), st.none()),
+       old_queue=st.sampled_from([None, "lq"]), new_queue=st.sampled_from([None, "lq"]),
+       old_object=st.one_of(st.just("built"), JSONISH))
+def test_updates_with_any_old_object_and_user_are_decided_and_only_the_controller_unsuspends(
+        path: str, user: Any, old_suspend: Any, new_suspend: Any, old_queue: Any, new_queue: Any,
+        old_object: Any) -> None:
+    kind = SUSPEND_KINDS[path]
+    new = with_suspend(kind, new_suspend, new_queue)
+    old = with_suspend(kind, old_suspend, old_queue) if old_object == "built" else old_object
+    body = reviews(new, {"kind": kind}, "UPDATE")
+    body["request"]["oldObject"] = old
+    if user is not None:
+        body["request"]["userInfo"] = user
+    check(path, body)
+    _, out = review.answer(path, json.dumps(body).encode(), VIEW)
+    username = user.get("username") if isinstance(user, dict) else None
+    unsuspends = old_object == "built" and old_suspend is True and new_suspend is not True
+    if unsuspends and new_queue and username != CONTROLLER:
+        assert out["response"]["allowed"] is False, (body, out)
+        assert "suspend: Forbidden: only toposched's controller" in out["response"]["status"]["message"]
+    if unsuspends and new_queue and username == CONTROLLER:
+        assert out["response"]["allowed"] is True, (body, out)

@@ -1,0 +1,81 @@
+"""Who may unsuspend a queued job: only toposched's controller, when it admits the Workload.
+
+A managed job (a Job, JobSet or PyTorchJob carrying ``kueue.x-k8s.io/queue-name``) is created
+suspended and waits in its queue; the controller unsuspends it once its Workload is admitted,
+after writing the flavor's node selector and the topology assignment into its pod templates.
+A user who flips ``suspend`` to false themselves would run the job past quota and topology:
+Kueue re-suspends such a job after the fact; the webhook refuses the update up front, so the
+pods never start. The controller is recognised by the AdmissionReview's
+``request.userInfo.username`` (its ServiceAccount in a cluster, the admin certificate's CN on
+the local dev cluster).
+
+Not judged here: jobs that leave the queue in the same update (the label removed: from then on
+they are not ours), and Jobs created by a managed JobSet (the JobSet controller unsuspends its
+children when toposched unsuspends the JobSet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from admission.fielderrors import FieldError, forbidden
+from scheduler.core.workload import LABEL_QUEUE_NAME, owned_by_managed_parent
+
+DEFAULT_CONTROLLER_NAMESPACE = "toposched-system"
+CONTROLLER_SERVICE_ACCOUNT = "toposched-controller"
+
+
+def controller_username(namespace: str = DEFAULT_CONTROLLER_NAMESPACE,
+                        service_account: str = CONTROLLER_SERVICE_ACCOUNT) -> str:
+    """The username the API server gives a ServiceAccount's token (what deploy/ runs the controller as)."""
+    return f"system:serviceaccount:{namespace}:{service_account}"
+
+
+DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({controller_username()})
+
+
+def suspend_field(kind: str) -> str:
+    """Where the kind keeps its suspend flag (Kubeflow jobs under ``runPolicy``)."""
+    return "spec.runPolicy.suspend" if kind == "PyTorchJob" else "spec.suspend"
+
+
+def is_suspended(obj: Mapping[str, Any], kind: str) -> bool:
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    if kind == "PyTorchJob":
+        run_policy = spec.get("runPolicy")
+        return isinstance(run_policy, Mapping) and run_policy.get("suspend") is True
+    return spec.get("suspend") is True
+
+
+def _queue(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    value = labels.get(LABEL_QUEUE_NAME) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def requesting_user(request: Mapping[str, Any]) -> str:
+    """``request.userInfo.username``, or "" when the review does not say (then nobody is the controller)."""
+    info = request.get("userInfo")
+    name = info.get("username") if isinstance(info, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def unsuspend_errors(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, username: str,
+                     controller_users: Collection[str]) -> list[FieldError]:
+    """The error refusing an UPDATE that unsuspends a queued job, or none when the update may pass."""
+    if old is None or not is_suspended(old, kind) or is_suspended(obj, kind):
+        return []
+    queue = _queue(obj)
+    if not queue or owned_by_managed_parent(obj) or username in controller_users:
+        return []
+    who = f"user \"{username}\"" if username else "a request without a user"
+    return [forbidden(
+        suspend_field(kind),
+        f"only toposched's controller may unsuspend a queued {kind} ({who} is not it); it does so when the "
+        f"Workload is admitted by ClusterQueue quota and topology",
+        f"wait for admission (kubectl get workloads -n <namespace> shows why it is pending), or remove the "
+        f"{LABEL_QUEUE_NAME} label (queue \"{queue}\") to run it outside the queue")]

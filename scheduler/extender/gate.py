@@ -1,0 +1,156 @@
+"""The admission gate: a pod of a queued job runs only once toposched's controller started it.
+
+The controller starts a job by writing, in one patch, ``suspend: false`` and the
+``kueue.x-k8s.io/workload`` annotation into its pod templates; every pod of a job started that
+way names its Workload, and the slot book checks that Workload is admitted and where its pods
+go. A pod routed to toposched *without* that annotation is either genuinely unmanaged (a
+bare pod or a Deployment someone pointed at the toposched profile: it passes through, as it
+always did) or a pod of a queued job that was started some other way (a user flipped
+``suspend``): that one must not run past quota and topology, so filter refuses it.
+
+Which pods count as managed (docs/extender.md, "Whose pods"): a pod routed to toposched that
+
+1. carries ``kueue.x-k8s.io/workload``: the slot book decides (admitted Workload or not);
+2. carries the ``kueue.x-k8s.io/queue-name`` label itself; or
+3. whose controller owner chain (a Job, the JobSet that owns that Job, a PyTorchJob) carries
+   the ``kueue.x-k8s.io/queue-name`` label.
+
+Fail closed: when the owner cannot be read (API unreachable, no RBAC) or no longer exists, the
+pod is refused with a "retrying" message rather than let through unchecked.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
+
+# (API group, kind) of the owners whose queue label makes their pods managed.
+QUEUED_OWNER_KINDS = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "PyTorchJob")})
+# pod -> Job -> JobSet is the longest chain among them.
+MAX_OWNER_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """A controller owner reference of a queued kind."""
+
+    group: str
+    version: str
+    kind: str
+    name: str
+    uid: str
+
+
+OwnerLookup = Callable[[str, OwnerRef], Mapping[str, Any] | None]
+"""(namespace, owner) -> the owner object, or None when it does not exist; raises when it
+cannot be read."""
+
+
+class Refusal(StrEnum):
+    """Why the gate refused a pod; the message kube-scheduler shows is rendered next to it."""
+
+    QUEUE_LABEL = "QueueLabelWithoutWorkload"
+    QUEUED_OWNER = "QueuedOwnerWithoutWorkload"
+    OWNER_NOT_FOUND = "OwnerNotFound"
+    OWNER_UNREADABLE = "OwnerUnreadable"
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    reason: Refusal
+    message: str
+
+
+def controller_owner(obj: Mapping[str, Any]) -> OwnerRef | None:
+    """The object's controller owner reference when it is of a queued kind."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if not isinstance(ref, Mapping) or ref.get("controller") is not True:
+            continue
+        group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
+        kind = str(ref.get("kind") or "")
+        if (group, kind) in QUEUED_OWNER_KINDS:
+            return OwnerRef(group, version, kind, str(ref.get("name") or ""), str(ref.get("uid") or ""))
+    return None
+
+
+def _queue_label(obj: Mapping[str, Any]) -> str:
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_QUEUE_NAME)
+    return value if isinstance(value, str) else ""
+
+
+def _unstarted(pod_name: str, what: str, queue: str, where: str) -> str:
+    return (f"toposched: pod {pod_name} belongs to {what} (queue \"{queue}\") but has no admitted Workload: it "
+            f"carries no {ANN_WORKLOAD} annotation, so toposched's controller did not start it (was spec.suspend "
+            f"set to false by hand?). The controller starts queued jobs when their Workload is admitted; to run "
+            f"this one outside the queue, remove the {LABEL_QUEUE_NAME} label from {where} and recreate its pods")
+
+
+def judge(pod: Mapping[str, Any], lookup: OwnerLookup | None) -> GateVerdict | None:
+    """None when a pod routed to toposched without the workload annotation may pass through
+    (it is not managed); else why it is refused. Pods with the annotation are the slot book's."""
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    pod_name = f"{namespace}/{meta.get('name') or ''}"
+    queue = _queue_label(pod)
+    if queue:
+        return GateVerdict(Refusal.QUEUE_LABEL, _unstarted(pod_name, "a queue", queue, "the pod"))
+    obj: Mapping[str, Any] = pod
+    for _ in range(MAX_OWNER_DEPTH):
+        ref = controller_owner(obj)
+        if ref is None:
+            return None
+        what = f"{ref.kind} {namespace}/{ref.name}"
+        if lookup is None:
+            return GateVerdict(Refusal.OWNER_UNREADABLE, f"toposched: cannot tell whether {what}, the owner of pod "
+                               f"{pod_name}, is queued (the extender reads no owners); refusing it")
+        try:
+            owner = lookup(namespace, ref)
+        except Exception as exc:  # unreachable API, missing RBAC: fail closed, retry
+            return GateVerdict(Refusal.OWNER_UNREADABLE, f"toposched: cannot read {what}, the owner of pod "
+                               f"{pod_name}, to tell whether it is queued ({exc}); retrying (the extender needs get "
+                               f"on {ref.kind.lower()}s.{ref.group})")
+        if owner is None:
+            return GateVerdict(Refusal.OWNER_NOT_FOUND, f"toposched: {what}, the owner of pod {pod_name}, was not "
+                               "found (deleted, or recreated under the same name); retrying")
+        queue = _queue_label(owner)
+        if queue:
+            return GateVerdict(Refusal.QUEUED_OWNER, _unstarted(pod_name, what, queue, f"the {ref.kind}"))
+        obj = owner
+    return None
+
+
+class CachedOwners:
+    """An :data:`OwnerLookup` over a fetch function (a GET), remembering each answer for
+    ``ttl_s``: the pods of one job ask about the same owner one after another. Only answers are
+    cached; a failed fetch is asked again next time."""
+
+    def __init__(self, fetch: OwnerLookup, ttl_s: float = 5.0, max_entries: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.fetch = fetch
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._answers: dict[tuple[str, OwnerRef], tuple[float, Mapping[str, Any] | None]] = {}
+
+    def __call__(self, namespace: str, ref: OwnerRef) -> Mapping[str, Any] | None:
+        key = (namespace, ref)
+        now = self.clock()
+        with self._lock:
+            hit = self._answers.get(key)
+        if hit is not None and now - hit[0] < self.ttl_s:
+            return hit[1]
+        owner = self.fetch(namespace, ref)
+        if owner is not None and ref.uid and (owner.get("metadata") or {}).get("uid") != ref.uid:
+            owner = None  # a different object under the owner's name: the owner itself is gone
+        with self._lock:
+            if len(self._answers) >= self.max_entries:
+                self._answers.clear()  # a burst of distinct owners: start over rather than grow
+            self._answers[key] = (now, owner)
+        return owner
