@@ -33,6 +33,15 @@ def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
     return out
 
 
+def placement_detail(decision: Admit) -> dict[str, Any]:
+    """What the placement observed (for the metrics): per TAS pod set, the domains spanned
+    per level versus the fewest possible, and the pod sets CP-SAT placed better than greedy."""
+    spans = [{"podSet": p.name, "level": s.level, "spanned": s.spanned, "fewest": s.fewest}
+             for p in decision.pod_sets if p.topology is not None for s in p.topology.spans]
+    improved = [p.name for p in decision.pod_sets if p.topology is not None and p.topology.improved_by_cpsat]
+    return {"domainSpans": spans, "improvedByCpsat": improved}
+
+
 def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot, decisions: Iterable[Decision],
                     now: dt.datetime) -> None:
     """Write each decision about a workload the cache still holds with the same uid."""
@@ -63,7 +72,8 @@ def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wa
                  f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
     writer.event(updated, "Normal", "Admitted",
                  f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
-    writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas})
+    writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas,
+                                        "waitSeconds": wait_s, **placement_detail(decision)})
 
 
 def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> None:
@@ -76,7 +86,8 @@ def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> No
     if preemptor:
         writer.event(preemptor, "Normal", "PreemptedWorkload", f"Preempted {decision.workload} ({decision.reason})")
     writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
-                                         "preemptor": decision.preemptor})
+                                         "preemptor": decision.preemptor,
+                                         "preemptorClusterQueue": decision.preemptor_cluster_queue})
 
 
 def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
