@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.logsetup import add_log_format_argument
+
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
 # the controller) load only when it runs, so `toposched --help` and the other commands start in
 # about 0.1 s instead of 1.5 s (scheduler.cli imports every command module to register it).
@@ -50,6 +52,7 @@ def register(sub: Any) -> None:
                    help="require metadata 'authorization: Bearer <token>' with the token in this file")
     g.add_argument("--grpc-reflection", action="store_true", help="enable gRPC server reflection")
     g.add_argument("--grpc-workers", type=int, default=16, help="gRPC worker threads (each open stream holds one)")
+    add_log_format_argument(p)
     p.set_defaults(func=run)
 
 

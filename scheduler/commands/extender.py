@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.errors import UserError
+from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
 # the controller) load only when it runs, so `toposched --help` and the other commands start in
@@ -46,6 +47,7 @@ def register(sub: Any) -> None:
         help="print the KubeSchedulerConfiguration profile+extender entry (entry) or a whole "
         "config for a dedicated toposched kube-scheduler (dedicated) as YAML, and exit",
     )
+    add_log_format_argument(p)
     p.set_defaults(func=run)
 
 

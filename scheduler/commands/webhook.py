@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.errors import UserError
+from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
 # the controller) load only when it runs, so `toposched --help` and the other commands start in
@@ -52,6 +53,7 @@ def register(sub: Any) -> None:
                    help="longest sleep between rotation checks (rotation happens at 2/3 of validity)")
     p.add_argument("--no-watch-nodes", action="store_true",
                    help="skip the topology capacity check (no node informer)")
+    add_log_format_argument(p)
     p.set_defaults(func=run)
 
 

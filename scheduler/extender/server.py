@@ -131,7 +131,9 @@ class Extender:
             payload = {name: node_from_k8s(n) for name, n in zip(names, items, strict=True)}
         out = self.book.filter(pod, names, payload)
         if out.error:
-            log.info("filter %s/%s: %s", pod.namespace, pod.name, out.error)
+            log.info("filter %s/%s: %s", pod.namespace, pod.name, out.error,
+                     extra={"workload": f"{pod.namespace}/{pod.workload}" if pod.workload else "",
+                            "decision": "filter-refused"})
         else:
             log.debug("filter %s/%s: %d node(s) offered, %d passed", pod.namespace, pod.name, len(names),
                       len(out.passed))
@@ -186,7 +188,8 @@ class Extender:
         try:
             res = self.book.reserve(uid, node)
         except SlotTaken as exc:
-            log.info("bind %s/%s -> %s refused: %s", ns, name, node, exc)
+            log.info("bind %s/%s -> %s refused: %s", ns, name, node, exc,
+                     extra={"node": node, "decision": "bind-refused"})
             return {"Error": f"toposched: {exc}"}
         if self.binder is None:
             if res is not None:
@@ -197,7 +200,8 @@ class Extender:
         except Exception as exc:  # API refused (pod gone, already bound, ...) or unreachable
             if res is not None:
                 self.book.release(res)
-            log.info("bind %s/%s -> %s failed: %s", ns, name, node, exc)
+            log.info("bind %s/%s -> %s failed: %s", ns, name, node, exc,
+                     extra={"node": node, "decision": "bind-failed"})
             return {"Error": f"toposched: binding {ns}/{name} to {node} failed: {_api_message(exc)}"}
         if res is not None:
             self.book.confirm(res)

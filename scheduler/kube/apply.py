@@ -8,6 +8,7 @@ the reason, only when it changed (routing failures repeat every cycle). Nothing 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +19,16 @@ from scheduler.core.resources import format_quantity
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
 from scheduler.kube.writer import Obj, Writer
+
+log = logging.getLogger(__name__)
+
+
+def _job_of(wl: Obj) -> str:
+    """The Job (kind/name) that owns the Workload, for the logs' ``job`` field."""
+    for ref in (wl.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return f"{ref.get('kind')}/{ref.get('name')}"
+    return ""
 
 
 def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
@@ -72,6 +83,9 @@ def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wa
                  f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
     writer.event(updated, "Normal", "Admitted",
                  f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
+    log.info("workload %s admitted by ClusterQueue %s after %.0fs", decision.workload, decision.cluster_queue, wait_s,
+             extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                    "decision": "admitted", "reason": decision.reason})
     writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas,
                                         "waitSeconds": wait_s, **placement_detail(decision)})
 
@@ -85,6 +99,9 @@ def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> No
     preemptor = writer.cache.workloads.get(decision.preemptor)
     if preemptor:
         writer.event(preemptor, "Normal", "PreemptedWorkload", f"Preempted {decision.workload} ({decision.reason})")
+    log.info("workload %s preempted by %s: %s", decision.workload, decision.preemptor, decision.message,
+             extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                    "decision": "preempted", "reason": decision.reason})
     writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
                                          "preemptor": decision.preemptor,
                                          "preemptorClusterQueue": decision.preemptor_cluster_queue})
@@ -94,6 +111,9 @@ def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
     updated = evict(writer, wl, decision.reason, decision.message, now)
     if updated:
         writer.event(updated, "Normal", f"EvictedDue{decision.reason}", decision.message)
+        log.info("workload %s evicted: %s", decision.workload, decision.message,
+                 extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                        "decision": "evicted", "reason": decision.reason})
         writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
 
 
@@ -111,4 +131,7 @@ def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Ob
     if updated:
         writer.event(updated, "Warning" if decision.reason != "Pending" else "Normal", decision.reason,
                      decision.message)
+        log.info("workload %s pending: %s", decision.workload, decision.message,
+                 extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                        "decision": "pending", "reason": decision.reason})
         writer.notify("pending", updated, {"reason": decision.reason, "message": decision.message})
