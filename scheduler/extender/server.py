@@ -70,11 +70,15 @@ class Stats:
         self.counts: dict[str, int] = {}
         self.latencies: dict[str, deque[float]] = {}
         self.window = window
+        # (verb, seconds) callbacks, e.g. the Prometheus histogram (scheduler.kube.request_metrics)
+        self.observers: list[Callable[[str, float], None]] = []
 
     def record(self, verb: str, seconds: float) -> None:
         with self.lock:
             self.counts[verb] = self.counts.get(verb, 0) + 1
             self.latencies.setdefault(verb, deque(maxlen=self.window)).append(seconds)
+        for observer in self.observers:
+            observer(verb, seconds)
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:

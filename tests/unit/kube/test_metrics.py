@@ -14,6 +14,7 @@ from scheduler.core.placement.quality import fewest_domains
 from scheduler.kube import metrics as m
 from scheduler.kube.health_server import exposition, serve_health, serve_metrics
 from scheduler.kube.informer import JOBS, NODES
+from scheduler.kube.request_metrics import ExtenderMetrics, WebhookMetrics
 from tests.unit.kube.test_phases import BLOCK, HEALTH, HOST, NS, Harness, assigned_hosts, job
 
 LEADER = {"replica_role": "leader"}
@@ -150,3 +151,16 @@ def test_fewest_domains_is_the_largest_first_count() -> None:
     assert fewest_domains(np.array([4, 1, 3, 0]), 4) == 1
     assert fewest_domains(np.array([1, 1]), 5) == 2  # short: all of them
     assert fewest_domains(np.array([], dtype=np.int64), 0) == 0
+
+
+def test_extender_and_webhook_latency_histograms() -> None:
+    extender, webhook = ExtenderMetrics(), WebhookMetrics()
+    extender.observe("filter", 0.002)
+    extender.observe("/not-a-verb", 1.0)  # unbounded paths never become label values
+    webhook.observe(True, 0.004)
+    assert extender.registry.get_sample_value("toposched_extender_request_duration_seconds_count",
+                                              {"verb": "filter"}) == 1
+    assert extender.registry.get_sample_value("toposched_extender_request_duration_seconds_count",
+                                              {"verb": "/not-a-verb"}) is None
+    assert webhook.registry.get_sample_value("toposched_webhook_request_duration_seconds_bucket",
+                                             {"allowed": "true", "le": "0.005"}) == 1
