@@ -21,6 +21,8 @@ def fewest_domains(pods_per_domain: IntArray, count: int) -> int:
     """Fewest domains whose capacities sum to ``count`` (all of them when even that is short)."""
     if count <= 0:
         return 0
+    if len(pods_per_domain) and int(pods_per_domain.max()) >= count:
+        return 1  # the common case, without sorting (this runs for every placement tried)
     largest_first = np.sort(pods_per_domain[pods_per_domain > 0])[::-1]
     covered = np.cumsum(largest_first)
     return int(np.searchsorted(covered, count) + 1) if len(covered) and covered[-1] >= count else len(covered)
