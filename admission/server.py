@@ -12,7 +12,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -84,6 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         started = time.perf_counter()
         code, answer = self.server.app.decide(path, raw)
+        for observe in self.server.app.answer_observers:  # (allowed, seconds): the latency metric
+            observe(bool((answer.get("response") or {}).get("allowed")), time.perf_counter() - started)
         if self.server.crowded():
             self.close_connection = True  # shed idle keep-alive connections while many are open
         self._send_review(code, answer)
@@ -224,6 +226,7 @@ class WebhookApp:
         self.default_queue = default_queue
         self.controller_users = frozenset(controller_users)
         self.ready = threading.Event()
+        self.answer_observers: list[Callable[[bool, float], None]] = []
         self.informers: list[Informer] = []
         self.view = ClusterView(lookup=self._lookup if api else None)
         self._node_prints: dict[str, tuple[Any, ...]] = {}

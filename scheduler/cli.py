@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 
 from scheduler.errors import UserError
+from scheduler.logsetup import configure_logging
 
 # Order is the order ``toposched --help`` lists them in.
 COMMAND_MODULES = (
@@ -49,11 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(getattr(args, "log_format", "text"), args.verbose)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -33,6 +33,12 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
     || echo "setup: chromium could not be installed; the screenshot test will be skipped" >&2
 fi
 
+if ! command -v prometheus >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "setup: installing Debian's prometheus (e2e: the real server scrapes the controller's /metrics) ..." >&2
+  (apt-get install -y -qq prometheus >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null; }) \
+    || echo "setup: prometheus could not be installed; tests/e2e/test_prometheus_metrics.py will be skipped" >&2
+fi
+
 # Opt-in image build test (tests/integration/test_image.py): buildah and mmdebstrap are large,
 # so they are installed only when asked for with TOPOSCHED_IMAGE_TEST=1 (else the test skips).
 if [ "${TOPOSCHED_IMAGE_TEST:-}" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \

@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.logsetup import add_log_format_argument
+
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
 # the controller) load only when it runs, so `toposched --help` and the other commands start in
 # about 0.1 s instead of 1.5 s (scheduler.cli imports every command module to register it).
@@ -50,6 +52,11 @@ def register(sub: Any) -> None:
                    help="the cap of that backoff (Kueue's backoffMaxSeconds, default 3600)")
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
+    p.add_argument("--metrics-bind", default=None,
+                   help="address of the Prometheus /metrics endpoint (default: --health-bind)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="port of /metrics, Kueue's metric names (docs/metrics.md); default: the health port, "
+                   "served by the same server; 0: off")
     g = p.add_argument_group("gRPC API (toposched.v1.Placement, docs/api.md)")
     g.add_argument("--grpc-port", type=int, default=50051,
                    help="serve the gRPC API on this port (default 50051; 0: off)")
@@ -62,6 +69,7 @@ def register(sub: Any) -> None:
                    help="require metadata 'authorization: Bearer <token>' with the token in this file")
     g.add_argument("--grpc-reflection", action="store_true", help="enable gRPC server reflection")
     g.add_argument("--grpc-workers", type=int, default=16, help="gRPC worker threads (each open stream holds one)")
+    add_log_format_argument(p)
     p.set_defaults(func=run)
 
 
@@ -96,14 +104,36 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
     return server.start()
 
 
+def start_http(args: argparse.Namespace, ready: Any, metrics: Any) -> None:
+    """The probes and /metrics: one server when they share bind and port, else two."""
+    from scheduler.errors import UserError
+    from scheduler.kube.health_server import exposition, serve_health, serve_metrics
+
+    metrics_port = args.health_port if args.metrics_port is None else args.metrics_port
+    metrics_bind = args.metrics_bind or args.health_bind
+    scrape = exposition(metrics.registry) if metrics_port else None
+    shared = bool(metrics_port) and metrics_port == args.health_port
+    if shared and metrics_bind != args.health_bind:
+        raise UserError("--metrics-port equals --health-port: give both the same address (--metrics-bind, "
+                        "--health-bind) or /metrics its own port")
+    try:
+        if args.health_port:
+            serve_health(args.health_bind, args.health_port, ready, scrape if shared else None)
+        if scrape is not None and not shared:
+            serve_metrics(metrics_bind, metrics_port, scrape)
+    except OSError as exc:
+        raise UserError(f"cannot listen for probes/metrics ({exc.strerror}): choose another --health-port or "
+                        "--metrics-port", exit_code=1) from exc
+
+
 def run(args: argparse.Namespace) -> int:
     from scheduler.core.failures import RequeueBackoff, StormPolicy
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
-    from scheduler.kube.health_server import serve_health
     from scheduler.kube.informer import Api
     from scheduler.kube.leader import LeaseElector
+    from scheduler.kube.metrics import ControllerMetrics
 
     api = Api(api_client(args.kubeconfig))
     cache = ClusterCache.create(api)
@@ -114,9 +144,11 @@ def run(args: argparse.Namespace) -> int:
                                                      args.eviction_storm_min_nodes),
                             requeue_backoff=RequeueBackoff(args.node_failure_requeue_base_seconds,
                                                            args.node_failure_requeue_max_seconds))
+    metrics = ControllerMetrics()
+    controller.metrics = metrics
+    controller.observers.append(metrics.observe)
     synced = threading.Event()
-    if args.health_port:
-        serve_health(args.health_bind, args.health_port, synced.is_set)
+    start_http(args, synced.is_set, metrics)
     grpc_server = start_api(args, controller)
     cache.start(controller.wakeup)
     synced.set()
@@ -133,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
     def stopped() -> None:
         controller.leading.clear()
+        metrics.clear_gauges()
         controller.wakeup()
 
     def on_signal(_signo: int, _frame: object) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.errors import UserError
+from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
 # the controller) load only when it runs, so `toposched --help` and the other commands start in
@@ -46,6 +47,11 @@ def register(sub: Any) -> None:
         help="print the KubeSchedulerConfiguration profile+extender entry (entry) or a whole "
         "config for a dedicated toposched kube-scheduler (dedicated) as YAML, and exit",
     )
+    p.add_argument("--metrics-port", type=int, default=0,
+                   help="serve Prometheus /metrics (filter/prioritize/bind latency, docs/metrics.md)"
+                   " on this port (default 0: off)")
+    p.add_argument("--metrics-bind", default="127.0.0.1", help="address of /metrics (0.0.0.0 in a Pod)")
+    add_log_format_argument(p)
     p.set_defaults(func=run)
 
 
@@ -54,6 +60,21 @@ def _api(kubeconfig: Path | None) -> Any:
     from scheduler.kube.informer import Api
 
     return Api(api_client(kubeconfig))
+
+
+def start_metrics(args: argparse.Namespace, attach: Any) -> Any:
+    """The latency histogram on its own /metrics port, or None when --metrics-port is 0."""
+    if not args.metrics_port:
+        return None
+    from scheduler.kube.request_metrics import ExtenderMetrics, serve
+
+    metrics = ExtenderMetrics()
+    attach(metrics)
+    try:
+        return serve(metrics.registry, args.metrics_bind, args.metrics_port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.metrics_bind}:{args.metrics_port} for /metrics ({exc.strerror}); "
+                        "choose another --metrics-port", exit_code=1) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     # Serve at once (pass-through pods need no cache; ours get a retryable Error until synced).
+    metrics_server = start_metrics(args, lambda metrics: server.stats.observers.append(metrics.observe))
     server.start()
     print(f"toposched extender: serving http://{args.bind}:{server.port}", flush=True)
     try:
@@ -101,4 +123,6 @@ def run(args: argparse.Namespace) -> int:
     done.wait()
     server.stop()
     service.stop()
+    if metrics_server is not None:
+        metrics_server.shutdown()
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.errors import UserError
+from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
 # the controller) load only when it runs, so `toposched --help` and the other commands start in
@@ -55,6 +56,11 @@ def register(sub: Any) -> None:
                         "job (repeatable; default system:serviceaccount:<--namespace>:toposched-controller)")
     p.add_argument("--no-watch-nodes", action="store_true",
                    help="skip the topology capacity check (no node informer)")
+    p.add_argument("--metrics-port", type=int, default=0,
+                   help="serve Prometheus /metrics (AdmissionReview latency, docs/metrics.md)"
+                   " on this port (default 0: off)")
+    p.add_argument("--metrics-bind", default="127.0.0.1", help="address of /metrics (0.0.0.0 in a Pod)")
+    add_log_format_argument(p)
     p.set_defaults(func=run)
 
 
@@ -63,6 +69,21 @@ def _api(kubeconfig: Path | None) -> Any:
     from scheduler.kube.informer import Api
 
     return Api(api_client(kubeconfig))
+
+
+def start_metrics(args: argparse.Namespace, attach: Any) -> Any:
+    """The latency histogram on its own /metrics port, or None when --metrics-port is 0."""
+    if not args.metrics_port:
+        return None
+    from scheduler.kube.request_metrics import WebhookMetrics, serve
+
+    metrics = WebhookMetrics()
+    attach(metrics)
+    try:
+        return serve(metrics.registry, args.metrics_bind, args.metrics_port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.metrics_bind}:{args.metrics_port} for /metrics ({exc.strerror}); "
+                        "choose another --metrics-port", exit_code=1) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,9 +128,12 @@ def run(args: argparse.Namespace) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
+    metrics_server = start_metrics(args, lambda metrics: app.answer_observers.append(metrics.observe))
     server.start(rotation_check_s=args.rotation_check_seconds)
     log.info("toposched webhook serving https://%s:%d (certs in %s)", args.bind, server.port, cert_dir)
     print(f"toposched webhook: serving https://{args.bind}:{server.port}", flush=True)
     done.wait()
     server.stop()
+    if metrics_server is not None:
+        metrics_server.shutdown()
     return 0

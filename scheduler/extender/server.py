@@ -65,11 +65,15 @@ class Stats:
         self.counts: dict[str, int] = {}
         self.latencies: dict[str, deque[float]] = {}
         self.window = window
+        # (verb, seconds) callbacks, e.g. the Prometheus histogram (scheduler.kube.request_metrics)
+        self.observers: list[Callable[[str, float], None]] = []
 
     def record(self, verb: str, seconds: float) -> None:
         with self.lock:
             self.counts[verb] = self.counts.get(verb, 0) + 1
             self.latencies.setdefault(verb, deque(maxlen=self.window)).append(seconds)
+        for observer in self.observers:
+            observer(verb, seconds)
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -125,7 +129,9 @@ class Extender:
         payload = None if items is None else {name: node_from_k8s(n) for name, n in zip(names, items, strict=True)}
         out = self.book.filter(pod, names, payload)
         if out.error:
-            log.info("filter %s/%s: %s", pod.namespace, pod.name, out.error)
+            log.info("filter %s/%s: %s", pod.namespace, pod.name, out.error,
+                     extra={"workload": f"{pod.namespace}/{pod.workload}" if pod.workload else "",
+                            "decision": "filter-refused"})
         else:
             log.debug("filter %s/%s: %d node(s) offered, %d passed", pod.namespace, pod.name, len(names),
                       len(out.passed))
@@ -188,7 +194,8 @@ class Extender:
         try:
             res = self.book.reserve(uid, node)
         except SlotTaken as exc:
-            log.info("bind %s/%s -> %s refused: %s", ns, name, node, exc)
+            log.info("bind %s/%s -> %s refused: %s", ns, name, node, exc,
+                     extra={"node": node, "decision": "bind-refused"})
             return {"Error": f"toposched: {exc}"}
         if self.binder is None:
             if res is not None:
@@ -199,7 +206,8 @@ class Extender:
         except Exception as exc:  # API refused (pod gone, already bound, ...) or unreachable
             if res is not None:
                 self.book.release(res)
-            log.info("bind %s/%s -> %s failed: %s", ns, name, node, exc)
+            log.info("bind %s/%s -> %s failed: %s", ns, name, node, exc,
+                     extra={"node": node, "decision": "bind-failed"})
             return {"Error": f"toposched: binding {ns}/{name} to {node} failed: {_api_message(exc)}"}
         if res is not None:
             self.book.confirm(res)

@@ -8,6 +8,7 @@ the reason, only when it changed (routing failures repeat every cycle). Nothing 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,16 @@ from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Obj, Writer
+
+log = logging.getLogger(__name__)
+
+
+def _job_of(wl: Obj) -> str:
+    """The Job (kind/name) that owns the Workload, for the logs' ``job`` field."""
+    for ref in (wl.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return f"{ref.get('kind')}/{ref.get('name')}"
+    return ""
 
 
 def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
@@ -32,6 +43,15 @@ def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
     if psa.topology is not None:
         out["topologyAssignment"] = encode_v1beta2(psa.topology)
     return out
+
+
+def placement_detail(decision: Admit) -> dict[str, Any]:
+    """What the placement observed (for the metrics): per TAS pod set, the domains spanned
+    per level versus the fewest possible, and the pod sets CP-SAT placed better than greedy."""
+    spans = [{"podSet": p.name, "level": s.level, "spanned": s.spanned, "fewest": s.fewest}
+             for p in decision.pod_sets if p.topology is not None for s in p.topology.spans]
+    improved = [p.name for p in decision.pod_sets if p.topology is not None and p.topology.improved_by_cpsat]
+    return {"domainSpans": spans, "improvedByCpsat": improved}
 
 
 def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot, decisions: Iterable[Decision],
@@ -75,7 +95,11 @@ def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wa
                  f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
     writer.event(updated, "Normal", "Admitted",
                  f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
-    writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas})
+    log.info("workload %s admitted by ClusterQueue %s after %.0fs", decision.workload, decision.cluster_queue, wait_s,
+             extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                    "decision": "admitted", "reason": decision.reason})
+    writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas,
+                                        "waitSeconds": wait_s, **placement_detail(decision)})
 
 
 def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> None:
@@ -87,14 +111,21 @@ def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> No
     preemptor = writer.cache.workloads.get(decision.preemptor)
     if preemptor:
         writer.event(preemptor, "Normal", "PreemptedWorkload", f"Preempted {decision.workload} ({decision.reason})")
+    log.info("workload %s preempted by %s: %s", decision.workload, decision.preemptor, decision.message,
+             extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                    "decision": "preempted", "reason": decision.reason})
     writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
-                                         "preemptor": decision.preemptor})
+                                         "preemptor": decision.preemptor,
+                                         "preemptorClusterQueue": decision.preemptor_cluster_queue})
 
 
 def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
     updated = evict(writer, wl, decision.reason, decision.message, now)
     if updated:
         writer.event(updated, "Normal", f"EvictedDue{decision.reason}", decision.message)
+        log.info("workload %s evicted: %s", decision.workload, decision.message,
+                 extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                        "decision": "evicted", "reason": decision.reason})
         writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
 
 
@@ -112,4 +143,7 @@ def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Ob
     if updated:
         writer.event(updated, "Warning" if decision.reason != "Pending" else "Normal", decision.reason,
                      decision.message)
+        log.info("workload %s pending: %s", decision.workload, decision.message,
+                 extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                        "decision": "pending", "reason": decision.reason})
         writer.notify("pending", updated, {"reason": decision.reason, "message": decision.message})

@@ -44,6 +44,7 @@ from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
+from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
@@ -111,6 +112,8 @@ class Controller:
         # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own
         # list, which it calls after each decision it wrote.
         self.observers: list[Observer] = self.writer.observers
+        # Admission attempts and per-pass gauges (scheduler.kube.metrics); off unless set.
+        self.metrics: CycleMetrics = NoMetrics()
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
@@ -368,8 +371,8 @@ class Controller:
             self._fingerprint = fingerprint
         snapshot = self._snapshot()
         if snapshot.pending and not self.unreadable.holds_admission():
-            apply_decisions(self.writer, self.queue_state, snapshot, run_cycle(snapshot), self.clock(),
-                            self.isolation)
+            decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
+            apply_decisions(self.writer, self.queue_state, snapshot, decisions, self.clock(), self.isolation)
         return snapshot
 
     def _snapshot(self) -> Snapshot:
@@ -400,6 +403,7 @@ class Controller:
         # From the snapshot before this pass's decisions: each write they made comes back as a
         # watch event and wakes the next pass, which reports it.
         self.queue_objects.sync(snapshot, self.isolation)
+        self.metrics.reconciled(snapshot, self.cache.workloads.items())
 
     def run_leading(self) -> None:
         log.info("controller loop started")

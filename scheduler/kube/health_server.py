@@ -1,4 +1,8 @@
-"""/healthz and /readyz on a small HTTP port (liveness and readiness probes)."""
+"""/healthz and /readyz (liveness and readiness probes) and /metrics on small HTTP ports.
+
+One port may carry both (the default: ``--metrics-port`` is the health port), or /metrics has
+its own; a path the port does not carry answers 404.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,34 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-def serve_health(bind: str, port: int, ready: Callable[[], bool]) -> ThreadingHTTPServer:
+Exposition = Callable[[], bytes]
+
+
+def exposition(registry: CollectorRegistry) -> Exposition:
+    """The Prometheus text format of ``registry``, rendered at each scrape."""
+    return lambda: generate_latest(registry)
+
+
+def _answer(path: str, ready: Callable[[], bool] | None, metrics: Exposition | None) -> tuple[int, bytes, str]:
+    if ready is not None and path == "/healthz":
+        return 200, b"ok", "text/plain"
+    if ready is not None and path == "/readyz":
+        return (200, b"ok", "text/plain") if ready() else (503, b"not ready", "text/plain")
+    if metrics is not None and path.split("?", 1)[0] == "/metrics":
+        return 200, metrics(), CONTENT_TYPE_LATEST
+    return 404, b"not found", "text/plain"
+
+
+def serve_http(bind: str, port: int, *, ready: Callable[[], bool] | None = None,
+               metrics: Exposition | None = None, name: str = "health") -> ThreadingHTTPServer:
+    """Serve the probes (when ``ready`` is given) and/or /metrics on a daemon thread."""
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-            if self.path == "/healthz":
-                code, body = 200, b"ok"
-            elif self.path == "/readyz":
-                ok = ready()
-                code, body = (200, b"ok") if ok else (503, b"not ready")
-            else:
-                code, body = 404, b"not found"
+            code, body, content_type = _answer(self.path, ready, metrics)
             self.send_response(code)
-            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -27,5 +46,15 @@ def serve_health(bind: str, port: int, ready: Callable[[], bool]) -> ThreadingHT
             return
 
     server = ThreadingHTTPServer((bind, port), Handler)
-    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
     return server
+
+
+def serve_health(bind: str, port: int, ready: Callable[[], bool],
+                 metrics: Exposition | None = None) -> ThreadingHTTPServer:
+    return serve_http(bind, port, ready=ready, metrics=metrics)
+
+
+def serve_metrics(bind: str, port: int, metrics: Exposition) -> ThreadingHTTPServer:
+    return serve_http(bind, port, metrics=metrics, name="metrics")

@@ -99,6 +99,10 @@ def retries_used(workload: Mapping[str, Any]) -> int:
         return 0
 
 
+def _cluster_queue(wl: Mapping[str, Any]) -> str:
+    return str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+
+
 def reservation_key(workload: Mapping[str, Any]) -> str:
     cond = st.find_condition(workload, st.QUOTA_RESERVED) or {}
     return str(cond.get("lastTransitionTime", ""))
@@ -272,7 +276,9 @@ class NodeFailureHandler:
                           f"Replaced unhealthy node{'s' if len(failed) > 1 else ''} {names} within the workload's "
                           "topology domain")
         self.writer.notify("replaced", wl, {"failedNode": failed[0], "failedNodes": failed})
-        log.info("workload %s: replaced failed node(s) %s", decision.workload, names)
+        log.info("workload %s: replaced failed node(s) %s", decision.workload, names,
+                 extra={"workload": decision.workload, "node": names, "decision": "replaced",
+                        "queue": _cluster_queue(wl)})
 
     def _terminate_pods_on(self, wl: Mapping[str, Any], nodes: Sequence[str]) -> list[str]:
         """Delete (gracefully) the workload's pods on ``nodes`` whose node object still exists;
@@ -312,7 +318,9 @@ class NodeFailureHandler:
         if evict(self.writer, fresh, decision.reason, decision.message, self.clock()):
             self.writer.event(fresh, "Warning", "EvictedDueToNodeFailures", decision.message)
             self.writer.notify("evicted", fresh, {"reason": decision.reason, "message": decision.message})
-            log.info("workload %s evicted: %s", decision.workload, decision.message)
+            log.info("workload %s evicted: %s", decision.workload, decision.message,
+                     extra={"workload": decision.workload, "node": ", ".join(decision.failed_nodes),
+                            "decision": "evicted", "reason": decision.reason, "queue": _cluster_queue(fresh)})
 
     def _count_retry(self, wl: Obj) -> bool:
         """Persist one retry for this reservation, exactly once (idempotent across restarts)."""

@@ -299,3 +299,14 @@ def test_chart_applies_with_server_side_dry_run(helm: Path, tmp_path: Path, kube
         assert out.returncode == 0, f"{name}: {out.stderr}"
         applied = [ln for ln in out.stdout.splitlines() if "(server dry run)" in ln]
         assert len(applied) == len(objects), out.stdout
+
+
+def test_log_format_and_metrics_flags(helm: Path, tmp_path: Path) -> None:
+    objects = by_key(helm_template(helm, {"logFormat": "json", "metrics": {"port": 9090}}, tmp_path))
+    args = {name: [a for c in objects[("Deployment", name, NS)]["spec"]["template"]["spec"]["containers"]
+                   for a in c.get("args") or ()]
+            for name in ("toposched-controller", "toposched-webhook", "toposched-scheduler")}
+    assert all("--log-format=json" in a for a in args.values())
+    assert {"--metrics-bind=0.0.0.0", "--metrics-port=9090", "--health-port=9090"} <= set(args["toposched-controller"])
+    with pytest.raises(HelmError, match="logFormat"):
+        helm_template(helm, {"logFormat": "yaml"}, tmp_path)

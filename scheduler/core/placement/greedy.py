@@ -17,10 +17,11 @@ Everything is vectorised with numpy so a decision over 50,000 leaves stays in mi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scheduler.core.placement.quality import level_spans
 from scheduler.core.placement.types import (
     DomainAssignment,
     Placement,
@@ -315,6 +316,13 @@ def to_pod_set_placement(
     return PodSetPlacement(pod_set.name, pod_set.count, tree.assignment_levels(), domains)
 
 
+def measured_placement(prob: Problem, leaf_pods: Mapping[int, int], improved_by_cpsat: bool = False) -> PodSetPlacement:
+    """:func:`to_pod_set_placement` plus what the metrics report about it (spans per level)."""
+    placement = to_pod_set_placement(prob.tree, prob.pod_set, leaf_pods)
+    return replace(placement, spans=level_spans(prob.tree, prob.level, prob.pod_counts, leaf_pods),
+                   improved_by_cpsat=improved_by_cpsat)
+
+
 def place_pod_set(prob: Problem) -> dict[int, int]:
     """Greedy answer for a prepared problem: leaf -> pods (raises PlacementError)."""
     level, chosen = choose_fit_level(prob)
@@ -349,5 +357,5 @@ def place_greedy(
         except PlacementError as err:
             return Placement(False, str(err), "greedy", False, ())
         consume(tree, free, prob.per_pod, leaf_pods)
-        placed.append(to_pod_set_placement(tree, ps, leaf_pods))
+        placed.append(measured_placement(prob, leaf_pods))
     return Placement(True, "", "greedy", False, tuple(placed))

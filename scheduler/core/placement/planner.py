@@ -110,12 +110,13 @@ def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: 
             leaf_pods = greedy.place_pod_set(prob)
         except PlacementError as err:
             return Placement(False, str(err), use.name, False, ())
+        improved = False
         if _wants_cpsat(prob, leaf_pods, solver, multi):
-            leaf_pods = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
+            leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
         else:
             use.all_optimal = False
         greedy.consume(tree, free, prob.per_pod, leaf_pods)
-        placed.append(greedy.to_pod_set_placement(tree, ps, leaf_pods))
+        placed.append(greedy.measured_placement(prob, leaf_pods, improved))
     return Placement(True, "", use.name, use.used_cpsat and use.all_optimal, tuple(placed))
 
 
@@ -135,12 +136,13 @@ def _time_share(deadline: float, rest: Sequence[PodSetSpec]) -> float:
 
 
 def _improve(prob: greedy.Problem, leaf_pods: dict[int, int], time_budget_s: float,
-             use: _SolverUse) -> dict[int, int]:
-    """CP-SAT's leaf -> pods when it ran (never worse than greedy's), noting it in ``use``."""
+             use: _SolverUse) -> tuple[dict[int, int], bool]:
+    """CP-SAT's leaf -> pods when it ran (never worse than greedy's), noting it in ``use``;
+    and whether its answer is strictly better than greedy's (the metrics count those)."""
     result = cpsat.improve(prob, leaf_pods, time_budget_s=time_budget_s)
     if not result.used:
         use.all_optimal = False
-        return leaf_pods
+        return leaf_pods, False
     use.used_cpsat = True
     use.all_optimal = use.all_optimal and result.optimal
-    return result.leaf_pods
+    return result.leaf_pods, bool(result.objective) and result.objective < result.greedy_objective

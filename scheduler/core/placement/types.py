@@ -6,7 +6,7 @@ They live in their own module so :mod:`scheduler.core.topology` can accept them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -16,11 +16,26 @@ class DomainAssignment:
 
 
 @dataclass(frozen=True)
+class LevelSpan:
+    """How compact a pod set's placement is at one topology level: the domains it spans and
+    the fewest domains of that level whose free capacity could hold it (a lower bound: the
+    other levels' constraints are ignored). Reported as metrics, never decided on."""
+
+    level: str
+    spanned: int
+    fewest: int
+
+
+@dataclass(frozen=True)
 class PodSetPlacement:
     name: str
     count: int
     levels: tuple[str, ...]  # Kueue rule: just (hostname,) when hostname is the lowest level
     domains: tuple[DomainAssignment, ...]  # sorted by full value path, no zero counts
+    # Observations for metrics, not part of the answer (so not compared): the spans from the
+    # requested level down to the leaves, and whether CP-SAT found fewer domains than greedy.
+    spans: tuple[LevelSpan, ...] = field(default=(), compare=False)
+    improved_by_cpsat: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,125 @@
+"""The gauge values of one controller pass, from its snapshot (pure: plain data in and out).
+
+What Kueue's cache reports as gauges, computed from the same :class:`~scheduler.core.cycle.Snapshot`
+the admission cycle and the queue status (``core.queue_status``) use, so ``/metrics`` and
+``kubectl get clusterqueues`` never disagree. ``scheduler.kube.metrics`` renders them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.cycle import Snapshot, quota_in_use
+from scheduler.core.placement.quality import free_whole_domains, leaves_of
+from scheduler.core.queue_status import queue_statuses
+from scheduler.core.queueing import cluster_queue_readiness
+from scheduler.core.quota import ClusterQueueSpec
+from scheduler.core.resources import uses_milli_units
+from scheduler.kube import status as st
+
+# Kueue's ClusterQueue states for kueue_cluster_queue_status (exactly one is 1).
+CQ_STATES = ("pending", "active", "terminating")
+PENDING_STATES = ("active", "inadmissible")
+Labels = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GaugeValues:
+    """Metric name -> {label values (in the family's label order) -> value}."""
+
+    values: Mapping[str, Mapping[Labels, float]] = field(default_factory=dict)
+
+    def get(self, name: str) -> Mapping[Labels, float]:
+        return self.values.get(name, {})
+
+
+def resource_value(resource: str, amount: int) -> float:
+    """A canonical amount as Kueue's float (``QuantityToFloat``): cores for cpu, not millicores."""
+    return amount / 1000 if uses_milli_units(resource) else float(amount)
+
+
+def _pending(snap: Snapshot) -> dict[Labels, float]:
+    """Per ClusterQueue: pending workloads active in the queue, or parked as inadmissible
+    (all of them inadmissible while the ClusterQueue is not active, as Kueue reports)."""
+    counts = {(cq, state): 0.0 for cq in snap.cluster_queues for state in PENDING_STATES}
+    tas_flavors = frozenset(snap.trees)
+    active = {name: cluster_queue_readiness(cq, snap.flavors, tas_flavors).active
+              for name, cq in snap.cluster_queues.items()}
+    for pw in snap.pending:
+        lq = snap.local_queues.get(f"{pw.spec.namespace}/{pw.spec.queue_name}")
+        if lq is None or lq.cluster_queue not in snap.cluster_queues:
+            continue  # Kueue does not queue it anywhere either
+        parked = pw.key in snap.inadmissible or not active[lq.cluster_queue]
+        counts[(lq.cluster_queue, "inadmissible" if parked else "active")] += 1
+    return {(cq, state, "leader"): n for (cq, state), n in counts.items()}
+
+
+def _quotas(cq: ClusterQueueSpec) -> dict[str, dict[Labels, float]]:
+    """Nominal quota and limits per flavor and resource (0 for an unset limit, as Kueue)."""
+    out: dict[str, dict[Labels, float]] = {"kueue_cluster_queue_nominal_quota": {},
+                                           "kueue_cluster_queue_borrowing_limit": {},
+                                           "kueue_cluster_queue_lending_limit": {}}
+    for group in cq.resource_groups:
+        for flavor in group.flavors:
+            for resource, quota in flavor.resources.items():
+                key = (cq.cohort or "", cq.name, flavor.name, resource, "leader")
+                out["kueue_cluster_queue_nominal_quota"][key] = resource_value(resource, quota.nominal)
+                out["kueue_cluster_queue_borrowing_limit"][key] = resource_value(resource, quota.borrowing_limit or 0)
+                out["kueue_cluster_queue_lending_limit"][key] = resource_value(resource, quota.lending_limit or 0)
+    return out
+
+
+def _free_domains(snap: Snapshot) -> dict[Labels, float]:
+    out: dict[Labels, float] = {}
+    for flavor, tree in snap.trees.items():
+        placements = [u.placement for w in snap.admitted for u in w.tas if u.flavor == flavor]
+        for level, count in free_whole_domains(tree, leaves_of(tree, placements)).items():
+            out[(flavor, level)] = float(count)
+    return out
+
+
+def _finished(workloads: Iterable[Mapping[str, Any]]) -> dict[Labels, float]:
+    out: dict[Labels, float] = {}
+    for wl in workloads:
+        cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        if cq and st.is_finished(wl):
+            out[(cq, "leader")] = out.get((cq, "leader"), 0.0) + 1
+    return out
+
+
+def gauge_values(snap: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> GaugeValues:
+    """Every gauge toposched reports, from one pass's snapshot (and the Workloads, for the
+    finished ones the snapshot leaves out)."""
+    cq_status, _lq_status = queue_statuses(snap)
+    quota = quota_in_use(snap)
+    values: dict[str, dict[Labels, float]] = {
+        "kueue_pending_workloads": _pending(snap),
+        "kueue_reserving_active_workloads": {},
+        "kueue_admitted_active_workloads": {},
+        "kueue_cluster_queue_status": {},
+        "kueue_cluster_queue_resource_reservation": {},
+        "kueue_cluster_queue_resource_usage": {},
+        "kueue_finished_workloads": _finished(workloads),
+        "toposched_free_domains": _free_domains(snap),
+    }
+    for name, cq in snap.cluster_queues.items():
+        status = cq_status[name]
+        values["kueue_reserving_active_workloads"][(name, "leader")] = status.reserving_workloads
+        values["kueue_admitted_active_workloads"][(name, "leader")] = status.admitted_workloads
+        state = "active" if status.active.active else "terminating" if cq.terminating else "pending"
+        for candidate in CQ_STATES:
+            values["kueue_cluster_queue_status"][(name, candidate, "leader")] = float(candidate == state)
+        for family, rows in _quotas(cq).items():
+            values.setdefault(family, {}).update(rows)
+        # Reservation = usage here (no admission checks: reserving is admitting); Kueue reports
+        # both for every flavor and resource of the spec, 0 when unused.
+        for group in cq.resource_groups:
+            for flavor in group.flavors:
+                for resource in flavor.resources:
+                    amount = resource_value(resource, quota.used(name, (flavor.name, resource)))
+                    key = (cq.cohort or "", name, flavor.name, resource, "leader")
+                    values["kueue_cluster_queue_resource_reservation"][key] = amount
+                    values["kueue_cluster_queue_resource_usage"][key] = amount
+    return GaugeValues(values)
