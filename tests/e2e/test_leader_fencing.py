@@ -1,6 +1,6 @@
 """Two live controllers race over a stream of small Jobs on a dedicated local control plane
-while the leader is paused (SIGSTOP) and resumed, and then the API server itself is paused for
-20 s. A watcher holds the API server's history of Workloads (a watch delivers every change in
+while the leader is paused (SIGSTOP) the moment it writes an admission and resumed once the
+other one leads (several times), and then the API server itself is paused for 20 s. A watcher holds the API server's history of Workloads (a watch delivers every change in
 resourceVersion order, so the checks run on every state the server ever had, not on samples)
 and asserts that no ClusterQueue ever holds more than its quota and that no Workload is ever
 admitted twice.
@@ -33,6 +33,9 @@ from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LA
 from scheduler.kube.informer import JOBS, LEASES, WORKLOADS, Api, Informer, object_key
 
 JOBS_TOTAL = int(os.environ.get("TOPOSCHED_FENCING_JOBS", "200"))
+# Leader pauses: each one lands the moment the watch sees an admission (the leader is then in
+# the middle of writing a cycle's decisions) and lasts until the other controller leads.
+PAUSE_CYCLES = int(os.environ.get("TOPOSCHED_FENCING_PAUSES", "4"))
 TIME_LIMIT_S = float(os.environ.get("TOPOSCHED_FENCING_TIME_LIMIT_S", "240"))
 NS = "fencing"
 FLAVOR = "fencing-plain"
@@ -131,6 +134,7 @@ class Invariants:
     admitted_ever: set[str] = field(default_factory=set)
     finished: set[str] = field(default_factory=set)
     states_checked: int = 0
+    new_admission: threading.Event = field(default_factory=threading.Event)
     peak_usage: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def check(self, store: dict[str, dict[str, Any]], changed: dict[str, Any]) -> None:
@@ -151,6 +155,8 @@ class Invariants:
         if previous is not None and previous[0] != reservation and evictions(wl) <= previous[1]:
             self.violations.append(f"{object_key(wl)} admitted twice without an eviction between: "
                                    f"{previous[0]} then {reservation}")
+        if previous is None or previous[0] != reservation:
+            self.new_admission.set()
         self.reservations[uid] = (reservation, evictions(wl))
 
     def _check_quota(self, store: dict[str, dict[str, Any]], when: str) -> None:
@@ -262,26 +268,28 @@ def test_two_controllers_never_overcommit_or_double_admit_through_pauses(cluster
     by_identity = {ctl.identity: ctl for ctl in controllers}
     apiserver = cluster.state.processes["kube-apiserver"]
     try:
-        # 1. Let admissions flow, then pause the leader for longer than its lease.
-        time.sleep(8)
-        holder = lease_holder(api)
-        assert holder in by_identity, f"no controller leads (holder {holder!r})"
-        paused = by_identity[holder]
-        assert paused.proc is not None
-        signal_process(paused.proc, signal.SIGSTOP)
-        timeline.append(f"{time.monotonic() - began:5.1f}s SIGSTOP leader {holder}")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and lease_holder(api) in (holder, None):
-            time.sleep(0.2)
-        successor = lease_holder(api)
-        timeline.append(f"{time.monotonic() - began:5.1f}s lease held by {successor}")
-        time.sleep(3)  # the successor admits while the old leader is frozen mid-whatever
-        signal_process(paused.proc, signal.SIGCONT)
-        timeline.append(f"{time.monotonic() - began:5.1f}s SIGCONT {holder}")
-        assert successor not in (holder, None), "nobody took over from the paused leader"
+        # 1. Pause the leader mid-write, until the other one leads; resume it; repeat.
+        time.sleep(5)
+        for cycle in range(PAUSE_CYCLES):
+            invariants.new_admission.clear()
+            invariants.new_admission.wait(15)
+            holder = lease_holder(api)
+            assert holder in by_identity, f"no controller leads (holder {holder!r})"
+            paused = by_identity[holder]
+            assert paused.proc is not None
+            signal_process(paused.proc, signal.SIGSTOP)
+            timeline.append(f"{time.monotonic() - began:5.1f}s SIGSTOP leader {holder} (pause {cycle + 1})")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and lease_holder(api) in (holder, None):
+                time.sleep(0.2)
+            successor = lease_holder(api)
+            time.sleep(1)  # the successor admits while the old leader is frozen mid-pass
+            signal_process(paused.proc, signal.SIGCONT)
+            timeline.append(f"{time.monotonic() - began:5.1f}s SIGCONT {holder}; lease held by {successor}")
+            assert successor not in (holder, None), "nobody took over from the paused leader"
 
         # 2. Pause the API server itself for 20 s while admissions are in flight.
-        time.sleep(5)
+        time.sleep(2)
         signal_process(apiserver, signal.SIGSTOP)
         timeline.append(f"{time.monotonic() - began:5.1f}s SIGSTOP kube-apiserver")
         time.sleep(20)
