@@ -27,6 +27,13 @@ def register(sub: Any) -> None:
     p.add_argument("--namespace", default="toposched-system", help="namespace of the leader-election Lease")
     p.add_argument("--lease-name", default="toposched-controller")
     p.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}", help="leader-election identity")
+    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS",
+                   help="how long candidates wait, after last seeing the Lease change, before taking it over")
+    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS",
+                   help="the leader stops writing and steps down when it has not renewed for this long "
+                   "(must be below the lease duration: the difference is the fencing margin)")
+    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS",
+                   help="how often the Lease is renewed or campaigned for")
     p.add_argument("--solver", choices=("greedy", "cpsat", "auto"), default="auto")
     p.add_argument("--time-budget-ms", type=float, default=100.0, help="CP-SAT time budget per placement")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
@@ -127,15 +134,30 @@ def start_http(args: argparse.Namespace, ready: Any, metrics: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Lost leadership does not end the process: writes stop at once (the writer's fence), the
+    loop idles with warm caches and campaigns again; a new term writes only after its caches
+    have caught up. (controller-runtime managers exit instead; here no state outlives a term —
+    each pass rebuilds its snapshot from the caches — and the local dev stack has no
+    Deployment to restart an exited controller.)"""
     from scheduler.core.failures import RequeueBackoff, StormPolicy
+    from scheduler.errors import UserError
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
     from scheduler.kube.informer import Api
-    from scheduler.kube.leader import LeaseElector
+    from scheduler.kube.leader import LeaseElector, WriteFence
+    from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
 
     api = Api(api_client(args.kubeconfig))
+    try:
+        elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
+                               lease_duration_s=args.leader_elect_lease_duration,
+                               renew_deadline_s=args.leader_elect_renew_deadline,
+                               retry_period_s=args.leader_elect_retry_period)
+    except ValueError as exc:
+        raise UserError(f"leader election: {exc}") from exc
+    fence = WriteFence(elector)
     cache = ClusterCache.create(api)
     controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
@@ -143,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
                             storm_policy=StormPolicy(args.eviction_storm_threshold, args.eviction_storm_window_seconds,
                                                      args.eviction_storm_min_nodes),
                             requeue_backoff=RequeueBackoff(args.node_failure_requeue_base_seconds,
-                                                           args.node_failure_requeue_max_seconds))
+                                                           args.node_failure_requeue_max_seconds),
+                            is_leader=fence)
     metrics = ControllerMetrics()
     controller.metrics = metrics
     controller.observers.append(metrics.observe)
@@ -155,13 +178,13 @@ def run(args: argparse.Namespace) -> int:
     if grpc_server is not None:
         grpc_server.set_serving(True)
     log.info("caches synced; campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
-    elector = LeaseElector(api, args.lease_name, args.namespace, args.identity)
-    loop: dict[str, threading.Thread] = {}
+    loop = LeadingLoop(api, cache, elector, fence, controller.reconcile, controller.wakeup.wait, args.resync_seconds)
+    reconciler = threading.Thread(target=loop.run, name="reconcile", daemon=True)
+    reconciler.start()
 
     def started() -> None:
         controller.leading.set()
-        loop["t"] = threading.Thread(target=controller.run_leading, name="reconcile", daemon=True)
-        loop["t"].start()
+        controller.wakeup()
 
     def stopped() -> None:
         controller.leading.clear()
@@ -170,14 +193,14 @@ def run(args: argparse.Namespace) -> int:
 
     def on_signal(_signo: int, _frame: object) -> None:
         log.info("shutting down")
+        loop.stop()
         controller.stop()
         elector.stop()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     elector.run(started, stopped)
-    if "t" in loop:
-        loop["t"].join(timeout=10)
+    reconciler.join(timeout=10)
     if grpc_server is not None:
         grpc_server.stop()
     cache.stop()

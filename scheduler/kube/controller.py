@@ -405,15 +405,6 @@ class Controller:
         self.queue_objects.sync(snapshot, self.isolation)
         self.metrics.reconciled(snapshot, self.cache.workloads.items())
 
-    def run_leading(self) -> None:
-        log.info("controller loop started")
-        while self.leading.is_set() and not self._stop.is_set():
-            try:
-                self.reconcile()
-            except Exception:
-                log.exception("reconcile failed; retrying")
-            self.wakeup.wait(self.resync_s)
-
     def stop(self) -> None:
         self._stop.set()
         self.leading.clear()

@@ -2,8 +2,12 @@
 
 The controller's phases decide; the :class:`Writer` sends. It owns:
 
-- the leadership check: a write attempted while not leading is skipped and logged (a deposed
-  leader must not keep writing; fencing on the Lease will build on :meth:`Writer.may_write`);
+- the leadership check (:meth:`Writer.may_write`): asked right before every write, so a
+  write is sent only while the lease is known held. In ``toposched controller`` the check is
+  :class:`~scheduler.kube.leader.WriteFence`: the lease's term must be the one the reconcile
+  pass started in, and the local monotonic clock must be before the last renewal + the renew
+  deadline (fencing by time: a leader that lost contact stops writing before anyone else can
+  acquire). A refused write is skipped and counted, never queued for later;
 - optimistic concurrency: patches carry the copy's ``resourceVersion``, so a stale copy gets
   409 and the next reconcile retries from fresh state instead of overwriting a newer one;
 - the one 404/409 policy: gone or stale -> skipped (``None``), debug-logged; any other
@@ -42,14 +46,21 @@ class Writer:
         self.events = events if events is not None else EventRecorder(api)
         self.observers: list[Observer] = []
         self.skipped_not_leading = 0  # writes refused because this replica was not leading
+        self._refusing = False  # the first refusal after a write is logged loudly, the rest quietly
 
     # ------------------------------------------------------------------ policy
     def may_write(self, what: str, target: str) -> bool:
-        """The one leadership check before every write."""
+        """The one leadership check before every write: asked at the moment of sending (not
+        once per pass), so leadership lost in the middle of a pass stops the very next write."""
         if self.is_leader():
+            self._refusing = False
             return True
         self.skipped_not_leading += 1
-        log.info("not leading: %s of %s skipped", what, target)
+        if not self._refusing:
+            log.warning("not leading (lease not held): %s of %s and every further write skipped", what, target)
+            self._refusing = True
+        else:
+            log.debug("not leading: %s of %s skipped", what, target)
         return False
 
     def _send(self, what: str, target: str, call: Callable[[], Obj], on_error: ErrorReport | None = None,
