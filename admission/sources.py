@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from admission import configs
-from admission.certs import CertManager, load_chain_pem, tls_server_context
+from admission.certs import CertManager, tls_server_context
 from scheduler.kube.informer import Api
 
 log = logging.getLogger(__name__)
@@ -130,9 +130,11 @@ class MountedFilesSource:
         if digest == self._loaded_digest:
             return False
         try:
-            load_chain_pem(tls_server_context(), cert, key)  # check the pair before it goes live
-            load_chain_pem(self._context, cert, key)
-        except (ssl.SSLError, ValueError) as exc:
+            # Straight from the mounted files (no temporary copy: the root filesystem is read-only);
+            # a pair that changes between the reads fails here or differs at the next check.
+            tls_server_context().load_cert_chain(str(self.cert_file), str(self.key_file))  # check first
+            self._context.load_cert_chain(str(self.cert_file), str(self.key_file))
+        except (ssl.SSLError, OSError) as exc:
             self._error = f"{self.cert_file} and {self.key_file} do not load together: {exc}"
             log.warning("%s; keeping the certificate served so far", self._error)
             return False
