@@ -12,7 +12,8 @@ Pod deleted), so on a real cluster a crashed replica can fail new connections fo
 seconds; and a request in flight on a connection to the replica that dies is lost in both
 (the API server does not resend a POST whose connection breaks). The kill below therefore
 falls between two creations of the stream (one client, sequential), the API server's open
-connections to the killed replica break, and every later call must reach the survivor.
+connections to the killed replica break (the test waits until the balancer has relayed their
+close, a few milliseconds), and every later call must reach the survivor.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class RoundRobinProxy:
         self.connections = dict.fromkeys(backends, 0)
         self.refused = dict.fromkeys(backends, 0)
         self.answered_bytes = dict.fromkeys(backends, 0)  # relayed from each backend to the API server
+        self.open = dict.fromkeys(backends, 0)  # relayed connections not yet closed
         self._next = 0
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -77,10 +79,16 @@ class RoundRobinProxy:
                 self.refused[port] += 1
                 continue  # the retry kube-proxy does not make
             upstream.settimeout(None)
-            self.connections[port] += 1
-            threading.Thread(target=_pipe, args=(upstream, downstream, port, self.answered_bytes),
-                             daemon=True).start()
+            with self._lock:
+                self.connections[port] += 1
+                self.open[port] += 1
+            answers = threading.Thread(target=_pipe, args=(upstream, downstream, port, self.answered_bytes),
+                                       daemon=True)
+            answers.start()
             _pipe(downstream, upstream)
+            answers.join()
+            with self._lock:
+                self.open[port] -= 1
             return
         downstream.close()
 
@@ -170,6 +178,10 @@ def test_killing_a_replica_mid_stream_refuses_no_creation(local_cluster: Any, ku
             victim = max(replicas["ports"], key=lambda p: proxy.answered_bytes[p])
             processes.kill(replicas["procs"][victim])
             before_kill = dict(proxy.answered_bytes)
+            # The crash falls between two requests: its connections are closed (FIN relayed to the
+            # API server) before the next creation. A request in flight at the crash is lost, as
+            # behind kube-proxy (module docstring).
+            _wait(lambda port=victim: proxy.open[port] == 0, 10, 0.01)
         try:
             created.append(batch.create_namespaced_job(namespace, _job(f"ha-{i}", namespace, 1, {REQ: L3})))
         except client.ApiException as exc:
