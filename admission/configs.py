@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -168,3 +168,22 @@ def sync(api: Api, desired: Sequence[dict[str, Any]], ca_bundle: bytes, *, creat
                     time.sleep(0.1 * (attempt + 1))
                     continue
                 raise
+
+
+def webhook_names(desired: Sequence[dict[str, Any]]) -> dict[str, set[str]]:
+    """Kind -> names of the webhooks we own in it (the ones whose caBundle we set)."""
+    return {c["kind"]: {h["name"] for h in c["webhooks"]} for c in desired}
+
+
+def ca_bundles(current: Mapping[str, dict[str, Any] | None], owned: dict[str, set[str]]) -> list[bytes]:
+    """The caBundle of every webhook we own, from ``current`` (kind -> the configuration as the API
+    server holds it, None when missing); a missing webhook counts as an empty bundle."""
+    found: dict[tuple[str, str], bytes] = {}
+    for kind, config in current.items():
+        for hook in (config or {}).get("webhooks") or ():
+            try:
+                found[(kind, hook.get("name", ""))] = base64.b64decode((hook.get("clientConfig") or {}).get("caBundle")
+                                                                       or "")
+            except ValueError:
+                pass
+    return [found.get((kind, name), b"") for kind, names in owned.items() for name in sorted(names)]

@@ -12,14 +12,14 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kubernetes.client import ApiException
 
-from admission import configs, review
-from admission.certs import CertManager
+from admission import review
+from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.kube.informer import (
@@ -65,8 +65,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/healthz":
             self._send(200, b"ok", "text/plain")
         elif self.path == "/readyz":
-            ready = self.server.app.ready.is_set()
-            self._send(200 if ready else 503, b"ok" if ready else b"informers not synced", "text/plain")
+            ready, why = self.server.readiness()
+            self._send(200 if ready else 503, why.encode(), "text/plain")
         else:
             self._send(404, b"not found", "text/plain")
 
@@ -86,8 +86,10 @@ class _Handler(BaseHTTPRequestHandler):
         code, answer = self.server.app.decide(path, raw)
         for observe in self.server.app.answer_observers:  # (allowed, seconds): the latency metric
             observe(bool((answer.get("response") or {}).get("allowed")), time.perf_counter() - started)
-        if self.server.crowded():
-            self.close_connection = True  # shed idle keep-alive connections while many are open
+        if self.server.crowded() or self.server.draining.is_set():
+            # Shed idle keep-alive connections while many are open; while draining, make the
+            # API server open its next connection to another replica.
+            self.close_connection = True
         self._send_review(code, answer)
         resp = answer.get("response") or {}
         log.debug("%s uid=%s allowed=%s in %.2f ms", path, resp.get("uid"), resp.get("allowed"),
@@ -132,11 +134,21 @@ class WebhookHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], app: WebhookApp, ssl_context: ssl.SSLContext | None) -> None:
         self.app = app
         self.ssl_context = ssl_context
+        self.draining = threading.Event()
+        self.cert_readiness: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._refusers = threading.BoundedSemaphore(REFUSERS)
         self._open = 0
         self._open_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready = not shutting down, informers synced, a certificate loaded whose CA is trusted."""
+        if self.draining.is_set():
+            return False, "shutting down"
+        if not self.app.ready.is_set():
+            return False, "informers not synced"
+        return self.cert_readiness()
 
     def crowded(self) -> bool:
         return self._open > MAX_CONNECTIONS // 2
@@ -297,59 +309,30 @@ class WebhookApp:
 
 
 class WebhookServer:
-    """The running webhook: HTTPS listener, informers, registration, rotation loop."""
+    """The running webhook: HTTPS listener, informers, and a certificate source (which loads,
+    rotates and publishes the certificate: ``admission/sources.py``, ``admission/sharedcerts.py``)."""
 
-    def __init__(self, app: WebhookApp, certs: CertManager, bind: str, port: int,
-                 desired_configs: Sequence[dict[str, Any]] = (), create_configs: bool = True) -> None:
+    def __init__(self, app: WebhookApp, certs: CertSource, bind: str, port: int) -> None:
         self.app = app
         self.certs = certs
-        self.desired = list(desired_configs)
-        self.create_configs = create_configs
-        self.certs.ensure()
-        self.ssl_context = certs.server_context()
-        self.httpd = WebhookHTTPServer((bind, port), app, self.ssl_context)
+        self.httpd = WebhookHTTPServer((bind, port), app, certs.ssl_context)
+        self.httpd.cert_readiness = certs.readiness
         self.port = int(self.httpd.server_address[1])
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
 
-    def publish(self) -> None:
-        if self.app.api is not None and self.desired:
-            configs.sync(self.app.api, self.desired, self.certs.ca_bundle(), create=self.create_configs)
-
-    def rotate_once(self) -> bool:
-        """Renew what is due; on change reload the live TLS context and re-publish the caBundle."""
-        if not self.certs.ensure():
-            return False
-        self.certs.load_into(self.ssl_context)
-        # CA first into the configurations, then the new serving cert is already loaded: the
-        # bundle holds old and new CA, so both old and new serving certs verify meanwhile.
-        self.publish()
-        return True
-
-    def _rotation_loop(self, max_sleep_s: float) -> None:
-        while not self._stop.is_set():
-            wait = min(self.certs.next_check(), max_sleep_s)
-            if self._stop.wait(wait):
-                return
-            try:
-                self.rotate_once()
-            except Exception:
-                log.exception("certificate rotation failed; retrying in %.0fs", max_sleep_s)
-
-    def start(self, informer_timeout_s: float = 60, rotation_check_s: float = 3600) -> None:
-        serve = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                 name="webhook-https", daemon=True)
-        serve.start()
-        self._threads.append(serve)
+    def start(self, informer_timeout_s: float = 60) -> None:
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="webhook-https",
+                         daemon=True).start()
         self.app.start(informer_timeout_s)
-        self.publish()
-        rot = threading.Thread(target=self._rotation_loop, args=(rotation_check_s,), name="cert-rotation",
-                               daemon=True)
-        rot.start()
-        self._threads.append(rot)
+        self.certs.start()
+
+    def drain(self) -> None:
+        """Stop being ready and close keep-alive connections after their next answer; keep
+        serving, so requests routed here before the endpoint is removed are still answered."""
+        self.httpd.draining.set()
 
     def stop(self) -> None:
-        self._stop.set()
+        self.httpd.draining.set()
+        self.certs.stop()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.app.stop()

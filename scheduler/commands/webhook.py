@@ -11,7 +11,9 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +33,26 @@ def register(sub: Any) -> None:
                    help="kubeconfig (default: in-cluster service account, else $KUBECONFIG / ~/.kube/config)")
     p.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443; 0 = any free port)")
     p.add_argument("--bind", default="127.0.0.1", help="listen address (default 127.0.0.1; 0.0.0.0 in a Pod)")
+    p.add_argument("--cert-source", choices=("self", "secret", "files"), default="self",
+                   help="self: this process issues its own CA in --cert-dir and publishes it (one replica); "
+                        "secret: replicas share a CA and certificate in the Secret --cert-secret, issued and "
+                        "rotated by the holder of the Lease --lease-name (high availability); files: serve "
+                        "tls.crt/tls.key mounted in --cert-dir (cert-manager), reloaded when they change, "
+                        "and never touch caBundle (default: self)")
     p.add_argument("--cert-dir", type=Path, default=None,
-                   help="where the CA and serving certificate live (default: a directory under the "
-                        "toposched cache; /tmp/toposched-webhook-certs in a Pod)")
+                   help="self: where the CA and serving certificate live (default: a directory under the "
+                        "toposched cache; /tmp/toposched-webhook-certs in a Pod); files: the mounted directory")
+    p.add_argument("--cert-secret", default="toposched-webhook-certs",
+                   help="secret mode: the Secret in --namespace holding the shared certificates")
+    p.add_argument("--lease-name", default="toposched-webhook",
+                   help="secret mode: the Lease in --namespace whose holder issues and rotates")
+    p.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
+                   help="secret mode: this replica's name in the Lease (default: host name and pid)")
+    p.add_argument("--cert-reload-seconds", type=float, default=10.0,
+                   help="files mode: how often the mounted files are checked for a new certificate")
+    p.add_argument("--shutdown-delay-seconds", type=float, default=0.0,
+                   help="on SIGTERM, report not ready and keep answering this long before stopping, so "
+                        "the endpoint is removed before the listener closes (deploy/: 5)")
     p.add_argument("--webhook-url", default=None,
                    help="base URL the API server calls, e.g. https://127.0.0.1:9443 (default: that on a "
                         "local cluster, the Service toposched-webhook in a cluster)")
@@ -86,53 +105,93 @@ def start_metrics(args: argparse.Namespace, attach: Any) -> Any:
                         "choose another --metrics-port", exit_code=1) from exc
 
 
-def run(args: argparse.Namespace) -> int:
-    import datetime as dt
+def _cert_dir(args: argparse.Namespace, in_cluster: bool) -> Path:
+    if args.cert_dir is not None:
+        return Path(args.cert_dir)
+    if in_cluster:
+        return Path("/tmp/toposched-webhook-certs")
+    from scheduler.devcluster import binaries
 
+    return binaries.cache_root() / "webhook-certs" / f"{args.bind}-{args.port}"
+
+
+def _desired_configs(args: argparse.Namespace, in_cluster: bool, port: int) -> list[dict[str, Any]]:
+    """The configurations we register (none with --no-register or certificates from files)."""
     from admission import configs
+
+    if args.no_register or args.cert_source == "files":
+        return []
+    if args.webhook_url:
+        client_config = configs.url_client_config(args.webhook_url)
+    elif in_cluster:
+        client_config = configs.service_client_config(args.namespace, args.service_name)
+    else:
+        client_config = configs.url_client_config(f"https://127.0.0.1:{port}")
+    return [configs.mutating_configuration(client_config, args.namespace, not args.no_default_queue),
+            configs.validating_configuration(client_config, args.namespace)]
+
+
+def _cert_source(args: argparse.Namespace, api: Any, in_cluster: bool, desired: list[dict[str, Any]]) -> Any:
+    import datetime as dt
+    import ipaddress
+
     from admission.certs import CertManager
+    from admission.certset import Policy
+    from admission.sharedcerts import SecretSource
+    from admission.sources import MountedFilesSource, SelfSignedSource
+
+    cert_dir = _cert_dir(args, in_cluster)
+    if args.cert_source == "files":
+        if args.cert_dir is None:
+            raise UserError("--cert-source files needs --cert-dir: the directory the certificate is mounted in")
+        return MountedFilesSource(cert_dir, poll_s=args.cert_reload_seconds)
+    svc = f"{args.service_name}.{args.namespace}.svc"
+    dns = [svc, f"{svc}.cluster.local", "localhost"]
+    ips = ["127.0.0.1"] + ([args.bind] if args.bind not in ("0.0.0.0", "127.0.0.1", "::") else [])
+    ca_validity = dt.timedelta(hours=args.ca_validity_hours)
+    cert_validity = dt.timedelta(hours=args.cert_validity_hours)
+    if args.cert_source == "secret":
+        policy = Policy(tuple(dns), tuple(ipaddress.ip_address(ip) for ip in ips), ca_validity, cert_validity)
+        return SecretSource(api, args.namespace, policy, desired, identity=args.identity,
+                            secret_name=args.cert_secret, lease_name=args.lease_name,
+                            create_configs=not args.no_create_configs,
+                            resync_s=min(300.0, args.rotation_check_seconds))
+    certs = CertManager(cert_dir, dns, ips, ca_validity=ca_validity, cert_validity=cert_validity)
+    return SelfSignedSource(certs, api, desired, create_configs=not args.no_create_configs,
+                            rotation_check_s=args.rotation_check_seconds)
+
+
+def run(args: argparse.Namespace) -> int:
     from admission.server import WebhookApp, WebhookServer
     from admission.suspension import controller_username
 
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and args.kubeconfig is None
-    cert_dir = args.cert_dir
-    if cert_dir is None:
-        if in_cluster:
-            cert_dir = Path("/tmp/toposched-webhook-certs")
-        else:
-            from scheduler.devcluster import binaries
-
-            cert_dir = binaries.cache_root() / "webhook-certs" / f"{args.bind}-{args.port}"
-    svc = f"{args.service_name}.{args.namespace}.svc"
-    ips = ["127.0.0.1"] + ([args.bind] if args.bind not in ("0.0.0.0", "127.0.0.1", "::") else [])
-    certs = CertManager(cert_dir, [svc, f"{svc}.cluster.local", "localhost"], ips,
-                        ca_validity=dt.timedelta(hours=args.ca_validity_hours),
-                        cert_validity=dt.timedelta(hours=args.cert_validity_hours))
     api = _api(args.kubeconfig)
     app = WebhookApp(api, scheduler_name=args.scheduler_name, default_queue=not args.no_default_queue,
                      watch_nodes=not args.no_watch_nodes,
                      controller_users=args.controller_user or [controller_username(args.namespace)])
+    port = args.port
+    if port == 0 and not args.webhook_url and not args.no_register:
+        from scheduler.devcluster.controlplane import free_port
+
+        port = free_port()  # the registered URL names the port: choose it before the configurations
+    source = _cert_source(args, api, in_cluster, _desired_configs(args, in_cluster, port))
     try:
-        server = WebhookServer(app, certs, args.bind, args.port, create_configs=not args.no_create_configs)
+        server = WebhookServer(app, source, args.bind, port)
     except OSError as exc:
-        raise UserError(f"cannot listen on {args.bind}:{args.port} ({exc.strerror}); choose another --port") from exc
-    if not args.no_register:
-        if args.webhook_url:
-            client_config = configs.url_client_config(args.webhook_url)
-        elif in_cluster:
-            client_config = configs.service_client_config(args.namespace, args.service_name)
-        else:
-            client_config = configs.url_client_config(f"https://127.0.0.1:{server.port}")
-        server.desired = [configs.mutating_configuration(client_config, args.namespace, not args.no_default_queue),
-                          configs.validating_configuration(client_config, args.namespace)]
+        raise UserError(f"cannot listen on {args.bind}:{port} ({exc.strerror}); choose another --port") from exc
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     metrics_server = start_metrics(args, lambda metrics: app.answer_observers.append(metrics.observe))
-    server.start(rotation_check_s=args.rotation_check_seconds)
-    log.info("toposched webhook serving https://%s:%d (certs in %s)", args.bind, server.port, cert_dir)
+    server.start()
+    log.info("toposched webhook serving https://%s:%d (certificates: %s)", args.bind, server.port, args.cert_source)
     print(f"toposched webhook: serving https://{args.bind}:{server.port}", flush=True)
     done.wait()
+    if args.shutdown_delay_seconds > 0:
+        server.drain()
+        log.info("draining for %.0fs before stopping", args.shutdown_delay_seconds)
+        time.sleep(args.shutdown_delay_seconds)
     server.stop()
     if metrics_server is not None:
         metrics_server.shutdown()

@@ -172,7 +172,7 @@ class FakeApi:
             return {"kind": "Status", "status": "Success"}
 
     def watch(self, resource: Resource, resource_version: str, timeout_s: int = 240,
-              **query: Any) -> Iterator[Obj]:
+              namespace: str | None = None, **query: Any) -> Iterator[Obj]:
         """Changes after ``resource_version``, waiting up to ``timeout_s`` for more."""
         since = int(resource_version or 0)
         # Real time, not the injected clock: the informer thread blocks on this wait.
@@ -181,6 +181,7 @@ class FakeApi:
             with self._lock:
                 fresh = [c for c in self._changes if c.resource_version > since
                          and self._res(c.resource) == self._res(resource)
+                         and (namespace is None or (c.obj.get("metadata") or {}).get("namespace") == namespace)
                          and matches_selectors(c.obj, query.get("labelSelector"), query.get("fieldSelector"))]
                 if not fresh:
                     remaining = deadline - time.monotonic()

@@ -93,7 +93,7 @@ class KubeApi(Protocol):
     def delete(self, resource: Resource, name: str, namespace: str | None = None, **query: Any) -> Any: ...
 
     def watch(self, resource: Resource, resource_version: str, timeout_s: int = 240,
-              **query: Any) -> Iterator[Obj]: ...
+              namespace: str | None = None, **query: Any) -> Iterator[Obj]: ...
 
 
 class Api:
@@ -144,11 +144,11 @@ class Api:
         return self.request("DELETE", resource.path(namespace, name), query=query)
 
     def watch(self, resource: Resource, resource_version: str, timeout_s: int = 240,
-              **query: Any) -> Iterator[Obj]:
+              namespace: str | None = None, **query: Any) -> Iterator[Obj]:
         params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": timeout_s, **query}
         resp = self.client.call_api(
-            resource.path(), "GET", query_params=list(params.items()),
+            resource.path(namespace), "GET", query_params=list(params.items()),
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
             _preload_content=False, _request_timeout=(10, timeout_s + 30),
         )[0]
@@ -168,14 +168,17 @@ class Informer:
     ABSENT_RETRY_S = 15.0
 
     def __init__(self, api: KubeApi, resource: Resource, *, label_selector: str | None = None,
-                 field_selector: str | None = None, optional: bool = False) -> None:
-        """``optional``: the resource may not be served (a CRD that is not installed, e.g.
+                 field_selector: str | None = None, optional: bool = False,
+                 namespace: str | None = None) -> None:
+        """``namespace``: only that namespace's objects (RBAC granted by a Role there suffices).
+        ``optional``: the resource may not be served (a CRD that is not installed, e.g.
         JobSet): a 404 counts as synced and empty, and the informer asks again every
         ``ABSENT_RETRY_S`` so the CRD is picked up when it is installed later."""
         self.api = api
         self.resource = resource
         self.optional = optional
         self.query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
+        self.namespace = namespace
         self.store: dict[str, Obj] = {}
         self.lock = threading.RLock()
         self.synced = threading.Event()
@@ -212,7 +215,7 @@ class Informer:
 
     def relist(self) -> None:
         """List the resource and make ``store`` equal to it, emitting the differences."""
-        listed = self.api.list(self.resource, **self.query)
+        listed = self.api.list(self.resource, self.namespace, **self.query)
         fresh = {object_key(o): o for o in listed.get("items") or ()}
         with self.lock:
             old_store, self.store = self.store, fresh
@@ -237,6 +240,8 @@ class Informer:
                     self.synced.set()
                     need_list = False
                 query: dict[str, Any] = dict(self.query)
+                if self.namespace:
+                    query["namespace"] = self.namespace
                 for event in self.api.watch(self.resource, self._rv, **query):
                     if self._stop.is_set():
                         return

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from admission import review  # noqa: E402
 from admission.certs import CertManager  # noqa: E402
 from admission.server import WebhookApp, WebhookServer  # noqa: E402
+from admission.sources import SelfSignedSource  # noqa: E402
 
 L = [f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3)]
 HOST = "kubernetes.io/hostname"
@@ -124,10 +125,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         app = WebhookApp(None)
         cluster(app, args.nodes)
-        server = WebhookServer(app, CertManager(Path(tmp), ["localhost"], ["127.0.0.1"]), "127.0.0.1", 0)
+        certs = CertManager(Path(tmp), ["localhost"], ["127.0.0.1"])
+        server = WebhookServer(app, SelfSignedSource(certs), "127.0.0.1", 0)
         server.start()
         try:
-            ca = server.certs.ca_bundle().decode()
+            ca = certs.ca_bundle().decode()
             print(f"webhook bench: {args.requests} requests per endpoint, {args.nodes} nodes, "
                   f"concurrency {args.concurrency}, HTTPS keep-alive on 127.0.0.1:{server.port}")
             print(f"{'endpoint':28} {'mode':10} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")

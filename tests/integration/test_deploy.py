@@ -22,6 +22,7 @@ NS = "toposched-system"
 PLURALS = {
     "Namespace": ("/api/v1", "namespaces", False), "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "Service": ("/api/v1", "services", True), "ConfigMap": ("/api/v1", "configmaps", True),
+    "Secret": ("/api/v1", "secrets", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),

@@ -212,9 +212,24 @@ def test_cert_manager_mode(helm: Path, tmp_path: Path) -> None:
         "kind": "ClusterIssuer", "name": "corp-ca"}
 
 
-def test_self_managed_certificates_refuse_more_than_one_webhook(helm: Path, tmp_path: Path) -> None:
-    with pytest.raises(HelmError, match="webhook.replicas > 1 needs certificates.mode=cert-manager"):
-        helm_template(helm, {"webhook": {"replicas": 2}}, tmp_path)
+def test_self_managed_certificates_share_a_secret_between_replicas(helm: Path, tmp_path: Path,
+                                                                  chart_objects: list[Obj]) -> None:
+    """Issue 14: any number of replicas in self-managed mode (the refusal of > 1 is gone); they
+    share the Secret the Lease holder fills, with RBAC on exactly that Secret and Lease."""
+    objects = helm_template(helm, {"webhook": {"replicas": 3}}, tmp_path)
+    assert _deployment(objects, "webhook")["spec"]["replicas"] == 3
+    assert _deployment(chart_objects, "webhook")["spec"]["replicas"] == 2
+    args = _container(objects, "webhook")["args"]
+    assert {"--cert-source=secret", "--no-create-configs", "--shutdown-delay-seconds=5"} <= set(args)
+    keyed = by_key(objects)
+    assert keyed[("Secret", "toposched-webhook-certs", NS)]["type"] == "Opaque"
+    certificates = keyed[("Role", "toposched-webhook-certificates", NS)]["rules"]
+    assert {"resources": ["secrets"], "resourceNames": ["toposched-webhook-certs"], "apiGroups": [""],
+            "verbs": ["get", "list", "watch", "update"]} in certificates
+    injector = keyed[("ClusterRole", "toposched-webhook-ca-injector", "")]["rules"]
+    assert [r["resourceNames"] for r in injector] == [["toposched-webhook"]]
+    assert all(r["apiGroups"] != ["admissionregistration.k8s.io"]
+               for r in keyed[("ClusterRole", "toposched-webhook", "")]["rules"]), "CA injection in its own role"
 
 
 def test_values_schema_rejects_an_unknown_certificate_mode(helm: Path, tmp_path: Path) -> None:
