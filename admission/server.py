@@ -13,7 +13,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -22,6 +22,7 @@ from admission import review
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
+from scheduler.http.bounded import BoundedHTTPServer
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
     COHORTS,
@@ -44,7 +45,6 @@ IDLE_TIMEOUT_S = 90
 # several API servers and bursts while bounding threads (one per connection).
 MAX_CONNECTIONS = 64
 REFUSERS = 4
-REFUSE_TIMEOUT_S = 5
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -104,12 +104,13 @@ class _Refuser(BaseHTTPRequestHandler):
     why, then closes (the API server retries; its failurePolicy decides meanwhile)."""
 
     protocol_version = "HTTP/1.1"
+    server: WebhookHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("refused %s " + format, self.address_string(), *args)
 
     def _refuse(self) -> None:
-        body = json.dumps(review.refusal(f"serving its limit of {MAX_CONNECTIONS} connections; "
+        body = json.dumps(review.refusal(f"serving its limit of {self.server.max_connections} connections; "
                                          "retry", 503), separators=(",", ":")).encode()
         self.send_response(503)
         self.send_header("Content-Type", "application/json")
@@ -122,25 +123,18 @@ class _Refuser(BaseHTTPRequestHandler):
     do_GET = do_POST = _refuse  # noqa: N815
 
 
-class WebhookHTTPServer(ThreadingHTTPServer):
-    """One thread per connection, at most :data:`MAX_CONNECTIONS` of them. A connection over the
-    limit is answered 503 by one of :data:`REFUSERS` short-lived threads (or, when those are
-    busy too, closed at once), so idle or slow clients cannot grow the thread count without bound."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
+class WebhookHTTPServer(BoundedHTTPServer):
+    """At most :data:`MAX_CONNECTIONS` connections, one thread each; one over the limit gets a 503
+    review from one of :data:`REFUSERS` refuser threads (``scheduler.http.bounded``). The TLS
+    handshake runs in the connection's thread (:meth:`wrap`), so a slow client stalls nobody."""
 
     def __init__(self, address: tuple[str, int], app: WebhookApp, ssl_context: ssl.SSLContext | None) -> None:
         self.app = app
         self.ssl_context = ssl_context
         self.draining = threading.Event()
         self.cert_readiness: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._refusers = threading.BoundedSemaphore(REFUSERS)
-        self._open = 0
-        self._open_lock = threading.Lock()
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler, _Refuser, max_connections=MAX_CONNECTIONS, refusers=REFUSERS,
+                         idle_timeout_s=IDLE_TIMEOUT_S)
 
     def readiness(self) -> tuple[bool, str]:
         """Ready = not shutting down, informers synced, a certificate loaded whose CA is trusted."""
@@ -150,44 +144,7 @@ class WebhookHTTPServer(ThreadingHTTPServer):
             return False, "informers not synced"
         return self.cert_readiness()
 
-    def crowded(self) -> bool:
-        return self._open > MAX_CONNECTIONS // 2
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if self._slots.acquire(blocking=False):
-            with self._open_lock:
-                self._open += 1
-            threading.Thread(target=self._serve, args=(request, client_address), daemon=True).start()
-        elif self._refusers.acquire(blocking=False):
-            threading.Thread(target=self._refuse, args=(request, client_address), daemon=True).start()
-        else:
-            log.warning("connection from %s closed: %d connections open and %d being refused",
-                        client_address, MAX_CONNECTIONS, REFUSERS)
-            self.shutdown_request(request)
-
-    def _serve(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._open_lock:
-                self._open -= 1
-            self._slots.release()
-
-    def _refuse(self, request: Any, client_address: Any) -> None:
-        try:
-            sock = self._wrap(request, client_address, REFUSE_TIMEOUT_S)
-            if sock is not None:
-                try:
-                    _Refuser(sock, client_address, self)
-                except OSError:
-                    pass
-                finally:
-                    self._close(sock)
-        finally:
-            self._refusers.release()
-
-    def _wrap(self, request: Any, client_address: Any, timeout_s: float) -> Any:
-        request.settimeout(timeout_s)
+    def wrap(self, request: Any, client_address: Any) -> Any | None:
         request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.ssl_context is None:
             return request
@@ -195,27 +152,7 @@ class WebhookHTTPServer(ThreadingHTTPServer):
             return self.ssl_context.wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError) as exc:
             log.debug("TLS handshake with %s failed: %s", client_address, exc)
-            self._close(request)
             return None
-
-    @staticmethod
-    def _close(sock: Any) -> None:
-        try:
-            sock.close()
-        except OSError:
-            pass
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        sock = self._wrap(request, client_address, IDLE_TIMEOUT_S)
-        if sock is None:
-            return
-        try:
-            super().finish_request(sock, client_address)
-        finally:
-            self._close(sock)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("connection from %s ended with an error", client_address, exc_info=True)
 
 
 def _fingerprint(node: Mapping[str, Any]) -> tuple[Any, ...]:

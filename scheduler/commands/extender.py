@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._metrics import start_metrics
 from scheduler.errors import UserError
 from scheduler.logsetup import add_log_format_argument
 
@@ -62,21 +63,6 @@ def _api(kubeconfig: Path | None) -> Any:
     return Api(api_client(kubeconfig))
 
 
-def start_metrics(args: argparse.Namespace, attach: Any) -> Any:
-    """The latency histogram on its own /metrics port, or None when --metrics-port is 0."""
-    if not args.metrics_port:
-        return None
-    from scheduler.kube.request_metrics import ExtenderMetrics, serve
-
-    metrics = ExtenderMetrics()
-    attach(metrics)
-    try:
-        return serve(metrics.registry, args.metrics_bind, args.metrics_port)
-    except OSError as exc:
-        raise UserError(f"cannot listen on {args.metrics_bind}:{args.metrics_port} for /metrics ({exc.strerror}); "
-                        "choose another --metrics-port", exit_code=1) from exc
-
-
 def run(args: argparse.Namespace) -> int:
     from scheduler.extender import config as cfg
 
@@ -108,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     # Serve at once (pass-through pods need no cache; ours get a retryable Error until synced).
-    metrics_server = start_metrics(args, lambda metrics: server.stats.observers.append(metrics.observe))
+    metrics_server = start_metrics(args, "extender", lambda metrics: server.stats.observers.append(metrics.observe))
     server.start()
     print(f"toposched extender: serving http://{args.bind}:{server.port}", flush=True)
     try:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._metrics import start_metrics
 from scheduler.errors import UserError
 from scheduler.logsetup import add_log_format_argument
 
@@ -88,21 +89,6 @@ def _api(kubeconfig: Path | None) -> Any:
     from scheduler.kube.informer import Api
 
     return Api(api_client(kubeconfig))
-
-
-def start_metrics(args: argparse.Namespace, attach: Any) -> Any:
-    """The latency histogram on its own /metrics port, or None when --metrics-port is 0."""
-    if not args.metrics_port:
-        return None
-    from scheduler.kube.request_metrics import WebhookMetrics, serve
-
-    metrics = WebhookMetrics()
-    attach(metrics)
-    try:
-        return serve(metrics.registry, args.metrics_bind, args.metrics_port)
-    except OSError as exc:
-        raise UserError(f"cannot listen on {args.metrics_bind}:{args.metrics_port} for /metrics ({exc.strerror}); "
-                        "choose another --metrics-port", exit_code=1) from exc
 
 
 def _cert_dir(args: argparse.Namespace, in_cluster: bool) -> Path:
@@ -183,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    metrics_server = start_metrics(args, lambda metrics: app.answer_observers.append(metrics.observe))
+    metrics_server = start_metrics(args, "webhook", lambda metrics: app.answer_observers.append(metrics.observe))
     server.start()
     log.info("toposched webhook serving https://%s:%d (certificates: %s)", args.bind, server.port, args.cert_source)
     print(f"toposched webhook: serving https://{args.bind}:{server.port}", flush=True)

@@ -31,10 +31,10 @@ from kubernetes.client import ApiException
 
 from scheduler.core.health import UnknownValues
 from scheduler.core.nodes import node_from_k8s
-from scheduler.extender.bounded import BoundedHTTPServer
 from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, OwnerRef, judge
 from scheduler.extender.logic import PodRef, SlotBook, SlotTaken, pod_ref, workload_view
 from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
+from scheduler.http.bounded import BoundedHTTPServer
 from scheduler.kube.informer import (
     NODES,
     PODS,

@@ -3,8 +3,9 @@
 One thread serves one keep-alive connection, so without a bound, idle or slow clients grow the
 thread count without limit. At most ``max_connections`` connections are served; one over the
 limit is answered by one of a few short-lived refuser threads (HTTP 503 with a body that says
-why, then closed), and when those are busy too it is closed at once. The webhook's server
-(admission/server.py) works the same way, over TLS.
+why, then closed), and when those are busy too it is closed at once. Used by the extender
+(plain HTTP on loopback) and the webhook (TLS: it overrides :meth:`BoundedHTTPServer.wrap`, so
+the handshake runs in the connection's own thread, inside its slot).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     def _spawn(target: Callable[[Any, Any], None], request: Any, client_address: Any) -> None:
         threading.Thread(target=target, args=(request, client_address), daemon=True).start()
 
+    def wrap(self, request: Any, client_address: Any) -> Any | None:
+        """The socket to speak HTTP on (a subclass does the TLS handshake here); None = give up."""
+        return request
+
     def _serve(self, request: Any, client_address: Any) -> None:
         try:
             request.settimeout(self.idle_timeout_s)
@@ -70,15 +75,38 @@ class BoundedHTTPServer(ThreadingHTTPServer):
                 self._open -= 1
             self._slots.release()
 
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        sock = self.wrap(request, client_address)
+        if sock is None:
+            return
+        try:
+            super().finish_request(sock, client_address)
+        finally:
+            if sock is not request:
+                _close(sock)
+
     def _refuse(self, request: Any, client_address: Any) -> None:
         try:
             request.settimeout(REFUSE_TIMEOUT_S)
-            self._refuser(request, client_address, self)
-        except OSError:
-            pass
+            sock = self.wrap(request, client_address)
+            if sock is not None:
+                try:
+                    self._refuser(sock, client_address, self)
+                except OSError:
+                    pass
+                finally:
+                    if sock is not request:
+                        _close(sock)
         finally:
             self.shutdown_request(request)
             self._refusers.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("connection from %s ended with an error", client_address, exc_info=True)
+
+
+def _close(sock: Any) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass

@@ -1,0 +1,1 @@
+"""HTTP serving shared by the webhook (admission/) and the extender (scheduler/extender/)."""
