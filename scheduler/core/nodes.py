@@ -7,17 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.resources import add, resources_from_k8s
+from scheduler.core.topology_request import (
+    ANN_PREFERRED,
+    ANN_REQUIRED,
+    ANN_SLICE_CONSTRAINTS,
+    ANN_SLICE_REQUIRED,
+    ANN_UNCONSTRAINED,
+)
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 # A pod is a TAS pod (Kueue pkg/util/tas IsTAS) iff it carries one of these annotations.
-TAS_POD_ANNOTATIONS = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
-    "kueue.x-k8s.io/podset-slice-required-topology",
-    "kueue.x-k8s.io/podset-slice-required-topology-constraints",
-    "kueue.x-k8s.io/podset-unconstrained-topology",
-)
+TAS_POD_ANNOTATIONS = (ANN_REQUIRED, ANN_PREFERRED, ANN_SLICE_REQUIRED, ANN_SLICE_CONSTRAINTS, ANN_UNCONSTRAINED)
 
 
 @dataclass(frozen=True)

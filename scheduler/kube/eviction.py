@@ -12,6 +12,7 @@ from typing import Any
 from scheduler.adapter.cluster import admitted_placements
 from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS
 from scheduler.core.nodes import HOSTNAME_LABEL
+from scheduler.core.topology_request import request_from_kueue
 from scheduler.kube import status as st
 from scheduler.kube.informer import Informer
 from scheduler.kube.writer import Obj, Writer
@@ -20,12 +21,12 @@ from scheduler.kube.writer import Obj, Writer
 def previous_domains(workload: Mapping[str, Any], nodes: Informer) -> dict[str, dict[str, str]]:
     """Per pod set, the domain at its requested level (required, else preferred) that the
     current assignment sits in — remembered at eviction so re-admission prefers it."""
-    requests = {ps["name"]: (ps.get("topologyRequest") or {})
+    requests = {ps["name"]: request_from_kueue(ps.get("topologyRequest"))
                 for ps in (workload.get("spec") or {}).get("podSets") or ()}
     out: dict[str, dict[str, str]] = {}
     for placement, _per_pod, _flavor in admitted_placements(workload):
-        request = requests.get(placement.name) or {}
-        level = request.get("required") or request.get("preferred")
+        request = requests.get(placement.name)
+        level = request.required or request.preferred if request is not None else None
         if not level or tuple(placement.levels) != (HOSTNAME_LABEL,):
             continue
         values = {((nodes.get(d.values[0]) or {}).get("metadata") or {}).get("labels", {}).get(level)
