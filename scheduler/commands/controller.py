@@ -80,6 +80,23 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def check_grpc_args(args: argparse.Namespace) -> None:
+    """Refuse a gRPC configuration that cannot work or would serve the engine unprotected,
+    before anything connects to the cluster (exit code 2, one line naming the flags)."""
+    if not args.grpc_port:
+        return
+    from scheduler.api.limits import unprotected_bind_error
+    from scheduler.errors import UserError
+
+    if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
+        raise UserError("--grpc-tls-cert and --grpc-tls-key go together")
+    if args.grpc_client_ca and not args.grpc_tls_cert:
+        raise UserError("--grpc-client-ca needs --grpc-tls-cert/--grpc-tls-key (mTLS is TLS)")
+    refusal = unprotected_bind_error(args.grpc_bind, bool(args.grpc_tls_cert), bool(args.grpc_token_file))
+    if refusal is not None:
+        raise UserError(refusal)
+
+
 def start_api(args: argparse.Namespace, controller: Any) -> Any:
     """The gRPC door on the controller's engine, or None when --grpc-port is 0 or the port is
     taken (logged: admission goes on without the API)."""
@@ -89,15 +106,9 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
     from scheduler.api.server import ApiServer, TlsConfig, load_token
     from scheduler.errors import UserError
 
-    if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
-        raise UserError("--grpc-tls-cert and --grpc-tls-key go together")
-    if args.grpc_client_ca and not args.grpc_tls_cert:
-        raise UserError("--grpc-client-ca needs --grpc-tls-cert/--grpc-tls-key (mTLS is TLS)")
+    check_grpc_args(args)
     tls = TlsConfig(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca) if args.grpc_tls_cert else None
     token = load_token(args.grpc_token_file) if args.grpc_token_file else None
-    if args.grpc_bind not in ("127.0.0.1", "::1", "localhost") and tls is None and token is None:
-        log.warning("gRPC API on %s without TLS or a token: anyone who can reach it can query the engine",
-                    args.grpc_bind)
     engine = ControllerEngine(controller)
     try:
         server = ApiServer(engine, bind=args.grpc_bind, port=args.grpc_port, tls=tls, token=token,
@@ -149,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
 
+    check_grpc_args(args)
     api = Api(api_client(args.kubeconfig))
     try:
         elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
