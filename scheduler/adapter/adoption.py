@@ -25,6 +25,9 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 # toposched does not remove Kueue's gate, so such a pod would stay Pending after the switch.
 KUEUE_TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 KUEUE_LEADER_LEASE = "c1f6bfd2.kueue.x-k8s.io"  # Kueue's default leaderElection.resourceName
+# The job kinds toposched's controller starts and stops (scheduler/kube/jobs.py); a pending
+# Workload of another kind (Pod groups, RayJob, ...) could be admitted but never started.
+ADOPTABLE_OWNER_KINDS = frozenset({"Job", "JobSet", "PyTorchJob"})
 
 Obj = Mapping[str, Any]
 
@@ -117,6 +120,7 @@ def assess(*, workloads: Sequence[Obj], cluster_queues: Sequence[Obj], webhook_c
     known = {_name(cq) for cq in cluster_queues}
     admitted = pending = 0
     orphans: list[str] = []
+    foreign: list[str] = []
     for wl in workloads:
         if _condition_true(wl, "Finished"):
             continue
@@ -127,8 +131,20 @@ def assess(*, workloads: Sequence[Obj], cluster_queues: Sequence[Obj], webhook_c
                 orphans.append(f"{(wl.get('metadata') or {}).get('namespace')}/{_name(wl)}")
         else:
             pending += 1
+            kind = _owner_kind(wl)
+            if kind not in ADOPTABLE_OWNER_KINDS:
+                foreign.append(f"{(wl.get('metadata') or {}).get('namespace')}/{_name(wl)} ({kind or 'no owner'})")
     if orphans:
         findings.append(Finding(False, f"{len(orphans)} admitted Workloads name a ClusterQueue that no longer "
                                        f"exists (e.g. {orphans[0]}); they keep running and their usage is not "
                                        "counted against any queue"))
+    if foreign:
+        findings.append(Finding(True, f"{len(foreign)} pending Workloads belong to kinds toposched does not start "
+                                      f"(e.g. {foreign[0]}; toposched runs {', '.join(sorted(ADOPTABLE_OWNER_KINDS))}):"
+                                      " let Kueue admit or delete them first"))
     return AdoptionReport(admitted, pending, tuple(findings))
+
+
+def _owner_kind(wl: Obj) -> str:
+    refs = (wl.get("metadata") or {}).get("ownerReferences") or ()
+    return next((str(r.get("kind") or "") for r in refs if r.get("controller")), "")
