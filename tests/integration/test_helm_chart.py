@@ -325,3 +325,12 @@ def test_log_format_and_metrics_flags(helm: Path, tmp_path: Path) -> None:
     assert {"--metrics-bind=0.0.0.0", "--metrics-port=9090", "--health-port=9090"} <= set(args["toposched-controller"])
     with pytest.raises(HelmError, match="logFormat"):
         helm_template(helm, {"logFormat": "yaml"}, tmp_path)
+
+
+def test_controller_may_be_rendered_with_no_replicas_for_the_kueue_handover(helm: Path, tmp_path: Path) -> None:
+    """docs/install.md "Adopting toposched where Kueue runs", step 3: webhook and scheduler first."""
+    objects = helm_template(helm, {"controller": {"replicas": 0}}, tmp_path)
+    assert _deployment(objects, "controller")["spec"]["replicas"] == 0
+    assert _deployment(objects, "webhook")["spec"]["replicas"] == 2
+    with pytest.raises(HelmError, match="replicas"):
+        helm_template(helm, {"webhook": {"replicas": 0}}, tmp_path)
