@@ -76,6 +76,11 @@ def register(sub: Any) -> None:
                    help="require metadata 'authorization: Bearer <token>' with the token in this file")
     g.add_argument("--grpc-reflection", action="store_true", help="enable gRPC server reflection")
     g.add_argument("--grpc-workers", type=int, default=16, help="gRPC worker threads (each open stream holds one)")
+    p.add_argument("--kueue-lease", default="", metavar="NAMESPACE/NAME",
+                   help="hold admission while this Lease (Kueue's leader Lease, e.g. "
+                   "kueue-system/c1f6bfd2.kueue.x-k8s.io) keeps being renewed: a Kueue controller that comes back "
+                   "after the switch never admits next to toposched (docs/install.md, Adopting toposched where "
+                   "Kueue runs); needs get on that Lease")
     add_log_format_argument(p)
     p.set_defaults(func=run)
 
@@ -156,11 +161,16 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
     from scheduler.kube.informer import Api
+    from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
     from scheduler.kube.leader import LeaseElector, WriteFence
     from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
 
     check_grpc_args(args)
+    try:
+        kueue_lease = parse_lease_ref(args.kueue_lease) if args.kueue_lease else None
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
     api = Api(api_client(args.kubeconfig))
     try:
         elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
@@ -190,7 +200,9 @@ def run(args: argparse.Namespace) -> int:
     if grpc_server is not None:
         grpc_server.set_serving(True)
     log.info("caches synced; campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
-    loop = LeadingLoop(api, cache, elector, fence, controller.reconcile, controller.wakeup.wait, args.resync_seconds)
+    guard = KueueGuard(api, *kueue_lease) if kueue_lease else None
+    loop = LeadingLoop(api, cache, elector, fence, controller.reconcile, controller.wakeup.wait, args.resync_seconds,
+                       hold=guard.holds if guard else None)
     reconciler = threading.Thread(target=loop.run, name="reconcile", daemon=True)
     reconciler.start()
 

@@ -12,6 +12,8 @@ toposched's stack starts on the same API server. The test shows:
 - existing admissions survive: the Workloads Kueue admitted keep ``status.admission`` byte for
   byte, stay Admitted, their pods keep running on the same nodes, and their quota is counted
   (the job Kueue left pending stays pending while the queue is full);
+- a Kueue that comes back is not admitted next to: while Kueue's leader Lease is renewed
+  (``--kueue-lease``) toposched holds admission, and resumes once the renewals stop;
 - new jobs flow: the job Kueue left pending is admitted by toposched when quota frees (one
   Workload, Kueue's, reused), and a Job created after the switch goes through toposched's
   webhook, controller and scheduler.
@@ -32,13 +34,14 @@ from kubernetes import client
 from scheduler.cli import main
 from scheduler.devcluster.apply import apply_objects
 from scheduler.devcluster.stack import StackPorts, start_toposched
-from scheduler.kube.informer import JOBS, WORKLOADS
+from scheduler.kube.informer import JOBS, LEASES, WORKLOADS
 from tests.conformance.harness import Run, _cond, start_run, team_namespace
 
 CLUSTER = {"name": "adopt", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 2}
 QUEUES = {"teams": {"team-a": {"gpu": 48}}}  # 6 of the 8 nodes: quota, not capacity, binds
 NS = team_namespace("team-a")
 PEER_WEBHOOK_PREFIX = "toposched-peer-"  # how devcluster.kueue registers Kueue's webhooks
+KUEUE_NS, KUEUE_LEASE = "kueue-system", "c1f6bfd2.kueue.x-k8s.io"
 
 
 def row(name: str) -> dict[str, Any]:
@@ -110,6 +113,35 @@ def remove_kueue(run: Run) -> None:
             adm.delete_validating_webhook_configuration(item.metadata.name)
 
 
+class ReturningKueue:
+    """Kueue's leader Lease renewed every 2 s, as a Kueue controller brought back (by an add-on
+    update) does before it starts admitting. (The harness's Kueue runs without leader election.)"""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="returning-kueue", daemon=True)
+
+    def __enter__(self) -> ReturningKueue:
+        self.run.api.create(LEASES, {"metadata": {"name": KUEUE_LEASE, "namespace": KUEUE_NS}, "spec": {
+            "holderIdentity": "kueue-controller-manager-returned", "leaseDurationSeconds": 15,
+            "renewTime": now_micro()}}, KUEUE_NS)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:  # Kueue scaled to 0 again: renewals stop
+        self._stop.set()
+        self._thread.join(5)
+
+    def _renew(self) -> None:
+        while not self._stop.wait(2):
+            self.run.api.merge_patch(LEASES, KUEUE_LEASE, {"spec": {"renewTime": now_micro()}}, KUEUE_NS)
+
+
+def now_micro() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+
+
 def wait(predicate: Any, what: str, run: Run, timeout_s: float = 60) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -150,7 +182,8 @@ def test_replace_kueue_keeps_admissions_and_new_jobs_flow(run: Run, capsys: pyte
         report = capsys.readouterr().out
         assert "3 admitted Workloads keep their admission" in report and "1 pending" in report, report
         apply_objects(run.kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "toposched-system"}}])
-        start_toposched(run.cluster, StackPorts.dynamic())
+        start_toposched(run.cluster, StackPorts.dynamic(),
+                        controller_args=("--kueue-lease", f"{KUEUE_NS}/{KUEUE_LEASE}"))
 
         # ---- existing admissions survive; their quota is counted (k4 stays pending).
         time.sleep(8)  # a few controller passes (resync 5 s)
@@ -164,8 +197,12 @@ def test_replace_kueue_keeps_admissions_and_new_jobs_flow(run: Run, capsys: pyte
 
         # ---- new jobs flow: k4 (queued under Kueue) when k1 finishes, n1 (after the switch) when k2 does.
         run.create_job(row("n1"))
-        run.finish_job("k1")
-        wait(lambda: admitted(workload_of(run, "k4")), "k4 admitted by toposched", run)
+        with ReturningKueue(run):
+            run.finish_job("k1")
+            time.sleep(8)
+            assert not admitted(workload_of(run, "k4")), "toposched admitted while Kueue's Lease was renewed"
+        wait(lambda: admitted(workload_of(run, "k4")), "k4 admitted by toposched once Kueue's Lease went stale",
+             run, timeout_s=60)
         run.wait_pods_running("k4", "team-a", 2)
         assert not admitted(workload_of(run, "n1"))
         run.finish_job("k2")
