@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.adapter.adoption import KUEUE_LEADER_LEASE, assess
 
-# Imports inside run(): the Kubernetes client loads only when the command runs, so
+# Imports inside functions: the Kubernetes client loads only when the command runs, so
 # `toposched --help` stays fast (scheduler.cli imports every command module to register it).
 
 
