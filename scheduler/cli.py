@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "controller",
     "extender",
     "webhook",
+    "adopt",
 )
 
 

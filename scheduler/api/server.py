@@ -20,6 +20,7 @@ import grpc
 
 from scheduler.api.engine import Engine
 from scheduler.api.gen.toposched.v1 import placement_pb2, placement_pb2_grpc
+from scheduler.api.limits import unprotected_bind_error
 from scheduler.api.servicer import PlacementServicer
 from scheduler.errors import UserError
 
@@ -109,6 +110,9 @@ class ApiServer:
                  max_workers: int = 16) -> None:
         from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+        refusal = unprotected_bind_error(bind, tls is not None, bool(token))
+        if refusal is not None:  # before binding anything: nothing is ever served in the clear
+            raise UserError(refusal)
         self.engine = engine
         self._health_pb2 = health_pb2
         interceptors = [BearerTokenInterceptor(token)] if token else []

@@ -42,6 +42,13 @@ from scheduler.api.convert import (
 from scheduler.api.engine import Engine, EngineSnapshot
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc
+from scheduler.api.limits import (
+    LimitExceeded,
+    check_simulate_request,
+    check_simulate_sizes,
+    effective_budget_ms,
+    explain_budget_s,
+)
 from scheduler.core.health import HealthPolicy
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.topology import TopologyTree
@@ -113,7 +120,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             return fn(*args)
         except FieldError as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-        except _Status as err:
+        except (_Status, LimitExceeded) as err:
             context.abort(err.code, err.message)
         raise AssertionError("unreachable")  # context.abort raises
 
@@ -158,10 +165,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 tree, flavor_used = self._live_tree(self._live(), request.flavor, topology)
         except UserError as err:
             raise _user_error_to_field(err) from err
-        budget_ms = request.time_budget_ms or DEFAULT_TIME_BUDGET_MS
-        remaining = self._remaining(context)
-        if remaining is not None:
-            budget_ms = int(min(budget_ms, max(0.0, remaining - DEADLINE_RESERVE_S) * 1000))
+        budget_ms = effective_budget_ms(request.time_budget_ms, DEFAULT_TIME_BUDGET_MS, self._remaining(context),
+                                        DEADLINE_RESERVE_S)
         placement = compute_placement(tree, workload, SOLVER_NAMES[request.solver], budget_ms)
         return place_json_to_response(to_json(tree, placement), topology=tree.name, flavor=flavor_used,
                                       time_budget_ms=budget_ms)
@@ -187,17 +192,18 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
 
     # ------------------------------------------------------------------ Explain
     def Explain(self, request: pb.ExplainRequest, context: grpc.ServicerContext) -> pb.ExplainResponse:
-        return self._run(context, self._explain, request)  # type: ignore[no-any-return]
+        return self._run(context, self._explain, request, context)  # type: ignore[no-any-return]
 
-    def _explain(self, request: pb.ExplainRequest) -> pb.ExplainResponse:
+    def _explain(self, request: pb.ExplainRequest, context: grpc.ServicerContext) -> pb.ExplainResponse:
         if not request.namespace:
             raise FieldError("namespace", "required")
         if not request.name:
             raise FieldError("name", "required")
         snap = self._live()
+        budget_s = explain_budget_s(self.engine.time_budget_s, self._remaining(context), DEADLINE_RESERVE_S)
         try:
             result = explain(snap, request.namespace, request.name, solver=self.engine.solver,
-                             time_budget_s=self.engine.time_budget_s)
+                             time_budget_s=budget_s)
         except NotFound as err:
             raise _Status(grpc.StatusCode.NOT_FOUND, str(err)) from err
         return explain_dict_to_response(result)
@@ -304,6 +310,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         for name in ("time_budget_ms", "progress_every_s", "horizon_s"):
             if getattr(request, name) < 0:
                 raise FieldError(name, f"must be >= 0, got {getattr(request, name)}")
+        check_simulate_request(request.time_budget_ms, request.horizon_s)
         try:
             cluster = cluster_from_documents([o for _, o in _docs(request.cluster, "cluster")])
         except UserError as err:
@@ -327,6 +334,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             trace = trace_from_data(data)
         except TraceError as err:
             raise FieldError("trace", str(err)) from err
+        check_simulate_sizes(len(world.nodes), trace)
         return world, trace
 
     # ------------------------------------------------------------------ WatchDecisions

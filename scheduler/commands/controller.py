@@ -76,8 +76,30 @@ def register(sub: Any) -> None:
                    help="require metadata 'authorization: Bearer <token>' with the token in this file")
     g.add_argument("--grpc-reflection", action="store_true", help="enable gRPC server reflection")
     g.add_argument("--grpc-workers", type=int, default=16, help="gRPC worker threads (each open stream holds one)")
+    p.add_argument("--kueue-lease", default="", metavar="NAMESPACE/NAME",
+                   help="hold admission while this Lease (Kueue's leader Lease, e.g. "
+                   "kueue-system/c1f6bfd2.kueue.x-k8s.io) keeps being renewed: a Kueue controller that comes back "
+                   "after the switch never admits next to toposched (docs/install.md, Adopting toposched where "
+                   "Kueue runs); needs get on that Lease")
     add_log_format_argument(p)
     p.set_defaults(func=run)
+
+
+def check_grpc_args(args: argparse.Namespace) -> None:
+    """Refuse a gRPC configuration that cannot work or would serve the engine unprotected,
+    before anything connects to the cluster (exit code 2, one line naming the flags)."""
+    if not args.grpc_port:
+        return
+    from scheduler.api.limits import unprotected_bind_error
+    from scheduler.errors import UserError
+
+    if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
+        raise UserError("--grpc-tls-cert and --grpc-tls-key go together")
+    if args.grpc_client_ca and not args.grpc_tls_cert:
+        raise UserError("--grpc-client-ca needs --grpc-tls-cert/--grpc-tls-key (mTLS is TLS)")
+    refusal = unprotected_bind_error(args.grpc_bind, bool(args.grpc_tls_cert), bool(args.grpc_token_file))
+    if refusal is not None:
+        raise UserError(refusal)
 
 
 def start_api(args: argparse.Namespace, controller: Any) -> Any:
@@ -89,15 +111,9 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
     from scheduler.api.server import ApiServer, TlsConfig, load_token
     from scheduler.errors import UserError
 
-    if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
-        raise UserError("--grpc-tls-cert and --grpc-tls-key go together")
-    if args.grpc_client_ca and not args.grpc_tls_cert:
-        raise UserError("--grpc-client-ca needs --grpc-tls-cert/--grpc-tls-key (mTLS is TLS)")
+    check_grpc_args(args)
     tls = TlsConfig(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca) if args.grpc_tls_cert else None
     token = load_token(args.grpc_token_file) if args.grpc_token_file else None
-    if args.grpc_bind not in ("127.0.0.1", "::1", "localhost") and tls is None and token is None:
-        log.warning("gRPC API on %s without TLS or a token: anyone who can reach it can query the engine",
-                    args.grpc_bind)
     engine = ControllerEngine(controller)
     try:
         server = ApiServer(engine, bind=args.grpc_bind, port=args.grpc_port, tls=tls, token=token,
@@ -145,10 +161,16 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
     from scheduler.kube.informer import Api
+    from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
     from scheduler.kube.leader import LeaseElector, WriteFence
     from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
 
+    check_grpc_args(args)
+    try:
+        kueue_lease = parse_lease_ref(args.kueue_lease) if args.kueue_lease else None
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
     api = Api(api_client(args.kubeconfig))
     try:
         elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
@@ -178,7 +200,9 @@ def run(args: argparse.Namespace) -> int:
     if grpc_server is not None:
         grpc_server.set_serving(True)
     log.info("caches synced; campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
-    loop = LeadingLoop(api, cache, elector, fence, controller.reconcile, controller.wakeup.wait, args.resync_seconds)
+    guard = KueueGuard(api, *kueue_lease) if kueue_lease else None
+    loop = LeadingLoop(api, cache, elector, fence, controller.reconcile, controller.wakeup.wait, args.resync_seconds,
+                       hold=guard.holds if guard else None)
     reconciler = threading.Thread(target=loop.run, name="reconcile", daemon=True)
     reconciler.start()
 

@@ -55,8 +55,10 @@ class LeadingLoop:
     to the term it started in; a new term starts only once the caches have caught up."""
 
     def __init__(self, api: KubeApi, cache: ClusterCache, elector: LeaseElector, fence: WriteFence,
-                 reconcile: Callable[[], None], wait: Callable[[float], object], resync_s: float) -> None:
-        """``wait(seconds)``: sleeps until a watch event or the timeout (the controller's wakeup)."""
+                 reconcile: Callable[[], None], wait: Callable[[float], object], resync_s: float,
+                 hold: Callable[[], bool] | None = None) -> None:
+        """``wait(seconds)``: sleeps until a watch event or the timeout (the controller's wakeup).
+        ``hold()``: True skips the pass (a Kueue controller is alive, scheduler/kube/kueueguard.py)."""
         self.api = api
         self.cache = cache
         self.elector = elector
@@ -64,6 +66,7 @@ class LeadingLoop:
         self.reconcile = reconcile
         self.wait = wait
         self.resync_s = resync_s
+        self.hold = hold
         self._caught_up_term: int | None = None
         self._stop = threading.Event()
 
@@ -89,6 +92,8 @@ class LeadingLoop:
                     return False
                 self._caught_up_term = term
                 log.info("term %d: caches caught up, reconciling", term)
+            if self.hold is not None and self.hold():
+                return False
             self.reconcile()
             return True
         except Exception:

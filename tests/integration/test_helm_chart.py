@@ -325,3 +325,27 @@ def test_log_format_and_metrics_flags(helm: Path, tmp_path: Path) -> None:
     assert {"--metrics-bind=0.0.0.0", "--metrics-port=9090", "--health-port=9090"} <= set(args["toposched-controller"])
     with pytest.raises(HelmError, match="logFormat"):
         helm_template(helm, {"logFormat": "yaml"}, tmp_path)
+
+
+def test_controller_may_be_rendered_with_no_replicas_for_the_kueue_handover(helm: Path, tmp_path: Path) -> None:
+    """docs/install.md "Adopting toposched where Kueue runs", step 3: webhook and scheduler first."""
+    objects = helm_template(helm, {"controller": {"replicas": 0}}, tmp_path)
+    assert _deployment(objects, "controller")["spec"]["replicas"] == 0
+    assert _deployment(objects, "webhook")["spec"]["replicas"] == 2
+    with pytest.raises(HelmError, match="replicas"):
+        helm_template(helm, {"webhook": {"replicas": 0}}, tmp_path)
+
+
+def test_kueue_guard_adds_the_flag_and_a_role_on_that_one_lease(helm: Path, tmp_path: Path,
+                                                                 chart_objects: list[Obj]) -> None:
+    assert not any(a.startswith("--kueue-lease") for a in _container(chart_objects, "controller")["args"])
+    objects = helm_template(helm, {"kueueGuard": {"lease": "kueue-system/c1f6bfd2.kueue.x-k8s.io"}}, tmp_path)
+    assert "--kueue-lease=kueue-system/c1f6bfd2.kueue.x-k8s.io" in _container(objects, "controller")["args"]
+    keyed = by_key(objects)
+    assert keyed[("Role", "toposched-controller-kueue-guard", "kueue-system")]["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["c1f6bfd2.kueue.x-k8s.io"],
+         "verbs": ["get"]}]
+    binding = keyed[("RoleBinding", "toposched-controller-kueue-guard", "kueue-system")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "toposched-controller", "namespace": NS}]
+    with pytest.raises(HelmError, match="kueueGuard"):
+        helm_template(helm, {"kueueGuard": {"lease": "no-slash"}}, tmp_path)
