@@ -24,7 +24,6 @@ import numpy as np
 from scheduler.core.placement.quality import level_spans
 from scheduler.core.placement.types import (
     DomainAssignment,
-    Placement,
     PlacementError,
     PodSetPlacement,
 )
@@ -367,23 +366,3 @@ def consume(
     leaves = np.fromiter(leaf_pods.keys(), dtype=np.int64, count=len(leaf_pods))
     counts = np.fromiter(leaf_pods.values(), dtype=np.int64, count=len(leaf_pods))
     free[leaves] -= counts[:, None] * vec[None, :]
-
-
-def place_greedy(
-    tree: TopologyTree, pod_sets: Sequence[PodSetSpec], *, implied_tas: bool = False
-) -> Placement:
-    """All pod sets of one workload, sequentially, with assumed usage (Kueue)."""
-    free = tree.free.copy()
-    placed: list[PodSetPlacement] = []
-    for ps in pod_sets:
-        if ps.count <= 0:  # count-0 pod sets are skipped by TAS
-            placed.append(PodSetPlacement(ps.name, 0, tree.assignment_levels(), ()))
-            continue
-        try:
-            prob = prepare(tree, ps, implied_tas=implied_tas, free=free)
-            leaf_pods = place_pod_set(prob)
-        except PlacementError as err:
-            return Placement(False, str(err), "greedy", False, ())
-        consume(tree, free, prob.per_pod, leaf_pods)
-        placed.append(measured_placement(prob, leaf_pods))
-    return Placement(True, "", "greedy", False, tuple(placed))

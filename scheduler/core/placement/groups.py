@@ -81,6 +81,7 @@ class _Counts:
 class GroupResult:
     leader_pods: dict[int, int]  # leaf -> 1 (empty when the group has no leader)
     worker_pods: dict[int, int]  # leaf -> pods
+    workers: greedy.Problem  # the workers' resolved request (levels, per-pod requests, counts)
 
 
 def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSpec, free: IntArray) -> GroupResult:
@@ -97,7 +98,7 @@ def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSp
     last = len(tree.levels) - 1
     leader_pods = {d: int(arr.leader[last][d]) for d in leaves if arr.leader[last][d] > 0} if leader else {}
     worker_pods = {d: int(arr.state[last][d]) for d in leaves if arr.state[last][d] > 0}
-    return GroupResult(leader_pods, worker_pods)
+    return GroupResult(leader_pods, worker_pods, prob)
 
 
 def _slice_sizes_below(prob: greedy.Problem) -> dict[int, int]:
@@ -299,7 +300,8 @@ class _Search:
         remaining = count // size if slices else count
         for i, d in enumerate(doms):
             if leaders > 0:
-                d, remaining, leaders, done = self.consume_with_leader(lvl, doms[i:], d, remaining, leaders, size, slices)
+                d, remaining, leaders, done = self.consume_with_leader(
+                    lvl, doms[i:], d, remaining, leaders, size, slices)
                 result.append(d)
                 if done:
                     return result

@@ -13,14 +13,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scheduler.core.placement import cpsat, greedy
+from scheduler.core.placement import cpsat, greedy, groups
 from scheduler.core.placement.types import (
     DomainAssignment,
     Placement,
     PlacementError,
     PodSetPlacement,
 )
-from scheduler.core.topology import TopologyTree
+from scheduler.core.resources import with_pod_slot
+from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec
 
 __all__ = [
@@ -64,8 +65,6 @@ def place_workload(
         time_budget_s /= 2
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
-    if solver == "greedy":
-        return greedy.place_greedy(tree, pod_sets, implied_tas=implied_tas)
     deadline = time.monotonic() + max(time_budget_s, 0.0)
     return _place_in_order(tree, pod_sets, solver, deadline, implied_tas)
 
@@ -95,34 +94,72 @@ class _SolverUse:
 
 def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: str, deadline: float,
                     implied_tas: bool) -> Placement:
-    """Pod sets one after another, each seeing the assumed usage of those before it: greedy
-    first, then CP-SAT's improvement where it is wanted, within the shared deadline."""
+    """Groups of pod sets one after another (Kueue's order), each seeing the assumed usage of
+    those before it: greedy first, then CP-SAT's improvement where it is wanted, within the
+    shared deadline. A leader + workers group is placed jointly (:mod:`groups`)."""
     multi = sum(1 for ps in pod_sets if ps.count > 0) > 1
     free = tree.free.copy()
-    placed: list[PodSetPlacement] = []
+    placed: dict[int, PodSetPlacement] = {}
     use = _SolverUse()
-    for index, ps in enumerate(pod_sets):
-        if ps.count <= 0:
-            placed.append(PodSetPlacement(ps.name, 0, tree.assignment_levels(), ()))
-            continue
+    for members in groups.group_order(pod_sets):
         try:
-            prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free)
-            leaf_pods = greedy.place_pod_set(prob)
+            if _placed_jointly(pod_sets, members):
+                placed.update(_place_group(tree, pod_sets, members, free))
+                use.all_optimal = False  # the group's answer is Kueue's greedy one
+                continue
+            for index in members:
+                placed[index] = _place_one(tree, pod_sets, index, free, solver, deadline, implied_tas, multi, use)
         except PlacementError as err:
             return Placement(False, str(err), use.name, False, ())
-        improved = False
-        if _wants_cpsat(prob, leaf_pods, solver, multi):
-            leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
-        else:
-            use.all_optimal = False
-        greedy.consume(tree, free, prob.per_pod, leaf_pods)
-        placed.append(greedy.measured_placement(prob, leaf_pods, improved))
-    return Placement(True, "", use.name, use.used_cpsat and use.all_optimal, tuple(placed))
+    ordered = tuple(placed[i] for i in range(len(pod_sets)))
+    return Placement(True, "", use.name, use.used_cpsat and use.all_optimal, ordered)
+
+
+def _placed_jointly(pod_sets: Sequence[PodSetSpec], members: Sequence[int]) -> bool:
+    """A group Kueue places in one descent: two non-empty pod sets, one of them a single pod
+    (Kueue's webhook admits no other group shape)."""
+    if len(members) != 2:
+        return False
+    counts = sorted(pod_sets[i].count for i in members)
+    return counts[0] == 1
+
+
+def _place_group(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], members: Sequence[int],
+                 free: IntArray) -> dict[int, PodSetPlacement]:
+    leader, workers = groups.leader_and_workers([pod_sets[i] for i in members])
+    assert leader is not None  # two members
+    result = groups.place_group(tree, leader, workers, free)
+    greedy.consume(tree, free, with_pod_slot(leader.requests), result.leader_pods)
+    greedy.consume(tree, free, result.workers.per_pod, result.worker_pods)
+    by_name = {
+        leader.name: greedy.to_pod_set_placement(tree, leader, result.leader_pods),
+        workers.name: greedy.measured_placement(result.workers, result.worker_pods),
+    }
+    return {i: by_name[pod_sets[i].name] for i in members}
+
+
+def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, free: IntArray, solver: str,
+               deadline: float, implied_tas: bool, multi: bool, use: _SolverUse) -> PodSetPlacement:
+    """One pod set on its own (raises PlacementError with Kueue's message)."""
+    ps = pod_sets[index]
+    if ps.count <= 0:  # count-0 pod sets are skipped by TAS
+        return PodSetPlacement(ps.name, 0, tree.assignment_levels(), ())
+    prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free)
+    leaf_pods = greedy.place_pod_set(prob)
+    improved = False
+    if _wants_cpsat(prob, leaf_pods, solver, multi):
+        leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
+    else:
+        use.all_optimal = False
+    greedy.consume(tree, free, prob.per_pod, leaf_pods)
+    return greedy.measured_placement(prob, leaf_pods, improved)
 
 
 def _wants_cpsat(prob: greedy.Problem, leaf_pods: Mapping[int, int], solver: str, multi: bool) -> bool:
     """CP-SAT for an eligible request when asked, or ("auto") when the request is preferred or
     shares the cluster with other pod sets, unless one leaf already holds it all."""
+    if solver == "greedy":
+        return False
     want = _cpsat_eligible(prob) and (solver == "cpsat" or prob.mode == "preferred" or multi)
     if want and solver == "auto" and len(leaf_pods) < _AUTO_MIN_CANDIDATE_LEAVES:
         return False  # a single leaf holds it all: nothing to improve
