@@ -30,9 +30,9 @@ from scheduler.errors import UserError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("place", help="compute a topology-aware placement for a Job or Workload")
+    p = sub.add_parser("place", help="compute a topology-aware placement for a Job, JobSet, PyTorchJob or Workload")
     p.add_argument("--nodes", type=Path, help="Nodes (kubectl get nodes -o yaml); required without --server")
-    p.add_argument("--workload", type=Path, required=True, help="a batch/v1 Job or a Kueue Workload")
+    p.add_argument("--workload", type=Path, required=True, help="a batch/v1 Job, JobSet, PyTorchJob or Kueue Workload")
     p.add_argument(
         "--topology", type=Path, help="a Kueue Topology (default: HyperPod network layers + hostname)"
     )
@@ -60,11 +60,12 @@ def render_text(doc: dict[str, Any]) -> str:
     lines = [f"fits (solver {solver}{', ' + proof if proof else ''})"]
     for ps in doc["podSets"]:
         rows = ps["assignments"]
-        lines.append(f"pod set {ps['name']}: {ps['count']} pod(s) on {len(rows)} node(s)")
-        for level, values in ps["domains"].items():
-            lines.append(f"  {level}: {len(values)} domain(s): {', '.join(values)}")
+        n_nodes = sum(len(row["nodes"]) for row in rows)
+        lines.append(f"pod set {ps['name']}: {ps['count']} pod(s) in {len(rows)} leaf domain(s), {n_nodes} node(s)")
+        for level, paths in ps["domains"].items():
+            lines.append(f"  {level}: {len(paths)} domain(s): {', '.join(paths)}")
         for row in rows:
-            lines.append(f"    {row['node']}: {row['count']}")
+            lines.append(f"    {row['domain']}: {row['count']}  (nodes: {', '.join(row['nodes'])})")
     return "\n".join(lines)
 
 

@@ -92,12 +92,12 @@ def _admitted_workload(host: str, count: int) -> dict[str, Any]:
 
 def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: Any) -> None:
     first = stub.Place(pb.PlaceRequest(workload=manifest("job-required-l3.yaml"), solver=pb.SOLVER_GREEDY))
-    busy = first.pod_sets[0].assignments[0].node
+    busy = first.pod_sets[0].assignments[0].nodes[0]
     engine.replace(snapshot(flavors=[FLAVOR, PLAIN_FLAVOR], topologies=[TOPOLOGY],
                             workloads=[_admitted_workload(busy, 1)]))
     resp = stub.Place(pb.PlaceRequest(workload=manifest("job-required-l3.yaml"), solver=pb.SOLVER_GREEDY))
     assert resp.flavor == "gpu" and resp.topology == "hyperpod" and resp.fits  # the only TAS flavor
-    assert busy not in {a.node for a in resp.pod_sets[0].assignments}
+    assert busy not in {n for a in resp.pod_sets[0].assignments for n in a.nodes}
     named = stub.Place(pb.PlaceRequest(workload=manifest("job-required-l3.yaml"), flavor="gpu",
                                        solver=pb.SOLVER_GREEDY))
     assert place_response_to_json(named) == place_response_to_json(resp)
@@ -108,7 +108,7 @@ def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: An
     ({"workload": pb.WorkloadInput(manifest=b"kind: Job\nmetadata: {name: j}\nspec: {}\n")},
      "workload.manifest: spec.template"),
     ({"workload": pb.WorkloadInput(manifest=b"kind: Deployment\nmetadata: {name: d}\n")},
-     "workload.manifest: kind: expected a batch/v1 Job or a Kueue Workload"),
+     "workload.manifest: kind: expected a batch/v1 Job, a JobSet, a PyTorchJob or a Kueue Workload"),
     ({"workload": pb.WorkloadInput(manifest=b"a: [\n b")}, "workload.manifest: not valid YAML"),
     ({"workload": pb.WorkloadInput(manifest=b"\xff\xfe")}, "workload.manifest: not UTF-8"),
     ({"workload": pb.WorkloadInput(structured=pb.StructuredWorkload())}, "workload.structured.pod_sets:"),
