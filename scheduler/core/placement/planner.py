@@ -102,15 +102,17 @@ def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: 
     placed: dict[int, PodSetPlacement] = {}
     use = _SolverUse()
     for members in groups.group_order(pod_sets):
+        current = members[0]
         try:
             if _placed_jointly(pod_sets, members):
                 placed.update(_place_group(tree, pod_sets, members, free))
                 use.all_optimal = False  # the group's answer is Kueue's greedy one
                 continue
-            for index in members:
-                placed[index] = _place_one(tree, pod_sets, index, free, solver, deadline, implied_tas, multi, use)
+            for current in members:
+                placed[current] = _place_one(tree, pod_sets, current, free, solver, deadline, implied_tas, multi,
+                                             use)
         except PlacementError as err:
-            return Placement(False, str(err), use.name, False, ())
+            return Placement(False, str(err), use.name, False, (), failed_pod_set=pod_sets[current].name)
     ordered = tuple(placed[i] for i in range(len(pod_sets)))
     return Placement(True, "", use.name, use.used_cpsat and use.all_optimal, ordered)
 

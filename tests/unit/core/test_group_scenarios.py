@@ -177,3 +177,14 @@ def test_multi_layer_no_fit_message(case: MultiLayerCase, solver: str) -> None:
     placement = place_workload(tree, [ps], solver=solver)
     assert not placement.fits
     assert placement.reason == case.want_reason
+
+
+def test_the_failing_pod_set_is_named() -> None:
+    """Kueue names the pod set whose topology assignment failed (the second here), and for a
+    group one of its two (we name the group's first, deterministically)."""
+    tree = tree_of([block("b1", 2, 2)], (BLOCK,))
+    fits = PodSetSpec("first", 1, {"cpu": 1000}, TopologyRequest(required=BLOCK))
+    too_big = PodSetSpec("second", 5, {"cpu": 1000}, TopologyRequest(required=BLOCK))
+    assert place_workload(tree, [fits, too_big], solver="greedy").failed_pod_set == "second"
+    group = [pod_set("leader", 1, 1, required=BLOCK), pod_set("workers", 5, 1, required=BLOCK)]
+    assert place_workload(tree, group, solver="greedy").failed_pod_set == "leader"
