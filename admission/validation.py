@@ -25,8 +25,10 @@ from admission.annotations import (
     KNOWN_PODSET_KEYS,
     PODSET_PREFIX,
     TEMPLATE_ANNOTATIONS,
+    PodSetAnnotations,
     annotation_path,
     label_key_problems,
+    validate_pod_set_groups,
     validate_topology_annotations,
 )
 from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required
@@ -481,7 +483,10 @@ def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: O
         pod_sets = [(path, ann, count) for path, ann, count in pod_sets
                     if before.get(path) != {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}]
     for path, ann, count in pod_sets:
-        verdict.errors.extend(validate_topology_annotations(ann, count, path))
+        verdict.errors.extend(validate_topology_annotations(ann, count, path, single_pod_set=False))
+    if old is None:  # groups span pod sets: checked on the whole job, at creation
+        verdict.errors.extend(validate_pod_set_groups(
+            [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job, kind)]))
     if verdict.errors or old is not None or view is None:
         return verdict
     _queue_checks(job, view, verdict)

@@ -40,7 +40,12 @@ _AUTO_MIN_CANDIDATE_LEAVES = 2
 
 
 def _cpsat_eligible(prob: greedy.Problem) -> bool:
-    return prob.mode in ("required", "preferred") and prob.slice_size == 1 and len(prob.tree.levels) > 1
+    """Required / preferred requests on a tree with levels to choose among; slices when there
+    is one slice layer that divides the count (inner layers and partial slices stay greedy)."""
+    if prob.mode not in ("required", "preferred") or len(prob.tree.levels) <= 1:
+        return False
+    constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
+    return len(constraints) <= 1 and prob.pod_set.count % prob.slice_size == 0
 
 
 def place_workload(
