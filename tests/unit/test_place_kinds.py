@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from admission.validation import validate_multi_pod_set_job
 from scheduler.adapter.jobkinds import jobset_pod_sets
 from scheduler.cli import main
 from scheduler.kube.jobs import JobSetJob
@@ -132,3 +133,19 @@ def test_podset_group_leader_lands_with_its_workers(tmp_path: Path, capsys: pyte
     racks = {a["domain"].rsplit("/", 1)[0] for a in leader["assignments"] + workers["assignments"]}
     assert racks == {"b1/r2"}
     assert sum(a["count"] for a in workers["assignments"]) == 4
+
+
+def test_the_group_example_places_leader_with_workers(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/jobs/jobset-podset-group.yaml: admitted by the webhook's rules, and the leader
+    shares the workers' layer-3 domain."""
+    root = Path(__file__).resolve().parents[2]
+    example = root / "examples" / "jobs" / "jobset-podset-group.yaml"
+    assert validate_multi_pod_set_job(yaml.safe_load(example.read_text())).errors == []
+    data = root / "tests" / "data" / "place"
+    code = main(["place", "--nodes", str(data / "nodes.yaml"), "--topology", str(data / "topology.yaml"),
+                 "--workload", str(example), "--output", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    leader, workers = doc["podSets"]
+    l3 = "topology.k8s.aws/network-node-layer-3"
+    assert leader["domains"][l3] == workers["domains"][l3] and len(workers["domains"][l3]) == 1
