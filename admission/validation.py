@@ -55,7 +55,7 @@ QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 PRIORITY_LABEL_PATH = f"metadata.labels[{LABEL_PRIORITY_CLASS}]"
 REQUESTS_PATH = "spec.template.spec.containers[*].resources.requests"
 _OMIT: Any = OMIT
-__all__ = ["validate_topology_annotations", "validate_job", "validate_job_against_cluster",
+__all__ = ["manifest_errors", "validate_topology_annotations", "validate_job", "validate_job_against_cluster",
            "validate_multi_pod_set_job", "validate_kueue_object", "validate_topology", "validate_resource_flavor",
            "validate_cluster_queue", "validate_local_queue", "label_key_problems", "known_podset_keys"]
 
@@ -447,6 +447,15 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
         return verdict
     verdict.extend(validate_job_against_cluster(job, view))
     return verdict
+
+
+def manifest_errors(obj: Obj) -> list[str]:
+    """The webhook's checks that need no cluster (Kueue's annotation and PodSet-group rules) of
+    a Job, JobSet or PyTorchJob manifest, one line each; ``toposched place`` and gRPC ``Place``
+    refuse a manifest the webhook would deny, with the same words. Other kinds: none."""
+    if obj.get("kind") not in ("Job", "JobSet", "PyTorchJob"):
+        return []
+    return [str(err) for err in validate_job(obj).errors]
 
 
 def _pod_set_annotations(obj: Obj, kind: str) -> list[tuple[str, Mapping[str, str], int]]:

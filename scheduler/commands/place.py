@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from admission.validation import manifest_errors
 from scheduler.adapter.files import load_nodes, load_pods, load_topology, load_workload
 from scheduler.adapter.placement import build_tree, compute_placement, to_json
 from scheduler.core.placement.planner import SOLVERS, Placement
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--flavor needs --server (offline placement uses --topology)")
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods) if args.pods else []
-    workload = load_workload(args.workload)
+    workload = load_workload(args.workload, manifest_errors)
     topology = load_topology(args.topology) if args.topology else None
     tree = build_tree(nodes, pods, topology)
     placement = compute_placement(tree, workload, args.solver, args.time_budget_ms)
@@ -100,7 +101,7 @@ def run_remote(args: argparse.Namespace) -> int:
     from scheduler.api.convert import place_response_to_json
     from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 
-    load_workload(args.workload)
+    load_workload(args.workload, manifest_errors)
     request = pb.PlaceRequest(
         workload=pb.WorkloadInput(manifest=args.workload.read_bytes()),
         solver=pb.Solver.Value(f"SOLVER_{args.solver.upper()}"), time_budget_ms=max(args.time_budget_ms, 0),

@@ -118,8 +118,19 @@ def test_missing_slice_size_is_kueues_message(tmp_path: Path, capsys: pytest.Cap
                                                              SLICE_REQUIRED: RACK})}}
     code, err = place(tmp_path, capsys, TWO_BLOCKS, job)
     assert code == 2
-    assert str(err).endswith(
-        f"annotation kueue.x-k8s.io/podset-slice-size: must be set when '{SLICE_REQUIRED}' is specified")
+    # The webhook's words (Kueue's field error), checked before the manifest is read.
+    assert ("spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Required value: "
+            f"must be set when '{SLICE_REQUIRED}' is specified") in str(err)
+
+
+def test_place_refuses_what_the_webhook_denies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A group name on a batch Job (one pod set): Kueue's webhook message, exit 2."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+           "spec": {"parallelism": 2, "template": template(**{"kueue.x-k8s.io/podset-required-topology": BLOCK,
+                                                             "kueue.x-k8s.io/podset-group-name": "g"})}}
+    code, err = place(tmp_path, capsys, TWO_BLOCKS, job)
+    assert code == 2
+    assert 'Invalid value: "g": can only define groups of exactly 2 pod sets, got: 1 pod set(s)' in str(err)
 
 
 def test_podset_group_leader_lands_with_its_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

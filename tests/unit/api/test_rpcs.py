@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -59,6 +60,20 @@ def test_place_offline_nodes_and_topology_in_request(stub: Any, capsys: pytest.C
         pods=(DATA / "pods.yaml").read_bytes(), topology=(DATA / "topology.yaml").read_bytes(),
         solver=pb.SOLVER_GREEDY), timeout=10)
     assert place_response_to_json(resp) == want and resp.topology == "hyperpod"
+
+
+def test_place_jobset_group_equals_cli(stub: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A JobSet with a leader + workers PodSet group: the same place/v1 document both ways."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "jobs" / "jobset-podset-group.yaml"
+    code = main(["place", "--nodes", str(DATA / "nodes.yaml"), "--topology", str(DATA / "topology.yaml"),
+                 "--workload", str(example), "--output", "json", "--solver", "cpsat"])
+    want = json.loads(capsys.readouterr().out)
+    resp = stub.Place(pb.PlaceRequest(
+        workload=pb.WorkloadInput(manifest=example.read_bytes()), nodes=(DATA / "nodes.yaml").read_bytes(),
+        topology=(DATA / "topology.yaml").read_bytes(), solver=pb.SOLVER_CPSAT), timeout=10)
+    assert code == 0 and place_response_to_json(resp) == want
+    assert want["apiVersion"] == resp.api_version == "toposched.io/place/v1"
+    assert [ps["name"] for ps in want["podSets"]] == ["leader", "workers"]
 
 
 def test_place_structured_same_as_manifest(stub: Any) -> None:
