@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from scheduler.core.placement import cpsat, greedy, groups
 from scheduler.core.placement.types import (
     DomainAssignment,
@@ -110,8 +112,8 @@ def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: 
         current = members[0]
         try:
             if _placed_jointly(pod_sets, members):
-                placed.update(_place_group(tree, pod_sets, members, free))
-                use.all_optimal = False  # the group's answer is Kueue's greedy one
+                placed.update(_place_group(tree, pod_sets, members, free, solver, deadline, use))
+                use.all_optimal = False  # the leader stays where Kueue puts it: no optimality proof
                 continue
             for current in members:
                 placed[current] = _place_one(tree, pod_sets, current, free, solver, deadline, implied_tas, multi,
@@ -131,18 +133,59 @@ def _placed_jointly(pod_sets: Sequence[PodSetSpec], members: Sequence[int]) -> b
     return counts[0] == 1
 
 
-def _place_group(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], members: Sequence[int],
-                 free: IntArray) -> dict[int, PodSetPlacement]:
+def _place_group(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], members: Sequence[int], free: IntArray,
+                 solver: str, deadline: float, use: _SolverUse) -> dict[int, PodSetPlacement]:
+    """Kueue's joint placement of a leader + workers group; with CP-SAT, the workers re-solved
+    around the leader (see :func:`_improve_group_workers`)."""
     leader, workers = groups.leader_and_workers([pod_sets[i] for i in members])
     assert leader is not None  # two members
     result = groups.place_group(tree, leader, workers, free)
-    greedy.consume(tree, free, with_pod_slot(leader.requests), result.leader_pods)
-    greedy.consume(tree, free, result.workers.per_pod, result.worker_pods)
+    leader_per_pod = with_pod_slot(leader.requests)
+    worker_pods, improved = result.worker_pods, False
+    if solver != "greedy" and _cpsat_eligible(result.workers):
+        worker_pods, improved = _improve_group_workers(tree, result, leader_per_pod, free,
+                                                       max(deadline - time.monotonic(), 0.0), use)
+    greedy.consume(tree, free, leader_per_pod, result.leader_pods)
+    greedy.consume(tree, free, result.workers.per_pod, worker_pods)
     by_name = {
         leader.name: greedy.to_pod_set_placement(tree, leader, result.leader_pods),
-        workers.name: greedy.measured_placement(result.workers, result.worker_pods),
+        workers.name: greedy.measured_placement(result.workers, worker_pods, improved),
     }
     return {i: by_name[pod_sets[i].name] for i in members}
+
+
+def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leader_per_pod: Mapping[str, int],
+                           free: IntArray, time_budget_s: float, use: _SolverUse) -> tuple[dict[int, int], bool]:
+    """CP-SAT for a group's workers with the leader kept on Kueue's leaf: the workers may use
+    only the leader's domain at the requested level (so the group stays together) and the
+    capacity the leader leaves. Taken only when leader + workers together span strictly fewer
+    domains (the objective) than Kueue's answer; Kueue's otherwise."""
+    prob = result.workers
+    (leader_leaf,) = result.leader_pods
+    home = tree.ancestor(leader_leaf, prob.level)
+    inside = tree.ancestors_array(prob.level) == home
+    if not all(bool(inside[leaf]) for leaf in result.worker_pods):
+        return result.worker_pods, False  # Kueue spread the group (preferred): keep its answer
+    around_leader = free.copy()
+    around_leader[leader_leaf] -= tree.request_vector(leader_per_pod)
+    around_leader[~inside] = 0
+    try:
+        inner = greedy.prepare(tree, prob.pod_set, free=around_leader)
+    except PlacementError:
+        return result.worker_pods, False
+    found = cpsat.improve(inner, dict(result.worker_pods), time_budget_s=time_budget_s)
+    if not found.used:
+        return result.worker_pods, False
+    use.used_cpsat = True
+
+    def together(worker_pods: Mapping[int, int]) -> tuple[int, ...]:
+        merged = dict(worker_pods)
+        merged[leader_leaf] = merged.get(leader_leaf, 0) + 1
+        return cpsat.objective(tree, inner.fit.counts + (np.arange(tree.n_leaves) == leader_leaf), merged)
+
+    if cpsat.slices_respected(inner, found.leaf_pods) and together(found.leaf_pods) < together(result.worker_pods):
+        return found.leaf_pods, True
+    return result.worker_pods, False
 
 
 def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, free: IntArray, solver: str,
