@@ -94,10 +94,9 @@ def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSp
     search = _Search(prob, counts, leader_count)
     fit_level, chosen = search.find_level(prob.level)
     leaves = search.descend(fit_level, chosen, sizes_below)
-    arr = counts
-    last = len(tree.levels) - 1
-    leader_pods = {d: int(arr.leader[last][d]) for d in leaves if arr.leader[last][d] > 0} if leader else {}
-    worker_pods = {d: int(arr.state[last][d]) for d in leaves if arr.state[last][d] > 0}
+    last = len(tree.levels) - 1  # phase 2 wrote each chosen leaf's share into the counts
+    leader_pods = {d: int(counts.leader[last][d]) for d in leaves if counts.leader[last][d] > 0} if leader else {}
+    worker_pods = {d: int(counts.state[last][d]) for d in leaves if counts.state[last][d] > 0}
     return GroupResult(leader_pods, worker_pods, prob)
 
 
