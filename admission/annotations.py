@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,13 +262,61 @@ CHECKS: tuple[Check, ...] = (
 
 
 def validate_topology_annotations(annotations: Mapping[str, Any], count: int | None,
-                                  path: str = TEMPLATE_ANNOTATIONS) -> list[FieldError]:
-    """Kueue's syntactic checks of one pod template's TAS annotations, plus unknown keys."""
+                                  path: str = TEMPLATE_ANNOTATIONS, *, single_pod_set: bool = True) -> list[FieldError]:
+    """Kueue's syntactic checks of one pod template's TAS annotations, plus unknown keys.
+    ``single_pod_set`` False (JobSet, PyTorchJob): a group name may pair this pod set with
+    another; :func:`validate_pod_set_groups` checks the groups across the pod sets."""
     values, unreadable = _bounded_values(annotations, path)
     errs = _unknown_keys([k for k in annotations if isinstance(k, str)], path) + unreadable
     if unreadable:
         return errs  # a value that is not text, or too long: nothing more is read from it
     checked = _Annotations(values, count, path)
-    for check in CHECKS:
+    for check in CHECKS if single_pod_set else tuple(c for c in CHECKS if c is not _group_of_one):
         errs.extend(check(checked))
     return errs
+
+
+@dataclass(frozen=True)
+class PodSetAnnotations:
+    """One pod set of a multi-pod-set job: where its template annotations are, what they say,
+    and its pod count."""
+
+    path: str
+    annotations: Mapping[str, Any]
+    count: int
+
+
+def validate_pod_set_groups(pod_sets: Sequence[PodSetAnnotations]) -> list[FieldError]:
+    """Kueue's ``ValidatePodSetGroupingTopology``: pod sets sharing a group name (with a
+    required or preferred level) form groups of exactly two, one of them a single pod, that
+    ask for the same required or preferred level. Kueue's messages, in its order."""
+    groups: dict[str, list[PodSetAnnotations]] = {}
+    for ps in pod_sets:
+        name = ps.annotations.get(ANN_GROUP_NAME)
+        if isinstance(name, str) and (ps.annotations.get(ANN_REQUIRED) or ps.annotations.get(ANN_PREFERRED)):
+            groups.setdefault(name, []).append(ps)
+    errs: list[FieldError] = []
+    for name, members in groups.items():
+        if len(members) != 2:
+            errs += [invalid(annotation_path(m.path, ANN_GROUP_NAME), name,
+                             f"can only define groups of exactly 2 pod sets, got: {len(members)} pod set(s)",
+                             "give the group name to exactly two pod sets (leader and workers)")
+                     for m in members]
+            continue
+        first, second = members
+        if first.count != 1 and second.count != 1:
+            detail = ("can only define groups where at least one pod set has only 1 replica, got: "
+                      f"{first.count} replica(s) and {second.count} replica(s) in the group")
+            errs += [invalid(annotation_path(m.path, ANN_GROUP_NAME), name, detail,
+                             "make one of the two pod sets a single pod (the leader)") for m in members]
+        if not _same_level(first.annotations, second.annotations):
+            template = (f"must specify '{ANN_REQUIRED}' or '{ANN_PREFERRED}' topology consistent with '{{}}' "
+                        f"in group '{name}'")
+            errs += [invalid(a.path, OMIT, template.format(b.path), "ask both pod sets for the same level")
+                     for a, b in ((first, second), (second, first))]
+    return errs
+
+
+def _same_level(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Kueue's ``topologyRequestsValid``: both ask for a level, and the same one, the same way."""
+    return a.get(ANN_REQUIRED) == b.get(ANN_REQUIRED) and a.get(ANN_PREFERRED) == b.get(ANN_PREFERRED)

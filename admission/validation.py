@@ -25,8 +25,10 @@ from admission.annotations import (
     KNOWN_PODSET_KEYS,
     PODSET_PREFIX,
     TEMPLATE_ANNOTATIONS,
+    PodSetAnnotations,
     annotation_path,
     label_key_problems,
+    validate_pod_set_groups,
     validate_topology_annotations,
 )
 from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required
@@ -53,7 +55,7 @@ QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 PRIORITY_LABEL_PATH = f"metadata.labels[{LABEL_PRIORITY_CLASS}]"
 REQUESTS_PATH = "spec.template.spec.containers[*].resources.requests"
 _OMIT: Any = OMIT
-__all__ = ["validate_topology_annotations", "validate_job", "validate_job_against_cluster",
+__all__ = ["manifest_errors", "validate_topology_annotations", "validate_job", "validate_job_against_cluster",
            "validate_multi_pod_set_job", "validate_kueue_object", "validate_topology", "validate_resource_flavor",
            "validate_cluster_queue", "validate_local_queue", "label_key_problems", "known_podset_keys"]
 
@@ -447,6 +449,15 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     return verdict
 
 
+def manifest_errors(obj: Obj) -> list[str]:
+    """The webhook's checks that need no cluster (Kueue's annotation and PodSet-group rules) of
+    a Job, JobSet or PyTorchJob manifest, one line each; ``toposched place`` and gRPC ``Place``
+    refuse a manifest the webhook would deny, with the same words. Other kinds: none."""
+    if obj.get("kind") not in ("Job", "JobSet", "PyTorchJob"):
+        return []
+    return [str(err) for err in validate_job(obj).errors]
+
+
 def _pod_set_annotations(obj: Obj, kind: str) -> list[tuple[str, Mapping[str, str], int]]:
     """(annotations path, pod template annotations, pod count) per pod set of a JobSet
     (replicated jobs) or a PyTorchJob (replica types)."""
@@ -481,7 +492,10 @@ def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: O
         pod_sets = [(path, ann, count) for path, ann, count in pod_sets
                     if before.get(path) != {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}]
     for path, ann, count in pod_sets:
-        verdict.errors.extend(validate_topology_annotations(ann, count, path))
+        verdict.errors.extend(validate_topology_annotations(ann, count, path, single_pod_set=False))
+    if old is None:  # groups span pod sets: checked on the whole job, at creation
+        verdict.errors.extend(validate_pod_set_groups(
+            [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job, kind)]))
     if verdict.errors or old is not None or view is None:
         return verdict
     _queue_checks(job, view, verdict)

@@ -7,17 +7,18 @@ file and the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from scheduler.adapter.jobkinds import EXPECTED_KINDS, is_placeable, workload_from_manifest
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.resources import QuantityError
 from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME
 from scheduler.core.topology_request import TopologyRequestError
-from scheduler.core.workload import WorkloadFormatError, WorkloadSpec, workload_from_object
+from scheduler.core.workload import WorkloadFormatError, WorkloadSpec
 from scheduler.errors import UserError
 
 
@@ -142,18 +143,27 @@ def topology_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str,
     return name, tuple(out)
 
 
-def load_workload(path: Path | str) -> WorkloadSpec:
-    """The first batch/v1 Job or Kueue Workload in the file."""
-    return workload_from_documents(load_documents(path, "workload file"), "workload file", path)
+# A check of the raw manifest before it is read (e.g. the webhook's annotation rules, which live
+# in a higher layer and are passed in by the CLI and the gRPC servicer): its error lines.
+ManifestCheck = Callable[[Mapping[str, Any]], list[str]]
 
 
-def workload_from_documents(objs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str) -> WorkloadSpec:
+def load_workload(path: Path | str, check: ManifestCheck | None = None) -> WorkloadSpec:
+    """The first managed object in the file: a batch/v1 Job, JobSet, PyTorchJob or Kueue Workload."""
+    return workload_from_documents(load_documents(path, "workload file"), "workload file", path, check)
+
+
+def workload_from_documents(objs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str,
+                            check: ManifestCheck | None = None) -> WorkloadSpec:
     if not objs:
-        raise UserError(f"{what} {path}: empty; expected a batch/v1 Job or a Kueue Workload")
-    loc, obj = next(((loc, o) for loc, o in objs if o.get("kind") in ("Job", "Workload")), objs[0])
+        raise UserError(f"{what} {path}: empty; expected {EXPECTED_KINDS}")
+    loc, obj = next(((loc, o) for loc, o in objs if is_placeable(o)), objs[0])
     pre = _prefix(what, path, loc)
+    errors = check(obj) if check is not None else []
+    if errors:
+        raise UserError(f"{pre}{errors[0]}")
     try:
-        return workload_from_object(obj)
+        return workload_from_manifest(obj)
     except (WorkloadFormatError, TopologyRequestError) as exc:
         raise UserError(f"{pre}{exc}") from exc
     except QuantityError as exc:

@@ -16,33 +16,49 @@ from scheduler.core.placement.planner import Placement, PodSetPlacement, place_w
 from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME, TopologyTree, default_levels_for
 from scheduler.core.workload import WorkloadSpec
 
+# The version of the JSON document below (``toposched place --output json`` and gRPC ``Place``);
+# docs/placement.md "The place contract" says what each field means and when it changes.
+PLACE_API_VERSION = "toposched.io/place/v1"
+# Separator of the values in a domain path. Label values cannot contain "/", so a path is
+# never ambiguous (two racks "r1" in different blocks are "b1/r1" and "b2/r1").
+PATH_SEPARATOR = "/"
+
+
+def domain_path(values: Sequence[str]) -> str:
+    return PATH_SEPARATOR.join(values)
+
 
 def touched_domains(tree: TopologyTree, ps: PodSetPlacement) -> dict[str, list[str]]:
-    """Distinct domain values touched at every topology level."""
+    """Per topology level, the domains the pod set touches, each as its full value path from
+    the top level down to that level (sorted)."""
     out: dict[str, set[str]] = {level: set() for level in tree.levels}
     for dom in ps.domains:
         leaf = tree.leaf_for_values(ps.levels, dom.values)
         if leaf is None:
             continue
         path = tree.paths[-1][leaf]
-        for level, value in zip(tree.levels, path, strict=True):
-            out[level].add(value)
+        for depth, level in enumerate(tree.levels, 1):
+            out[level].add(domain_path(path[:depth]))
     return {level: sorted(values) for level, values in out.items()}
 
 
 def node_assignments(tree: TopologyTree, ps: PodSetPlacement) -> list[dict[str, Any]]:
+    """One row per leaf domain, named the same way whatever the lowest level is: its full
+    value path, the nodes in it (sorted) and the pods placed there."""
     rows = []
     for dom in ps.domains:
         leaf = tree.leaf_for_values(ps.levels, dom.values)
-        nodes = tree.leaf_nodes[leaf] if leaf is not None else ()
-        # A leaf is one node when hostname is the lowest level; otherwise name the leaf domain.
-        name = nodes[0] if len(nodes) == 1 else "/".join(dom.values)
-        rows.append({"node": name, "count": dom.count})
+        path = tree.paths[-1][leaf] if leaf is not None else tuple(dom.values)
+        nodes = sorted(tree.leaf_nodes[leaf]) if leaf is not None else []
+        rows.append({"domain": domain_path(path), "nodes": nodes, "count": dom.count})
     return rows
 
 
 def to_json(tree: TopologyTree, placement: Placement) -> dict[str, Any]:
     return {
+        "apiVersion": PLACE_API_VERSION,
+        "topology": tree.name,
+        "levels": list(tree.levels),
         "fits": placement.fits,
         "reason": placement.reason,
         "solver": placement.solver,

@@ -92,11 +92,14 @@ def structured_workload(msg: pb.StructuredWorkload, field: str = "workload.struc
 
 def place_json_to_response(doc: Mapping[str, Any], **extra: Any) -> pb.PlaceResponse:
     """``toposched place --output json`` document -> PlaceResponse."""
+    extra.setdefault("topology", doc["topology"])
     return pb.PlaceResponse(
+        api_version=doc["apiVersion"], levels=doc["levels"],
         fits=doc["fits"], reason=doc["reason"], solver=doc["solver"], optimal=doc["optimal"],
         pod_sets=[pb.PodSetPlacement(
             name=ps["name"], count=ps["count"],
-            assignments=[pb.NodeAssignment(node=a["node"], count=a["count"]) for a in ps["assignments"]],
+            assignments=[pb.NodeAssignment(domain=a["domain"], nodes=a["nodes"], count=a["count"])
+                         for a in ps["assignments"]],
             domains=[pb.LevelDomains(level=level, values=values) for level, values in ps["domains"].items()],
         ) for ps in doc["podSets"]],
         **extra,
@@ -106,6 +109,9 @@ def place_json_to_response(doc: Mapping[str, Any], **extra: Any) -> pb.PlaceResp
 def place_response_to_json(resp: pb.PlaceResponse) -> dict[str, Any]:
     """PlaceResponse -> exactly the ``toposched place --output json`` document."""
     return {
+        "apiVersion": resp.api_version,
+        "topology": resp.topology,
+        "levels": list(resp.levels),
         "fits": resp.fits,
         "reason": resp.reason,
         "solver": resp.solver,
@@ -114,7 +120,8 @@ def place_response_to_json(resp: pb.PlaceResponse) -> dict[str, Any]:
             {
                 "name": ps.name,
                 "count": ps.count,
-                "assignments": [{"node": a.node, "count": a.count} for a in ps.assignments],
+                "assignments": [{"domain": a.domain, "nodes": list(a.nodes), "count": a.count}
+                                for a in ps.assignments],
                 "domains": {d.level: list(d.values) for d in ps.domains},
             }
             for ps in resp.pod_sets

@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 import yaml
 
+from admission.validation import manifest_errors
 from scheduler.adapter import files as _files
 from scheduler.adapter.placement import build_tree, compute_placement, to_json
 from scheduler.adapter.topology_view import view_from_objects
@@ -136,7 +137,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             return structured_workload(request.workload.structured)
         try:
             return _files.workload_from_documents(_docs(request.workload.manifest, "workload.manifest"), "field",
-                                           "workload.manifest")
+                                                  "workload.manifest", manifest_errors)
         except UserError as err:
             raise _user_error_to_field(err) from err
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from admission.validation import manifest_errors
 from scheduler.adapter.files import load_nodes, load_pods, load_topology, load_workload
 from scheduler.adapter.placement import build_tree, compute_placement, to_json
 from scheduler.core.placement.planner import SOLVERS, Placement
@@ -30,9 +31,9 @@ from scheduler.errors import UserError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("place", help="compute a topology-aware placement for a Job or Workload")
+    p = sub.add_parser("place", help="compute a topology-aware placement for a Job, JobSet, PyTorchJob or Workload")
     p.add_argument("--nodes", type=Path, help="Nodes (kubectl get nodes -o yaml); required without --server")
-    p.add_argument("--workload", type=Path, required=True, help="a batch/v1 Job or a Kueue Workload")
+    p.add_argument("--workload", type=Path, required=True, help="a batch/v1 Job, JobSet, PyTorchJob or Kueue Workload")
     p.add_argument(
         "--topology", type=Path, help="a Kueue Topology (default: HyperPod network layers + hostname)"
     )
@@ -60,11 +61,12 @@ def render_text(doc: dict[str, Any]) -> str:
     lines = [f"fits (solver {solver}{', ' + proof if proof else ''})"]
     for ps in doc["podSets"]:
         rows = ps["assignments"]
-        lines.append(f"pod set {ps['name']}: {ps['count']} pod(s) on {len(rows)} node(s)")
-        for level, values in ps["domains"].items():
-            lines.append(f"  {level}: {len(values)} domain(s): {', '.join(values)}")
+        n_nodes = sum(len(row["nodes"]) for row in rows)
+        lines.append(f"pod set {ps['name']}: {ps['count']} pod(s) in {len(rows)} leaf domain(s), {n_nodes} node(s)")
+        for level, paths in ps["domains"].items():
+            lines.append(f"  {level}: {len(paths)} domain(s): {', '.join(paths)}")
         for row in rows:
-            lines.append(f"    {row['node']}: {row['count']}")
+            lines.append(f"    {row['domain']}: {row['count']}  (nodes: {', '.join(row['nodes'])})")
     return "\n".join(lines)
 
 
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--flavor needs --server (offline placement uses --topology)")
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods) if args.pods else []
-    workload = load_workload(args.workload)
+    workload = load_workload(args.workload, manifest_errors)
     topology = load_topology(args.topology) if args.topology else None
     tree = build_tree(nodes, pods, topology)
     placement = compute_placement(tree, workload, args.solver, args.time_budget_ms)
@@ -99,7 +101,7 @@ def run_remote(args: argparse.Namespace) -> int:
     from scheduler.api.convert import place_response_to_json
     from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 
-    load_workload(args.workload)
+    load_workload(args.workload, manifest_errors)
     request = pb.PlaceRequest(
         workload=pb.WorkloadInput(manifest=args.workload.read_bytes()),
         solver=pb.Solver.Value(f"SOLVER_{args.solver.upper()}"), time_budget_ms=max(args.time_budget_ms, 0),

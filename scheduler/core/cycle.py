@@ -282,7 +282,7 @@ class _Cycle:
                         entry.placements[p.name] = p
                         entry.tas_flavor[p.name] = flavor
                     continue
-                message = flavors_message(pod_sets[0].name, placement.reason)
+                message = flavors_message(placement.failed_pod_set or pod_sets[0].name, placement.reason)
                 failed = PendingReason.TOPOLOGY_FAILED.value
                 if not self._place(self._empty_tree(flavor), pod_sets, implied).fits:
                     entry.mode, entry.reason, entry.message = NO_FIT, failed, message

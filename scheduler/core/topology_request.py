@@ -72,6 +72,7 @@ class Reason(StrEnum):
     NOT_JSON_ARRAY = "NotJSONArray"
     LAYER_COUNT = "LayerCount"
     BAD_FIELD = "BadField"
+    SLICE_SIZE_REQUIRED = "SliceSizeRequired"
 
 
 # Kueue's wording where Kueue has one (tas_validation.go); ``{detail}`` is filled per error.
@@ -84,6 +85,7 @@ MESSAGES: Mapping[Reason, str] = {
     Reason.NOT_JSON_ARRAY: "must be a valid JSON array: {detail}",
     Reason.LAYER_COUNT: "topology constraints must contain between 1 and 3 entries",
     Reason.BAD_FIELD: "{detail}",
+    Reason.SLICE_SIZE_REQUIRED: f"must be set when '{ANN_SLICE_REQUIRED}' is specified",
 }
 
 
@@ -247,7 +249,10 @@ def _slices_from_annotations(annotations: Mapping[str, Any]) -> tuple[tuple[Slic
     level = bounded_text(annotations, ANN_SLICE_REQUIRED)
     if level is None:
         return (), False
-    return (SliceConstraint(level, slice_size_from_text(bounded_text(annotations, ANN_SLICE_SIZE) or "")),), False
+    size_text = bounded_text(annotations, ANN_SLICE_SIZE)
+    if size_text is None:  # Kueue's webhook: field.Required on the slice size annotation
+        raise TopologyRequestError(ANN_SLICE_SIZE, Reason.SLICE_SIZE_REQUIRED)
+    return (SliceConstraint(level, slice_size_from_text(size_text)),), False
 
 
 def request_from_annotations(

@@ -130,8 +130,12 @@ class KueueHandle(peers.PeerHandle):
 
 
 def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeout_s: float = 120,
-                extra_args: tuple[str, ...] = (), feature_gates: str = FEATURE_GATES) -> KueueHandle:
-    """Run the real Kueue controller against ``cluster`` (CRDs are installed by the cluster)."""
+                extra_args: tuple[str, ...] = (), feature_gates: str = FEATURE_GATES,
+                integrations: tuple[str, ...] = ("batch/job",)) -> KueueHandle:
+    """Run the real Kueue controller against ``cluster`` (CRDs are installed by the cluster).
+    ``integrations``: Kueue's ``integrations.frameworks``; for one beyond batch/job the kind's
+    CRD must be installed first (e.g. ``jobset.x-k8s.io/jobset`` after the JobSet CRD), and
+    Kueue's webhooks for that API group are registered too."""
 
     binary = ensure_kueue()
     _ensure_metrics_cert()
@@ -143,7 +147,7 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
     # controller-runtime's webhook server reads tls.crt / tls.key from certDir.
     pair = certs.issue(ca, cert_dir, "tls", "kueue-webhook", server=True, dns_names=("localhost",), ips=(LOOPBACK,))
     assert pair.cert.name == "tls.crt"
-    config = kueue_configuration(ports, cert_dir)
+    config = kueue_configuration(ports, cert_dir, integrations=integrations)
     config_path = kdir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
@@ -159,11 +163,12 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
         peers.wait_http_ready(f"http://{LOOPBACK}:{ports.health}/readyz", proc, timeout_s)
         peers.wait_tls(ports.webhook, ca.cert, "Kueue", timeout_s)
         # Kueue's webhooks for the objects the harness uses (Workload, queues, flavors,
-        # Topology, priority classes and batch Jobs); JobSet, MPIJob, Ray, ... CRDs are absent.
+        # Topology, priority classes, batch Jobs and the integrations' kinds); the CRDs of the
+        # other kinds (MPIJob, Ray, ...) are absent.
+        groups = {"kueue.x-k8s.io", "batch"} | {framework.partition("/")[0] for framework in integrations}
         peers.register_webhooks(kube, peers.webhook_configurations(
             kueue_module_dir() / "config" / "components" / "webhook" / "manifests.yaml",
-            f"https://{LOOPBACK}:{ports.webhook}", ca.cert.read_text(), {"kueue.x-k8s.io", "batch"},
-            "toposched-peer-"))
+            f"https://{LOOPBACK}:{ports.webhook}", ca.cert.read_text(), groups, "toposched-peer-"))
     except BaseException:
         handle.stop()
         raise

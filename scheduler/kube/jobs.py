@@ -14,15 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.core.topology_request import ANN_UNCONSTRAINED, request_from_annotations, request_to_kueue
+from scheduler.adapter.jobkinds import batch_job_pod_sets, jobset_pod_sets, kubeflow_pod_sets
+from scheduler.core.topology_request import ANN_UNCONSTRAINED
 from scheduler.core.workload import (
     ANN_WORKLOAD,
-    DEFAULT_POD_SET,
-    JOB_COMPLETION_INDEX,
     LABEL_PODSET,
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
-    job_pod_count,
     kueue_workload_name,
 )
 from scheduler.kube.informer import JOBS, JOBSETS, PYTORCHJOBS, Resource
@@ -85,17 +83,6 @@ class JobIntegration(Protocol):
     def can_restore(self, job: Mapping[str, Any]) -> bool: ...
 
 
-def topology_request_from_template(template: Mapping[str, Any], pod_index_label: str | None,
-                                   sub_group: tuple[str, int] | None = None) -> dict[str, Any] | None:
-    """Kueue's ``PodSetTopologyRequest`` from pod-template annotations (jobframework rules, via
-    the codec). ``sub_group``: (index label, count) of a pod set made of several child jobs
-    (JobSet). Raises :class:`TopologyRequestError` for a malformed annotation: like Kueue's
-    job reconciler, no Workload is created for such a job."""
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
-    request = request_from_annotations(annotations, pod_index_label, sub_group)
-    return (request_to_kueue(request) or None) if request is not None else None
-
-
 def template_start_patch(template: Mapping[str, Any], start: PodSetStart, workload_name: str) -> dict[str, Any]:
     """Merge patch of one pod template at start: the flavor's (and required domain's) node
     selector, its tolerations, the workload annotation and the pod-set label."""
@@ -155,12 +142,7 @@ class BatchJob:
     resource = JOBS
 
     def pod_sets(self, job: Mapping[str, Any]) -> list[dict[str, Any]]:
-        template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
-        ps: dict[str, Any] = {"name": DEFAULT_POD_SET, "count": job_pod_count(job), "template": template}
-        request = topology_request_from_template(template, JOB_COMPLETION_INDEX)
-        if request:
-            ps["topologyRequest"] = request
-        return [ps]
+        return batch_job_pod_sets(job)
 
     def is_suspended(self, job: Mapping[str, Any]) -> bool:
         return bool((job.get("spec") or {}).get("suspend"))
@@ -200,8 +182,6 @@ class BatchJob:
         return int(status.get("active") or 0) + int(status.get("terminating") or 0)
 
 
-JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"  # child Job's index within its replicated job
-
 
 class JobSetJob:
     """jobset.x-k8s.io/v1alpha2 JobSet, as Kueue's JobSet integration: one pod set per
@@ -220,18 +200,7 @@ class JobSetJob:
         return [dict(rj) for rj in (jobset.get("spec") or {}).get("replicatedJobs") or ()]
 
     def pod_sets(self, jobset: Mapping[str, Any]) -> list[dict[str, Any]]:
-        out = []
-        for rj in self._replicated_jobs(jobset):
-            job_spec = ((rj.get("template") or {}).get("spec") or {})
-            replicas = int(rj.get("replicas", 1) or 0)
-            template = copy.deepcopy(job_spec.get("template") or {})
-            ps: dict[str, Any] = {"name": rj.get("name", DEFAULT_POD_SET), "template": template,
-                                  "count": replicas * job_pod_count({"spec": job_spec})}
-            request = topology_request_from_template(template, JOB_COMPLETION_INDEX, (JOBSET_JOB_INDEX, replicas))
-            if request:
-                ps["topologyRequest"] = request
-            out.append(ps)
-        return out
+        return jobset_pod_sets(jobset)
 
     def is_suspended(self, jobset: Mapping[str, Any]) -> bool:
         return bool((jobset.get("spec") or {}).get("suspend"))
@@ -286,8 +255,6 @@ class JobSetJob:
         return sum(int(s.get("active") or 0) for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or ())
 
 
-KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
-
 
 class PyTorchJobJob:
     """kubeflow.org/v1 PyTorchJob, as Kueue's Kubeflow integration: one pod set per replica type
@@ -307,17 +274,7 @@ class PyTorchJobJob:
         return [(t, specs[t]) for t in self.ordered_replica_types if specs.get(t) is not None]
 
     def pod_sets(self, job: Mapping[str, Any]) -> list[dict[str, Any]]:
-        out = []
-        for replica_type, spec in self._replicas(job):
-            template = copy.deepcopy(spec.get("template") or {})
-            replicas = spec.get("replicas")
-            ps: dict[str, Any] = {"name": replica_type.lower(), "template": template,
-                                  "count": 1 if replicas is None else int(replicas)}
-            request = topology_request_from_template(template, KUBEFLOW_REPLICA_INDEX)
-            if request:
-                ps["topologyRequest"] = request
-            out.append(ps)
-        return out
+        return kubeflow_pod_sets(job, self.replica_specs_field, self.ordered_replica_types)
 
     def is_suspended(self, job: Mapping[str, Any]) -> bool:
         return bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"))

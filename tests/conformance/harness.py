@@ -25,13 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL, LocalCluster
-from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS, Api
+from scheduler.devcluster.jobset import jobset_crd_file
+from scheduler.devcluster.peers import wait_crds_established
+from scheduler.kube.informer import JOBS, JOBSETS, NODES, PODS, WORKLOADS, Api
 
 ENGINES = ("kueue", "toposched")
 LAYER = "topology.k8s.aws/network-node-layer-"
@@ -156,6 +159,28 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def jobset_object(j: Mapping[str, Any]) -> dict[str, Any]:
+    """A JobSet from a compact row, one replicated job (replicas 1) per entry of ``jobs``::
+
+        {name: g, team: team-a, jobs: [{name: leader, pods: 1, gpus: 4, required: layer-2,
+                                        group: lw}, {name: workers, pods: 3, required: layer-2,
+                                        group: lw}]}
+    Each entry is a :func:`job_object` row; ``group`` sets ``kueue.x-k8s.io/podset-group-name``."""
+    ns = team_namespace(j.get("team", "team-a"))
+    replicated = []
+    for row in j["jobs"]:
+        job = job_object({**row, "team": j.get("team", "team-a")})
+        if row.get("group"):
+            job["spec"]["template"]["metadata"]["annotations"][ANN + "group-name"] = row["group"]
+        replicated.append({"name": row["name"], "replicas": 1, "template": {"spec": job["spec"]}})
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": j["name"], "namespace": ns,
+                     "labels": {"kueue.x-k8s.io/queue-name": j.get("queue", f"{ns}-localqueue")}},
+        "spec": {"replicatedJobs": replicated},
+    }
+
+
 # ---------------------------------------------------------------------------- observation
 @dataclass
 class JobOutcome:
@@ -218,6 +243,7 @@ class Run:
     nodes: list[dict[str, Any]]
     namespaces: list[str]
     extra: Any = None
+    jobsets: bool = False  # the JobSet CRD is installed (and the engine manages JobSets)
     outcomes: dict[str, JobOutcome] = field(default_factory=dict)
     deleted_nodes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -243,7 +269,7 @@ class Run:
         out: dict[str, dict[str, Any]] = {}
         for wl in wls:
             for ref in (wl["metadata"].get("ownerReferences") or []):
-                if ref.get("kind") == "Job":
+                if ref.get("kind") in ("Job", "JobSet"):
                     out[ref["name"]] = dict(wl)
         return out
 
@@ -296,11 +322,11 @@ class Run:
                              f"{self.cluster.logs}")
 
     # ---- steps --------------------------------------------------------------------------
-    def create_job(self, row: Mapping[str, Any]) -> None:
-        obj = job_object(row)
+    def create_job(self, row: Mapping[str, Any], kind: str = "Job") -> None:
+        obj = jobset_object(row) if kind == "JobSet" else job_object(row)
         out = self.outcomes.setdefault(row["name"], JobOutcome(row["name"]))
         try:
-            self.api.create(JOBS, obj, obj["metadata"]["namespace"])
+            self.api.create(JOBSETS if kind == "JobSet" else JOBS, obj, obj["metadata"]["namespace"])
         except client.ApiException as exc:
             import json
 
@@ -381,12 +407,13 @@ class Run:
         for p in self.api.list(PODS, "default", labelSelector="toposched.dev/conformance=occupy").get("items", []):
             self.api.delete(PODS, p["metadata"]["name"], "default", gracePeriodSeconds=0)
         for ns in self.namespaces:
-            for job in self.api.list(JOBS, ns).get("items", []):
-                try:
-                    self.api.delete(JOBS, job["metadata"]["name"], ns, propagationPolicy="Background")
-                except client.ApiException as exc:
-                    if exc.status != 404:
-                        raise
+            for resource in (JOBS, JOBSETS) if self.jobsets else (JOBS,):
+                for job in self.api.list(resource, ns).get("items", []):
+                    try:
+                        self.api.delete(resource, job["metadata"]["name"], ns, propagationPolicy="Background")
+                    except client.ApiException as exc:
+                        if exc.status != 404:
+                            raise
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             wls = self.workloads()
@@ -451,8 +478,11 @@ class Run:
 
 
 def start_run(engine: str, directory: Path, description: Mapping[str, Any], queues: Mapping[str, Any],
-              controller_args: tuple[str, ...] = ()) -> Run:
-    """A fresh control plane with the group's nodes and queues, and one engine."""
+              controller_args: tuple[str, ...] = (), jobsets: bool = False) -> Run:
+    """A fresh control plane with the group's nodes and queues, and one engine. ``jobsets``:
+    install the JobSet CRD first and let the engine manage JobSets (Kueue's jobset
+    integration; toposched's is always on). No JobSet controller runs: admission is what the
+    scenarios compare, and it needs only the JobSet object."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}")
     from scheduler.devcluster.kueue import KueueCluster
@@ -467,10 +497,13 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
         create_nodes(kube, nodes, FAKE_NODE_LABEL)
         extra: Any = None
         objs = queue_objects(queues)
+        if jobsets:
+            _install_jobset_crd(kube)
         if engine == "kueue":
             from scheduler.devcluster.kueue import start_kueue
 
-            extra = start_kueue(cluster)
+            extra = start_kueue(cluster, integrations=("batch/job", "jobset.x-k8s.io/jobset") if jobsets
+                                else ("batch/job",))
             apply_objects(kube, objs)
         else:
             from scheduler.devcluster.stack import StackPorts, start_toposched
@@ -480,13 +513,19 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
             apply_objects(kube, objs)
             start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
         namespaces = [team_namespace(t) for t in sorted(queues.get("teams") or {})]
-        run = Run(engine, cluster, api, kube, nodes, namespaces, extra)
+        run = Run(engine, cluster, api, kube, nodes, namespaces, extra, jobsets)
         run._wait_nodes_ready()
         _wait_queues_active(api, [f"{ns}-clusterqueue" for ns in namespaces], engine)
     except BaseException:
         cluster.stop()
         raise
     return run
+
+
+def _install_jobset_crd(kube: client.ApiClient) -> None:
+    crds = list(yaml.safe_load_all(jobset_crd_file().read_text()))
+    apply_objects(kube, crds)
+    wait_crds_established(kube, crds)
 
 
 def _wait_queues_active(api: Api, cqs: list[str], engine: str, timeout_s: float = 30) -> None:
@@ -520,6 +559,8 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
     for step in scenario["steps"]:
         if "job" in step:
             run.create_job(step["job"])
+        elif "jobset" in step:
+            run.create_job(step["jobset"], kind="JobSet")
         elif "jobs" in step:  # several at once (same cycle)
             for row in step["jobs"]:
                 run.create_job(row)

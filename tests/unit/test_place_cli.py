@@ -16,6 +16,10 @@ NODES, TOPO, PODS = DATA / "nodes.yaml", DATA / "topology.yaml", DATA / "pods.ya
 L3 = "topology.k8s.aws/network-node-layer-3"
 
 
+def ps_levels() -> tuple[str, ...]:
+    return (*(f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3)), "kubernetes.io/hostname")
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(["place", *argv])
     out = capsys.readouterr()
@@ -33,18 +37,22 @@ def run_json(capsys: pytest.CaptureFixture[str], workload: Path, *extra: str) ->
 def test_required_fits_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = run_json(capsys, DATA / "job-required-l3.yaml", "--topology", str(TOPO))
     assert code == 0
-    assert set(doc) == {"fits", "reason", "solver", "optimal", "podSets"}
+    assert set(doc) == {"apiVersion", "topology", "levels", "fits", "reason", "solver", "optimal", "podSets"}
+    assert doc["apiVersion"] == "toposched.io/place/v1"
+    assert doc["topology"] == "hyperpod" and doc["levels"] == list(ps_levels())
     assert doc["fits"] is True and doc["reason"] == "" and doc["solver"] in ("greedy", "cpsat")
     assert isinstance(doc["optimal"], bool)
     (ps,) = doc["podSets"]
     assert ps["name"] == "main" and ps["count"] == 3
     assert sum(a["count"] for a in ps["assignments"]) == 3
-    assert all(set(a) == {"node", "count"} for a in ps["assignments"])
-    assert list(ps["domains"]) == [f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3)] + [
-        "kubernetes.io/hostname"
-    ]
+    assert all(set(a) == {"domain", "nodes", "count"} for a in ps["assignments"])
+    assert list(ps["domains"]) == list(ps_levels())
     assert len(ps["domains"][L3]) == 1  # required: one layer-3 domain
-    assert sorted(ps["domains"]["kubernetes.io/hostname"]) == sorted(a["node"] for a in ps["assignments"])
+    # Full value paths: every domain path extends its parent's; leaves are the assignments' domains.
+    assert sorted(ps["domains"]["kubernetes.io/hostname"]) == sorted(a["domain"] for a in ps["assignments"])
+    for a in ps["assignments"]:
+        assert a["domain"].split("/")[:3] == ps["domains"][L3][0].split("/")
+        assert a["nodes"] == [a["domain"].split("/")[-1]]  # hostname lowest: one node per leaf
 
 
 def test_does_not_fit_exit_1_with_kueue_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,10 +72,10 @@ def test_unknown_level_is_a_no_fit(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_pods_file_uses_capacity(capsys: pytest.CaptureFixture[str]) -> None:
     _, before = run_json(capsys, DATA / "job-required-l3.yaml", "--solver", "greedy")
-    assert "n-a1-0" in {a["node"] for a in before["podSets"][0]["assignments"]}
+    assert "n-a1-0" in {n for a in before["podSets"][0]["assignments"] for n in a["nodes"]}
     code, after = run_json(capsys, DATA / "job-required-l3.yaml", "--solver", "greedy", "--pods", str(PODS))
     assert code == 0
-    assert "n-a1-0" not in {a["node"] for a in after["podSets"][0]["assignments"]}
+    assert "n-a1-0" not in {n for a in after["podSets"][0]["assignments"] for n in a["nodes"]}
 
 
 @pytest.mark.parametrize("solver", ["greedy", "cpsat", "auto"])
@@ -140,7 +148,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
         (
             "--workload",
             "kind: Deployment\nmetadata: {name: d}\n",
-            "kind: expected a batch/v1 Job or a Kueue Workload",
+            "kind: expected a batch/v1 Job, a JobSet, a PyTorchJob or a Kueue Workload, got 'Deployment'",
         ),
         ("--workload", "kind: Job\nmetadata: {name: j}\nspec: {}\n", "spec.template"),
         ("--workload", "", "empty"),

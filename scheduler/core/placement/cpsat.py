@@ -71,13 +71,41 @@ def objective(tree: TopologyTree, fit: IntArray, leaf_pods: Mapping[int, int]) -
     return (*spans, frag)
 
 
+def _holds_all(prob: Problem, lvl: int) -> BoolArray:
+    """Per domain at ``lvl``: can it hold the whole pod set? At or above the slice level in
+    whole slices; below it a domain lies inside one slice domain, so pods are what count."""
+    if prob.slice_size > 1 and lvl <= prob.slice_level:
+        held: BoolArray = prob.units[lvl] >= prob.needed
+        return held
+    enough: BoolArray = prob.pod_counts[lvl] >= prob.pod_set.count
+    return enough
+
+
 def _fit_level(prob: Problem, count: int) -> int:
     """Deepest level (>= the required level) with one domain holding ``count`` pods; -1 if none."""
     low = prob.level if prob.mode == "required" else 0
     for lvl in range(len(prob.tree.levels) - 1, low - 1, -1):
-        if len(prob.pod_counts[lvl]) and int(prob.pod_counts[lvl].max()) >= count:
+        if len(prob.pod_counts[lvl]) and bool(_holds_all(prob, lvl).any()):
             return lvl
     return -1
+
+
+def slice_step(prob: Problem) -> int:
+    """Pods per leaf must be a multiple of this: the slice size when slices are leaves."""
+    return prob.slice_size if prob.slice_size > 1 and prob.slice_level == len(prob.tree.levels) - 1 else 1
+
+
+def slices_respected(prob: Problem, leaf_pods: Mapping[int, int]) -> bool:
+    """Every slice-level domain holds whole slices and the total is the pod set's count."""
+    if sum(leaf_pods.values()) != prob.pod_set.count:
+        return False
+    if prob.slice_size <= 1:
+        return True
+    per_domain: dict[int, int] = {}
+    for leaf, pods in leaf_pods.items():
+        dom = prob.tree.ancestor(leaf, prob.slice_level)
+        per_domain[dom] = per_domain.get(dom, 0) + pods
+    return all(pods % prob.slice_size == 0 for pods in per_domain.values())
 
 
 @dataclass(frozen=True)
@@ -131,6 +159,8 @@ class _LeafVars:
     pods: list[cp_model.IntVar] = field(default_factory=list)
     caps: list[int] = field(default_factory=list)  # free pods per leaf of the group
     members: list[list[int]] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)  # per group, its leaves' parent domain
+    step: int = 1  # pods per leaf come in multiples of this (leaf-level slices)
 
 
 def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: float = 0.1) -> Improvement:
@@ -166,6 +196,7 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
     if not leaf_vars.pods:
         return fallback("EMPTY_MODEL")
     model.add(sum(leaf_vars.pods) == count)
+    _whole_slices(model, prob, cands, leaf_vars)
     if not _minimize(model, prob, f, dom_vars, leaf_vars):
         return fallback("OBJECTIVE_OVERFLOW")
     solver = cp_model.CpSolver()
@@ -177,6 +208,8 @@ def improve(prob: Problem, greedy_leaf_pods: dict[int, int], *, time_budget_s: f
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return fallback(status_name)
     result = _read_solution(solver, leaf_vars)
+    if not slices_respected(prob, result):  # never expected; a wrong answer must not escape
+        return fallback("SLICES_VIOLATED")
     obj = objective(tree, fit, result)
     best_pods, best_obj = (result, obj) if obj <= hint.objective else (hint.leaf_pods, hint.objective)
     if not best_obj < greedy_obj:  # ties keep the greedy (Kueue) answer
@@ -211,7 +244,7 @@ def _candidate_pool(prob: Problem, f: int, top: int) -> IntArray:
     count = prob.pod_set.count
     pods_top = prob.pod_counts[top]
     if f >= 0:
-        pool = np.nonzero(pods_top >= count)[0]
+        pool = np.nonzero(_holds_all(prob, top))[0]
         # Most promising first: fewest children needed at level f+1 (a lower bound on the
         # next objective term), then tightest.
         need = _children_needed(prob, f, count)[pool]
@@ -276,7 +309,8 @@ def _multi_start(prob: Problem, f: int, tops: list[int], greedy: _Hint, budget: 
         if budget.past(0.4):
             break
         try:
-            tried = descend(prob, f, [(cand, prob.pod_set.count)])
+            units = prob.needed if f <= prob.slice_level else prob.pod_set.count  # slices or pods at f
+            tried = descend(prob, f, [(cand, units)])
         except PlacementError:
             continue
         tried_obj = objective(prob.tree, prob.fit.counts, tried)
@@ -361,17 +395,20 @@ def _leaf_groups(
     for leaf, key in zip(live_in.tolist(), key_of_leaf[live_in].tolist(), strict=True):
         members.setdefault(int(key), []).append(int(leaf))
     hinted = set(hint.leaf_pods)
-    out = _LeafVars()
+    step = slice_step(prob)
+    out = _LeafVars(step=step)
     for gi, (key, par) in enumerate(zip(group_keys.tolist(), group_parent.tolist(), strict=True)):
         if gi % 64 == 0 and budget.past(0.75):
             return None
         leaves = members[int(key)]
-        cap = int(key) % cands.max_fit
+        cap = (int(key) % cands.max_fit) // step * step  # whole leaf-level slices only
         m = len(leaves)
-        used = model.new_int_var(0, m, f"u{key}")
+        used = model.new_int_var(0, m if cap else 0, f"u{key}")
         pods = model.new_int_var(0, min(m * cap, count), f"p{key}")
         model.add(pods <= cap * used)
-        model.add(pods >= used)
+        model.add(pods >= step * used)
+        if step > 1:  # whole slices per leaf: with pods >= step * used, each used leaf gets k * step
+            model.add(pods == step * model.new_int_var(0, count // step, f"k{key}"))
         if cands.parent_level > f:
             pvar = dom_vars[cands.parent_level].get(int(par))
             if pvar is None:
@@ -386,7 +423,29 @@ def _leaf_groups(
         out.pods.append(pods)
         out.caps.append(cap)
         out.members.append(leaves)
+        out.parents.append(int(par))
     return out
+
+
+def _whole_slices(model: cp_model.CpModel, prob: Problem, cands: _Candidates, leaf_vars: _LeafVars) -> None:
+    """Slices above the leaves: the pods under each slice-level domain are a multiple of the
+    slice size (a slice never straddles two such domains). Leaf-level slices are handled per
+    group (multiples of the size per leaf)."""
+    if prob.slice_size <= 1 or slice_step(prob) > 1:
+        return
+    tree = prob.tree
+    parents = np.array(leaf_vars.parents, dtype=np.int64)
+    if cands.parent_level > prob.slice_level:
+        slice_doms = _lift(tree, parents, cands.parent_level, prob.slice_level)
+    else:
+        slice_doms = parents
+    by_domain: dict[int, list[cp_model.IntVar]] = {}
+    for dom, pods in zip(slice_doms.tolist(), leaf_vars.pods, strict=True):
+        by_domain.setdefault(int(dom), []).append(pods)
+    count = prob.pod_set.count
+    for dom, pods_vars in by_domain.items():
+        slices = model.new_int_var(0, count // prob.slice_size, f"slices{dom}")
+        model.add(sum(pods_vars) == prob.slice_size * slices)
 
 
 def _minimize(
@@ -433,15 +492,16 @@ def _read_solution(solver: cp_model.CpSolver, leaf_vars: _LeafVars) -> dict[int,
     """Pods per leaf: each used leaf of a group gets one pod, the rest fills them in order."""
     result: dict[int, int] = {}
     groups = zip(leaf_vars.used, leaf_vars.pods, leaf_vars.caps, leaf_vars.members, strict=True)
+    step = leaf_vars.step
     for used, pods, cap, leaves in groups:
         u, p = int(solver.value(used)), int(solver.value(pods))
         if u == 0 or p == 0:
             continue
         take = sorted(leaves)[:u]
-        rest = p - u
+        rest = p - step * u
         for leaf in take:
-            extra = min(cap - 1, rest)
-            result[leaf] = 1 + extra
+            extra = min(cap - step, rest)
+            result[leaf] = step + extra
             rest -= extra
     return result
 

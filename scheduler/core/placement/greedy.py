@@ -24,7 +24,6 @@ import numpy as np
 from scheduler.core.placement.quality import level_spans
 from scheduler.core.placement.types import (
     DomainAssignment,
-    Placement,
     PlacementError,
     PodSetPlacement,
 )
@@ -223,13 +222,41 @@ def take_in_order(
     return taken
 
 
-def _no_fit(prob: Problem, fitting: int) -> PlacementError:
-    name, needed, word = prob.tree.name, prob.needed, prob.unit_word
+def no_fit_error(prob: Problem, fitting: int, needed: int | None = None, level: int | None = None) -> PlacementError:
+    """Kueue's no-fit message: ``fitting`` of ``needed`` units (the request's by default); for a
+    multi-layer slice request the per-level form, measured in the best domain at ``level``."""
+    constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
+    if len(constraints) > 1:
+        return PlacementError(multi_layer_no_fit_message(prob, prob.level if level is None else level))
+    name, word = prob.tree.name, prob.unit_word
+    needed = prob.needed if needed is None else needed
     if fitting <= 0:
         msg = f'topology "{name}" doesn\'t allow to fit any of {needed} {word}'
     else:
         msg = f'topology "{name}" allows to fit only {fitting} out of {needed} {word}'
     return PlacementError(msg + prob.fit.stats_suffix())
+
+
+def multi_layer_no_fit_message(prob: Problem, level: int) -> str:
+    """``topology "t" doesn't allow to fit; a/b slice(s) fit on level L; ...`` (Kueue's
+    ``multiLayerNotFitMessage``): per slice layer, the slices of that layer that fit inside the
+    domain of ``level`` with the most outer slices (ties: the first by path), against the
+    slices the pod set needs (count // layer size)."""
+    tree = prob.tree
+    message = f'topology "{tree.name}" doesn\'t allow to fit'
+    units = prob.units[level]
+    if len(units) == 0:
+        return message
+    best = int(np.argmax(units))  # first maximum = smallest path
+    constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
+    for c in constraints:
+        target = tree.level_index(c.level)
+        start, end = best, best + 1
+        for lvl in range(level, target):
+            start, end = int(tree.child_start[lvl][start]), int(tree.child_end[lvl][end - 1])
+        fit = int((prob.pod_counts[target][start:end] // c.size).sum())
+        message += f"; {fit}/{prob.pod_set.count // c.size} slice(s) fit on level {c.level}"
+    return message + prob.fit.stats_suffix()
 
 
 def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
@@ -249,13 +276,13 @@ def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
             if len(fits):
                 return level, [(int(order[int(fits[0])]), needed)]
         if prob.mode == "required":
-            raise _no_fit(prob, int(units.max()))
+            raise no_fit_error(prob, int(units.max()), level=level)
         if prob.mode == "preferred" and level > 0:
             level -= 1
             continue
         taken = take_in_order(units, order, needed, prob.best_fit)
         if taken is None:
-            raise _no_fit(prob, int(units.sum()))
+            raise no_fit_error(prob, int(units.sum()), level=level)
         return level, taken
 
 
@@ -277,7 +304,7 @@ def descend(prob: Problem, level: int, chosen: list[tuple[int, int]]) -> dict[in
             order = sort_domains(prob, child_level, kids)
             taken = take_in_order(child_units, order, sum(current.values()), prob.best_fit)
             if taken is None:  # cannot happen: parents' units are sums of children's
-                raise _no_fit(prob, 0)
+                raise no_fit_error(prob, 0)
             current = dict(taken)
         else:
             ratio_num = prob.units_per_level[parent_level]
@@ -289,7 +316,7 @@ def descend(prob: Problem, level: int, chosen: list[tuple[int, int]]) -> dict[in
                 order = sort_domains(prob, child_level, kids)
                 taken = take_in_order(child_units, order, need, prob.best_fit)
                 if taken is None:
-                    raise _no_fit(prob, 0)
+                    raise no_fit_error(prob, 0)
                 for dom, amount in taken:
                     nxt[dom] = nxt.get(dom, 0) + amount
             current = nxt
@@ -339,23 +366,3 @@ def consume(
     leaves = np.fromiter(leaf_pods.keys(), dtype=np.int64, count=len(leaf_pods))
     counts = np.fromiter(leaf_pods.values(), dtype=np.int64, count=len(leaf_pods))
     free[leaves] -= counts[:, None] * vec[None, :]
-
-
-def place_greedy(
-    tree: TopologyTree, pod_sets: Sequence[PodSetSpec], *, implied_tas: bool = False
-) -> Placement:
-    """All pod sets of one workload, sequentially, with assumed usage (Kueue)."""
-    free = tree.free.copy()
-    placed: list[PodSetPlacement] = []
-    for ps in pod_sets:
-        if ps.count <= 0:  # count-0 pod sets are skipped by TAS
-            placed.append(PodSetPlacement(ps.name, 0, tree.assignment_levels(), ()))
-            continue
-        try:
-            prob = prepare(tree, ps, implied_tas=implied_tas, free=free)
-            leaf_pods = place_pod_set(prob)
-        except PlacementError as err:
-            return Placement(False, str(err), "greedy", False, ())
-        consume(tree, free, prob.per_pod, leaf_pods)
-        placed.append(measured_placement(prob, leaf_pods))
-    return Placement(True, "", "greedy", False, tuple(placed))

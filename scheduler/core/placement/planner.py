@@ -13,14 +13,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scheduler.core.placement import cpsat, greedy
+import numpy as np
+
+from scheduler.core.placement import cpsat, greedy, groups
 from scheduler.core.placement.types import (
     DomainAssignment,
     Placement,
     PlacementError,
     PodSetPlacement,
 )
-from scheduler.core.topology import TopologyTree
+from scheduler.core.resources import with_pod_slot
+from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec
 
 __all__ = [
@@ -39,7 +42,12 @@ _AUTO_MIN_CANDIDATE_LEAVES = 2
 
 
 def _cpsat_eligible(prob: greedy.Problem) -> bool:
-    return prob.mode in ("required", "preferred") and prob.slice_size == 1 and len(prob.tree.levels) > 1
+    """Required / preferred requests on a tree with levels to choose among; slices when there
+    is one slice layer that divides the count (inner layers and partial slices stay greedy)."""
+    if prob.mode not in ("required", "preferred") or len(prob.tree.levels) <= 1:
+        return False
+    constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
+    return len(constraints) <= 1 and prob.pod_set.count % prob.slice_size == 0
 
 
 def place_workload(
@@ -64,8 +72,6 @@ def place_workload(
         time_budget_s /= 2
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
-    if solver == "greedy":
-        return greedy.place_greedy(tree, pod_sets, implied_tas=implied_tas)
     deadline = time.monotonic() + max(time_budget_s, 0.0)
     return _place_in_order(tree, pod_sets, solver, deadline, implied_tas)
 
@@ -95,34 +101,115 @@ class _SolverUse:
 
 def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: str, deadline: float,
                     implied_tas: bool) -> Placement:
-    """Pod sets one after another, each seeing the assumed usage of those before it: greedy
-    first, then CP-SAT's improvement where it is wanted, within the shared deadline."""
+    """Groups of pod sets one after another (Kueue's order), each seeing the assumed usage of
+    those before it: greedy first, then CP-SAT's improvement where it is wanted, within the
+    shared deadline. A leader + workers group is placed jointly (:mod:`groups`)."""
     multi = sum(1 for ps in pod_sets if ps.count > 0) > 1
     free = tree.free.copy()
-    placed: list[PodSetPlacement] = []
+    placed: dict[int, PodSetPlacement] = {}
     use = _SolverUse()
-    for index, ps in enumerate(pod_sets):
-        if ps.count <= 0:
-            placed.append(PodSetPlacement(ps.name, 0, tree.assignment_levels(), ()))
-            continue
+    for members in groups.group_order(pod_sets):
+        current = members[0]
         try:
-            prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free)
-            leaf_pods = greedy.place_pod_set(prob)
+            if _placed_jointly(pod_sets, members):
+                placed.update(_place_group(tree, pod_sets, members, free, solver, deadline, use))
+                use.all_optimal = False  # the leader stays where Kueue puts it: no optimality proof
+                continue
+            for current in members:
+                placed[current] = _place_one(tree, pod_sets, current, free, solver, deadline, implied_tas, multi,
+                                             use)
         except PlacementError as err:
-            return Placement(False, str(err), use.name, False, ())
-        improved = False
-        if _wants_cpsat(prob, leaf_pods, solver, multi):
-            leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
-        else:
-            use.all_optimal = False
-        greedy.consume(tree, free, prob.per_pod, leaf_pods)
-        placed.append(greedy.measured_placement(prob, leaf_pods, improved))
-    return Placement(True, "", use.name, use.used_cpsat and use.all_optimal, tuple(placed))
+            return Placement(False, str(err), use.name, False, (), failed_pod_set=pod_sets[current].name)
+    ordered = tuple(placed[i] for i in range(len(pod_sets)))
+    return Placement(True, "", use.name, use.used_cpsat and use.all_optimal, ordered)
+
+
+def _placed_jointly(pod_sets: Sequence[PodSetSpec], members: Sequence[int]) -> bool:
+    """A group Kueue places in one descent: two non-empty pod sets, one of them a single pod
+    (Kueue's webhook admits no other group shape)."""
+    if len(members) != 2:
+        return False
+    counts = sorted(pod_sets[i].count for i in members)
+    return counts[0] == 1
+
+
+def _place_group(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], members: Sequence[int], free: IntArray,
+                 solver: str, deadline: float, use: _SolverUse) -> dict[int, PodSetPlacement]:
+    """Kueue's joint placement of a leader + workers group; with CP-SAT, the workers re-solved
+    around the leader (see :func:`_improve_group_workers`)."""
+    leader, workers = groups.leader_and_workers([pod_sets[i] for i in members])
+    assert leader is not None  # two members
+    result = groups.place_group(tree, leader, workers, free)
+    leader_per_pod = with_pod_slot(leader.requests)
+    worker_pods, improved = result.worker_pods, False
+    if solver != "greedy" and _cpsat_eligible(result.workers):
+        worker_pods, improved = _improve_group_workers(tree, result, leader_per_pod, free,
+                                                       max(deadline - time.monotonic(), 0.0), use)
+    greedy.consume(tree, free, leader_per_pod, result.leader_pods)
+    greedy.consume(tree, free, result.workers.per_pod, worker_pods)
+    by_name = {
+        leader.name: greedy.to_pod_set_placement(tree, leader, result.leader_pods),
+        workers.name: greedy.measured_placement(result.workers, worker_pods, improved),
+    }
+    return {i: by_name[pod_sets[i].name] for i in members}
+
+
+def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leader_per_pod: Mapping[str, int],
+                           free: IntArray, time_budget_s: float, use: _SolverUse) -> tuple[dict[int, int], bool]:
+    """CP-SAT for a group's workers with the leader kept on Kueue's leaf: the workers may use
+    only the leader's domain at the requested level (so the group stays together) and the
+    capacity the leader leaves. Taken only when leader + workers together span strictly fewer
+    domains (the objective) than Kueue's answer; Kueue's otherwise."""
+    prob = result.workers
+    (leader_leaf,) = result.leader_pods
+    home = tree.ancestor(leader_leaf, prob.level)
+    inside = tree.ancestors_array(prob.level) == home
+    if not all(bool(inside[leaf]) for leaf in result.worker_pods):
+        return result.worker_pods, False  # Kueue spread the group (preferred): keep its answer
+    around_leader = free.copy()
+    around_leader[leader_leaf] -= tree.request_vector(leader_per_pod)
+    around_leader[~inside] = 0
+    try:
+        inner = greedy.prepare(tree, prob.pod_set, free=around_leader)
+    except PlacementError:
+        return result.worker_pods, False
+    found = cpsat.improve(inner, dict(result.worker_pods), time_budget_s=time_budget_s)
+    if not found.used:
+        return result.worker_pods, False
+    use.used_cpsat = True
+
+    def together(worker_pods: Mapping[int, int]) -> tuple[int, ...]:
+        merged = dict(worker_pods)
+        merged[leader_leaf] = merged.get(leader_leaf, 0) + 1
+        return cpsat.objective(tree, inner.fit.counts + (np.arange(tree.n_leaves) == leader_leaf), merged)
+
+    if cpsat.slices_respected(inner, found.leaf_pods) and together(found.leaf_pods) < together(result.worker_pods):
+        return found.leaf_pods, True
+    return result.worker_pods, False
+
+
+def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, free: IntArray, solver: str,
+               deadline: float, implied_tas: bool, multi: bool, use: _SolverUse) -> PodSetPlacement:
+    """One pod set on its own (raises PlacementError with Kueue's message)."""
+    ps = pod_sets[index]
+    if ps.count <= 0:  # count-0 pod sets are skipped by TAS
+        return PodSetPlacement(ps.name, 0, tree.assignment_levels(), ())
+    prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free)
+    leaf_pods = greedy.place_pod_set(prob)
+    improved = False
+    if _wants_cpsat(prob, leaf_pods, solver, multi):
+        leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
+    else:
+        use.all_optimal = False
+    greedy.consume(tree, free, prob.per_pod, leaf_pods)
+    return greedy.measured_placement(prob, leaf_pods, improved)
 
 
 def _wants_cpsat(prob: greedy.Problem, leaf_pods: Mapping[int, int], solver: str, multi: bool) -> bool:
     """CP-SAT for an eligible request when asked, or ("auto") when the request is preferred or
     shares the cluster with other pod sets, unless one leaf already holds it all."""
+    if solver == "greedy":
+        return False
     want = _cpsat_eligible(prob) and (solver == "cpsat" or prob.mode == "preferred" or multi)
     if want and solver == "auto" and len(leaf_pods) < _AUTO_MIN_CANDIDATE_LEAVES:
         return False  # a single leaf holds it all: nothing to improve

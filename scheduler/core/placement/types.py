@@ -45,6 +45,10 @@ class Placement:
     solver: str  # "greedy" | "cpsat"
     optimal: bool  # cpsat proved optimality (greedy: False)
     pod_sets: tuple[PodSetPlacement, ...]
+    # The pod set Kueue's message names when it does not fit ("couldn't assign flavors to pod
+    # set <name>: ..."): the first that failed; for a PodSet group, its first pod set (Kueue
+    # picks one of the group's two at random: Go map order).
+    failed_pod_set: str = ""
 
 
 class PlacementError(Exception):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -61,6 +62,20 @@ def test_place_offline_nodes_and_topology_in_request(stub: Any, capsys: pytest.C
     assert place_response_to_json(resp) == want and resp.topology == "hyperpod"
 
 
+def test_place_jobset_group_equals_cli(stub: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A JobSet with a leader + workers PodSet group: the same place/v1 document both ways."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "jobs" / "jobset-podset-group.yaml"
+    code = main(["place", "--nodes", str(DATA / "nodes.yaml"), "--topology", str(DATA / "topology.yaml"),
+                 "--workload", str(example), "--output", "json", "--solver", "cpsat"])
+    want = json.loads(capsys.readouterr().out)
+    resp = stub.Place(pb.PlaceRequest(
+        workload=pb.WorkloadInput(manifest=example.read_bytes()), nodes=(DATA / "nodes.yaml").read_bytes(),
+        topology=(DATA / "topology.yaml").read_bytes(), solver=pb.SOLVER_CPSAT), timeout=10)
+    assert code == 0 and place_response_to_json(resp) == want
+    assert want["apiVersion"] == resp.api_version == "toposched.io/place/v1"
+    assert [ps["name"] for ps in want["podSets"]] == ["leader", "workers"]
+
+
 def test_place_structured_same_as_manifest(stub: Any) -> None:
     structured = pb.StructuredWorkload(name="s", pod_sets=[pb.PodSet(
         name="main", count=3, requests={"cpu": "8", GPU: "8"}, topology=pb.TopologyRequest(required=L3))])
@@ -92,12 +107,12 @@ def _admitted_workload(host: str, count: int) -> dict[str, Any]:
 
 def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: Any) -> None:
     first = stub.Place(pb.PlaceRequest(workload=manifest("job-required-l3.yaml"), solver=pb.SOLVER_GREEDY))
-    busy = first.pod_sets[0].assignments[0].node
+    busy = first.pod_sets[0].assignments[0].nodes[0]
     engine.replace(snapshot(flavors=[FLAVOR, PLAIN_FLAVOR], topologies=[TOPOLOGY],
                             workloads=[_admitted_workload(busy, 1)]))
     resp = stub.Place(pb.PlaceRequest(workload=manifest("job-required-l3.yaml"), solver=pb.SOLVER_GREEDY))
     assert resp.flavor == "gpu" and resp.topology == "hyperpod" and resp.fits  # the only TAS flavor
-    assert busy not in {a.node for a in resp.pod_sets[0].assignments}
+    assert busy not in {n for a in resp.pod_sets[0].assignments for n in a.nodes}
     named = stub.Place(pb.PlaceRequest(workload=manifest("job-required-l3.yaml"), flavor="gpu",
                                        solver=pb.SOLVER_GREEDY))
     assert place_response_to_json(named) == place_response_to_json(resp)
@@ -108,7 +123,7 @@ def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: An
     ({"workload": pb.WorkloadInput(manifest=b"kind: Job\nmetadata: {name: j}\nspec: {}\n")},
      "workload.manifest: spec.template"),
     ({"workload": pb.WorkloadInput(manifest=b"kind: Deployment\nmetadata: {name: d}\n")},
-     "workload.manifest: kind: expected a batch/v1 Job or a Kueue Workload"),
+     "workload.manifest: kind: expected a batch/v1 Job, a JobSet, a PyTorchJob or a Kueue Workload"),
     ({"workload": pb.WorkloadInput(manifest=b"a: [\n b")}, "workload.manifest: not valid YAML"),
     ({"workload": pb.WorkloadInput(manifest=b"\xff\xfe")}, "workload.manifest: not UTF-8"),
     ({"workload": pb.WorkloadInput(structured=pb.StructuredWorkload())}, "workload.structured.pod_sets:"),

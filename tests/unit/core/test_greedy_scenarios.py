@@ -254,7 +254,9 @@ CASES = [
         "multi-layer-no-fit-when-only-odd-hosts",
         [node("n1", rack="r1", cpu=3), node("n2", rack="r1", cpu=3)],
         [ps(6, required=BLOCK, slice_constraints=(SliceConstraint(RACK, 6), SliceConstraint(HOST, 2)))],
-        'topology "default" doesn\'t allow to fit any of 1 slice(s)',
+        # Kueue's multiLayerNotFitMessage (issue 15): per layer, slices that fit in the best block
+        'topology "default" doesn\'t allow to fit; 0/1 slice(s) fit on level cloud.com/topology-rack; '
+        "2/3 slice(s) fit on level kubernetes.io/hostname",
     ),
 ]
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.adapter.jobkinds import topology_request_from_template
 from scheduler.core.topology_request import (
     ANN_GROUP_NAME,
     ANN_PREFERRED,
@@ -29,7 +30,6 @@ from scheduler.core.topology_request import (
     request_to_annotations,
     request_to_kueue,
 )
-from scheduler.kube.jobs import topology_request_from_template
 
 L1, L2, L3 = (f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3))
 HOST = "kubernetes.io/hostname"
@@ -101,8 +101,8 @@ def test_v1beta1_and_v1beta2_slice_fields_are_read() -> None:
 ERROR_CASES: list[tuple[str, dict[str, Any], str, Reason, str]] = [
     ("slice size not numeric", {ANN_SLICE_REQUIRED: L3, ANN_SLICE_SIZE: "two"}, ANN_SLICE_SIZE, Reason.NOT_NUMERIC,
      f"annotation {ANN_SLICE_SIZE}: must be a numeric value"),
-    ("slice size missing", {ANN_SLICE_REQUIRED: L3}, ANN_SLICE_SIZE, Reason.NOT_NUMERIC,
-     f"annotation {ANN_SLICE_SIZE}: must be a numeric value"),
+    ("slice size missing", {ANN_SLICE_REQUIRED: L3}, ANN_SLICE_SIZE, Reason.SLICE_SIZE_REQUIRED,
+     f"annotation {ANN_SLICE_SIZE}: must be set when '{ANN_SLICE_REQUIRED}' is specified"),
     ("slice size above int32", {ANN_SLICE_REQUIRED: L3, ANN_SLICE_SIZE: str(2**31)}, ANN_SLICE_SIZE,
      Reason.NOT_NUMERIC, "must be a numeric value"),
     ("constraints not JSON", {ANN_SLICE_CONSTRAINTS: "[{"}, ANN_SLICE_CONSTRAINTS, Reason.NOT_JSON_ARRAY,

@@ -450,25 +450,35 @@ Global___PlaceRequest: _TypeAlias = PlaceRequest  # noqa: Y015
 
 @_typing.final
 class NodeAssignment(_message.Message):
-    """Pods of a pod set on one node (or one leaf domain when hostname is not a level)."""
+    """Pods of a pod set in one leaf domain (place/v1: named the same way whatever the lowest level is)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     NODE_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
+    DOMAIN_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
     node: _builtins.str
-    """Node name; "value/value/..." of the leaf domain when the leaf holds several nodes."""
+    """Deprecated, never set since place/v1: use domain and nodes."""
     count: _builtins.int
     """Pods placed there."""
+    domain: _builtins.str
+    """Full value path of the leaf domain, top level first, joined by "/" (e.g. "b1/r1/host-3")."""
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Names of the nodes in that leaf domain, sorted (one node when hostname is the lowest level)."""
+
     def __init__(
         self,
         *,
         node: _builtins.str = ...,
         count: _builtins.int = ...,
+        domain: _builtins.str = ...,
+        nodes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "node", b"node"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "domain", b"domain", "node", b"node", "nodes", b"nodes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -476,7 +486,7 @@ Global___NodeAssignment: _TypeAlias = NodeAssignment  # noqa: Y015
 
 @_typing.final
 class LevelDomains(_message.Message):
-    """The distinct domain values a pod set touches at one topology level."""
+    """The domains a pod set touches at one topology level."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -486,7 +496,9 @@ class LevelDomains(_message.Message):
     """Node label of the level."""
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Sorted distinct values."""
+        """Sorted full value paths from the top level down to this level, joined by "/" (so two
+        racks "r1" in different blocks stay apart: "b1/r1", "b2/r1").
+        """
 
     def __init__(
         self,
@@ -540,7 +552,9 @@ Global___PodSetPlacement: _TypeAlias = PodSetPlacement  # noqa: Y015
 
 @_typing.final
 class PlaceResponse(_message.Message):
-    """Same content as `toposched place --output json` (fits, reason, solver, optimal, podSets)."""
+    """Same content as `toposched place --output json` (apiVersion, topology, levels, fits, reason,
+    solver, optimal, podSets); the contract is in docs/placement.md.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -552,6 +566,8 @@ class PlaceResponse(_message.Message):
     TOPOLOGY_FIELD_NUMBER: _builtins.int
     FLAVOR_FIELD_NUMBER: _builtins.int
     TIME_BUDGET_MS_FIELD_NUMBER: _builtins.int
+    API_VERSION_FIELD_NUMBER: _builtins.int
+    LEVELS_FIELD_NUMBER: _builtins.int
     fits: _builtins.bool
     """True when every pod set fits."""
     reason: _builtins.str
@@ -566,9 +582,15 @@ class PlaceResponse(_message.Message):
     """The ResourceFlavor whose tree was used (live snapshot), empty otherwise."""
     time_budget_ms: _builtins.int
     """CP-SAT budget actually granted in ms: the request's, capped by the call deadline."""
+    api_version: _builtins.str
+    """Version of the document's shape: "toposched.io/place/v1"."""
     @_builtins.property
     def pod_sets(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodSetPlacement]:
         """One entry per pod set when it fits; empty when it does not."""
+
+    @_builtins.property
+    def levels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The topology's level labels, widest first (the components of every domain path)."""
 
     def __init__(
         self,
@@ -581,10 +603,12 @@ class PlaceResponse(_message.Message):
         topology: _builtins.str = ...,
         flavor: _builtins.str = ...,
         time_budget_ms: _builtins.int = ...,
+        api_version: _builtins.str = ...,
+        levels: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fits", b"fits", "flavor", b"flavor", "optimal", b"optimal", "pod_sets", b"pod_sets", "reason", b"reason", "solver", b"solver", "time_budget_ms", b"time_budget_ms", "topology", b"topology"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "fits", b"fits", "flavor", b"flavor", "levels", b"levels", "optimal", b"optimal", "pod_sets", b"pod_sets", "reason", b"reason", "solver", b"solver", "time_budget_ms", b"time_budget_ms", "topology", b"topology"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,345 @@
+"""PodSet groups (``kueue.x-k8s.io/podset-group-name``): a leader and its workers placed in
+one descent, as Kueue's ``FindTopologyAssignmentsForFlavor`` does for a group.
+
+Kueue's rules, restated:
+
+* Pod sets are grouped by group name (a pod set without one is its own group); groups are
+  placed in the order of their first pod set, each seeing the assumed usage of those before.
+* In a group of two, the first pod set is the workers and the second the leader, unless the
+  second has more pods (then they swap). The leader is always counted as ONE pod; the
+  workers' topology request, node selector and tolerations govern both.
+* Phase 1 counts, per domain, the workers that fit (``state``), whether a leader fits
+  (``leader``, 0/1) and the workers that fit next to a leader (``with_leader``); a parent's
+  ``with_leader`` is its ``state`` minus the smallest loss any child takes by hosting the
+  leader. Slices are counted the same way (``slices`` / ``slices_with_leader``).
+* Phase 2a sorts by leader fit first, then Kueue's BestFit / LeastFreeCapacity order, and
+  needs one domain holding the leader AND every worker at the requested level (climbing for
+  ``preferred``); phase 2b hands the leader to the first domain that can take it on the way
+  down. The leader's assignment is the leaf holding it; the workers' the rest.
+
+Kueue's quirks are kept on purpose (e.g. "optimize the last domain" looks only at the
+workers' count), so the answer is Kueue's to the pod. The plain pod-set path stays in
+:mod:`greedy` (vectorised); this module is Python loops over the chosen domains only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.core.placement import greedy
+from scheduler.core.placement.types import PlacementError
+from scheduler.core.resources import with_pod_slot
+from scheduler.core.topology import IntArray, TopologyTree
+from scheduler.core.workload import PodSetSpec
+
+# One domain: (level index, domain index at that level).
+Domain = tuple[int, int]
+
+
+def group_order(pod_sets: Sequence[PodSetSpec]) -> list[list[int]]:
+    """Indices of ``pod_sets`` grouped as Kueue groups them: by group name, in the order of
+    each group's first pod set; a pod set without a group name is a group of its own."""
+    order: list[str] = []
+    members: dict[str, list[int]] = {}
+    for index, ps in enumerate(pod_sets):
+        name = ps.topology.group_name if ps.topology and ps.topology.group_name else None
+        key = f"#{index}" if name is None else f"group:{name}"
+        if key not in members:
+            order.append(key)
+            members[key] = []
+        members[key].append(index)
+    return [members[key] for key in order]
+
+
+def leader_and_workers(pod_sets: Sequence[PodSetSpec]) -> tuple[PodSetSpec | None, PodSetSpec]:
+    """Kueue's split of a group: (leader or None, workers)."""
+    workers = pod_sets[0]
+    if len(pod_sets) < 2:
+        return None, workers
+    leader = pod_sets[1]
+    if leader.count > workers.count:
+        return workers, leader
+    return leader, workers
+
+
+@dataclass
+class _Counts:
+    """Phase-1 counts per level (mutable: phase 2 overwrites the chosen domains' entries, as
+    Kueue overwrites its domain objects)."""
+
+    state: list[IntArray]
+    with_leader: list[IntArray]
+    leader: list[IntArray]
+    slices: list[IntArray]
+    slices_with_leader: list[IntArray]
+
+
+@dataclass
+class GroupResult:
+    leader_pods: dict[int, int]  # leaf -> 1 (empty when the group has no leader)
+    worker_pods: dict[int, int]  # leaf -> pods
+    workers: greedy.Problem  # the workers' resolved request (levels, per-pod requests, counts)
+
+
+def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSpec, free: IntArray) -> GroupResult:
+    """Kueue's joint placement of ``leader`` (one pod) and ``workers`` on ``free``; raises
+    :class:`PlacementError` with Kueue's message when the group does not fit."""
+    prob = greedy.prepare(tree, workers, free=free)  # request resolution + Kueue's messages
+    leader_count = 1 if leader is not None else 0
+    sizes_below = _slice_sizes_below(prob)
+    counts = _phase_one(prob, leader, free, sizes_below)
+    search = _Search(prob, counts, leader_count)
+    fit_level, chosen = search.find_level(prob.level)
+    leaves = search.descend(fit_level, chosen, sizes_below)
+    last = len(tree.levels) - 1  # phase 2 wrote each chosen leaf's share into the counts
+    leader_pods = {d: int(counts.leader[last][d]) for d in leaves if counts.leader[last][d] > 0} if leader else {}
+    worker_pods = {d: int(counts.state[last][d]) for d in leaves if counts.state[last][d] > 0}
+    return GroupResult(leader_pods, worker_pods, prob)
+
+
+def _slice_sizes_below(prob: greedy.Problem) -> dict[int, int]:
+    """Kueue's ``sliceSizeAtLevel``: below the outer slice level, the size of the next inner
+    slice layer at each level (only when inner layers exist)."""
+    constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
+    if len(constraints) < 2:
+        return {}
+    last_layer = max(prob.tree.level_index(c.level) for c in constraints)
+    return {lvl: prob.units_per_level[lvl] for lvl in range(prob.slice_level + 1, last_layer + 1)}
+
+
+def _phase_one(prob: greedy.Problem, leader: PodSetSpec | None, free: IntArray,
+               sizes_below: Mapping[int, int]) -> _Counts:
+    tree, n_levels = prob.tree, len(prob.tree.levels)
+    state = prob.fit.counts.astype(np.int64)
+    if leader is None:
+        leader_fits = np.zeros_like(state)
+        with_leader = state.copy()
+    else:
+        ws = prob.pod_set
+        leader_per_pod = with_pod_slot(leader.requests)
+        fit = tree.leaf_fit(leader_per_pod, ws.node_selector, ws.tolerations, free=free)
+        leader_fits = (fit.counts > 0).astype(np.int64)
+        after = free - leader_fits[:, None] * tree.request_vector(leader_per_pod)[None, :]
+        beside = tree.leaf_fit(prob.per_pod, ws.node_selector, ws.tolerations, free=after).counts
+        with_leader = np.where(leader_fits > 0, beside, state).astype(np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    out = _Counts([empty] * n_levels, [empty] * n_levels, [empty] * n_levels, [empty] * n_levels,
+                  [empty] * n_levels)
+    last = n_levels - 1
+    out.state[last], out.with_leader[last], out.leader[last] = state, with_leader, leader_fits
+    at_slice = last == prob.slice_level
+    out.slices[last] = state // prob.slice_size if at_slice else np.zeros_like(state)
+    out.slices_with_leader[last] = with_leader // prob.slice_size if at_slice else np.zeros_like(state)
+    for lvl in range(last - 1, -1, -1):
+        _bubble_up(tree, out, lvl, sizes_below.get(lvl + 1), prob.slice_level, prob.slice_size)
+    return out
+
+
+def _bubble_up(tree: TopologyTree, out: _Counts, lvl: int, inner: int | None, slice_level: int,
+               slice_size: int) -> None:
+    """One parent level from its children (Kueue's ``fillInCountsHelper``)."""
+    starts = tree.child_start[lvl]
+    child_state, child_with = out.state[lvl + 1], out.with_leader[lvl + 1]
+    if inner:
+        child_state = (child_state // inner) * inner
+        child_with = (child_with // inner) * inner
+    state = np.add.reduceat(child_state, starts) if len(starts) else np.zeros(0, dtype=np.int64)
+    loss = np.minimum.reduceat(child_state - child_with, starts) if len(starts) else state
+    slices = np.add.reduceat(out.slices[lvl + 1], starts) if len(starts) else state
+    slice_loss = (np.minimum.reduceat(out.slices[lvl + 1] - out.slices_with_leader[lvl + 1], starts)
+                  if len(starts) else state)
+    out.state[lvl] = state.astype(np.int64)
+    out.with_leader[lvl] = (state - loss).astype(np.int64)
+    out.leader[lvl] = (np.maximum.reduceat(out.leader[lvl + 1], starts) if len(starts) else state).astype(np.int64)
+    if lvl == slice_level:
+        out.slices[lvl] = out.state[lvl] // slice_size
+        out.slices_with_leader[lvl] = out.with_leader[lvl] // slice_size
+    else:
+        out.slices[lvl] = slices.astype(np.int64)
+        out.slices_with_leader[lvl] = (slices - slice_loss).astype(np.int64)
+
+
+class _Search:
+    """Phase 2 over :class:`_Counts`, Kueue's steps one for one."""
+
+    def __init__(self, prob: greedy.Problem, counts: _Counts, leader_count: int) -> None:
+        self.prob, self.c, self.leader_count = prob, counts, leader_count
+        self.best_fit = prob.best_fit
+        self.slice_count = prob.pod_set.count // prob.slice_size
+
+    # --------------------------------------------------------------- ordering
+    def sorted_with_leader(self, lvl: int, doms: Sequence[int]) -> list[int]:
+        c = self.c
+        sign = -1 if self.best_fit else 1
+        return sorted(doms, key=lambda d: (-int(c.leader[lvl][d]), sign * int(c.slices_with_leader[lvl][d]),
+                                           int(c.with_leader[lvl][d]), d))
+
+    def sorted_plain(self, lvl: int, doms: Sequence[int]) -> list[int]:
+        c = self.c
+        sign = -1 if self.best_fit else 1
+        return sorted(doms, key=lambda d: (sign * int(c.slices[lvl][d]), int(c.state[lvl][d]), d))
+
+    @staticmethod
+    def best_fit_by(doms: Sequence[int], needed: int, value: Callable[[int], int]) -> int:
+        """Kueue's ``findBestFitDomainBy``: the first domain with the smallest value that still
+        covers ``needed``; the first domain when none does."""
+        best = doms[0]
+        best_value = value(best)
+        for d in doms:
+            v = value(d)
+            if needed <= v < best_value:
+                best, best_value = d, v
+        return best
+
+    def best_fit_slices(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
+        arr = self.c.slices_with_leader[lvl] if leaders > 0 else self.c.slices[lvl]
+        return self.best_fit_by(doms, needed, lambda d: int(arr[d]))
+
+    def best_fit_pods(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
+        arr = self.c.with_leader[lvl] if leaders > 0 else self.c.state[lvl]
+        return self.best_fit_by(doms, needed, lambda d: int(arr[d]))
+
+    # --------------------------------------------------------------- phase 2a
+    def no_fit(self, fitting: int) -> PlacementError:
+        return greedy.no_fit_error(self.prob, fitting, self.slice_count)
+
+    def find_level(self, lvl: int) -> tuple[int, list[int]]:
+        c, prob = self.c, self.prob
+        n = len(c.state[lvl])
+        if n == 0:
+            raise PlacementError(f"no topology domains at level: {prob.tree.levels[lvl]}")
+        ordered = self.sorted_with_leader(lvl, range(n))
+        top = ordered[0]
+        needed, leaders = self.slice_count, self.leader_count
+        if self.best_fit and c.slices_with_leader[lvl][top] >= needed and c.leader[lvl][top] >= leaders:
+            top = self.best_fit_slices(lvl, ordered, needed, leaders)
+        if not self.best_fit:
+            for d in ordered:
+                if c.slices[lvl][d] >= needed:
+                    return lvl, [d]
+            if prob.mode == "required":
+                raise self.no_fit(int(c.state[lvl][ordered[-1]]))
+        if c.slices_with_leader[lvl][top] >= needed and c.leader[lvl][top] >= leaders:
+            return lvl, [top]
+        if prob.mode == "required":
+            raise self.no_fit(int(c.slices[lvl][top]))
+        if lvl > 0 and self.best_fit:
+            return self.find_level(lvl - 1)
+        return lvl, self.spread(lvl, ordered)
+
+    def spread(self, lvl: int, ordered: list[int]) -> list[int]:
+        """No single domain holds the group: leaders first (domains that can host one), then
+        the workers over the rest in worker-capacity order."""
+        c = self.c
+        results: list[int] = []
+        remaining, leaders = self.slice_count, self.leader_count
+        idx = 0
+        while leaders > 0 and idx < len(ordered) and c.leader[lvl][ordered[idx]] > 0:
+            d = ordered[idx]
+            if self.best_fit and c.slices_with_leader[lvl][d] >= remaining:
+                d = self.best_fit_slices(lvl, ordered[idx:], remaining, leaders)
+            results.append(d)
+            leaders -= int(c.leader[lvl][d])
+            remaining -= int(c.slices_with_leader[lvl][d])
+            idx += 1
+        if leaders > 0:
+            raise self.no_fit(self.leader_count - leaders)
+        rest = self.sorted_plain(lvl, ordered[idx:])
+        for i in range(len(rest)):
+            if remaining <= 0:
+                break
+            d = rest[i]
+            if self.best_fit and c.slices[lvl][d] >= remaining:
+                d = self.best_fit_slices(lvl, rest[i:], remaining, 0)
+            results.append(d)
+            remaining -= int(c.slices[lvl][d])
+        if remaining > 0:
+            raise self.no_fit(self.slice_count - remaining)
+        return results
+
+    # --------------------------------------------------------------- phase 2b
+    def descend(self, fit_level: int, chosen: list[int], sizes_below: Mapping[int, int]) -> list[int]:
+        """Kueue's level-by-level descent; returns the chosen leaves (their counts are in
+        ``state`` / ``leader`` of the last level)."""
+        prob, tree = self.prob, self.prob.tree
+        count, size, last = prob.pod_set.count, prob.slice_size, len(tree.levels) - 1
+        current = self.minimum(fit_level, chosen, count, self.leader_count, size, True)
+        lvl = fit_level
+        while lvl < min(last, prob.slice_level):
+            kids = self.sorted_plain(lvl + 1, self.children(lvl, current))
+            current = self.minimum(lvl + 1, kids, count, self.leader_count, size, True)
+            lvl += 1
+        while lvl < last:
+            unit = sizes_below.get(lvl + 1, 1)
+            nxt: list[int] = []
+            for parent in current:
+                kids = self.sorted_plain(lvl + 1, self.children(lvl, [parent]))
+                if unit > 1:  # inner slice layer: re-count the children in its slices
+                    for d in kids:
+                        self.c.slices[lvl + 1][d] = self.c.state[lvl + 1][d] // unit
+                        self.c.slices_with_leader[lvl + 1][d] = self.c.with_leader[lvl + 1][d] // unit
+                nxt += self.minimum(lvl + 1, kids, int(self.c.state[lvl][parent]),
+                                    int(self.c.leader[lvl][parent]), unit, unit > 1)
+            current = nxt
+            lvl += 1
+        return current
+
+    def children(self, lvl: int, parents: Sequence[int]) -> list[int]:
+        tree = self.prob.tree
+        return [k for p in parents for k in range(int(tree.child_start[lvl][p]), int(tree.child_end[lvl][p]))]
+
+    def minimum(self, lvl: int, doms: list[int], count: int, leaders: int, size: int, slices: bool) -> list[int]:
+        """Kueue's ``updateCountsToMinimumGeneric``: take domains in order until ``count`` pods
+        (and the leader) are covered, writing each taken domain's share into the counts."""
+        c = self.c
+        result: list[int] = []
+        remaining = count // size if slices else count
+        for i, d in enumerate(doms):
+            if leaders > 0:
+                d, remaining, leaders, done = self.consume_with_leader(
+                    lvl, doms[i:], d, remaining, leaders, size, slices)
+                result.append(d)
+                if done:
+                    return result
+                continue
+            primary = c.slices[lvl] if slices else c.state[lvl]
+            if self.best_fit and primary[d] >= remaining:
+                d = (self.best_fit_slices if slices else self.best_fit_pods)(lvl, doms[i:], remaining, 0)
+            c.leader[lvl][d] = 0
+            if primary[d] >= remaining:
+                c.state[lvl][d] = remaining * size if slices else remaining
+                primary[d] = remaining
+                result.append(d)
+                return result
+            if slices:
+                c.state[lvl][d] = primary[d] * size
+            remaining -= int(primary[d])
+            result.append(d)
+        raise self.no_fit(0)  # Kueue logs "unexpected remainingCount" here; cannot happen on sane counts
+
+    def consume_with_leader(self, lvl: int, rest: list[int], d: int, remaining: int, leaders: int, size: int,
+                            slices: bool) -> tuple[int, int, int, bool]:
+        """Kueue's ``consumeWithLeadersGeneric`` for one domain while the leader is unplaced."""
+        c = self.c
+        with_leader = c.slices_with_leader[lvl] if slices else c.with_leader[lvl]
+        primary = c.slices[lvl] if slices else c.state[lvl]
+        if self.best_fit and with_leader[d] >= remaining and c.leader[lvl][d] >= leaders:
+            d = (self.best_fit_slices if slices else self.best_fit_pods)(lvl, rest, remaining, leaders)
+        if with_leader[d] >= remaining and c.leader[lvl][d] >= leaders:
+            primary[d] = remaining
+            c.leader[lvl][d] = leaders
+            c.state[lvl][d] = remaining * (size if slices else 1)
+            return d, remaining, leaders, True
+        if slices:
+            with_leader[d] = min(int(with_leader[d]), remaining)
+            c.leader[lvl][d] = min(int(c.leader[lvl][d]), leaders)
+            c.state[lvl][d] = with_leader[d] * size
+            return d, remaining - int(with_leader[d]), leaders - int(c.leader[lvl][d]), False
+        remaining -= int(with_leader[d])
+        leaders -= int(c.leader[lvl][d])
+        with_leader[d] = min(int(with_leader[d]), remaining)
+        c.leader[lvl][d] = min(int(c.leader[lvl][d]), leaders)
+        return d, remaining, leaders, False
