@@ -53,8 +53,9 @@ def register(sub: Any) -> None:
     p.add_argument("--eviction-storm-min-nodes", type=int, default=3,
                    help="fewest failed nodes that can start a hold (kube-controller-manager: more than 2)")
     p.add_argument("--node-failure-requeue-base-seconds", type=float, default=60.0,
-                   help="a workload evicted for node failures is requeued after base*2^(n-1) s, n its requeue "
-                   "count (Kueue's waitForPodsReady.requeuingStrategy.backoffBaseSeconds, default 60)")
+                   help="a workload evicted for node failures is requeued at once the first time (as Kueue), then "
+                   "after base*2^(n-2) s, n its requeue count (Kueue's waitForPodsReady.requeuingStrategy."
+                   "backoffBaseSeconds, default 60)")
     p.add_argument("--node-failure-requeue-max-seconds", type=float, default=3600.0,
                    help="the cap of that backoff (Kueue's backoffMaxSeconds, default 3600)")
     p.add_argument("--health-bind", default="127.0.0.1")

@@ -48,17 +48,23 @@ def multiple_failures_message(nodes: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class RequeueBackoff:
-    """The wait before a workload evicted for node failures may be admitted again: Kueue's
-    ``waitForPodsReady.requeuingStrategy`` (``backoffBaseSeconds`` 60, ``backoffMaxSeconds``
-    3600, no ``backoffLimitCount``), applied to NodeFailures evictions: the n-th requeue waits
-    ``base * 2^(n-1)`` seconds, capped at ``max`` (Kueue adds a 0.01% jitter; toposched is
-    deterministic)."""
+    """The wait before a workload evicted for node failures may be admitted again.
+
+    The first NodeFailures requeue of a workload is immediate, as Kueue v0.17 requeues it
+    (``jobframework`` sets Requeued at once for NodeFailures, with no ``requeueState``): one node
+    failure must not cost a job a minute. From the second on, Kueue's
+    ``waitForPodsReady.requeuingStrategy`` applies (``backoffBaseSeconds`` 60,
+    ``backoffMaxSeconds`` 3600, no ``backoffLimitCount``): the n-th requeue waits
+    ``base * 2^(n-2)`` seconds, capped at ``max``, so a workload that keeps landing on failing
+    nodes cannot loop (Kueue adds a 0.01% jitter; toposched is deterministic)."""
 
     base_s: float = 60.0
     max_s: float = 3600.0
 
     def delay_s(self, count: int) -> float:
-        exponent = min(max(count - 1, 0), 62)  # beyond this the cap has long applied
+        if count <= 1:
+            return 0.0
+        exponent = min(count - 2, 62)  # beyond this the cap has long applied
         return float(min(self.base_s * 2**exponent, self.max_s))
 
 

@@ -158,8 +158,9 @@ def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool 
         conds = set_condition(conds, REQUEUED, "False", reason, message, now)
     out: dict[str, Any] = {"admission": None, "conditions": conds}
     if requeue and requeue_after_s is not None:
-        requeue_at = now + dt.timedelta(seconds=requeue_after_s)
-        out["requeueState"] = {"count": requeue_count(workload) + 1, "requeueAt": timestamp(requeue_at)}
+        out["requeueState"] = {"count": requeue_count(workload) + 1}
+        if requeue_after_s > 0:  # no wait: no requeueAt, the count still remembers the eviction
+            out["requeueState"]["requeueAt"] = timestamp(now + dt.timedelta(seconds=requeue_after_s))
     return out
 
 

@@ -1,5 +1,6 @@
 """Kueue's requeuing backoff for NodeFailures evictions (issue 13, reproduction 6):
-``status.requeueState.count`` / ``requeueAt`` written, base 60 s doubling, capped at 3600 s."""
+``status.requeueState.count`` / ``requeueAt`` written; the first requeue immediate as Kueue's, then
+base 60 s doubling, capped at 3600 s."""
 
 from __future__ import annotations
 
@@ -26,9 +27,18 @@ def at(harness: Harness, seconds: float) -> str:
 
 
 def test_node_failure_evictions_back_off_as_kueue(harness: Harness) -> None:
+    """The first NodeFailures requeue is immediate (Kueue v0.17); the second waits 60 s."""
     harness.admitted("train", 1)
     released = evict_and_release(harness, "NodeFailures")
-    assert released["status"]["requeueState"] == {"count": 1, "requeueAt": at(harness, 60)}
+    assert released["status"]["requeueState"] == {"count": 1}
+    harness.controller.reconcile()
+    harness.sync()
+    readmitted = harness.workload()
+    assert st.condition_true(readmitted, st.ADMITTED)
+    harness.controller.start_admitted()
+    harness.sync()
+    again = evict_and_release(harness, "NodeFailures")
+    assert again["status"]["requeueState"] == {"count": 2, "requeueAt": at(harness, 60)}
     harness.clock.advance(30)
     harness.controller.reconcile()
     assert not st.has_reservation(harness.workload())  # still backing off
@@ -37,11 +47,11 @@ def test_node_failure_evictions_back_off_as_kueue(harness: Harness) -> None:
     harness.sync()
     readmitted = harness.workload()
     assert st.condition_true(readmitted, st.ADMITTED)
-    assert readmitted["status"]["requeueState"] == {"count": 1}  # requeueAt cleared, the count kept
+    assert readmitted["status"]["requeueState"] == {"count": 2}  # requeueAt cleared, the count kept
     harness.controller.start_admitted()
     harness.sync()
-    again = evict_and_release(harness, "NodeFailures")
-    assert again["status"]["requeueState"] == {"count": 2, "requeueAt": at(harness, 120)}
+    third = evict_and_release(harness, "NodeFailures")
+    assert third["status"]["requeueState"] == {"count": 3, "requeueAt": at(harness, 120)}
 
 
 def test_preemption_requeues_at_once(harness: Harness) -> None:
@@ -52,5 +62,5 @@ def test_preemption_requeues_at_once(harness: Harness) -> None:
 
 def test_backoff_doubles_up_to_the_cap() -> None:
     backoff = RequeueBackoff()
-    assert [backoff.delay_s(n) for n in (1, 2, 3, 6, 7, 100, 10**6)] == [60, 120, 240, 1920, 3600, 3600, 3600]
-    assert RequeueBackoff(base_s=1, max_s=10).delay_s(3) == 4
+    assert [backoff.delay_s(n) for n in (1, 2, 3, 7, 8, 100, 10**6)] == [0, 60, 120, 1920, 3600, 3600, 3600]
+    assert RequeueBackoff(base_s=1, max_s=10).delay_s(4) == 4
