@@ -50,6 +50,7 @@ from scheduler.core.failures import (
     failure_kind,
     held_nodes,
     node_failure_decisions,
+    storm_groups,
     storms,
 )
 from scheduler.core.health import node_health
@@ -77,7 +78,6 @@ DEFAULT_UNREACHABLE_GRACE_S = 300.0
 # The condition a held Workload carries while an eviction storm lasts (not a Kueue type:
 # domain-prefixed, as third-party condition types on Kueue objects should be).
 HELD_CONDITION = "toposched.dev/NodeFailuresHeld"
-ALL_NODES = "all nodes"
 Clock = Callable[[], dt.datetime]
 
 
@@ -211,13 +211,9 @@ class NodeFailureHandler:
         """Each flavor's nodes (those carrying its nodeLabels) and all nodes: the groups the
         storm guard watches, as the node lifecycle controller watches each zone."""
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
-        groups = {ALL_NODES: sorted(nodes)}
-        for flavor in self.cache.flavors.items():
-            selector = ((flavor.get("spec") or {}).get("nodeLabels") or {})
-            if selector:
-                groups[f"flavor {flavor['metadata']['name']}"] = sorted(
-                    n for n, lbl in labels.items() if all(lbl.get(k) == v for k, v in selector.items()))
-        return groups
+        selectors = {f["metadata"]["name"]: ((f.get("spec") or {}).get("nodeLabels") or {})
+                     for f in self.cache.flavors.items()}
+        return storm_groups(labels, selectors)
 
     def _watch_storms(self, nodes: Mapping[str, Obj], now: float) -> None:
         current = storms(self.node_groups(nodes), self.tracker, now, self.storm_policy, self.storms)

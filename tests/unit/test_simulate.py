@@ -16,6 +16,7 @@ from scheduler.api.engine import StaticEngine
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc
 from scheduler.api.server import serve
+from scheduler.core.failures import RequeueBackoff
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.sim.engine import simulate
 from scheduler.sim.scenario import jobs_from_trace, run_variants, summarize, world_from_objects
@@ -77,7 +78,8 @@ def test_node_failure_evicts_and_readmits_after_recovery() -> None:
     node = generate_nodes(TWO_NODES)[0]["metadata"]["name"]
     trace = {"jobs": [job("a", 0, 2, 100, topology={"required": L3})],
              "failures": [{"at": 30, "node": node, "recoverAfter": 20}]}
-    result, jobs = run(trace)
+    # No requeue backoff here (tests/unit/test_sim_failures.py covers the controller's default).
+    result, jobs = run(trace, requeue_backoff=RequeueBackoff(0, 0))
     a = jobs["a"]
     assert a.evictions == 1 and a.first_admitted == 0
     assert a.admitted_at == 50 and a.finished_at == 150  # restarted at recovery, full duration again
