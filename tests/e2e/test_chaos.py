@@ -40,7 +40,7 @@ from scheduler.devcluster import peers, processes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL, LocalCluster, free_ports
 from scheduler.devcluster.stack import StackPorts, start_toposched
-from scheduler.kube.informer import JOBS, LEASES, NODES, PODS, WORKLOADS, Api, Informer
+from scheduler.kube.informer import JOBS, LEASES, NODES, PODS, WORKLOADS, Api, Informer, Resource
 from tests.e2e.chaos_invariants import ChaosWatch, QueueLimit, condition
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
@@ -58,6 +58,7 @@ L3 = "topology.k8s.aws/network-node-layer-3"
 LEVELS = ("topology.k8s.aws/network-node-layer-1", L2, L3, HOSTNAME_LABEL)
 LEASE_NS, LEASE_NAME = "toposched-system", "toposched-controller"
 RUN_SECONDS_ANNOTATION = "toposched.dev/chaos-run-seconds"
+EVENTS = Resource("", "v1", "events")
 HEALTH_TAINT = {"key": HEALTH_STATUS_LABEL, "value": "Unschedulable", "effect": "NoSchedule"}
 # 3 layer-3 domains of 5 nodes (8 GPUs each): 120 GPUs, far more than the quotas below, so
 # quota is what is contended and every required domain has spares for a hot swap.
@@ -396,7 +397,11 @@ def describe_unended(api: Api, job: dict[str, Any], wl: dict[str, Any]) -> str:
     topology = [psa.get("topologyAssignment") for psa in admission]
     conditions = [(c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
                   for c in (wl.get("status") or {}).get("conditions") or ()]
-    return (f"{name}: suspend={job['spec'].get('suspend')} status={status}; pods "
+    events = [f"{e['involvedObject']['name']}: {e.get('reason')}: {e.get('message')}"
+              for e in retry(lambda: api.list(EVENTS, NS))["items"]
+              if e["involvedObject"].get("name", "").startswith(name + "-")
+              and e.get("reason") not in ("Scheduled", "Pulled", "Created", "Started")][-6:]
+    return (f"{name}: suspend={job['spec'].get('suspend')} status={status}; events {events}; pods "
             f"{[(p['metadata']['name'], p['spec'].get('nodeName'), p['status'].get('phase'), bool(p['metadata'].get('deletionTimestamp'))) for p in pods]}; "  # noqa: E501
             f"workload {conditions} topology {topology}")
 
