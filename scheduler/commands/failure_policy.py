@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the core (numpy) loads only when a command runs, not for `toposched --help`
+# Imports inside functions: the core (numpy) loads only when a command runs, not for
+# `toposched --help` (scheduler.cli registers every command at start-up).
+if TYPE_CHECKING:
     from scheduler.core.failures import RequeueBackoff, StormPolicy
 
 
@@ -28,13 +30,13 @@ def add_failure_policy_arguments(p: Any) -> None:
 
 
 def storm_policy(args: argparse.Namespace) -> StormPolicy:
-    from scheduler.core.failures import StormPolicy  # see TYPE_CHECKING above
+    from scheduler.core.failures import StormPolicy
 
     return StormPolicy(args.eviction_storm_threshold, args.eviction_storm_window_seconds,
                        args.eviction_storm_min_nodes)
 
 
 def requeue_backoff(args: argparse.Namespace) -> RequeueBackoff:
-    from scheduler.core.failures import RequeueBackoff  # see TYPE_CHECKING above
+    from scheduler.core.failures import RequeueBackoff
 
     return RequeueBackoff(args.node_failure_requeue_base_seconds, args.node_failure_requeue_max_seconds)
