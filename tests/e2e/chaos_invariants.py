@@ -10,8 +10,9 @@ samples) and asserts, at every observed instant:
   pod bound to a node object that is gone does not (nothing can run it: this is the "or the
   node object is gone" half of the graceful hot swap);
 - reasons: a Workload that neither holds quota nor is finished has ``QuotaReserved=False``
-  with a message; one without is tolerated for ``reason_grace_s`` only (a Workload the
-  controller just created, or one written while the API server was down).
+  with a message, or has not reached the head of its ClusterQueue yet (no condition, as in
+  Kueue) while that queue visibly works; anything else is tolerated for ``reason_grace_s``
+  only (a Workload the controller just created, or one written while the API server was down).
 
 The checks read the informers' stores, not copies built from the events: on a relist (after
 the API server restarted) an informer swaps in the whole fresh list before it emits the
@@ -81,6 +82,9 @@ class ChaosWatch:
     limits: Mapping[str, QueueLimit]
     resource: str
     reason_grace_s: float = 30.0
+    cluster_queue_of: Mapping[str, str] = field(default_factory=dict)  # LocalQueue name -> ClusterQueue
+    longest_unexplained_s: float = 0.0
+    queued_without_condition_max: int = 0
     violations: list[str] = field(default_factory=list)
     states_checked: int = 0
     admissions: list[float] = field(default_factory=list)         # monotonic time of each new reservation
@@ -198,24 +202,39 @@ class ChaosWatch:
             self.violations.append(f"rank {rank[1]} of job {rank[0]} runs twice: {', '.join(copies)} ({when})")
 
     def check_reasons(self, now: float) -> None:
-        """Called about once a second: pending Workloads must say why."""
+        """Called about once a second: pending Workloads must say why. A Workload that has not
+        been at the head of its ClusterQueue yet carries no QuotaReserved condition (as in
+        Kueue: only the heads a cycle tried get one); it is waiting behind the others, so it
+        counts as explained while its ClusterQueue visibly works (some Workload there holds
+        quota or is pending with a message). ``longest_unexplained_s`` is the figure."""
         assert self.workload_informer is not None
         current = self.workload_informer.items()  # a copy: the store is the informer thread's
+        busy = {self._cluster_queue(wl) for wl in current if holds_quota(wl) or (
+            condition(wl, "QuotaReserved").get("status") == "False" and condition(wl, "QuotaReserved").get("message"))}
         with self.lock:
             for wl in current:
                 key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
-                if holds_quota(wl) or finished(wl):
-                    self._without_reason_since.pop(key, None)
-                    continue
                 reserved = condition(wl, "QuotaReserved")
-                if reserved.get("status") == "False" and reserved.get("message"):
+                explained = holds_quota(wl) or finished(wl) or \
+                    (reserved.get("status") == "False" and bool(reserved.get("message")))
+                if not explained and not reserved and self._cluster_queue(wl) in busy:
+                    self.queued_without_condition_max = max(self.queued_without_condition_max, sum(
+                        1 for w in current if not condition(w, "QuotaReserved") and not finished(w)))
+                    explained = True
+                if explained:
                     self._without_reason_since.pop(key, None)
                     continue
                 since = self._without_reason_since.setdefault(key, now)
+                self.longest_unexplained_s = max(self.longest_unexplained_s, now - since)
                 if now - since > self.reason_grace_s:
                     self.violations.append(f"{key} pending for {now - since:.0f}s without a reason "
-                                           f"(QuotaReserved: {reserved or 'absent'})")
+                                           f"(QuotaReserved: {reserved or 'absent'}; its ClusterQueue is idle)")
                     self._without_reason_since[key] = float("inf")  # reported once
+
+    def _cluster_queue(self, wl: Mapping[str, Any]) -> str:
+        admission = (wl.get("status") or {}).get("admission") or {}
+        local = str((wl.get("spec") or {}).get("queueName") or "")
+        return str(admission.get("clusterQueue") or self.cluster_queue_of.get(local, local))
 
     # ------------------------------------------------------------------ figures
     def first_admission_after(self, t: float) -> float | None:

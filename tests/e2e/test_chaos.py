@@ -235,7 +235,7 @@ class Run:
         self.cluster = local
         self.api = Api(local.api_client())
         self.node_names = [n["metadata"]["name"] for n in nodes]
-        self.watch = ChaosWatch(QUEUES, GPU)
+        self.watch = ChaosWatch(QUEUES, GPU, cluster_queue_of={name: name for name in QUEUES})
         self.controllers = Controllers(local)
         self.figures = Figures()
         self.rng = random.Random(SEED)
@@ -475,6 +475,8 @@ def test_chaos_stream_keeps_quota_ranks_and_reasons(cluster: tuple[LocalCluster,
     elapsed = time.monotonic() - run.figures.began
     summary = (f"{JOBS_TOTAL} jobs, {run.figures.faults} faults, {run.watch.states_checked} states checked, "
                f"{len(run.watch.admissions)} admissions, outcomes {outcomes} in {elapsed:.0f}s; "
+               f"longest pending without a reason {run.watch.longest_unexplained_s:.0f}s, at most "
+               f"{run.watch.queued_without_condition_max} queued behind a head without a condition; "
                f"peak {GPU} per ClusterQueue {dict(run.watch.peak_usage)}")
     print("\n[chaos] " + "\n[chaos] ".join([*run.figures.timeline, *run.figures.recoveries, summary,
                                             *(f"not ended: {u}" for u in unended[:10])]))
