@@ -90,6 +90,7 @@ class ChaosWatch:
     admissions: list[float] = field(default_factory=list)         # monotonic time of each new reservation
     running_log: list[tuple[float, tuple[str, str], str]] = field(default_factory=list)  # (t, rank, node)
     running_since: dict[str, float] = field(default_factory=dict)  # pod key -> first seen Running
+    succeeded_on: set[tuple[tuple[str, str], str]] = field(default_factory=set)  # (rank, node)
     peak_usage: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     finished_names: set[str] = field(default_factory=set)
     workload_informer: Informer | None = None
@@ -141,6 +142,8 @@ class ChaosWatch:
                 if rank is not None:
                     self.running_log.append((time.monotonic(), rank, pod["spec"].get("nodeName", "")))
             rank = rank_of(pod)
+            if rank is not None and (pod.get("status") or {}).get("phase") == "Succeeded":
+                self.succeeded_on.add((rank, pod["spec"].get("nodeName", "")))
             if rank is not None:
                 self._check_rank(rank, f"after pod {key} rv {pod['metadata'].get('resourceVersion')}")
 

@@ -375,13 +375,17 @@ class Run:
                                        "(nothing left to admit?)")
 
     def replacement_times(self, t0: float, node: str, ranks: list[tuple[str, str]], what: str) -> None:
-        back = [self.watch.rank_back_after(rank, node, t0) for rank in ranks]
+        # A rank the finisher had already ended (label patched just before the failure) may
+        # complete on the failed node: it needs no replacement.
+        finished_there = [r for r in ranks if (r, node) in self.watch.succeeded_on]
+        back = [self.watch.rank_back_after(rank, node, t0) for rank in ranks if rank not in finished_there]
         got = [b - t0 for b in back if b is not None]
+        done = f" ({len(finished_there)} completed there first)" if finished_there else ""
         if got:
-            self.figures.recoveries.append(f"{what} -> {len(got)}/{len(ranks)} ranks Running elsewhere: "
+            self.figures.recoveries.append(f"{what} -> {len(got)}/{len(ranks)} ranks Running elsewhere{done}: "
                                            f"first {min(got):.1f}s, last {max(got):.1f}s")
         else:
-            self.figures.recoveries.append(f"{what} -> no running rank to replace")
+            self.figures.recoveries.append(f"{what} -> no rank needed a replacement{done}")
 
     def all_done(self) -> bool:
         with self.watch.lock:
