@@ -49,12 +49,11 @@ pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
 JOBS_TOTAL = int(os.environ.get("TOPOSCHED_CHAOS_JOBS", "200"))
 SEED = int(os.environ.get("TOPOSCHED_CHAOS_SEED", "13"))
 # The bound for every Job to end. After a node is deleted, its pods go only when PodGC
-# force-deletes them (40 s quarantine). Twice in 60-Job runs (never in 200-Job runs) a replaced
-# Job's new pods then stayed Pending and unbound for over 2 minutes with no extender error in
-# the logs: most likely parked as unschedulable until kube-scheduler's 5-minute flush (not yet
-# proven; the failure message now lists the pods' events). Hence 330 s, not less. Typical runs
-# end in 110-165 s.
-TIME_LIMIT_S = float(os.environ.get("TOPOSCHED_CHAOS_TIME_LIMIT_S", "330"))
+# force-deletes them (40 s quarantine), and the Job controller's pod-failure backoff comes on top:
+# replacements of a deleted node's ranks took 60-100 s in these runs. (Before the controller kept
+# a deleted node's labels, a Job with every pod on it was moved to another block its
+# nodeSelector excludes, and its pods stayed Pending for good: this test found that.)
+TIME_LIMIT_S = float(os.environ.get("TOPOSCHED_CHAOS_TIME_LIMIT_S", "240"))
 NS = "chaos"
 FLAVOR = "chaos-p5"
 TOPOLOGY = "chaos-topology"
@@ -378,8 +377,8 @@ class Run:
                 self.figures.recoveries.append(f"{what} -> next admission: {when - t0:.1f}s")
                 return
             time.sleep(0.2)
-        self.figures.recoveries.append(f"{what} -> next admission: none within {timeout_s:.0f}s "
-                                       "(nothing left to admit?)")
+        self.figures.recoveries.append(f"{what} -> next admission: none within {timeout_s:.0f}s"
+                                       " (the queues may be empty, or the machine slow)")
 
     def replacement_times(self, t0: float, node: str, ranks: list[tuple[str, str]], what: str) -> None:
         # A rank the finisher had already ended (label patched just before the failure) may
