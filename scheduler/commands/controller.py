@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -44,20 +45,7 @@ def register(sub: Any) -> None:
     p.add_argument("--node-unreachable-grace-seconds", type=float, default=300.0,
                    help="the same for an unreachable node (Ready=Unknown): default 300, the toleration Kubernetes "
                    "gives pods on an unreachable node, since a partition often heals and its pods may still run")
-    p.add_argument("--eviction-storm-threshold", type=float, default=0.55,
-                   help="hold node-failure evictions and replacements when more than this share of a flavor's "
-                   "nodes (or of all nodes) failed within the window (default 0.55, kube-controller-manager's "
-                   "--unhealthy-zone-threshold); resume when the share drops")
-    p.add_argument("--eviction-storm-window-seconds", type=float, default=120.0,
-                   help="failures this recent count towards starting an eviction-storm hold")
-    p.add_argument("--eviction-storm-min-nodes", type=int, default=3,
-                   help="fewest failed nodes that can start a hold (kube-controller-manager: more than 2)")
-    p.add_argument("--node-failure-requeue-base-seconds", type=float, default=60.0,
-                   help="a workload evicted for node failures is requeued at once the first time (as Kueue), then "
-                   "after base*2^(n-2) s, n its requeue count (Kueue's waitForPodsReady.requeuingStrategy."
-                   "backoffBaseSeconds, default 60)")
-    p.add_argument("--node-failure-requeue-max-seconds", type=float, default=3600.0,
-                   help="the cap of that backoff (Kueue's backoffMaxSeconds, default 3600)")
+    add_failure_policy_arguments(p)
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
     p.add_argument("--metrics-bind", default=None,
@@ -156,7 +144,6 @@ def run(args: argparse.Namespace) -> int:
     have caught up. (controller-runtime managers exit instead; here no state outlives a term —
     each pass rebuilds its snapshot from the caches — and the local dev stack has no
     Deployment to restart an exited controller.)"""
-    from scheduler.core.failures import RequeueBackoff, StormPolicy
     from scheduler.errors import UserError
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.client import api_client
@@ -185,10 +172,7 @@ def run(args: argparse.Namespace) -> int:
     controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
-                            storm_policy=StormPolicy(args.eviction_storm_threshold, args.eviction_storm_window_seconds,
-                                                     args.eviction_storm_min_nodes),
-                            requeue_backoff=RequeueBackoff(args.node_failure_requeue_base_seconds,
-                                                           args.node_failure_requeue_max_seconds),
+                            storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
                             is_leader=fence)
     metrics = ControllerMetrics()
     controller.metrics = metrics

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import yaml
 
 from scheduler.adapter.files import load_documents
+from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.errors import UserError
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -46,6 +47,9 @@ def register(sub: Any) -> None:
     p.add_argument("--eviction-delay", type=float, default=30.0, metavar="SECONDS",
                    help="a preempted workload holds its reservation this long before it is requeued "
                         "(pod termination; default 30, Kubernetes' default grace period)")
+    add_failure_policy_arguments(p)  # the controller's, flag for flag
+    p.add_argument("--no-eviction-storm-guard", action="store_true",
+                   help="decide every node failure at once, however many nodes fail together")
     p.add_argument("--horizon", type=float, metavar="SECONDS", help="stop after this much simulated time")
     p.add_argument("--out", type=Path, required=True, help="output directory (created)")
     p.set_defaults(func=run)
@@ -174,11 +178,17 @@ def run(args: Any) -> int:
         runs = run_variants(world, trace, solver=args.solver, compare=args.compare,
                             time_budget_s=args.time_budget_ms / 1000, horizon_s=args.horizon,
                             progress=ProgressPrinter(), progress_every_s=0.0,
-                            eviction_delay_s=args.eviction_delay)
+                            eviction_delay_s=args.eviction_delay, requeue_backoff=requeue_backoff(args),
+                            storm_policy=None if args.no_eviction_storm_guard else storm_policy(args))
     except TraceError as exc:
         raise UserError(f"trace {source}: {exc}") from exc
     meta = {"cluster": str(args.cluster), "queues": str(args.queues), "trace": source, "solver": args.solver,
             "eviction_delay_s": args.eviction_delay,
+            "requeue_backoff_s": {"base": args.node_failure_requeue_base_seconds,
+                                  "max": args.node_failure_requeue_max_seconds},
+            "eviction_storm_guard": None if args.no_eviction_storm_guard else {
+                "threshold": args.eviction_storm_threshold, "window_s": args.eviction_storm_window_seconds,
+                "min_nodes": args.eviction_storm_min_nodes},
             "compare": args.compare, "nodes": len(world.nodes), "jobs": len(trace.jobs)}
     write_outputs(args.out, runs, meta)
     if args.synthetic is not None:

@@ -188,6 +188,23 @@ def storms(groups: Mapping[str, Iterable[str]], tracker: FailureTracker, now: fl
     return out
 
 
+ALL_NODES = "all nodes"
+
+
+def storm_groups(node_labels: Mapping[str, Mapping[str, str]],
+                 flavor_node_labels: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]:
+    """The groups the storm guard watches, as the node lifecycle controller watches each
+    zone: all nodes, and each flavor's nodes (those carrying its ``nodeLabels``; a flavor
+    without nodeLabels adds no group). Keys are the names the storm's message shows."""
+    groups = {ALL_NODES: sorted(node_labels)}
+    for flavor in sorted(flavor_node_labels):
+        selector = flavor_node_labels[flavor]
+        if selector:
+            groups[f"flavor {flavor}"] = sorted(
+                n for n, labels in node_labels.items() if all(labels.get(k) == v for k, v in selector.items()))
+    return groups
+
+
 def held_nodes(storms_now: Mapping[str, Storm]) -> dict[str, Storm]:
     """node -> the storm that holds its failure (the first group, by name, when several)."""
     out: dict[str, Storm] = {}

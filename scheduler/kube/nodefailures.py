@@ -50,6 +50,7 @@ from scheduler.core.failures import (
     failure_kind,
     held_nodes,
     node_failure_decisions,
+    storm_groups,
     storms,
 )
 from scheduler.core.health import node_health
@@ -77,7 +78,6 @@ DEFAULT_UNREACHABLE_GRACE_S = 300.0
 # The condition a held Workload carries while an eviction storm lasts (not a Kueue type:
 # domain-prefixed, as third-party condition types on Kueue objects should be).
 HELD_CONDITION = "toposched.dev/NodeFailuresHeld"
-ALL_NODES = "all nodes"
 Clock = Callable[[], dt.datetime]
 
 
@@ -143,6 +143,10 @@ class NodeFailureHandler:
         self.tracker = FailureTracker(grace_s=grace_s, unreachable_grace_s=unreachable_grace_s)
         self.storm_policy = storm_policy if storm_policy is not None else StormPolicy()
         self.storms: dict[str, Storm] = {}  # groups holding node-failure actions now
+        # The labels each node had when last seen: a node deleted with a workload's pods on it
+        # still names its topology domain, so the hot swap stays inside the domain the started
+        # Job's nodeSelector pins (a replacement elsewhere could never be scheduled).
+        self.last_labels: dict[str, Mapping[str, str]] = {}
 
     def record_nodes(self, now: float) -> dict[str, Obj]:
         """Record every node's health (and nodes that are gone); returns the nodes by name."""
@@ -150,6 +154,7 @@ class NodeFailureHandler:
         for name, obj in nodes.items():
             info = node_from_k8s(obj)
             self.tracker.observe(name, node_health(info).healthy, now, failure_kind(info))
+            self.last_labels[name] = (obj.get("metadata") or {}).get("labels") or {}
         for name in list(self.tracker.unhealthy_since):
             if name not in nodes:
                 self.tracker.observe_deleted(name)
@@ -204,20 +209,17 @@ class NodeFailureHandler:
         trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(nodes.values()),
                              core_pods(self.cache.pods.items()), holding)
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
-        return node_failure_decisions(workloads, self.tracker, trees, now, labels, held=held)
+        gone = {name: self.last_labels[name] for name in self.tracker.deleted if name in self.last_labels}
+        return node_failure_decisions(workloads, self.tracker, trees, now, {**gone, **labels}, held=held)
 
     # ------------------------------------------------------------------ eviction-storm guard
     def node_groups(self, nodes: Mapping[str, Obj]) -> dict[str, list[str]]:
         """Each flavor's nodes (those carrying its nodeLabels) and all nodes: the groups the
         storm guard watches, as the node lifecycle controller watches each zone."""
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
-        groups = {ALL_NODES: sorted(nodes)}
-        for flavor in self.cache.flavors.items():
-            selector = ((flavor.get("spec") or {}).get("nodeLabels") or {})
-            if selector:
-                groups[f"flavor {flavor['metadata']['name']}"] = sorted(
-                    n for n, lbl in labels.items() if all(lbl.get(k) == v for k, v in selector.items()))
-        return groups
+        selectors = {f["metadata"]["name"]: ((f.get("spec") or {}).get("nodeLabels") or {})
+                     for f in self.cache.flavors.items()}
+        return storm_groups(labels, selectors)
 
     def _watch_storms(self, nodes: Mapping[str, Obj], now: float) -> None:
         current = storms(self.node_groups(nodes), self.tracker, now, self.storm_policy, self.storms)

@@ -18,10 +18,15 @@ Node failures flip ``sagemaker.amazonaws.com/node-health-status`` to
 rebuilt) and, through the controller's own decision (``core.failures.node_failure_decisions``
 and ``apply_replacement``): a workload with a failed node in a hostname-level assignment is
 hot-swapped when a slot in the required domain takes its pods; otherwise it is evicted with
-reason ``NodeFailures`` and requeued
-(keeping its creation-time queue position, as Kueue does). A requeued job restarts from the
-beginning (no checkpoint model). Preempted victims are released at once (their pods'
-termination takes no virtual time).
+reason ``NodeFailures`` and requeued (keeping its creation-time queue position, as Kueue
+does) after the controller's requeue backoff (``core.failures.RequeueBackoff``: a workload's
+first NodeFailures requeue is at once, as Kueue's; the n-th after it waits
+``base * 2^(n-2)`` seconds, capped; Kueue's ``requeueState``). The controller's
+eviction-storm guard applies too (``core.failures.storms`` over ``storm_groups``,
+``StormPolicy``): while more than the threshold of a group's nodes failed within the window,
+workloads on failed nodes are held (neither replaced nor evicted; event ``held``) and decided
+again when a node recovers. A requeued job restarts from the beginning (no checkpoint
+model). Preempted victims are released at once (their pods' termination takes no virtual time).
 
 By default a cycle takes no virtual time (``cycle_cost="zero"``); ``"measured"`` advances the
 clock by each cycle's wall time (scripts/bench/admission.py).
@@ -41,11 +46,18 @@ from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admit
 from scheduler.core.failures import (
     EVICTION_REASON,
     FailureTracker,
+    HoldForNodeStorm,
     PlacedWorkload,
     ReplaceNodes,
+    RequeueBackoff,
+    Storm,
+    StormPolicy,
     apply_replacement,
+    held_nodes,
     node_failure_decisions,
     pods_per_node,
+    storm_groups,
+    storms,
 )
 from scheduler.core.fakecluster import HEALTH_STATUS_LABEL
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
@@ -146,7 +158,12 @@ class Simulator:
     def __init__(self, world: World, jobs: Sequence[SimJob], failures: Sequence[SimFailure] = (), *,
                  solver: str = "greedy", time_budget_s: float = 0.1, cycle_cost: str = "zero",
                  horizon_s: float | None = None, progress: Callable[[Progress], None] | None = None,
-                 progress_every_s: float = 0.0, eviction_delay_s: float = 30.0) -> None:
+                 progress_every_s: float = 0.0, eviction_delay_s: float = 30.0,
+                 requeue_backoff: RequeueBackoff | None = None, storm_policy: StormPolicy | None = None,
+                 storm_guard: bool = True) -> None:
+        """``requeue_backoff`` and ``storm_policy`` default to the controller's defaults (its
+        ``--node-failure-requeue-*`` and ``--eviction-storm-*`` flags); ``storm_guard=False``
+        turns the guard off."""
         if cycle_cost not in ("zero", "measured"):
             raise ValueError(f"cycle_cost must be 'zero' or 'measured', got {cycle_cost!r}")
         self.world = world
@@ -161,6 +178,14 @@ class Simulator:
         self.solver, self.time_budget_s, self.cycle_cost = solver, time_budget_s, cycle_cost
         self.horizon_s = horizon_s
         self.eviction_delay_s = eviction_delay_s
+        self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
+        self.storm_policy = (storm_policy if storm_policy is not None else StormPolicy()) if storm_guard else None
+        # The controller's record of unhealthy nodes (no grace: failures are instants here).
+        self.tracker = FailureTracker(grace_s=0.0)
+        self.storms: dict[str, Storm] = {}
+        self.held: set[str] = set()  # workloads whose node failure is held by a storm
+        self.requeue_counts: dict[str, int] = defaultdict(int)  # Kueue's requeueState.count
+        self._health_changed = False
         self.progress_cb, self.progress_every_s = progress, progress_every_s
         self.nodes = {n.name: n for n in world.nodes}
         self.quota_shape = QuotaState(world.cluster_queues.values(), world.cohorts.values())
@@ -180,6 +205,8 @@ class Simulator:
         self.gpu_used_s = self.gpu_avail_s = 0.0
         self.cq_integral: dict[str, float] = defaultdict(float)
         self.samples: list[tuple[float, int, int, int]] = []
+        for name, info in self.nodes.items():
+            self.tracker.observe(name, node_health(info, world.health_policy).healthy, 0.0)
         self._rebuild()
 
     # ------------------------------------------------------------------ state helpers
@@ -213,14 +240,21 @@ class Simulator:
         self._tas(w, -1)
         self.state.release(self.quota_shape.cluster_queues_in_tree(w.cluster_queue))
 
-    def _requeue(self, key: str, kind: str, detail: str) -> None:
+    def _requeue(self, key: str, kind: str, detail: str, backoff_s: float = 0.0) -> None:
+        """Release and requeue; ``backoff_s`` > 0: not admitted again before now + backoff."""
         w = self.admitted.pop(key)
         self._release(w)
         self.generation[key] += 1  # its completion event is now stale
-        self.pending[key] = PendingWorkload(w.spec)  # Kueue: Preempted/NodeFailures keep creation order
+        requeue_at = self.now + backoff_s if backoff_s > 0 else None
+        # Kueue: Preempted/NodeFailures keep creation order
+        self.pending[key] = PendingWorkload(w.spec, requeue_at=requeue_at)
         job = self.jobs[key]
         job.admitted_at = None
-        self.log.append({"t": self.now, "kind": kind, "workload": key, "detail": detail})
+        entry: dict[str, Any] = {"t": self.now, "kind": kind, "workload": key, "detail": detail}
+        if requeue_at is not None:
+            entry["requeue_at"] = requeue_at
+            self._push(requeue_at, "backoff-over", key)  # wake the loop when the backoff ends
+        self.log.append(entry)
 
     def _evict_later(self, key: str, kind: str, detail: str) -> None:
         """Preempt/Evict decision: the reservation is held (evicted) until the pods are gone."""
@@ -261,37 +295,77 @@ class Simulator:
 
     def _fail(self, node: str) -> None:
         self.nodes[node] = _with_health(self.nodes[node], FAILED_STATUS)
+        self.tracker.observe(node, False, self.now)
         self.log.append({"t": self.now, "kind": "failure", "node": node})
         self._rebuild()
-        # The controller's decision, with no grace (virtual time) and evictions freeing their
-        # capacity at once (pods terminate in no time here).
-        unhealthy = FailureTracker(grace_s=0.0)
-        for name, info in self.nodes.items():
-            unhealthy.observe(name, node_health(info, self.world.health_policy).healthy, self.now)
-        hit = [self.admitted[key] for key in sorted(self.admitted)
-               if node in {h for u in self.admitted[key].tas for h in pods_per_node(u.placement)}]
-        placed = [PlacedWorkload(w.spec.key, w.tas, {ps.name: ps.topology for ps in w.spec.pod_sets}) for w in hit]
+        self._health_changed = True  # decided once every change of this instant is recorded
+
+    def _watch_storms(self) -> dict[str, Storm]:
+        """The controller's storm guard over the same groups; node -> the storm holding it."""
+        if self.storm_policy is None:
+            return {}
         labels = {name: info.labels for name, info in self.nodes.items()}
-        for decision in node_failure_decisions(placed, unhealthy, self.trees, self.now, labels, release_evicted=True):
-            key = decision.workload
-            if isinstance(decision, ReplaceNodes):
-                w = self.admitted[key]
-                self._tas(w, -1)
-                w = dataclasses.replace(w, tas=tuple(TASUsage(u.flavor, apply_replacement(u.placement, decision),
-                                                               u.per_pod) for u in w.tas))
-                self.admitted[key] = w
-                self._tas(w, +1)
-                self.replacements += 1
-                self.log.append({"t": self.now, "kind": "replacement", "workload": key, "node": node})
-                continue
-            self.evictions += 1
-            self.jobs[key].evictions += 1
-            self._requeue(key, "eviction", f"{EVICTION_REASON}: {node}")
+        selectors = {name: flavor.node_labels for name, flavor in self.world.flavors.items()}
+        current = storms(storm_groups(labels, selectors), self.tracker, self.now, self.storm_policy, self.storms)
+        for group in sorted(set(current) - set(self.storms)):
+            self.log.append({"t": self.now, "kind": "storm", "group": group, "detail": current[group].message})
+        for group in sorted(set(self.storms) - set(current)):
+            self.log.append({"t": self.now, "kind": "storm-over", "group": group})
+        self.storms = current
+        return held_nodes(current)
+
+    def _node_failures(self) -> None:
+        """The controller's decision for every workload on a failed node, with no grace
+        (virtual time) and evictions freeing their capacity at once (pods terminate in no time
+        here); a held workload is decided again at the next failure or recovery."""
+        held = self._watch_storms()
+        on_failed = [self.admitted[key] for key in sorted(self.admitted)
+                     if not self.admitted[key].evicted
+                     and self.tracker.failed_among({h for u in self.admitted[key].tas
+                                                    for h in pods_per_node(u.placement)}, self.now)]
+        placed = [PlacedWorkload(w.spec.key, w.tas, {ps.name: ps.topology for ps in w.spec.pod_sets})
+                  for w in on_failed]
+        labels = {name: info.labels for name, info in self.nodes.items()}
+        decisions = node_failure_decisions(placed, self.tracker, self.trees, self.now, labels,
+                                           release_evicted=True, held=held)
+        self.held &= {d.workload for d in decisions if isinstance(d, HoldForNodeStorm)}
+        for decision in decisions:
+            if isinstance(decision, HoldForNodeStorm):
+                if decision.workload not in self.held:
+                    self.held.add(decision.workload)
+                    self.log.append({"t": self.now, "kind": "held", "workload": decision.workload,
+                                     "detail": decision.message})
+            elif isinstance(decision, ReplaceNodes):
+                self._replace(decision)
+            else:
+                self._evict_for_node_failure(decision.workload, decision.failed_nodes)
+
+    def _replace(self, decision: ReplaceNodes) -> None:
+        key = decision.workload
+        w = self.admitted[key]
+        self._tas(w, -1)
+        w = dataclasses.replace(w, tas=tuple(TASUsage(u.flavor, apply_replacement(u.placement, decision),
+                                                       u.per_pod) for u in w.tas))
+        self.admitted[key] = w
+        self._tas(w, +1)
+        self.replacements += 1
+        self.log.append({"t": self.now, "kind": "replacement", "workload": key,
+                         "node": ",".join(decision.failed_nodes)})
+
+    def _evict_for_node_failure(self, key: str, failed_nodes: Sequence[str]) -> None:
+        """NodeFailures eviction, requeued after the controller's backoff (requeueState)."""
+        self.evictions += 1
+        self.jobs[key].evictions += 1
+        self.requeue_counts[key] += 1
+        self._requeue(key, "eviction", f"{EVICTION_REASON}: {','.join(failed_nodes)}",
+                      backoff_s=self.requeue_backoff.delay_s(self.requeue_counts[key]))
 
     def _recover(self, node: str) -> None:
         self.nodes[node] = _with_health(self.nodes[node], "Schedulable")
+        self.tracker.observe(node, True, self.now)
         self.log.append({"t": self.now, "kind": "recovery", "node": node})
         self._rebuild()
+        self._health_changed = True  # a storm may be over: held workloads are decided again
         self.state.release(None)
 
     # ------------------------------------------------------------------ cycle
@@ -415,6 +489,13 @@ class Simulator:
                         self._fail(key)
                     elif kind == "recover":
                         self._recover(key)
+                    elif kind == "backoff-over":
+                        self.state.release(None)
+                if self._health_changed:
+                    # As one controller pass sees every node that failed together (a rack),
+                    # the failures of one instant are decided together.
+                    self._health_changed = False
+                    self._node_failures()
             for _ in range(MAX_CYCLES_PER_INSTANT):
                 if not self.pending or not self._cycle():
                     break

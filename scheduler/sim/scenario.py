@@ -8,6 +8,7 @@ from typing import Any
 
 from scheduler.adapter.cluster import core_nodes
 from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, flavor_spec, local_queue_spec
+from scheduler.core.failures import RequeueBackoff, StormPolicy
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
@@ -229,7 +230,9 @@ def cluster_from_documents(docs: Sequence[Mapping[str, Any]]) -> Mapping[str, An
 def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare: str | None = None,
                  time_budget_s: float = 0.1, horizon_s: float | None = None,
                  progress: Any = None, progress_every_s: float = 0.0,
-                 eviction_delay_s: float = 30.0) -> list[tuple[str, SimResult, dict[str, Any]]]:
+                 eviction_delay_s: float = 30.0, requeue_backoff: RequeueBackoff | None = None,
+                 storm_policy: StormPolicy | None = None,
+                 storm_guard: bool = True) -> list[tuple[str, SimResult, dict[str, Any]]]:
     """Every variant of ``compare`` on the same trace: (label, result, summary).
     ``progress(label, index, count, Progress)`` is called as the engine reports."""
     out = []
@@ -241,6 +244,7 @@ def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare:
             def cb(p: Any, label: str = label, idx: int = idx) -> None:
                 progress(label, idx, len(runs), p)
         result = Simulator(w, jobs, failures, solver=sol, time_budget_s=time_budget_s, horizon_s=horizon_s,
-                           progress=cb, progress_every_s=progress_every_s, eviction_delay_s=eviction_delay_s).run()
+                           progress=cb, progress_every_s=progress_every_s, eviction_delay_s=eviction_delay_s,
+                           requeue_backoff=requeue_backoff, storm_policy=storm_policy, storm_guard=storm_guard).run()
         out.append((label, result, summarize(result)))
     return out

@@ -8,9 +8,9 @@ from typing import Any
 
 from scheduler.core.workload import ANN_WORKLOAD
 from scheduler.kube import status as st
-from scheduler.kube.informer import NODES, PODS
+from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube.nodefailures import HELD_CONDITION
-from tests.unit.kube.test_phases import HEALTH, NS, Harness, assigned_hosts
+from tests.unit.kube.test_phases import HEALTH, NS, Harness, assigned_hosts, job
 
 SPARE = {"n0": "n1", "n1": "n0", "n2": "n3", "n3": "n2"}
 
@@ -79,3 +79,30 @@ def test_an_eviction_storm_holds_then_resumes(harness: Harness) -> None:
     resumed = harness.workload()
     assert st.find_condition(resumed, HELD_CONDITION)["status"] == "False"
     assert st.find_condition(resumed, st.EVICTED)["reason"] == "NodeFailures"
+
+
+def workload_of(harness: Harness, job_name: str) -> dict[str, Any]:
+    (wl,) = [w for w in harness.api.objects(WORKLOADS, NS)
+             if (w["metadata"].get("ownerReferences") or [{}])[0].get("name") == job_name]
+    return wl
+
+
+def test_a_deleted_nodes_pods_stay_in_its_block_or_the_workload_is_evicted(harness: Harness) -> None:
+    # Found by the chaos e2e: every pod of a started Job was on a node that was deleted. The
+    # Job's nodeSelector pins the required block it started in, so a replacement in the other
+    # block could never be scheduled (pods Pending for good). The node's last-seen labels keep
+    # the replacement in its block; with no room there, the workload is evicted (and restarts).
+    wl = harness.admitted("train", 1)
+    (failed,) = assigned_hosts(wl)
+    harness.api.create(JOBS, job("filler", 1), NS)  # takes the spare of the same block (best fit)
+    for phase in (harness.controller.ensure_workloads, harness.controller.admit, harness.controller.start_admitted):
+        harness.sync()
+        phase()
+    harness.sync()
+    assert set(assigned_hosts(workload_of(harness, "filler"))) == {SPARE[failed]}
+    harness.controller.node_failures.run()  # a pass sees the node (and its labels) while it exists
+    harness.api.delete(NODES, failed)
+    harness.sync()
+    harness.controller.node_failures.run()
+    after = workload_of(harness, "train")
+    assert not st.has_reservation(after) or st.condition_true(after, st.EVICTED), assigned_hosts(after)
