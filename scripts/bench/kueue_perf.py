@@ -45,6 +45,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -165,6 +166,12 @@ def process_usage(pid: int) -> tuple[int, int, float]:
     return user * 1000 // TICKS_PER_S, system * 1000 // TICKS_PER_S, hwm / 1024
 
 
+def kueue_env() -> dict[str, str]:
+    """Kueue's test utilities (imported by the runner and the checker) look for Kueue's
+    Makefile at start-up: ``PROJECT_DIR`` names a file in the module directory."""
+    return dict(os.environ, PROJECT_DIR=str(kueue_module_dir() / "Makefile"))
+
+
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -217,8 +224,7 @@ def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: 
             profiler = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw",
                                          "--output", str(out_dir / "pyspy.txt"), "--nonblocking"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig),
-                   PROJECT_DIR=str(kueue_module_dir() / "Makefile"))
+        env = dict(kueue_env(), KUBECONFIG=str(cluster.kubeconfig))
         argv = [str(bins.runner), f"--o={out_dir}", f"--generatorConfig={generator}", f"--qps={qps}",
                 f"--burst={qps * 2}", f"--timeout={timeout}", "--zap-log-level=info"]
         summary_path = out_dir / "summary.yaml"
@@ -246,8 +252,8 @@ def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: 
         return result
     finally:
         if profiler is not None:
-            profiler.terminate()
-            profiler.wait(timeout=30)
+            profiler.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT, not SIGTERM
+            profiler.wait(timeout=60)
         cluster.stop()
 
 
@@ -255,7 +261,7 @@ def check(bins: PerfBinaries, out_dir: Path, rangespec: Path) -> tuple[str, list
     """Kueue's checker on the run's summary: PASS or FAIL and its failure lines."""
     proc = subprocess.run([str(bins.checker), "-test.v", f"-summary={out_dir / 'summary.yaml'}",
                            f"-cmdStats={out_dir / 'cmdStats.yaml'}", f"-range={rangespec}"],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=kueue_env())
     (out_dir / "checker.log").write_text(proc.stdout + proc.stderr)
     failures = [line.strip() for line in proc.stdout.splitlines()
                 if "checker_test.go" in line and ("greater" in line or "less" in line or "more" in line
