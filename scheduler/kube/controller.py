@@ -37,7 +37,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
-from scheduler.core.cycle import Snapshot, run_cycle
+from scheduler.core.cycle import Snapshot, after_decisions, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
@@ -112,6 +112,7 @@ class Controller:
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
+        self._decided: Snapshot | None = None  # the last admit pass's snapshot, its admissions applied
         self.wakeup = Wakeup()
         self._stop = threading.Event()
         # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own
@@ -378,9 +379,11 @@ class Controller:
             self.queue_state.release()
             self._fingerprint = fingerprint
         snapshot = self._snapshot()
+        self._decided = snapshot
         if snapshot.pending and not self.unreadable.holds_admission():
             decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
             apply_decisions(self.writer, self.queue_state, snapshot, decisions, self.clock(), self.isolation)
+            self._decided = after_decisions(snapshot, decisions)
         return snapshot
 
     def _snapshot(self) -> Snapshot:
@@ -408,9 +411,9 @@ class Controller:
         self.progress_evictions()
         self.start_admitted()
         snapshot = self.admit()
-        # From the snapshot before this pass's decisions: each write they made comes back as a
-        # watch event and wakes the next pass, which reports it.
-        self.queue_objects.sync(snapshot, self.isolation)
+        # With this pass's admissions: a ClusterQueue reports an admission in the pass that made
+        # it (Kueue's cache does); evictions and finishes show when their writes come back.
+        self.queue_objects.sync(self._decided or snapshot, self.isolation)
         self.metrics.reconciled(snapshot, self.cache.workloads.items())
 
     def stop(self) -> None:

@@ -53,7 +53,7 @@ from scheduler.core.failures import (
     storms,
 )
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
-from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
+from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.preemption import TASUsage
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
@@ -162,8 +162,8 @@ class NodeFailureHandler:
         only when all of them are (the assignment cannot say which one it meant)."""
         nodes: dict[str, Obj] = {}
         verdicts: dict[str, tuple[bool, str]] = {}
-        for obj in self.cache.nodes.items():
-            info = node_from_k8s(obj)
+        objs = self.cache.nodes.items()
+        for obj, info in zip(objs, core_nodes(objs), strict=True):
             host = host_of(obj)
             healthy = node_health(info, self.health_policy).healthy
             if host not in verdicts or (healthy and not verdicts[host][0]):
