@@ -37,7 +37,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
-from scheduler.core.cycle import Snapshot, after_decisions, run_cycle
+from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
@@ -112,7 +112,6 @@ class Controller:
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
-        self._decided: Snapshot | None = None  # the last admit pass's snapshot, its admissions applied
         self.wakeup = Wakeup()
         self._stop = threading.Event()
         # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own
@@ -379,11 +378,20 @@ class Controller:
             self.queue_state.release()
             self._fingerprint = fingerprint
         snapshot = self._snapshot()
-        self._decided = snapshot
+        decided, reasons = snapshot, []
         if snapshot.pending and not self.unreadable.holds_admission():
             decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
-            apply_decisions(self.writer, self.queue_state, snapshot, decisions, self.clock(), self.isolation)
-            self._decided = after_decisions(snapshot, decisions)
+            reasons = [d for d in decisions if isinstance(d, Pending)]
+            actions = [d for d in decisions if not isinstance(d, Pending)]
+            apply_decisions(self.writer, self.queue_state, snapshot, actions, self.clock(), self.isolation)
+            decided = after_decisions(snapshot, decisions)
+        # Queue status with this pass's admissions, before the pending reasons: a ClusterQueue
+        # reports an admission (and its pending count) in the pass that made it, as Kueue's
+        # cache does, even when hundreds of new Workloads each get a first pending reason
+        # (issue 18: Kueue's perf recorder reads usage and "work left" from ClusterQueue status).
+        self.queue_objects.sync(decided, self.isolation)
+        if reasons:
+            apply_decisions(self.writer, self.queue_state, snapshot, reasons, self.clock(), self.isolation)
         return snapshot
 
     def _snapshot(self) -> Snapshot:
@@ -410,10 +418,7 @@ class Controller:
         self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()
-        snapshot = self.admit()
-        # With this pass's admissions: a ClusterQueue reports an admission in the pass that made
-        # it (Kueue's cache does); evictions and finishes show when their writes come back.
-        self.queue_objects.sync(self._decided or snapshot, self.isolation)
+        snapshot = self.admit()  # writes the queue status too
         self.metrics.reconciled(snapshot, self.cache.workloads.items())
 
     def stop(self) -> None:
