@@ -60,6 +60,8 @@ def cluster_objects(nodes: int, pending: int, seed: int) -> ClusterObjects:
     layers, per_domain = SHAPES[nodes]
     node_objs = generate_nodes({"name": f"scale-{nodes}", "instanceType": FLAVOR, "layers": layers,
                                 "nodesPerDomain": per_domain})
+    for i, node in enumerate(node_objs):  # as the informer cache holds them
+        node["metadata"]["resourceVersion"] = str(i + 1)
     gpus = len(node_objs) * 8
     topology = {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": "hyperpod"},
                 "spec": {"levels": [{"nodeLabel": f"topology.k8s.aws/network-node-layer-{i}"} for i in (1, 2, 3)]
