@@ -380,6 +380,7 @@ class Controller:
         snapshot = self._snapshot()
         decided, reasons = snapshot, []
         if snapshot.pending and not self.unreadable.holds_admission():
+            self.queue_objects.announce_work(snapshot, self.isolation)
             decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
             reasons = [d for d in decisions if isinstance(d, Pending)]
             actions = [d for d in decisions if not isinstance(d, Pending)]

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.kube import status as st
-from scheduler.kube.informer import NODES, WORKLOADS
+from scheduler.kube.informer import CLUSTER_QUEUES, NODES, WORKLOADS
+from scheduler.kube.snapshot import build_snapshot
 from tests.unit.kube.test_phases import BLOCK, GPU, HOST, NS, Harness, assigned_hosts, node
 
 
@@ -111,3 +112,13 @@ def test_node_failure_of_an_ownerless_workload_backs_off(harness: Harness) -> No
     assert evictions == 1
     wl = workload(harness, "direct")
     assert wl["status"]["requeueState"]["count"] == 1 and not st.has_reservation(wl)
+
+
+def test_idle_cluster_queue_reports_new_work_before_the_pass_writes(harness: Harness) -> None:
+    """Kueue's perf recorder stops once no ClusterQueue reports pending or reserving work:
+    a queue that was idle shows its new Workloads before the pass spends time on writes."""
+    harness.api.create(WORKLOADS, ownerless("direct", 2), NS)
+    harness.sync()
+    harness.controller.queue_objects.announce_work(build_snapshot(harness.cache, harness.clock()))
+    harness.sync()
+    assert harness.api.get(CLUSTER_QUEUES, "cq")["status"]["pendingWorkloads"] == 1
