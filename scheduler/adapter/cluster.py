@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.adapter.objects import Obj, name_of
 from scheduler.adapter.queues import topology_levels
@@ -31,8 +32,42 @@ class TasFlavor:
     node_labels: Mapping[str, str]
 
 
+class _NodeMemo:
+    """Converted nodes by (name, resourceVersion). The controller converts every node on every
+    pass (snapshot and node-failure record): on a 640-node cluster whose nodes arrive one by
+    one that was O(nodes) per watch event, the top of the profile (issue 18). A node object
+    with a resourceVersion never changes, so its conversion is reused; objects without one
+    (files, tests) are converted each time. The converted value is frozen and shared, so
+    nobody may mutate it (nobody does: the core treats NodeInfo as plain data)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, tuple[str, NodeInfo]] = {}
+
+    def convert(self, nodes: Iterable[Obj]) -> list[NodeInfo]:
+        out = []
+        for obj in nodes:
+            meta = obj.get("metadata") or {}
+            version = meta.get("resourceVersion")
+            if not version:
+                out.append(node_from_k8s(obj))
+                continue
+            name = str(meta.get("name"))
+            hit = self._by_name.get(name)
+            if hit is None or hit[0] != version:
+                hit = (str(version), node_from_k8s(obj))
+                self._by_name[name] = hit
+            out.append(hit[1])
+        if len(self._by_name) > 2 * len(out) + 1024:  # deleted nodes: start over now and then
+            self._by_name = {n.name: self._by_name[n.name] for n in out if n.name in self._by_name}
+        return out
+
+
+_NODE_MEMO = _NodeMemo()
+
+
 def core_nodes(nodes: Iterable[Obj]) -> list[NodeInfo]:
-    return [node_from_k8s(n) for n in nodes]
+    """The nodes as core values (conversions reused per resourceVersion, see :class:`_NodeMemo`)."""
+    return _NODE_MEMO.convert(nodes)
 
 
 def core_pods(pods: Iterable[Obj]) -> list[PodInfo]:
@@ -67,11 +102,36 @@ def tas_flavors(flavors: Iterable[Obj], topologies: Mapping[str, Obj]) -> list[T
     return out
 
 
+class _TreeMemo:
+    """The last empty tree of each TAS flavor, reused (cloned) while its inputs are the very
+    same objects: building a 10,000-node tree was most of a pass's snapshot (issue 18). The
+    node values come from :class:`_NodeMemo`, so an unchanged node is the same object; a new
+    pod or node list content builds afresh. The entry keeps its inputs alive, so the ids in
+    its key cannot be reused by other objects."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[tuple[Any, ...], list[NodeInfo], list[PodInfo], TopologyTree]] = {}
+
+    def tree(self, tas: TasFlavor, nodes: list[NodeInfo], pods: list[PodInfo], policy: HealthPolicy) -> TopologyTree:
+        key = (tas.topology, tas.levels, tuple(sorted(tas.node_labels.items())), policy,
+               tuple(map(id, nodes)), tuple(map(id, pods)))
+        hit = self._entries.get(tas.flavor)
+        if hit is None or hit[0] != key:
+            tree = TopologyTree.build(tas.topology, tas.levels, nodes, pods, flavor_node_labels=tas.node_labels,
+                                      health_policy=policy)
+            hit = (key, nodes, pods, tree)
+            self._entries[tas.flavor] = hit
+        return hit[3].clone()
+
+
+_TREE_MEMO = _TreeMemo()
+
+
 def empty_flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: list[NodeInfo],
                        pods: list[PodInfo], health_policy: HealthPolicy | None = None) -> dict[str, TopologyTree]:
-    """One tree per TAS flavor with the pods' usage, before any workload's reservation."""
-    return {tas.flavor: TopologyTree.build(tas.topology, tas.levels, nodes, pods, flavor_node_labels=tas.node_labels,
-                                           health_policy=health_policy or DEFAULT_POLICY)
+    """One tree per TAS flavor with the pods' usage, before any workload's reservation (a
+    fresh copy: callers subtract reservations from it)."""
+    return {tas.flavor: _TREE_MEMO.tree(tas, nodes, pods, health_policy or DEFAULT_POLICY)
             for tas in tas_flavors(flavors, topologies)}
 
 

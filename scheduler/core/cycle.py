@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
 from scheduler.core.preemption import (
@@ -655,3 +655,19 @@ def admitted_from_decision(decision: Admit, pending: PendingWorkload, now: float
         queued_at=pending.queued_at,
         tas=tuple(tas),
     )
+
+
+def after_decisions(snapshot: Snapshot, decisions: Sequence[Decision]) -> Snapshot:
+    """The snapshot as the cycle's admissions leave it: admitted workloads moved from pending
+    to admitted. Queue status (pending counts, usage) is written from it, so a ClusterQueue
+    shows an admission in the same pass that made it, as Kueue's cache does, rather than one
+    pass later (issue 18: Kueue's perf recorder integrates ClusterQueue usage from status
+    events and ends when no ClusterQueue reports pending work)."""
+    admits = {d.workload: d for d in decisions if isinstance(d, Admit)}
+    if not admits:
+        return snapshot
+    pending = tuple(p for p in snapshot.pending if p.key not in admits)
+    admitted = tuple(admitted_from_decision(admits[p.key], p, snapshot.now)
+                     for p in snapshot.pending if p.key in admits)
+    return replace(snapshot, pending=pending, admitted=(*snapshot.admitted, *admitted))
+

@@ -100,6 +100,19 @@ def go_build(module: Path, packages: list[str], bin_dir: Path, what: str, ldflag
     return bin_dir
 
 
+def go_test_build(module: Path, package: str, binary: Path, what: str) -> Path:
+    """``go test -c`` of ``package`` (a test-only package of a dependency, e.g. Kueue's perf
+    checker) in the wrapper module ``module``, moved to ``binary`` only when complete."""
+    if not (module / "go.mod").is_file():
+        raise UserError(f"{module}/go.mod is missing: run from a toposched checkout")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    staging = binary.with_name(binary.name + ".partial")
+    _run_build([_go(), "test", "-c", "-trimpath", "-ldflags=-s -w", "-o", str(staging), package],
+               module, binary.parent / f"{binary.name}.build.log", what)
+    staging.rename(binary)
+    return binary
+
+
 def _version_ldflags(version: str) -> str:
     """Stamp the release into the binaries (``/version``, ``kubectl version``): a plain module
     build reports ``v0.0.0-master+$Format:%H$``, which Kueue cannot parse and refuses to run on."""

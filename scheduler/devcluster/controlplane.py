@@ -165,8 +165,13 @@ def default_scheduler_config(kubeconfig: Path, extra_profiles: Iterable[Mapping[
 
 class LocalCluster:
     def __init__(self, directory: Path, ports: Ports | None = None,
-                 scheduler_config: Mapping[str, Any] | None = None, with_kwok: bool = True) -> None:
+                 scheduler_config: Mapping[str, Any] | None = None, with_kwok: bool = True,
+                 node_lifecycle: bool = True) -> None:
+        """``node_lifecycle=False`` turns kube-controller-manager's node lifecycle controller
+        off: nodes nobody heartbeats (created by a benchmark, not under KWOK) then stay as
+        their creator wrote them instead of turning NotReady after the monitor grace."""
         self.dir = directory
+        self.node_lifecycle = node_lifecycle
         self.ports = ports or Ports.dynamic()
         self._scheduler_config = scheduler_config
         self.with_kwok = with_kwok
@@ -328,7 +333,7 @@ class LocalCluster:
             f"--bind-address={LOOPBACK}", f"--secure-port={self.ports.controller_manager}",
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
             "--use-service-account-credentials=true",
-            "--controllers=*",
+            "--controllers=*" if self.node_lifecycle else "--controllers=*,-node-lifecycle-controller",
             "--leader-elect=false",
             *_CONTROLLER_MANAGER_TUNING_FLAGS,
             WATCH_LIST_OFF,

@@ -4,6 +4,11 @@ Each reconcile runs fixed phases, every one idempotent and driven only by what t
 server holds, so a restarted (or newly elected) controller continues exactly where the last
 one stopped — no admission is lost and none is made twice:
 
+Workloads created directly, with no owner Job (Kueue's perf runner, external frameworks), go
+through the same phases as Kueue treats them: admitted, never started (nothing to unsuspend),
+finished by whoever set their ``Finished`` condition (their quota is released by the next
+snapshot), and on eviction released at once (nothing to stop) with the same requeue backoff.
+
 1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference);
    ``suspend_unadmitted`` a managed job running without an admitted Workload is suspended
                           again (Kueue's "Not admitted by cluster queue").
@@ -32,7 +37,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
-from scheduler.core.cycle import Snapshot, run_cycle
+from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
@@ -244,7 +249,10 @@ class Controller:
     def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
         entry = jobs.get(_owner_uid(wl) or "")
         if entry is None:
-            self.writer.patch_workload_status(wl, st.release_status(wl, self.clock()))
+            # An ownerless Workload (created directly, as Kueue's perf runner and external
+            # frameworks do) has nothing to stop: released at once, with the same backoff as
+            # any other NodeFailures eviction (without it, a node failure re-admits in a loop).
+            self._release(wl, None)
             return
         integration, job = entry
         if not integration.is_suspended(job):
@@ -257,7 +265,7 @@ class Controller:
             return
         self._release(wl, job)
 
-    def _release(self, wl: Obj, job: Obj) -> None:
+    def _release(self, wl: Obj, job: Obj | None) -> None:
         """The evicted job's pods are gone: drop the reservation. Preempted evictions requeue at
         once (Kueue); NodeFailures evictions after Kueue's requeuing backoff (``requeueState``),
         unless HyperPod auto-resume retries are used up."""
@@ -271,7 +279,7 @@ class Controller:
             status["conditions"] = st.finish_status(st.merged(wl, status), "Failed", failure, now)["conditions"]
         if self.writer.patch_workload_status(wl, status):
             if failure:
-                self.writer.event(job, "Warning", "AutoResumeRetriesExhausted", failure)
+                self.writer.event(job if job is not None else wl, "Warning", "AutoResumeRetriesExhausted", failure)
                 self.writer.notify("finished", wl, {"reason": "Failed", "message": failure})
             else:
                 self.writer.notify("requeued", wl, {})
@@ -370,9 +378,21 @@ class Controller:
             self.queue_state.release()
             self._fingerprint = fingerprint
         snapshot = self._snapshot()
+        decided, reasons = snapshot, []
         if snapshot.pending and not self.unreadable.holds_admission():
+            self.queue_objects.announce_work(snapshot, self.isolation)
             decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
-            apply_decisions(self.writer, self.queue_state, snapshot, decisions, self.clock(), self.isolation)
+            reasons = [d for d in decisions if isinstance(d, Pending)]
+            actions = [d for d in decisions if not isinstance(d, Pending)]
+            apply_decisions(self.writer, self.queue_state, snapshot, actions, self.clock(), self.isolation)
+            decided = after_decisions(snapshot, decisions)
+        # Queue status with this pass's admissions, before the pending reasons: a ClusterQueue
+        # reports an admission (and its pending count) in the pass that made it, as Kueue's
+        # cache does, even when hundreds of new Workloads each get a first pending reason
+        # (issue 18: Kueue's perf recorder reads usage and "work left" from ClusterQueue status).
+        self.queue_objects.sync(decided, self.isolation)
+        if reasons:
+            apply_decisions(self.writer, self.queue_state, snapshot, reasons, self.clock(), self.isolation)
         return snapshot
 
     def _snapshot(self) -> Snapshot:
@@ -399,10 +419,7 @@ class Controller:
         self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()
-        snapshot = self.admit()
-        # From the snapshot before this pass's decisions: each write they made comes back as a
-        # watch event and wakes the next pass, which reports it.
-        self.queue_objects.sync(snapshot, self.isolation)
+        snapshot = self.admit()  # writes the queue status too
         self.metrics.reconciled(snapshot, self.cache.workloads.items())
 
     def stop(self) -> None:

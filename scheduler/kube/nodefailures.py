@@ -53,8 +53,8 @@ from scheduler.core.failures import (
     storm_groups,
     storms,
 )
-from scheduler.core.health import node_health
-from scheduler.core.nodes import node_from_k8s
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
+from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.preemption import TASUsage
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
@@ -123,6 +123,12 @@ def requeue_or_fail(workload: Mapping[str, Any]) -> tuple[bool, str | None]:
     return True, None
 
 
+def host_of(node: Mapping[str, Any]) -> str:
+    """The name a topology assignment gives this node: its hostname label, else its name."""
+    meta = node.get("metadata") or {}
+    return str((meta.get("labels") or {}).get(HOSTNAME_LABEL) or meta["name"])
+
+
 def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
     """A Workload object as the failure decision's input (its topology assignments)."""
     requests = {ps["name"]: request_from_kueue(ps.get("topologyRequest"))
@@ -135,8 +141,9 @@ def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
 class NodeFailureHandler:
     def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0,
                  isolation: Isolation | None = None, unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
-                 storm_policy: StormPolicy | None = None) -> None:
+                 storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY) -> None:
         self.cache = cache
+        self.health_policy = health_policy  # the placement's: one answer to "is it healthy?"
         self.writer = writer
         self.clock = clock
         self.isolation = isolation if isolation is not None else Isolation(writer, clock)
@@ -149,15 +156,29 @@ class NodeFailureHandler:
         self.last_labels: dict[str, Mapping[str, str]] = {}
 
     def record_nodes(self, now: float) -> dict[str, Obj]:
-        """Record every node's health (and nodes that are gone); returns the nodes by name."""
-        nodes = {n["metadata"]["name"]: n for n in self.cache.nodes.items()}
-        for name, obj in nodes.items():
-            info = node_from_k8s(obj)
-            self.tracker.observe(name, node_health(info).healthy, now, failure_kind(info))
-            self.last_labels[name] = (obj.get("metadata") or {}).get("labels") or {}
-        for name in list(self.tracker.unhealthy_since):
-            if name not in nodes:
-                self.tracker.observe_deleted(name)
+        """Record every node's health (and nodes that are gone); returns the nodes by host.
+
+        Keyed as placement keys them: by the ``kubernetes.io/hostname`` label value (the
+        node's name without one), since that is what a topology assignment names. Kueue's
+        perf runner names a node ``node-b0-r0-n0`` and labels it ``hostname=node-0``: keyed by
+        name, every assigned host looked deleted and was evicted at once, in a loop. Judged
+        with the placement's own ``node_health``; a value several nodes carry is unhealthy
+        only when all of them are (the assignment cannot say which one it meant)."""
+        nodes: dict[str, Obj] = {}
+        verdicts: dict[str, tuple[bool, str]] = {}
+        objs = self.cache.nodes.items()
+        for obj, info in zip(objs, core_nodes(objs), strict=True):
+            host = host_of(obj)
+            healthy = node_health(info, self.health_policy).healthy
+            if host not in verdicts or (healthy and not verdicts[host][0]):
+                nodes[host] = obj
+                verdicts[host] = (healthy, failure_kind(info))
+        for host, (healthy, kind) in verdicts.items():
+            self.tracker.observe(host, healthy, now, kind)
+            self.last_labels[host] = (nodes[host].get("metadata") or {}).get("labels") or {}
+        for host in list(self.tracker.unhealthy_since):
+            if host not in nodes:
+                self.tracker.observe_deleted(host)
         return nodes
 
     def run(self) -> None:
@@ -206,8 +227,8 @@ class NodeFailureHandler:
     def _decide(self, workloads: Sequence[PlacedWorkload], nodes: Mapping[str, Obj], holding: list[Obj],
                 now: float, held: Mapping[str, Storm]) -> list[NodeFailureDecision]:
         topologies = {t["metadata"]["name"]: t for t in self.cache.topologies.items()}
-        trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(nodes.values()),
-                             core_pods(self.cache.pods.items()), holding)
+        trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(self.cache.nodes.items()),
+                             core_pods(self.cache.pods.items()), holding, self.health_policy)
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
         gone = {name: self.last_labels[name] for name in self.tracker.deleted if name in self.last_labels}
         return node_failure_decisions(workloads, self.tracker, trees, now, {**gone, **labels}, held=held)
@@ -286,11 +307,12 @@ class NodeFailureHandler:
         """Delete (gracefully) the workload's pods on ``nodes`` whose node object still exists;
         the names of those still there afterwards (asked of the API server, not the cache)."""
         ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+        names = {n["metadata"]["name"] for n in self.cache.nodes.items() if host_of(n) in nodes}
         remaining = []
         for pod in self.cache.pods.items():
             meta = pod.get("metadata") or {}
             node = str((pod.get("spec") or {}).get("nodeName") or "")
-            if meta.get("namespace") != ns or node not in nodes or self.cache.nodes.get(node) is None:
+            if meta.get("namespace") != ns or node not in names:
                 continue  # another's, or its node object is gone: the pod cannot run any more
             if (meta.get("annotations") or {}).get(ANN_WORKLOAD) != name:
                 continue

@@ -94,6 +94,32 @@ class QueueObjectsWriter:
         each("queue status", self.cache.local_queues.items(), local_queue)
         self._sync_finalizers(snapshot, each)
 
+    def announce_work(self, snapshot: Snapshot, isolation: Isolation | None = None) -> None:
+        """ClusterQueues whose status says "idle" (nothing pending or reserving) while the
+        snapshot has Workloads pending in them get their status now, before the pass's writes:
+        Kueue's queue manager counts a new Workload as soon as it is queued, and whoever
+        watches ClusterQueue status (Kueue's perf recorder stops when no queue reports work)
+        must not see a burst of new Workloads as an idle cluster for the length of a pass."""
+        cq_status, _lq_status = queue_statuses(snapshot)
+        now = self.clock()
+
+        def idle_with_work(obj: Obj) -> bool:
+            qs = cq_status.get(obj["metadata"]["name"])
+            current = obj.get("status") or {}
+            return qs is not None and qs.pending_workloads > 0 and not current.get("pendingWorkloads") \
+                and not current.get("reservingWorkloads")
+
+        def write(obj: Obj) -> None:
+            fields = status_fields(obj, cq_status[obj["metadata"]["name"]], now)
+            self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, fields)
+
+        announced = [obj for obj in self.cache.cluster_queues.items() if idle_with_work(obj)]
+        if isolation is None:
+            for obj in announced:
+                write(obj)
+        else:
+            isolation.for_each("queue status", announced, write)
+
     def _write_status(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, fields: dict[str, Any]) -> None:
         if not _changed(obj, fields):
             return
