@@ -22,7 +22,7 @@ from admission import review
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
-from scheduler.http.bounded import BoundedHTTPServer
+from scheduler.http.bounded import BoundedHTTPServer, Refuser
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
     COHORTS,
@@ -99,28 +99,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, json.dumps(answer, separators=(",", ":")).encode())
 
 
-class _Refuser(BaseHTTPRequestHandler):
-    """Answers one request on a connection over the limit: 503 with an AdmissionReview that says
-    why, then closes (the API server retries; its failurePolicy decides meanwhile)."""
+class _Refuser(Refuser):
+    """A connection over the limit: a 503 AdmissionReview that says why (the API server
+    retries; its failurePolicy decides meanwhile)."""
 
-    protocol_version = "HTTP/1.1"
     server: WebhookHTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("refused %s " + format, self.address_string(), *args)
-
-    def _refuse(self) -> None:
-        body = json.dumps(review.refusal(f"serving its limit of {self.server.max_connections} connections; "
+    def body(self) -> bytes:
+        return json.dumps(review.refusal(f"serving its limit of {self.server.max_connections} connections; "
                                          "retry", 503), separators=(",", ":")).encode()
-        self.send_response(503)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-        self.close_connection = True
-
-    do_GET = do_POST = _refuse  # noqa: N815
 
 
 class WebhookHTTPServer(BoundedHTTPServer):

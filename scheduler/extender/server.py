@@ -34,7 +34,7 @@ from scheduler.core.nodes import node_from_k8s
 from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, OwnerRef, judge
 from scheduler.extender.logic import PodRef, SlotBook, SlotTaken, pod_ref, workload_view
 from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
-from scheduler.http.bounded import BoundedHTTPServer
+from scheduler.http.bounded import BoundedHTTPServer, Refuser
 from scheduler.kube.informer import (
     NODES,
     PODS,
@@ -466,28 +466,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, result)
 
 
-class _Refuser(BaseHTTPRequestHandler):
+class _Refuser(Refuser):
     """Answers one request on a connection over :data:`MAX_CONNECTIONS`: 503 with the verb's
     error answer, then closes (kube-scheduler fails the cycle and retries the pod after backoff)."""
 
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("refused %s " + format, self.address_string(), *args)
-
-    def _refuse(self) -> None:
+    def body(self) -> bytes:
         verb = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-        body = _encode(error_answer(verb, f"toposched extender is serving its limit of {MAX_CONNECTIONS} "
+        return _encode(error_answer(verb, f"toposched extender is serving its limit of {MAX_CONNECTIONS} "
                                           "connections; retrying"))
-        self.send_response(503)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-        self.close_connection = True
-
-    do_GET = do_POST = _refuse  # noqa: N815
 
 
 class ExtenderHTTPServer(BoundedHTTPServer):

@@ -21,6 +21,31 @@ log = logging.getLogger(__name__)
 REFUSE_TIMEOUT_S = 5
 
 
+class Refuser(BaseHTTPRequestHandler):
+    """Answers one request on a connection over the limit: 503 with :meth:`body` (the protocol's
+    own error answer, saying why), then closes. Subclasses say what the body is."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("refused %s " + format, self.address_string(), *args)
+
+    def body(self) -> bytes:
+        raise NotImplementedError
+
+    def _refuse(self) -> None:
+        body = self.body()
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    do_GET = do_POST = _refuse  # noqa: N815
+
+
 class BoundedHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
