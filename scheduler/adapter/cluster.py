@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.adapter.objects import Obj, name_of
+from scheduler.adapter.objects import Obj, VersionMemo, name_of
 from scheduler.adapter.queues import topology_levels
 from scheduler.adapter.workloads import admitted_workload, reserved_pod_sets
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
@@ -32,42 +32,15 @@ class TasFlavor:
     node_labels: Mapping[str, str]
 
 
-class _NodeMemo:
-    """Converted nodes by (name, resourceVersion). The controller converts every node on every
-    pass (snapshot and node-failure record): on a 640-node cluster whose nodes arrive one by
-    one that was O(nodes) per watch event, the top of the profile (issue 18). A node object
-    with a resourceVersion never changes, so its conversion is reused; objects without one
-    (files, tests) are converted each time. The converted value is frozen and shared, so
-    nobody may mutate it (nobody does: the core treats NodeInfo as plain data)."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, tuple[str, NodeInfo]] = {}
-
-    def convert(self, nodes: Iterable[Obj]) -> list[NodeInfo]:
-        out = []
-        for obj in nodes:
-            meta = obj.get("metadata") or {}
-            version = meta.get("resourceVersion")
-            if not version:
-                out.append(node_from_k8s(obj))
-                continue
-            name = str(meta.get("name"))
-            hit = self._by_name.get(name)
-            if hit is None or hit[0] != version:
-                hit = (str(version), node_from_k8s(obj))
-                self._by_name[name] = hit
-            out.append(hit[1])
-        if len(self._by_name) > 2 * len(out) + 1024:  # deleted nodes: start over now and then
-            self._by_name = {n.name: self._by_name[n.name] for n in out if n.name in self._by_name}
-        return out
-
-
-_NODE_MEMO = _NodeMemo()
+# The controller converts every node on every pass (snapshot and node-failure record): on a
+# 640-node cluster whose nodes arrive one by one that was O(nodes) per watch event, the top of
+# the profile (issue 18); unchanged nodes now reuse their conversion.
+_NODE_MEMO: VersionMemo[NodeInfo] = VersionMemo()
 
 
 def core_nodes(nodes: Iterable[Obj]) -> list[NodeInfo]:
-    """The nodes as core values (conversions reused per resourceVersion, see :class:`_NodeMemo`)."""
-    return _NODE_MEMO.convert(nodes)
+    """The nodes as core values (conversions reused per resourceVersion: ``VersionMemo``)."""
+    return _NODE_MEMO.convert(nodes, node_from_k8s)
 
 
 def core_pods(pods: Iterable[Obj]) -> list[PodInfo]:
@@ -105,7 +78,7 @@ def tas_flavors(flavors: Iterable[Obj], topologies: Mapping[str, Obj]) -> list[T
 class _TreeMemo:
     """The last empty tree of each TAS flavor, reused (cloned) while its inputs are the very
     same objects: building a 10,000-node tree was most of a pass's snapshot (issue 18). The
-    node values come from :class:`_NodeMemo`, so an unchanged node is the same object; a new
+    node values come from :func:`core_nodes` (``VersionMemo``), so an unchanged node is the same object; a new
     pod or node list content builds afresh. The entry keeps its inputs alive, so the ids in
     its key cannot be reused by other objects."""
 

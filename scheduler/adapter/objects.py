@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 Obj = Mapping[str, Any]
+T = TypeVar("T")
 
 QUOTA_RESERVED = "QuotaReserved"
 FINISHED = "Finished"
@@ -57,3 +58,37 @@ def holds_reservation(workload: Obj) -> bool:
     """QuotaReserved with an admission, not finished: the workload's quota and topology usage count."""
     return (condition_true(workload, QUOTA_RESERVED) and bool((workload.get("status") or {}).get("admission"))
             and not condition_true(workload, FINISHED))
+
+
+class VersionMemo(Generic[T]):
+    """Conversions of API objects reused while the object is unchanged: an object with a
+    ``resourceVersion`` never changes, so its conversion, keyed by namespace/name and stamped
+    with (resourceVersion, uid, ``extra``), is reused; the uid keeps two objects of one name
+    apart (a deleted and re-created one, or two clusters in one process). Objects without a
+    resourceVersion (files, tests) are converted each time. Entries of objects no longer seen
+    are dropped now and then. The values are frozen and shared: nobody may mutate them."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, tuple[tuple[Any, ...], T]] = {}
+
+    def convert(self, objs: Iterable[Obj], convert: Callable[[Obj], T],
+                extra: Callable[[Obj], Any] = lambda _obj: None) -> list[T]:
+        out: list[T] = []
+        seen: set[str] = set()
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            version = meta.get("resourceVersion")
+            if not version:
+                out.append(convert(obj))
+                continue
+            key = f"{meta.get('namespace') or ''}/{meta.get('name')}"
+            stamp = (str(version), meta.get("uid"), extra(obj))
+            hit = self._by_key.get(key)
+            if hit is None or hit[0] != stamp:
+                hit = (stamp, convert(obj))
+                self._by_key[key] = hit
+            seen.add(key)
+            out.append(hit[1])
+        if len(self._by_key) > 2 * len(out) + 1024:  # gone, or no longer in this set
+            self._by_key = {k: v for k, v in self._by_key.items() if k in seen}
+        return out

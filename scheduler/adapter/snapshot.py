@@ -9,12 +9,18 @@ decides, and the shell writes the decisions. Every object is converted once here
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from scheduler.adapter.cluster import core_nodes, core_pods, empty_flavor_trees, subtract_admitted
-from scheduler.adapter.objects import FINISHED, QUOTA_RESERVED, ClusterObjects, Obj, by_name, condition_true
+from scheduler.adapter.objects import (
+    FINISHED,
+    QUOTA_RESERVED,
+    ClusterObjects,
+    Obj,
+    VersionMemo,
+    by_name,
+    condition_true,
+)
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
@@ -50,43 +56,14 @@ def split_workloads(workloads: tuple[Obj, ...] | list[Obj]) -> WorkloadsByState:
     return WorkloadsByState(tuple(holding), tuple(pending))
 
 
-class _PendingMemo:
-    """Converted pending Workloads by (namespace/name, uid, resourceVersion, namespace labels).
-
-    The controller rebuilds its snapshot every pass; with tens of thousands of pending
-    Workloads their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet
-    a pending Workload rarely changes between passes. A Workload object with a resourceVersion
-    never changes, so its conversion is reused; objects without one (files, tests) are
-    converted each time. Values are frozen; nobody may mutate them."""
-
-    def __init__(self) -> None:
-        self._by_key: dict[str, tuple[tuple[Any, ...], PendingWorkload]] = {}
-
-    def convert(self, workloads: Sequence[Obj],
-                ns_labels: Mapping[str, Mapping[str, str]]) -> tuple[PendingWorkload, ...]:
-        out = []
-        for wl in workloads:
-            meta = wl.get("metadata") or {}
-            namespace = str(meta.get("namespace") or "")
-            labels = ns_labels.get(namespace, {})
-            version = meta.get("resourceVersion")
-            if not version:
-                out.append(pending_workload(wl, labels))
-                continue
-            key = f"{namespace}/{meta.get('name')}"
-            stamp = (version, meta.get("uid"), tuple(sorted(labels.items())))
-            hit = self._by_key.get(key)
-            if hit is None or hit[0] != stamp:
-                hit = (stamp, pending_workload(wl, labels))
-                self._by_key[key] = hit
-            out.append(hit[1])
-        if len(self._by_key) > 2 * len(out) + 1024:  # admitted or deleted ones: start over now and then
-            keep = {p.key for p in out}
-            self._by_key = {k: v for k, v in self._by_key.items() if k in keep}
-        return tuple(out)
+# The controller rebuilds its snapshot every pass; with tens of thousands of pending Workloads
+# their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet a pending
+# Workload rarely changes between passes. Its namespace's labels are part of the stamp.
+_PENDING_MEMO: VersionMemo[PendingWorkload] = VersionMemo()
 
 
-_PENDING_MEMO = _PendingMemo()
+def _namespace(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
 
 
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
@@ -107,7 +84,9 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         local_queues={local_queue_key(o): local_queue_spec(o) for o in objects.local_queues},
         flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
         trees=trees,
-        pending=_PENDING_MEMO.convert(workloads.pending, ns_labels),
+        pending=tuple(_PENDING_MEMO.convert(
+            workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {})),
+            lambda wl: tuple(sorted(ns_labels.get(_namespace(wl), {}).items())))),
         admitted=admitted,
         workload_priority_classes=priority_values(objects.workload_priority_classes),
         priority_classes=priority_values(objects.priority_classes),
