@@ -25,6 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from scheduler.core.config import KueueConfig
 from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
 from scheduler.core.preemption import (
     AdmittedWorkload,
@@ -108,6 +109,7 @@ class Snapshot:
     solver: str = "auto"  # place_workload solver
     time_budget_s: float = 0.1  # per placement
     preemption_budget_s: float = 0.5  # per CP-SAT victim search
+    config: KueueConfig = KueueConfig()  # the admin's Kueue Configuration (core/config.py)
 
 
 # ---------------------------------------------------------------------- decisions
