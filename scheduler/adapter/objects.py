@@ -12,6 +12,7 @@ T = TypeVar("T")
 QUOTA_RESERVED = "QuotaReserved"
 FINISHED = "Finished"
 EVICTED = "Evicted"
+REQUEUED = "Requeued"
 
 
 @dataclass(frozen=True)

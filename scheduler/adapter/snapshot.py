@@ -31,6 +31,7 @@ from scheduler.adapter.queues import (
     priority_values,
 )
 from scheduler.adapter.workloads import admitted_workload, pending_workload
+from scheduler.core.config import KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.queueing import PendingWorkload
@@ -67,8 +68,12 @@ def _namespace(obj: Obj) -> str:
 
 
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
-                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None) -> Snapshot:
-    """The objects as one immutable core ``Snapshot`` taken at ``now``."""
+                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
+                   config: KueueConfig | None = None) -> Snapshot:
+    """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
+    Configuration (``config``; None: Kueue's defaults)."""
+    config = config if config is not None else KueueConfig()
+    by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
     trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes), core_pods(objects.pods),
@@ -85,7 +90,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
         trees=trees,
         pending=tuple(_PENDING_MEMO.convert(
-            workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {})),
+            workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
             lambda wl: tuple(sorted(ns_labels.get(_namespace(wl), {}).items())))),
         admitted=admitted,
         workload_priority_classes=priority_values(objects.workload_priority_classes),
@@ -94,4 +99,5 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         namespace_labels=ns_labels,
         solver=solver,
         time_budget_s=time_budget_s,
+        config=config,
     )

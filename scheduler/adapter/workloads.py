@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.adapter.objects import EVICTED, QUOTA_RESERVED, Obj, condition_true, find_condition
+from scheduler.adapter.objects import EVICTED, QUOTA_RESERVED, REQUEUED, Obj, condition_true, find_condition
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.placement.types import PodSetPlacement
+from scheduler.core.podsready import PODS_READY
 from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import PendingWorkload
 from scheduler.core.resources import parse_quantity
@@ -55,20 +56,26 @@ def _admission(workload: Obj) -> Mapping[str, Any]:
     return (workload.get("status") or {}).get("admission") or {}
 
 
-def pending_workload(workload: Obj, namespace_labels: Mapping[str, str] | None = None) -> PendingWorkload:
+def pending_workload(workload: Obj, namespace_labels: Mapping[str, str] | None = None,
+                     by_eviction_time: bool = True) -> PendingWorkload:
     """A Workload waiting for quota. Queue-order timestamp: the eviction time after a
-    PodsReadyTimeout or AdmissionCheck eviction, else creation (reference 2.1, 3.3);
-    ``status.requeueState.requeueAt`` is the backoff end."""
+    PodsReadyTimeout or AdmissionCheck eviction, else creation (reference 2.1, 3.3; with
+    ``waitForPodsReady.requeuingStrategy.timestamp: Creation`` (``by_eviction_time`` False)
+    always creation); ``status.requeueState.requeueAt`` is the backoff end; ``Requeued=False``
+    holds it out of the queue (Kueue's ``backoffWaitingTimeExpired``)."""
     evicted = find_condition(workload, EVICTED)
     evicted_at = (_condition_time(workload, EVICTED)
-                  if evicted is not None and evicted.get("reason") in REQUEUE_BY_EVICTION_TIME else None)
+                  if by_eviction_time and evicted is not None and evicted.get("reason") in REQUEUE_BY_EVICTION_TIME
+                  else None)
     requeue_state = (workload.get("status") or {}).get("requeueState") or {}
+    requeued = find_condition(workload, REQUEUED)
     return PendingWorkload(
         workload_from_kueue(workload),
         queued_at=evicted_at,
         priority=_priority(workload),
         requeue_at=_timestamp(requeue_state.get("requeueAt")),
         namespace_labels=dict(namespace_labels or {}),
+        held=requeued is not None and requeued.get("status") == "False",
     )
 
 
@@ -127,4 +134,5 @@ def admitted_workload(workload: Obj, tas_flavors: frozenset[str] | set[str] = fr
         priority=_priority(workload),
         evicted=condition_true(workload, EVICTED),
         tas=_tas_usage(reserved_pod_sets(workload, spec), tas_flavors),
+        pods_ready=condition_true(workload, PODS_READY),
     )

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from scheduler.core.config import KueueConfig
 from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
+from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
 from scheduler.core.preemption import (
     AdmittedWorkload,
     DomainRequest,
@@ -212,6 +213,8 @@ class _Cycle:
         self.levels = {name: tree.levels for name, tree in self.trees.items()}
         self.admitted = sorted(snap.admitted, key=lambda w: w.key)
         self.inactive = self._inactive_cluster_queues()
+        # waitForPodsReady: every workload holding quota has PodsReady=True (blockAdmission).
+        self.all_ready = all(w.pods_ready for w in snap.admitted)
 
     def priority_of(self, w: AdmittedWorkload) -> int:
         return self.prio[w.key]
@@ -601,14 +604,18 @@ def _settle_preempt(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decisio
 
 
 def _settle_fit(cyc: _Cycle, e: _Entry) -> list[Decision]:
-    """Admit if it still fits (quota, then topology) after the entries before it."""
+    """Admit if it still fits (quota, then topology) after the entries before it, and (with
+    waitForPodsReady's ``blockAdmission``) only while every admitted workload is ready."""
     pending = PendingReason.PENDING.value
     if not cyc.quota.fits(e.cq.name, e.assignment.usage):
         return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
     if e.placements and not cyc.replace(e, ()):
         return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
+    if blocks_admission(cyc.snap.config.wait_for_pods_ready, cyc.all_ready):
+        return [_pending(e, WAITING, WAITING_MESSAGE, True)]
     cyc.quota.add_usage(e.cq.name, e.assignment.usage)
     cyc.commit_tas(e, +1)
+    cyc.all_ready = False  # the new admission has no ready pods yet
     return [_admit(e)]
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from scheduler.core.health import FAULT_LABELS, HEALTH_STATUS_LABEL, HEALTH_TAINT_KEY, UNSCHEDULABLE_STATUSES
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
+from scheduler.core.podsready import backoff_s
 from scheduler.core.preemption import TASUsage
 from scheduler.core.resources import Resources, with_pod_slot
 from scheduler.core.topology import TopologyTree
@@ -62,10 +63,8 @@ class RequeueBackoff:
     max_s: float = 3600.0
 
     def delay_s(self, count: int) -> float:
-        if count <= 1:
-            return 0.0
-        exponent = min(count - 2, 62)  # beyond this the cap has long applied
-        return float(min(self.base_s * 2**exponent, self.max_s))
+        # The first requeue is free; then Kueue's backoff, one step behind (core.podsready).
+        return backoff_s(count - 1, self.base_s, self.max_s)
 
 
 UNREACHABLE = "unreachable"  # Ready=Unknown (or no Ready condition), taint node.kubernetes.io/unreachable

@@ -85,6 +85,7 @@ class AdmittedWorkload:
     evicted: bool = False  # Evicted=True already (its preemption is in progress)
     queued_at: float | None = None  # queue-order timestamp (for LowerOrNewerEqualPriority)
     tas: tuple[TASUsage, ...] = ()
+    pods_ready: bool = True  # PodsReady=True (waitForPodsReady's blockAdmission looks at it)
 
     @property
     def key(self) -> str:

@@ -92,6 +92,9 @@ class PendingWorkload:
     priority: int | None = None  # resolved priority; None = resolve from classes
     requeue_at: float | None = None
     namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    # ``Requeued=False`` (after a PodsReady timeout, a deactivation): Kueue keeps it out of
+    # the queue until the condition turns True (``backoffWaitingTimeExpired``).
+    held: bool = False
 
     @property
     def key(self) -> str:
@@ -150,7 +153,7 @@ def heads(
         best: tuple[tuple[int, float, str], PendingWorkload] | None = None
         for item in queued[cq]:
             pw = item[1]
-            if pw.requeue_at is not None and pw.requeue_at > now:
+            if pw.held or (pw.requeue_at is not None and pw.requeue_at > now):
                 continue
             if not strict and pw.key in inadmissible:
                 continue

@@ -37,6 +37,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
+from scheduler.core.config import KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
@@ -51,6 +52,7 @@ from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
+from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
 from scheduler.kube.writer import Observer, Writer
@@ -87,13 +89,14 @@ class Controller:
                  is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
                  requeue_backoff: RequeueBackoff | None = None,
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
-                 storm_policy: StormPolicy | None = None) -> None:
+                 storm_policy: StormPolicy | None = None, kueue_config: KueueConfig | None = None) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
         waitForPodsReady requeuing defaults). ``node_failure_grace_s`` / ``node_unreachable_grace_s``:
         how long a known-bad / an unreachable assigned node must stay so before its workload is
-        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard."""
+        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard; ``kueue_config``: the
+        admin's Kueue Configuration (None: Kueue's defaults)."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -109,6 +112,8 @@ class Controller:
                                                 isolation=self.isolation,
                                                 unreachable_grace_s=node_unreachable_grace_s,
                                                 storm_policy=storm_policy)
+        self.kueue_config = kueue_config if kueue_config is not None else KueueConfig()
+        self.pods_ready = PodsReadyHandler(self.writer, clock, self.kueue_config.wait_for_pods_ready, self.isolation)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
@@ -272,6 +277,7 @@ class Controller:
         now = self.clock()
         requeue, failure = requeue_or_fail(wl)
         evicted = st.find_condition(wl, st.EVICTED) or {}
+        requeue = requeue and requeues_at_once(str(evicted.get("reason") or ""))
         backoff = (self.requeue_backoff.delay_s(st.requeue_count(wl) + 1)
                    if evicted.get("reason") == EVICTION_REASON else None)
         status = st.release_status(wl, now, requeue=requeue, requeue_after_s=backoff)
@@ -401,7 +407,8 @@ class Controller:
         def build() -> Snapshot:
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
-                                  exclude=self.unreadable.current(self.cache.workloads.items()))
+                                  exclude=self.unreadable.current(self.cache.workloads.items()),
+                                  config=self.kueue_config)
         try:
             return build()
         except Exception:
@@ -416,6 +423,7 @@ class Controller:
         self.ensure_workloads()
         self.suspend_unadmitted()
         self.sync_finished()
+        self.pods_ready.run(self.cache.workloads.items(), self._job_index(), _owner_uid)
         self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()

@@ -81,6 +81,7 @@ class JobIntegration(Protocol):
     def finish_state(self, job: Mapping[str, Any]) -> FinishState: ...
     def active_pods(self, job: Mapping[str, Any]) -> int: ...
     def can_restore(self, job: Mapping[str, Any]) -> bool: ...
+    def pods_ready(self, job: Mapping[str, Any]) -> bool: ...
 
 
 def template_start_patch(template: Mapping[str, Any], start: PodSetStart, workload_name: str) -> dict[str, Any]:
@@ -181,6 +182,16 @@ class BatchJob:
         status = job.get("status") or {}
         return int(status.get("active") or 0) + int(status.get("terminating") or 0)
 
+    def pods_ready(self, job: Mapping[str, Any]) -> bool:
+        """Kueue's batch Job ``PodsReady``: ready + succeeded (+ uncounted succeeded) pods reach
+        ``min(parallelism, completions)``."""
+        spec, status = job.get("spec") or {}, job.get("status") or {}
+        count = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
+        if spec.get("completions") is not None:
+            count = min(count, int(spec["completions"]))
+        uncounted = len(((status.get("uncountedTerminatedPods") or {}).get("succeeded")) or ())
+        return int(status.get("succeeded") or 0) + int(status.get("ready") or 0) + uncounted >= count
+
 
 
 class JobSetJob:
@@ -254,6 +265,14 @@ class JobSetJob:
         to know whether anything of the previous run is still going)."""
         return sum(int(s.get("active") or 0) for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or ())
 
+    def pods_ready(self, jobset: Mapping[str, Any]) -> bool:
+        """Kueue's JobSet ``PodsReady``: ready + succeeded child Jobs equal the replicas."""
+        replicas = sum(int(rj.get("replicas", 1) if rj.get("replicas") is not None else 1)
+                       for rj in self._replicated_jobs(jobset))
+        ready = sum(int(s.get("ready") or 0) + int(s.get("succeeded") or 0)
+                    for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or ())
+        return replicas == ready
+
 
 
 class PyTorchJobJob:
@@ -315,6 +334,11 @@ class PyTorchJobJob:
     def active_pods(self, job: Mapping[str, Any]) -> int:
         statuses = (job.get("status") or {}).get("replicaStatuses") or {}
         return sum(int((s or {}).get("active") or 0) for s in statuses.values())
+
+    def pods_ready(self, job: Mapping[str, Any]) -> bool:
+        """Kueue's Kubeflow ``PodsReady``: the job's ``Running`` condition is True."""
+        return any(c.get("type") == "Running" and c.get("status") == "True"
+                   for c in (job.get("status") or {}).get("conditions") or ())
 
 
 INTEGRATIONS: dict[str, JobIntegration] = {

@@ -116,9 +116,11 @@ def pending_status(workload: Mapping[str, Any], reason: str, message: str, now: 
 
 
 def evict_status(workload: Mapping[str, Any], reason: str, message: str, now: dt.datetime,
-                 preempted_reason: str | None = None) -> dict[str, Any]:
+                 preempted_reason: str | None = None, underlying_cause: str = "",
+                 stats_reason: str | None = None) -> dict[str, Any]:
     """Step one of an eviction: Evicted=True (and Preempted=True). Quota stays reserved until the
-    job's pods are gone (:func:`release_status`), so the freed capacity is never double-booked."""
+    job's pods are gone (:func:`release_status`), so the freed capacity is never double-booked.
+    ``schedulingStats.evictions`` counts (``stats_reason`` or ``reason``, ``underlying_cause``)."""
     gen = (workload.get("metadata") or {}).get("generation")
     already = condition_true(workload, EVICTED)
     conds = set_condition(conditions_of(workload), EVICTED, "True", reason, message, now, gen)
@@ -126,7 +128,8 @@ def evict_status(workload: Mapping[str, Any], reason: str, message: str, now: dt
         conds = set_condition(conds, PREEMPTED, "True", preempted_reason, message, now, gen)
     if already:  # the same eviction written again: count it once
         return {"conditions": conds}
-    return {"conditions": conds, "schedulingStats": {"evictions": count_eviction(workload, reason)}}
+    evictions = count_eviction(workload, stats_reason or reason, underlying_cause)
+    return {"conditions": conds, "schedulingStats": {"evictions": evictions}}
 
 
 def count_eviction(workload: Mapping[str, Any], reason: str, underlying_cause: str = "") -> list[dict[str, Any]]:
@@ -162,6 +165,10 @@ def release_status(workload: Mapping[str, Any], now: dt.datetime, requeue: bool 
         if requeue_after_s > 0:  # no wait: no requeueAt, the count still remembers the eviction
             out["requeueState"]["requeueAt"] = timestamp(now + dt.timedelta(seconds=requeue_after_s))
     return out
+
+
+def without_condition(workload: Mapping[str, Any], type_: str) -> list[dict[str, Any]]:
+    return [c for c in conditions_of(workload) if c.get("type") != type_]
 
 
 def requeue_count(workload: Mapping[str, Any]) -> int:
