@@ -56,10 +56,28 @@ def _pod_set(name: str, count: int, template: Mapping[str, Any], pod_index_label
     return ps
 
 
+ANN_JOB_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+
+
+def job_min_parallelism(job: Mapping[str, Any]) -> int | None:
+    """Kueue's ``minPodsCount``: the ``kueue.x-k8s.io/job-min-parallelism`` annotation as an
+    integer, None when absent or not one (the Job then accepts no partial admission)."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_MIN_PARALLELISM)
+    try:
+        return None if raw is None else int(str(raw))
+    except ValueError:
+        return None
+
+
 def batch_job_pod_sets(job: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """batch/v1 Job: one pod set ``main`` of min(parallelism, completions) pods."""
+    """batch/v1 Job: one pod set ``main`` of min(parallelism, completions) pods, with
+    ``minCount`` from the min-parallelism annotation (Kueue's partial admission)."""
     template = (job.get("spec") or {}).get("template") or {}
-    return [_pod_set(DEFAULT_POD_SET, job_pod_count(job), template, JOB_COMPLETION_INDEX)]
+    ps = _pod_set(DEFAULT_POD_SET, job_pod_count(job), template, JOB_COMPLETION_INDEX)
+    min_count = job_min_parallelism(job)
+    if min_count is not None:
+        ps["minCount"] = min_count
+    return [ps]
 
 
 def jobset_pod_sets(jobset: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -24,6 +24,9 @@ GATE_DEFAULTS: dict[str, bool] = {
     "TopologyAwareScheduling": True,
     "TASMultiLayerTopology": False,  # alpha in v0.17, beta on in v0.19
     "PriorityBoost": False,
+    "PartialAdmission": True,  # beta, on since v0.5
+    # Off in v0.17 (alpha); toposched does not build workload slices (docs/status.md).
+    "ElasticJobsViaWorkloadSlices": False,
 }
 
 

@@ -22,7 +22,7 @@ The snapshot is never modified: quota state and trees are cloned at the start.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler.core.config import KueueConfig
@@ -187,6 +187,17 @@ class _Entry:
     message: str
     targets: list[Target] = field(default_factory=list)
     wanted_preemption: bool = False
+    reduced: WorkloadSpec | None = None  # partial admission: the pod set counts admitted
+
+    @property
+    def spec(self) -> WorkloadSpec:
+        """The workload as it is nominated (pod set counts reduced by partial admission)."""
+        return self.reduced if self.reduced is not None else self.pw.spec
+
+    @property
+    def admissible(self) -> bool:
+        """Fits, or fits after preempting the targets found (Kueue's reducer ``fits``)."""
+        return self.mode == FIT or (self.mode == PREEMPT and bool(self.targets))
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:
@@ -266,13 +277,27 @@ class _Cycle:
 
     # ------------------------------------------------------------------ nomination
     def nominate(self, pw: PendingWorkload, cq: ClusterQueueSpec) -> _Entry:
-        spec = pw.spec
+        """Kueue's ``getInitialAssignments``: the whole workload; when it neither fits nor can
+        preempt, and the PartialAdmission gate is on, the most pods its ``minCount`` allow."""
+        entry = self._nominate(pw, cq, pw.spec)
+        if entry.admissible or not self.snap.config.feature_gates.enabled("PartialAdmission"):
+            return entry
+        partial = partial_search(pw.spec.pod_sets, lambda counts: self._nominate_reduced(pw, cq, counts))
+        return partial if partial is not None else entry
+
+    def _nominate_reduced(self, pw: PendingWorkload, cq: ClusterQueueSpec, counts: Sequence[int]) -> _Entry | None:
+        pod_sets = tuple(replace(ps, count=n) for ps, n in zip(pw.spec.pod_sets, counts, strict=True))
+        entry = self._nominate(pw, cq, replace(pw.spec, pod_sets=pod_sets))
+        return entry if entry.admissible else None
+
+    def _nominate(self, pw: PendingWorkload, cq: ClusterQueueSpec, spec: WorkloadSpec) -> _Entry:
         prio = resolve_priority(
             spec, self.snap.workload_priority_classes, self.snap.priority_classes, pw.priority
         )
         assignment = assign_flavors(spec, cq, self.quota, self.snap.flavors, self.levels)
         entry = _Entry(
-            pw, cq, prio, assignment, {}, {}, assignment.mode, assignment.reason, assignment.message
+            pw, cq, prio, assignment, {}, {}, assignment.mode, assignment.reason, assignment.message,
+            reduced=spec if spec is not pw.spec else None,
         )
         if assignment.mode == NO_FIT:
             return entry
@@ -354,7 +379,7 @@ class _Cycle:
         if len(by_flavor) != 1:
             return None
         flavor, pod_sets = next(iter(by_flavor.items()))
-        if len(pod_sets) != 1 or len(entry.pw.spec.pod_sets) != 1:
+        if len(pod_sets) != 1 or len(entry.spec.pod_sets) != 1:
             return None
         ps = pod_sets[0]
         req = ps.topology
@@ -367,7 +392,7 @@ class _Cycle:
 
     # ------------------------------------------------------------------ admission
     def commit_tas(self, entry: _Entry, sign: int) -> None:
-        requests = {ps.name: ps.requests for ps in entry.pw.spec.pod_sets}
+        requests = {ps.name: ps.requests for ps in entry.spec.pod_sets}
         for name, placement in sorted(entry.placements.items()):
             tree = self.trees[entry.tas_flavor[name]]
             if sign > 0:
@@ -377,7 +402,7 @@ class _Cycle:
 
     def replace(self, entry: _Entry, victims: Sequence[AdmittedWorkload]) -> bool:
         """Re-place the TAS pod sets on the working trees (after ``victims`` are removed)."""
-        spec = entry.pw.spec
+        spec = entry.spec
         implied = is_tas_only(entry.cq, self.snap.flavors)
         by_flavor = self._tas_pod_sets(entry.cq, entry.assignment, spec.pod_sets)
         placements: dict[str, PodSetPlacement] = {}
@@ -392,6 +417,26 @@ class _Cycle:
                 flavors[p.name] = flavor
         entry.placements, entry.tas_flavor = placements, flavors
         return True
+
+
+def partial_search(pod_sets: Sequence[PodSetSpec], fits: Callable[[Sequence[int]], _Entry | None]) -> _Entry | None:
+    """Kueue's ``PodSetReducer.Search``: every pod set gives up the same share of what it may
+    give up (``count - minCount``), a binary search over that share finds the largest counts
+    that ``fits`` (quota, topology, or preemption with targets); None when even the minimum
+    does not."""
+    deltas = [ps.count - (ps.min_count if ps.min_count is not None else ps.count) for ps in pod_sets]
+    total = sum(deltas)
+    if total <= 0:
+        return None
+    lo, hi, last_good, found = 0, total + 1, 0, None
+    while lo < hi:  # Go's sort.Search over [0, total]
+        mid = (lo + hi) // 2
+        result = fits([ps.count - d * mid // total for ps, d in zip(pod_sets, deltas, strict=True)])
+        if result is not None:
+            last_good, found, hi = mid, result, mid
+        else:
+            lo = mid + 1
+    return found if lo == last_good else None
 
 
 def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pending:

@@ -83,10 +83,15 @@ class PreemptionPolicy:
     max_priority_threshold: int | None = None
 
 
+PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+
+
 @dataclass(frozen=True)
 class FlavorFungibility:
     when_can_borrow: str = MAY_STOP_SEARCH
     when_can_preempt: str = TRY_NEXT_FLAVOR
+    preference: str | None = None  # None = BorrowingOverPreemption (Kueue v0.17 ``isPreferred``)
 
 
 @dataclass(frozen=True)
@@ -533,9 +538,14 @@ class _FlavorChoice:
     flavor: str
     needs_preemption: frozenset[FlavorResource]
 
-    def better_than(self, other: _FlavorChoice | None) -> bool:
-        """Kueue's preference: a better mode, then not borrowing; the first flavor on ties."""
-        return other is None or (self.mode, not self.borrows) > (other.mode, not other.borrows)
+    def better_than(self, other: _FlavorChoice | None, preference: str | None = None) -> bool:
+        """Kueue's ``isPreferred``: a better mode, then not borrowing (``PreemptionOverBorrowing``:
+        not borrowing first, then the mode); the first flavor on ties."""
+        if other is None:
+            return True
+        if preference == PREEMPTION_OVER_BORROWING:
+            return (not self.borrows, self.mode) > (not other.borrows, other.mode)
+        return (self.mode, not self.borrows) > (other.mode, not other.borrows)
 
 
 def _resources_by_group(
@@ -584,10 +594,12 @@ def _try_flavor(
 
 
 def _stop_search(choice: _FlavorChoice, fungibility: FlavorFungibility) -> bool:
-    """Kueue's flavor fungibility: whether to take ``choice`` without trying later flavors."""
-    if choice.mode == FIT:
-        return not choice.borrows or fungibility.when_can_borrow == MAY_STOP_SEARCH
-    return choice.mode == PREEMPT and fungibility.when_can_preempt == MAY_STOP_SEARCH
+    """Kueue's flavor fungibility (``shouldTryNextFlavor`` negated): take ``choice`` without
+    trying later flavors unless it needs preemption under ``whenCanPreempt: TryNextFlavor``,
+    or borrows under ``whenCanBorrow: TryNextFlavor`` (either one sends the search on)."""
+    if choice.mode == PREEMPT and fungibility.when_can_preempt == TRY_NEXT_FLAVOR:
+        return False
+    return not (choice.borrows and fungibility.when_can_borrow == TRY_NEXT_FLAVOR)
 
 
 def _choose_flavor(
@@ -614,7 +626,7 @@ def _choose_flavor(
         choice = _try_flavor(ctx, fq.name, resources, requests, assumed, status)
         if choice is None:
             continue
-        if choice.better_than(best):
+        if choice.better_than(best, ctx.cq.flavor_fungibility.preference):
             best = choice
         if _stop_search(choice, ctx.cq.flavor_fungibility):
             break

@@ -39,6 +39,8 @@ class PodSetSpec:
     topology: TopologyRequest | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    # ``minCount``: partial admission may admit as few as this many pods (None: all or none).
+    min_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -141,8 +143,11 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
             raise WorkloadFormatError(f"spec.podSets[{i}].template: missing pod template")
         built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
         request = request_from_kueue(ps.get("topologyRequest"))
-        if request is not None:
-            built = PodSetSpec(built.name, built.count, built.requests, request, built.node_selector, built.tolerations)
+        min_count = ps.get("minCount")
+        if request is not None or min_count is not None:
+            built = PodSetSpec(built.name, built.count, built.requests, request or built.topology,
+                               built.node_selector, built.tolerations,
+                               None if min_count is None else int(min_count))
         pod_sets.append(built)
     if not pod_sets:
         raise WorkloadFormatError("spec.podSets: at least one pod set is required")

@@ -316,7 +316,7 @@ class Controller:
                     selector.update(self._required_domain_selector(psa, required, flavor_name))
                 if request is None or not request.explicit:
                     annotations[ANN_UNCONSTRAINED] = "true"
-            out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations))
+            out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations, psa.get("count")))
         return out
 
     def _required_domain_selector(self, psa: Mapping[str, Any], required: str, flavor_name: str) -> dict[str, str]:

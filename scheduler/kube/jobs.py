@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.adapter.jobkinds import batch_job_pod_sets, jobset_pod_sets, kubeflow_pod_sets
+from scheduler.adapter.jobkinds import batch_job_pod_sets, job_min_parallelism, jobset_pod_sets, kubeflow_pod_sets
 from scheduler.core.topology_request import ANN_UNCONSTRAINED
 from scheduler.core.workload import (
     ANN_WORKLOAD,
@@ -41,6 +41,7 @@ class PodSetStart:
     # e.g. the unconstrained-topology annotation Kueue adds for implicit TAS, so the pods are
     # recognised as TAS pods (counted once, from the assignment) and not as foreign usage.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    count: int | None = None  # the admitted pod count (partial admission may have reduced it)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,27 @@ def merge_patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str,
     return out
 
 
+ANN_COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
+
+
+def _parallelism_patch(job: Mapping[str, Any], count: Any) -> dict[str, int]:
+    """Kueue's partial admission on a batch Job (``RunWithPodSetsInfo`` /
+    ``RestorePodSetsInfo``): a Job with ``kueue.x-k8s.io/job-min-parallelism`` runs with
+    ``parallelism`` = the admitted count (and ``completions`` too when
+    ``kueue.x-k8s.io/job-completions-equal-parallelism`` is true); stopped, it gets the
+    Workload's count back. Empty when nothing changes."""
+    if count is None or job_min_parallelism(job) is None:
+        return {}
+    spec = job.get("spec") or {}
+    if spec.get("parallelism") == int(count):
+        return {}
+    out = {"parallelism": int(count)}
+    raw = str(((job.get("metadata") or {}).get("annotations") or {}).get(ANN_COMPLETIONS_EQUAL_PARALLELISM, ""))
+    if raw.lower() in ("1", "t", "true"):
+        out["completions"] = int(count)
+    return out
+
+
 class BatchJob:
     kind = "Job"
     group = "batch"
@@ -153,7 +175,10 @@ class BatchJob:
         placement), the workload annotation and the podset label: one merge patch, applied
         while the Job is still suspended, which is when its template may change."""
         template = (job.get("spec") or {}).get("template") or {}
-        return {"spec": {"suspend": False, "template": template_start_patch(template, pod_sets[0], workload_name)}}
+        spec: dict[str, Any] = {"suspend": False,
+                                "template": template_start_patch(template, pod_sets[0], workload_name)}
+        spec.update(_parallelism_patch(job, pod_sets[0].count))
+        return {"spec": spec}
 
     def stop_patch(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """Suspend only: the API server refuses template changes while the Job has a
@@ -167,7 +192,10 @@ class BatchJob:
         with no ``status.startTime``."""
         original = (original_pod_sets[0].get("template") or {}) if original_pod_sets else {}
         patch = template_restore_patch((job.get("spec") or {}).get("template") or {}, original)
-        return {"spec": {"template": patch}} if patch else None
+        spec: dict[str, Any] = {"template": patch} if patch else {}
+        if original_pod_sets:
+            spec.update(_parallelism_patch(job, original_pod_sets[0].get("count")))
+        return {"spec": spec} if spec else None
 
     def can_restore(self, job: Mapping[str, Any]) -> bool:
         """Suspended, no pods left, and ``status.startTime`` cleared by the Job controller:

@@ -59,7 +59,8 @@ def cluster_queue_to_core(cq: ClusterQueue) -> CoreClusterQueue:
     )
     ff = spec.flavor_fungibility
     fungibility = (
-        CoreFungibility(ff.effective_when_can_borrow(), ff.effective_when_can_preempt()) if ff else CoreFungibility()
+        CoreFungibility(ff.effective_when_can_borrow(), ff.effective_when_can_preempt(), ff.preference)
+        if ff else CoreFungibility()
     )
     selector = selector_from_k8s(None if spec.namespace_selector is None else dump(spec.namespace_selector))
     return CoreClusterQueue(

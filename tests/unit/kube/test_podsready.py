@@ -9,6 +9,7 @@ from typing import Any
 from scheduler.core.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
 from scheduler.kube import status as st
 from scheduler.kube.controller import Controller
+from scheduler.kube.eviction import evict
 from scheduler.kube.informer import JOBS, WORKLOADS
 from tests.unit.kube.test_phases import NS, Harness, job
 
@@ -134,3 +135,28 @@ def test_block_admission_waits_for_the_admitted_workload_to_be_ready() -> None:
     set_ready(h, "first", 1)
     reconcile(h)
     assert st.condition_true(workload_of(h, "second"), st.ADMITTED)
+
+
+# ---------------------------------------------------------------------- partial admission
+
+def test_partial_admission_runs_the_job_with_the_admitted_count_and_restores_it() -> None:
+    h = Harness()
+    big = job("wide", 6)  # 6 pods x 8 GPUs in one block; a block holds 2
+    big["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "1"}
+    h.api.create(JOBS, big, NS)
+    h.sync()
+    reconcile(h)
+    wl = h.workload()
+    assert wl["spec"]["podSets"][0]["count"] == 6 and wl["spec"]["podSets"][0]["minCount"] == 1
+    (psa,) = wl["status"]["admission"]["podSetAssignments"]
+    assert psa["count"] == 2 and psa["resourceUsage"]["nvidia.com/gpu"] == "16"
+    started = h.job("wide")
+    assert started["spec"]["suspend"] is False and started["spec"]["parallelism"] == 2
+    assert started["spec"]["completions"] == 6  # no completions-equal-parallelism annotation
+    assert evict(h.controller.writer, wl, "Preempted", "test", h.clock()) is not None
+    h.sync()
+    h.controller.progress_evictions()
+    h.sync()
+    h.controller.progress_evictions()
+    h.sync()
+    assert h.job("wide")["spec"]["parallelism"] == 6

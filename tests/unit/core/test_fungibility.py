@@ -1,0 +1,38 @@
+"""Flavor fungibility against Kueue v0.17.0 ``shouldTryNextFlavor`` and ``isPreferred``
+(pkg/scheduler/flavorassigner/flavorassigner.go)."""
+
+from __future__ import annotations
+
+from scheduler.core import quota
+from scheduler.core.cycle import Admit, run_cycle
+from scheduler.core.quota import (
+    FIT,
+    MAY_STOP_SEARCH,
+    PREEMPT,
+    PREEMPTION_OVER_BORROWING,
+    TRY_NEXT_FLAVOR,
+    FlavorFungibility,
+)
+
+from ._admission import cq, lqs, pending, rq, snapshot, wl
+
+
+def test_a_preemption_that_also_borrows_tries_the_next_flavor_under_when_can_borrow() -> None:
+    choice = quota._FlavorChoice(PREEMPT, True, "f", frozenset())
+    assert not quota._stop_search(choice, FlavorFungibility(TRY_NEXT_FLAVOR, MAY_STOP_SEARCH))
+    assert quota._stop_search(choice, FlavorFungibility(MAY_STOP_SEARCH, MAY_STOP_SEARCH))
+
+
+def test_preference_orders_borrowing_against_preemption() -> None:
+    borrow = quota._FlavorChoice(FIT, True, "a", frozenset())
+    preempt = quota._FlavorChoice(PREEMPT, False, "b", frozenset())
+    assert borrow.better_than(preempt)  # default BorrowingOverPreemption: the mode first
+    assert not borrow.better_than(preempt, PREEMPTION_OVER_BORROWING)
+    assert preempt.better_than(borrow, PREEMPTION_OVER_BORROWING)
+
+
+def test_flavor_fallback_the_first_flavor_full_the_second_is_used() -> None:
+    snap = snapshot(cluster_queues={"a": cq("a", {"first": {"cpu": rq(2)}, "second": {"cpu": rq(8)}})},
+                    local_queues=lqs(("lq", "a")), pending=[pending(wl("x", 4))])
+    (d,) = run_cycle(snap)
+    assert isinstance(d, Admit) and d.pod_sets[0].flavors == {"cpu": "second"}
