@@ -34,6 +34,7 @@ from admission.annotations import (
 from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required
 from admission.fit import NEVER, WARN, empty_quota, pod_set_shape, quota_limits, topology_fit
 from admission.view import ClusterView
+from scheduler.adapter.jobkinds import job_min_parallelism
 from scheduler.core.nodes import pod_spec_requests
 from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity
@@ -406,6 +407,15 @@ JOB_FIT_STEPS: tuple[Callable[[_JobFit, Verdict], Step], ...] = (
 )
 
 
+def fewest_pods(job: Obj) -> int:
+    """The fewest pods the job can be admitted with: its ``kueue.x-k8s.io/job-min-parallelism``
+    when partial admission may reduce it (Kueue's PartialAdmission gate, on by default), else
+    all of them. "Can it ever fit" is asked for that count."""
+    count = job_pod_count(job)
+    minimum = job_min_parallelism(job)
+    return minimum if minimum is not None and 0 < minimum < count else count
+
+
 def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
     """toposched's checks that need the cluster: queue, priority class, level, quota and topology fit."""
     verdict = Verdict()
@@ -414,7 +424,7 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
         return verdict
     queue, cq_name, cq = found
     template = (job.get("spec") or {}).get("template") or {}
-    ctx = _JobFit(view=view, queue=queue, cq_name=cq_name, cq=cq, count=job_pod_count(job),
+    ctx = _JobFit(view=view, queue=queue, cq_name=cq_name, cq=cq, count=fewest_pods(job),
                   per_pod=pod_spec_requests(template.get("spec") or {}),
                   req=_PodSetRequest.read((template.get("metadata") or {}).get("annotations") or {}),
                   flavor_names=_flavor_names(cq), template=template,

@@ -51,8 +51,11 @@ from scheduler.core.queueing import (
 )
 from scheduler.core.quota import (
     FIT,
+    NO_CANDIDATES,
     NO_FIT,
     PREEMPT,
+    PREEMPT_IN_QUEUE,
+    RECLAIM,
     STOP_HOLD_AND_DRAIN,
     STOP_NONE,
     STRICT_FIFO,
@@ -61,6 +64,7 @@ from scheduler.core.quota import (
     FlavorAssignment,
     FlavorResource,
     FlavorSpec,
+    PreemptionOracle,
     QuotaState,
     Usage,
     assign_flavors,
@@ -294,7 +298,8 @@ class _Cycle:
         prio = resolve_priority(
             spec, self.snap.workload_priority_classes, self.snap.priority_classes, pw.priority
         )
-        assignment = assign_flavors(spec, cq, self.quota, self.snap.flavors, self.levels)
+        oracle = self._oracle(prio, pw.timestamp, cq)
+        assignment = assign_flavors(spec, cq, self.quota, self.snap.flavors, self.levels, oracle)
         entry = _Entry(
             pw, cq, prio, assignment, {}, {}, assignment.mode, assignment.reason, assignment.message,
             reduced=spec if spec is not pw.spec else None,
@@ -327,6 +332,23 @@ class _Cycle:
             if not entry.targets:
                 entry.mode = NO_FIT
         return entry
+
+    def _oracle(self, priority: int, timestamp: float, cq: ClusterQueueSpec) -> PreemptionOracle:
+        """Kueue's ``SimulatePreemption`` for the flavor assigner: would preempting free
+        ``quantity`` of one flavor-resource, and whose workloads would go."""
+        def simulate(fr: FlavorResource, quantity: int) -> int:
+            needs = frozenset({fr})
+            plan = preemption_plan(priority, timestamp, cq, self.quota, self.admitted, needs, self.priority_of)
+
+            def fits(state: QuotaState, _victims: Sequence[AdmittedWorkload], allow_borrowing: bool) -> bool:
+                return state.fits(cq.name, {fr: quantity}, allow_borrowing)
+
+            targets = classical_targets(plan, cq.name, self.quota, needs, fits, self.priority_of) if plan else []
+            if not targets:
+                return NO_CANDIDATES
+            return PREEMPT_IN_QUEUE if any(t.workload.cluster_queue == cq.name for t in targets) else RECLAIM
+
+        return simulate
 
     def _fits(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> FitCheck:
         usage = entry.assignment.usage

@@ -27,7 +27,7 @@ flavor fungibility stops the search (:func:`_stop_search`). Every passed-over fl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.core.nodes import Taint, Toleration
@@ -518,6 +518,16 @@ def fits_resource_quota(
     return NO_FIT, borrows
 
 
+# Kueue's preemption possibilities per flavor-resource (``SimulatePreemption``), ranked as its
+# ``preemptionMode``: no candidates < preempt (a victim in the ClusterQueue) < reclaim.
+NO_CANDIDATES = 1
+PREEMPT_IN_QUEUE = 2
+RECLAIM = 3
+_FIT_RANK = 4
+# (flavor-resource, quantity) -> one of the ranks above: the cycle's preemption simulation.
+PreemptionOracle = Callable[[FlavorResource, int], int]
+
+
 @dataclass(frozen=True)
 class _Assigner:
     """What every step of one workload's flavor assignment looks at."""
@@ -527,6 +537,7 @@ class _Assigner:
     flavors: Mapping[str, FlavorSpec]
     levels: Mapping[str, tuple[str, ...]]
     tas_only: bool
+    oracle: PreemptionOracle | None = None
 
 
 @dataclass(frozen=True)
@@ -537,15 +548,20 @@ class _FlavorChoice:
     borrows: bool
     flavor: str
     needs_preemption: frozenset[FlavorResource]
+    preemption: int = PREEMPT_IN_QUEUE  # for mode PREEMPT: what the oracle found
+
+    @property
+    def rank(self) -> int:
+        return _FIT_RANK if self.mode == FIT else self.preemption
 
     def better_than(self, other: _FlavorChoice | None, preference: str | None = None) -> bool:
-        """Kueue's ``isPreferred``: a better mode, then not borrowing (``PreemptionOverBorrowing``:
-        not borrowing first, then the mode); the first flavor on ties."""
+        """Kueue's ``isPreferred``: a better mode (fit > reclaim > preempt > no candidates), then
+        not borrowing (``PreemptionOverBorrowing``: not borrowing first); the first flavor on ties."""
         if other is None:
             return True
         if preference == PREEMPTION_OVER_BORROWING:
-            return (not self.borrows, self.mode) > (not other.borrows, other.mode)
-        return (self.mode, not self.borrows) > (other.mode, not other.borrows)
+            return (not self.borrows, self.rank) > (not other.borrows, other.rank)
+        return (self.rank, not self.borrows) > (other.rank, not other.borrows)
 
 
 def _resources_by_group(
@@ -578,7 +594,7 @@ def _try_flavor(
     status: _Status,
 ) -> _FlavorChoice | None:
     """Quota step for one flavor: the worst mode over the group's resources, or None (NO_FIT)."""
-    mode, borrows, needs = FIT, False, set()
+    mode, borrows, needs, preemption = FIT, False, set(), RECLAIM
     for res in resources:
         fr = (flavor, res)
         res_mode, res_borrows = fits_resource_quota(
@@ -586,18 +602,22 @@ def _try_flavor(
         )
         if res_mode == PREEMPT:
             needs.add(fr)
+            found = ctx.oracle(fr, assumed.get(fr, 0) + requests[res]) if ctx.oracle else PREEMPT_IN_QUEUE
+            preemption = min(preemption, found)
         mode = min(mode, res_mode)
         borrows = borrows or res_borrows
     if mode == NO_FIT:
         return None
-    return _FlavorChoice(mode, borrows, flavor, frozenset(needs))
+    return _FlavorChoice(mode, borrows, flavor, frozenset(needs), preemption if mode == PREEMPT else PREEMPT_IN_QUEUE)
 
 
 def _stop_search(choice: _FlavorChoice, fungibility: FlavorFungibility) -> bool:
     """Kueue's flavor fungibility (``shouldTryNextFlavor`` negated): take ``choice`` without
     trying later flavors unless it needs preemption under ``whenCanPreempt: TryNextFlavor``,
-    or borrows under ``whenCanBorrow: TryNextFlavor`` (either one sends the search on)."""
-    if choice.mode == PREEMPT and fungibility.when_can_preempt == TRY_NEXT_FLAVOR:
+    or borrows under ``whenCanBorrow: TryNextFlavor`` (either one sends the search on), or
+    the preemption it needs has no candidates."""
+    if choice.mode == PREEMPT and (fungibility.when_can_preempt == TRY_NEXT_FLAVOR
+                                   or choice.preemption == NO_CANDIDATES):
         return False
     return not (choice.borrows and fungibility.when_can_borrow == TRY_NEXT_FLAVOR)
 
@@ -675,10 +695,11 @@ def assign_flavors(
     quota: QuotaState,
     flavors: Mapping[str, FlavorSpec],
     flavor_levels: Mapping[str, tuple[str, ...]] | None = None,
+    oracle: PreemptionOracle | None = None,
 ) -> FlavorAssignment:
     """Choose a flavor per pod set and resource group (Kueue's flavor assigner). Later pod
     sets see the quota the earlier ones take (``assumed``)."""
-    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors))
+    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors), oracle)
     assumed: Usage = {}
     results: list[PodSetFlavors] = []
     messages: list[str] = []

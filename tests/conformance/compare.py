@@ -118,6 +118,8 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
         if job_mode == "same" and sorted(k_evictions) != sorted(t.get("evictions") or ()):
             diffs.append(f"{name}: evictions differ: kueue {k.get('evictions') or []} vs toposched "
                          f"{t.get('evictions') or []}")
+        if k.get("flavors") != t.get("flavors"):
+            diffs.append(f"{name}: flavors differ: kueue {k.get('flavors')} vs toposched {t.get('flavors')}")
         if bool(k.get("preempted")) != bool(t.get("preempted")):
             diffs.append(f"{name}: preempted kueue={k.get('preempted', False)} toposched={t.get('preempted', False)}")
         kh, th = k.get("hosts") or {}, t.get("hosts") or {}

@@ -59,9 +59,16 @@ def queue_objects(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
         teams: {team-a: {gpu: 16, borrowingLimit: 8, lendingLimit: 0, cohort: shared,
                          strategy: BestEffortFIFO, withinClusterQueue: LowerPriority,
-                         reclaimWithinCohort: Any}}
+                         reclaimWithinCohort: Any,
+                         flavors: [{name: reserved, gpu: 8}, {name: spot, gpu: 8}],
+                         flavorFungibility: {whenCanBorrow: TryNextFlavor},
+                         namespaceSelector: {matchLabels: {x: y}}}}
+        cohorts: {dept: {parent: org, gpu: 16}, org: {}}
         priorities: {high: 100, low: 10}
-    CPU/memory/EFA quotas scale with the GPU quota (per GPU: 24 CPU, 256Gi, 4 EFA).
+    CPU/memory/EFA quotas scale with the GPU quota (per GPU: 24 CPU, 256Gi, 4 EFA). ``flavors``:
+    several flavors of one resource group, tried in order, each a TAS ResourceFlavor of the same
+    nodes and topology (default: one flavor ``ml.p5.48xlarge`` with ``gpu``). ``cohorts``: Kueue
+    ``Cohort`` objects with a parent and their own quota (in the default flavor).
     """
     objs: list[dict[str, Any]] = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": TOPOLOGY},
@@ -73,34 +80,31 @@ def queue_objects(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     for name, value in sorted((spec.get("priorities") or {}).items()):
         objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
                      "metadata": {"name": name}, "value": int(value)})
+    extra_flavors = sorted({f["name"] for t in (spec.get("teams") or {}).values() for f in t.get("flavors") or ()}
+                           - {FLAVOR})
+    for name in extra_flavors:
+        objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name},
+                     "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": FLAVOR}, "topologyName": TOPOLOGY}})
+    for name, c in sorted((spec.get("cohorts") or {}).items()):
+        cohort_spec: dict[str, Any] = {}
+        if c.get("parent"):
+            cohort_spec["parentName"] = c["parent"]
+        if c.get("gpu") is not None:
+            cohort_spec["resourceGroups"] = [_resource_group([{"name": FLAVOR, "gpu": c["gpu"]}], c)]
+        objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name},
+                     "spec": cohort_spec})
     for team, t in sorted((spec.get("teams") or {}).items()):
         ns = team_namespace(team)
-        gpu = int(t["gpu"])
-
-        def quota(res: str, amount: str, t: Mapping[str, Any] = t) -> dict[str, Any]:
-            q: dict[str, Any] = {"name": res, "nominalQuota": amount}
-            if res == "nvidia.com/gpu":
-                if t.get("borrowingLimit") is not None:
-                    q["borrowingLimit"] = str(t["borrowingLimit"])
-                if t.get("lendingLimit") is not None:
-                    q["lendingLimit"] = str(t["lendingLimit"])
-            return q
-
+        flavors = t.get("flavors") or [{"name": FLAVOR, "gpu": t["gpu"]}]
         cq_spec: dict[str, Any] = {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "namespaceSelector": t.get("namespaceSelector", {"matchLabels": {"kubernetes.io/metadata.name": ns}}),
             "queueingStrategy": t.get("strategy", "BestEffortFIFO"),
             "preemption": {"withinClusterQueue": t.get("withinClusterQueue", "LowerPriority"),
                            "reclaimWithinCohort": t.get("reclaimWithinCohort", "Any")},
-            "resourceGroups": [{
-                "coveredResources": ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"],
-                "flavors": [{"name": FLAVOR, "resources": [
-                    {"name": "cpu", "nominalQuota": str(24 * gpu)},
-                    {"name": "memory", "nominalQuota": f"{256 * gpu}Gi"},
-                    quota("nvidia.com/gpu", str(gpu)),
-                    {"name": "vpc.amazonaws.com/efa", "nominalQuota": str(4 * gpu)},
-                ]}],
-            }],
+            "resourceGroups": [_resource_group(flavors, t)],
         }
+        if t.get("flavorFungibility"):
+            cq_spec["flavorFungibility"] = dict(t["flavorFungibility"])
         if t.get("cohort"):
             cq_spec["cohortName"] = t["cohort"]
         objs += [
@@ -114,13 +118,39 @@ def queue_objects(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     return objs
 
 
+def _resource_group(flavors: list[Mapping[str, Any]], t: Mapping[str, Any]) -> dict[str, Any]:
+    """One resource group over cpu/memory/GPU/EFA with a quota per flavor (limits on the GPU)."""
+    def quota(res: str, amount: str) -> dict[str, Any]:
+        q: dict[str, Any] = {"name": res, "nominalQuota": amount}
+        if res == "nvidia.com/gpu":
+            if t.get("borrowingLimit") is not None:
+                q["borrowingLimit"] = str(t["borrowingLimit"])
+            if t.get("lendingLimit") is not None:
+                q["lendingLimit"] = str(t["lendingLimit"])
+        return q
+
+    return {
+        "coveredResources": ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"],
+        "flavors": [{"name": f["name"], "resources": [
+            {"name": "cpu", "nominalQuota": str(24 * int(f["gpu"]))},
+            {"name": "memory", "nominalQuota": f"{256 * int(f['gpu'])}Gi"},
+            quota("nvidia.com/gpu", str(int(f["gpu"]))),
+            {"name": "vpc.amazonaws.com/efa", "nominalQuota": str(4 * int(f["gpu"]))},
+        ]} for f in flavors],
+    }
+
+
 # ---------------------------------------------------------------------------- jobs
 def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
     """A batch Job from a compact row::
 
         {name: a, team: team-a, pods: 2, gpus: 8, required: layer-3 | preferred: layer-2 |
-         unconstrained: true, slice: {level: layer-3, size: 2}, priority: high, queue: other-lq}
-    Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node)."""
+         unconstrained: true, slice: {level: layer-3, size: 2}, priority: high, queue: other-lq,
+         minParallelism: 1, notReady: true}
+    Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node).
+    ``minParallelism``: Kueue's ``kueue.x-k8s.io/job-min-parallelism`` (partial admission);
+    ``notReady``: the pods never become Ready (KWOK leaves pods labelled with the fake phase
+    ``Pending`` alone), for waitForPodsReady."""
     gpus = int(j.get("gpus", 8))
     ns = team_namespace(j.get("team", "team-a"))
     ann: dict[str, str] = {}
@@ -141,14 +171,16 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
     if gpus == 0:
         requests = {"cpu": str(j.get("cpu", 1)), "memory": "1Gi"}
     pods = int(j.get("pods", 1))
+    job_ann = {"kueue.x-k8s.io/job-min-parallelism": str(j["minParallelism"])} if j.get("minParallelism") else {}
+    pod_labels = {FAKE_POD_PHASE_LABEL: "Pending"} if j.get("notReady") else {}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": j["name"], "namespace": ns, "labels": labels},
+        "metadata": {"name": j["name"], "namespace": ns, "labels": labels, "annotations": job_ann},
         "spec": {
             "parallelism": pods, "completions": pods, "completionMode": "Indexed",
             "backoffLimit": 6,
             "template": {
-                "metadata": {"annotations": ann},
+                "metadata": {"annotations": ann, "labels": pod_labels},
                 "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                          "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                                          "resources": {"requests": requests, "limits": {
@@ -192,6 +224,7 @@ class JobOutcome:
     preempted: bool = False                                      # Preempted=True seen at any time
     evictions: list[str] = field(default_factory=list)           # Evicted reasons seen
     rejected: str = ""                                           # creation denied by a webhook
+    flavors: list[str] = field(default_factory=list)             # assigned flavors, when not the default
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"admitted": self.admitted}
@@ -205,6 +238,8 @@ class JobOutcome:
             out["evictions"] = sorted(set(self.evictions))
         if self.rejected:
             out["rejected"] = self.rejected
+        if self.flavors:
+            out["flavors"] = self.flavors
         return out
 
 
@@ -288,6 +323,9 @@ class Run:
             elif not out.admitted:
                 out.reason, out.message = qr.get("reason", ""), qr.get("message", "")
             out.hosts = assignment_hosts(wl, self.node_labels) if out.admitted else {}
+            used = sorted({f for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments")
+                           or () for f in (psa.get("flavors") or {}).values()}) if out.admitted else []
+            out.flavors = used if used and used != [FLAVOR] else []
             pre = _cond(wl, "Preempted") or {}
             if pre.get("status") == "True":
                 out.preempted = True
@@ -582,6 +620,11 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
             run.wait_occupied()
         elif "sleep" in step:
             time.sleep(float(step["sleep"]))
+        elif "stop" in step:  # {team: team-a, policy: Hold | HoldAndDrain | None}
+            from scheduler.kube.informer import CLUSTER_QUEUES
+
+            cq = f"{team_namespace(step['stop']['team'])}-clusterqueue"
+            run.api.merge_patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": step["stop"]["policy"]}})
         else:
             raise ValueError(f"unknown step {step}")
         default_quiet = 0.5 if "occupy" in step else scenario.get("quiet", 2.0)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from scheduler.core import quota
 from scheduler.core.cycle import Admit, run_cycle
 from scheduler.core.quota import (
@@ -14,7 +16,7 @@ from scheduler.core.quota import (
     FlavorFungibility,
 )
 
-from ._admission import cq, lqs, pending, rq, snapshot, wl
+from ._admission import admitted, cq, lqs, pending, rq, snapshot, wl
 
 
 def test_a_preemption_that_also_borrows_tries_the_next_flavor_under_when_can_borrow() -> None:
@@ -34,5 +36,27 @@ def test_preference_orders_borrowing_against_preemption() -> None:
 def test_flavor_fallback_the_first_flavor_full_the_second_is_used() -> None:
     snap = snapshot(cluster_queues={"a": cq("a", {"first": {"cpu": rq(2)}, "second": {"cpu": rq(8)}})},
                     local_queues=lqs(("lq", "a")), pending=[pending(wl("x", 4))])
+    (d,) = run_cycle(snap)
+    assert isinstance(d, Admit) and d.pod_sets[0].flavors == {"cpu": "second"}
+
+
+def _two_flavor_cq(when_can_preempt: str):  # type: ignore[no-untyped-def]
+    base = cq("a", {"first": {"cpu": rq(4)}, "second": {"cpu": rq(4)}}, within="LowerPriority")
+    return dataclasses.replace(base, flavor_fungibility=FlavorFungibility(MAY_STOP_SEARCH, when_can_preempt))
+
+
+def test_may_stop_search_preempts_in_the_first_flavor_when_it_has_candidates() -> None:
+    low = admitted(wl("low", 4, prio=1), "a", "first")
+    snap = snapshot(cluster_queues={"a": _two_flavor_cq(MAY_STOP_SEARCH)}, local_queues=lqs(("lq", "a")),
+                    admitted=[low], pending=[pending(wl("high", 4, prio=100))])
+    assert [type(d).__name__ for d in run_cycle(snap)] == ["Preempt", "Pending"]
+
+
+def test_no_preemption_candidates_send_the_search_to_the_next_flavor() -> None:
+    # Kueue's oracle finds no victim (the admitted workload has a higher priority): the
+    # assigner tries the next flavor even under whenCanPreempt: MayStopSearch.
+    vip = admitted(wl("vip", 4, prio=100), "a", "first")
+    snap = snapshot(cluster_queues={"a": _two_flavor_cq(MAY_STOP_SEARCH)}, local_queues=lqs(("lq", "a")),
+                    admitted=[vip], pending=[pending(wl("low", 4, prio=1))])
     (d,) = run_cycle(snap)
     assert isinstance(d, Admit) and d.pod_sets[0].flavors == {"cpu": "second"}
