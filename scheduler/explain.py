@@ -14,7 +14,9 @@ behind the verdict:
   workloads;
 - health: how many nodes ``node_health`` excludes, by reason;
 - queue: position in the ClusterQueue (priority, then queue time);
-- the QuotaReserved condition the controller last wrote.
+- the QuotaReserved condition the controller last wrote;
+- waitForPodsReady: the PodsReady condition, the requeue count and backoff left, a hold by
+  ``Requeued=False`` and a deactivation (:func:`_lifecycle`).
 
 Pure: no client calls here. The result is a JSON-able dict; :func:`to_text` words it.
 """
@@ -30,6 +32,7 @@ from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycle
 from scheduler.core.health import node_health
+from scheduler.core.podsready import PODS_READY
 from scheduler.core.queueing import order_key, resolve_priority
 from scheduler.core.resources import format_quantity, with_pod_slot
 
@@ -63,6 +66,9 @@ def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "a
                                                              "lastTransitionTime")}
     admission = (workload.get("status") or {}).get("admission") or {}
     out["clusterQueue"] = admission.get("clusterQueue", "")
+    lifecycle = _lifecycle(workload, conds, now or dt.datetime.now(dt.UTC))
+    if lifecycle:
+        out["lifecycle"] = lifecycle
     finished = conds.get("Finished")
     if finished and finished.get("status") == "True":
         reasons.append({"reason": "Finished", "message": finished.get("message", "") or "the Workload is finished"})
@@ -76,6 +82,47 @@ def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "a
         reasons.append({"reason": recorded.get("reason", ""),
                         "message": f"last recorded by the controller: {recorded['message']}"})
     return out
+
+
+def _lifecycle(workload: Mapping[str, Any], conds: Mapping[str, Mapping[str, Any]], now: dt.datetime) -> dict[str, Any]:
+    """PodsReady, requeue backoff and deactivation state (waitForPodsReady), as recorded."""
+    out: dict[str, Any] = {}
+    ready = conds.get(PODS_READY)
+    if ready:
+        out["podsReady"] = {k: ready.get(k, "") for k in ("status", "reason", "message", "lastTransitionTime")}
+    state = (workload.get("status") or {}).get("requeueState") or {}
+    if state:
+        out["requeueCount"] = int(state.get("count") or 0)
+        if state.get("requeueAt"):
+            at = dt.datetime.fromisoformat(str(state["requeueAt"]).replace("Z", "+00:00"))
+            out["requeueAt"] = state["requeueAt"]
+            out["backoffLeftSeconds"] = max(0, round((at - now).total_seconds()))
+    requeued = conds.get("Requeued")
+    if requeued and requeued.get("status") == "False":
+        out["held"] = {"reason": requeued.get("reason", ""), "message": requeued.get("message", "")}
+    if (workload.get("spec") or {}).get("active") is False:
+        evicted = conds.get("Evicted") or {}
+        out["deactivated"] = {"reason": evicted.get("reason", ""), "message": evicted.get("message", "")}
+    return out
+
+
+def _lifecycle_text(life: Mapping[str, Any]) -> list[str]:
+    lines = []
+    ready = life.get("podsReady")
+    if ready:
+        lines.append(f"PodsReady={ready['status']} reason {ready['reason']}: {ready['message']} "
+                     f"(since {ready['lastTransitionTime'] or '?'}).")
+    if "requeueCount" in life:
+        left = (f"; backoff ends {life['requeueAt']} ({life['backoffLeftSeconds']} s left)"
+                if life.get("requeueAt") else "")
+        lines.append(f"Requeued {life['requeueCount']} time(s) after an eviction{left}.")
+    if life.get("held"):
+        held = life["held"]
+        lines.append(f"Held out of the queue: Requeued=False reason {held['reason']}: {held['message']}.")
+    if life.get("deactivated"):
+        d = life["deactivated"]
+        lines.append(f"Deactivated (spec.active=false): {d['reason'] or '-'}: {d['message'] or '-'}.")
+    return lines
 
 
 def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dict[str, Any], solver: str,
@@ -252,8 +299,10 @@ def to_text(result: Mapping[str, Any]) -> str:
     lines = []
     who = f"{result['namespace']}/{result['name']}"
     wl = f" (Workload {result['workload']})" if result.get("workload") and result["workload"] != result["name"] else ""
+    life = _lifecycle_text(result.get("lifecycle") or {})
     if result.get("admitted"):
-        return f"{who}{wl} is admitted in ClusterQueue {result.get('clusterQueue') or '?'}: nothing is pending.\n"
+        head = f"{who}{wl} is admitted in ClusterQueue {result.get('clusterQueue') or '?'}: nothing is pending.\n"
+        return head + "".join(line + "\n" for line in life)
     lines.append(f"{who}{wl} is not admitted" + (f" (ClusterQueue {result['clusterQueue']})"
                                                   if result.get("clusterQueue") else "") + ".")
     for r in result.get("reasons", []):
@@ -300,6 +349,7 @@ def to_text(result: Mapping[str, Any]) -> str:
             lines.append(f"Health: {h['excluded']} of {h['nodes']} nodes excluded ({why}).")
         else:
             lines.append(f"Health: all {h['nodes']} nodes healthy.")
+    lines.extend(life)
     c = result.get("condition")
     if c:
         lines.append(f"Last condition: QuotaReserved={c.get('status')} reason {c.get('reason') or '-'}: "
