@@ -66,7 +66,6 @@ from scheduler.kube.writer import Observer, Writer
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Clock = Callable[[], dt.datetime]
-utcnow = st.utcnow
 
 
 def _owner_uid(workload: Mapping[str, Any]) -> str | None:
@@ -84,13 +83,9 @@ def _owner_uid(workload: Mapping[str, Any]) -> str | None:
 NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
 NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
 
-is_finished = st.is_finished
-has_reservation = st.has_reservation
-is_evicting = st.is_evicting
-
 
 class Controller:
-    def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
+    def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = st.utcnow, solver: str = "auto",
                  time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0,
                  is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
                  requeue_backoff: RequeueBackoff | None = None,
@@ -229,7 +224,7 @@ class Controller:
             return
         if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
             return  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
-        if wl is not None and (st.condition_true(wl, st.ADMITTED) or is_finished(wl)):
+        if wl is not None and (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl)):
             return  # admitted (or evicted: the eviction phase stops it with the eviction's message)
         message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
@@ -240,7 +235,7 @@ class Controller:
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
         jobs = self._job_index()
-        self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not is_finished(wl)],
+        self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not st.is_finished(wl)],
                                 lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl)
 
     def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
@@ -257,7 +252,8 @@ class Controller:
     def progress_evictions(self) -> None:
         jobs = self._job_index()
         self.isolation.for_each("progress_evictions",
-                                [wl for wl in self.cache.workloads.items() if is_evicting(wl) and not is_finished(wl)],
+                                [wl for wl in self.cache.workloads.items()
+                                 if st.is_evicting(wl) and not st.is_finished(wl)],
                                 lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl)
 
     def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
@@ -348,8 +344,8 @@ class Controller:
         jobs = self._job_index()
         self.isolation.for_each("start_admitted",
                                 [wl for wl in self.cache.workloads.items()
-                                 if has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
-                                 and not st.condition_true(wl, st.EVICTED) and not is_finished(wl)],
+                                 if st.has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
+                                 and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)],
                                 lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl)
 
     def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
@@ -372,8 +368,8 @@ class Controller:
         """Changes whenever capacity or queue configuration may have changed: then workloads
         parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
         a workload finishes or is evicted, or queue objects change)."""
-        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED), is_finished(w))
-                            for w in self.cache.workloads.items() if has_reservation(w))
+        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED), st.is_finished(w))
+                            for w in self.cache.workloads.items() if st.has_reservation(w))
         # Queue objects by spec generation (and deletion), not resourceVersion: our own status
         # and finalizer writes (kube.queues) must not count as a configuration change.
         config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("generation"),
