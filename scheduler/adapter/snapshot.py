@@ -31,7 +31,7 @@ from scheduler.adapter.queues import (
     priority_values,
 )
 from scheduler.adapter.workloads import admitted_workload, pending_workload
-from scheduler.core.config import KueueConfig
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.queueing import PendingWorkload
@@ -69,10 +69,9 @@ def _namespace(obj: Obj) -> str:
 
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
-                   config: KueueConfig | None = None) -> Snapshot:
+                   config: KueueConfig = KUEUE_DEFAULTS) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
-    Configuration (``config``; None: Kueue's defaults)."""
-    config = config if config is not None else KueueConfig()
+    Configuration (``config``)."""
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)

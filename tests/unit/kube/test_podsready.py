@@ -22,7 +22,7 @@ def harness_with(limit: int | None = None, block: bool = False) -> Harness:
         enabled=True, timeout_s=TIMEOUT, block_admission=block,
         requeuing_strategy=RequeuingStrategy(backoff_limit_count=limit, backoff_base_seconds=10)))
     h.controller = Controller(h.api, h.cache, clock=h.clock, is_leader=lambda: True, events=h.events,
-                              kueue_config=config)
+                              config=config)
     return h
 
 
