@@ -239,7 +239,7 @@ class _Cycle:
         ``queue_status`` reports), or in a cohort cycle (Kueue's scheduler skips those too)."""
         return {name for name, cq in self.snap.cluster_queues.items()
                 if not cluster_queue_readiness(cq, self.snap.flavors, self.trees).active
-                or "cq:" + name in self.quota.cycles}
+                or self.quota.under_cycle(name)}
 
     # ------------------------------------------------------------------ TAS
     def _tas_pod_sets(

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from scheduler.core.cycle import Snapshot, quota_in_use
 from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.queueing import (
+    CQ_READY,
     LQ_CLUSTER_QUEUE_INACTIVE,
     LQ_NO_CLUSTER_QUEUE,
     LQ_READY,
@@ -90,6 +91,12 @@ def _sum_usage(workloads: Iterable[AdmittedWorkload]) -> dict[FlavorResource, in
     return out
 
 
+# Kueue v0.17 under a cohort cycle: the ClusterQueue fails to join its cache ("cohort has a
+# cycle"), its status is never set to active, and the condition reads False with the Ready
+# reason and words (``inactiveReason`` of a queue in neither state). Matched as observed live.
+CQ_UNDER_CYCLE = ActiveCondition(False, *CQ_READY)
+
+
 def _cluster_queue_status(cq: ClusterQueueSpec, quota: QuotaState, active: ActiveCondition, pending: int,
                           holding: list[AdmittedWorkload]) -> QueueStatus:
     used = {fr: quota.used(cq.name, fr) for g in cq.resource_groups for f in g.flavors
@@ -116,7 +123,8 @@ def queue_statuses(snap: Snapshot) -> tuple[dict[str, QueueStatus], dict[str, Qu
         holding_in_cq.setdefault(w.cluster_queue, []).append(w)
         holding_in_lq.setdefault(f"{w.spec.namespace}/{w.spec.queue_name}", []).append(w)
 
-    readiness = {name: cluster_queue_readiness(cq, snap.flavors, tas_flavors)
+    readiness = {name: CQ_UNDER_CYCLE if quota.under_cycle(name) else cluster_queue_readiness(cq, snap.flavors,
+                                                                                                 tas_flavors)
                  for name, cq in snap.cluster_queues.items()}
     pending_in_cq: dict[str, int] = {}
     for key, lq in snap.local_queues.items():

@@ -266,6 +266,16 @@ class QuotaState:
     def used(self, cq: str, fr: FlavorResource) -> int:
         return self.usage[_CQ + cq].get(fr, 0)
 
+    def under_cycle(self, cq: str) -> bool:
+        """The ClusterQueue's cohort chain runs into a parent cycle (Kueue's
+        ``HasCycle(cq.Parent())``): Kueue's scheduler never admits into it."""
+        node: str | None = _CQ + cq
+        while node is not None:
+            if node in self.cycles:
+                return True
+            node = self.parent.get(node)
+        return False
+
     def has_cohort(self, cq: str) -> bool:
         return self.parent.get(_CQ + cq) is not None
 

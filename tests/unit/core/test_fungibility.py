@@ -60,3 +60,17 @@ def test_no_preemption_candidates_send_the_search_to_the_next_flavor() -> None:
                     admitted=[vip], pending=[pending(wl("low", 4, prio=1))])
     (d,) = run_cycle(snap)
     assert isinstance(d, Admit) and d.pod_sets[0].flavors == {"cpu": "second"}
+
+
+def test_a_cluster_queue_under_a_cohort_cycle_admits_nothing_and_reads_as_kueue_writes_it() -> None:
+    from scheduler.core.queue_status import queue_statuses
+    from scheduler.core.quota import CohortSpec
+
+    snap = snapshot(cluster_queues={"x": cq("x", cohort="loop-a")}, local_queues=lqs(("lq", "x")),
+                    cohorts={"loop-a": CohortSpec("loop-a", "loop-b"), "loop-b": CohortSpec("loop-b", "loop-a")},
+                    pending=[pending(wl("w", 1))])
+    (d,) = run_cycle(snap)
+    assert not isinstance(d, Admit) and d.message == "ClusterQueue x is inactive"
+    status = queue_statuses(snap)[0]["x"]
+    assert (status.active.active, status.active.reason, status.active.message) == (
+        False, "Ready", "Can admit new workloads")
