@@ -34,7 +34,6 @@ from admission.annotations import (
 from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required
 from admission.fit import NEVER, WARN, empty_quota, pod_set_shape, quota_limits, topology_fit
 from admission.view import ClusterView
-from scheduler.adapter.jobkinds import job_min_parallelism
 from scheduler.core.nodes import pod_spec_requests
 from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity
@@ -47,7 +46,7 @@ from scheduler.core.topology_request import (
     TopologyRequest,
     request_from_annotations,
 )
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, job_pod_count
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, job_min_parallelism, job_pod_count
 
 Obj = Mapping[str, Any]
 

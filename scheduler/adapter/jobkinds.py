@@ -20,6 +20,7 @@ from scheduler.core.workload import (
     LABEL_QUEUE_NAME,
     WorkloadFormatError,
     WorkloadSpec,
+    job_min_parallelism,
     job_pod_count,
     workload_from_kueue,
     workload_from_object,
@@ -54,19 +55,6 @@ def _pod_set(name: str, count: int, template: Mapping[str, Any], pod_index_label
     if request:
         ps["topologyRequest"] = request
     return ps
-
-
-ANN_JOB_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
-
-
-def job_min_parallelism(job: Mapping[str, Any]) -> int | None:
-    """Kueue's ``minPodsCount``: the ``kueue.x-k8s.io/job-min-parallelism`` annotation as an
-    integer, None when absent or not one (the Job then accepts no partial admission)."""
-    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_MIN_PARALLELISM)
-    try:
-        return None if raw is None else int(str(raw))
-    except ValueError:
-        return None
 
 
 def batch_job_pod_sets(job: Mapping[str, Any]) -> list[dict[str, Any]]:

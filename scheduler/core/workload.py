@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any
@@ -99,6 +99,19 @@ def job_pod_count(job: Mapping[str, Any]) -> int:
     return parallelism if completions is None else min(parallelism, int(completions))
 
 
+ANN_JOB_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+
+
+def job_min_parallelism(job: Mapping[str, Any]) -> int | None:
+    """Kueue's ``minPodsCount``: the ``kueue.x-k8s.io/job-min-parallelism`` annotation as an
+    integer, None when absent or not one (the Job then accepts no partial admission)."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_MIN_PARALLELISM)
+    try:
+        return None if raw is None else int(str(raw))
+    except ValueError:
+        return None
+
+
 def workload_from_job(job: Mapping[str, Any]) -> WorkloadSpec:
     """A batch/v1 Job -> one PodSet ``main`` (Kueue's batch Job integration)."""
     if job.get("kind") not in (None, "Job"):
@@ -113,6 +126,7 @@ def workload_from_job(job: Mapping[str, Any]) -> WorkloadSpec:
     pod_set = pod_set_from_template(
         DEFAULT_POD_SET, job_pod_count(job), template, JOB_COMPLETION_INDEX if indexed else None
     )
+    pod_set = replace(pod_set, min_count=job_min_parallelism(job))
     labels = dict(meta.get("labels") or {})
     return WorkloadSpec(
         namespace=meta.get("namespace", "default"),

@@ -14,13 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.adapter.jobkinds import batch_job_pod_sets, job_min_parallelism, jobset_pod_sets, kubeflow_pod_sets
+from scheduler.adapter.jobkinds import batch_job_pod_sets, jobset_pod_sets, kubeflow_pod_sets
 from scheduler.core.topology_request import ANN_UNCONSTRAINED
 from scheduler.core.workload import (
     ANN_WORKLOAD,
     LABEL_PODSET,
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
+    job_min_parallelism,
     kueue_workload_name,
 )
 from scheduler.kube.informer import JOBS, JOBSETS, PYTORCHJOBS, Resource
