@@ -527,6 +527,18 @@ def previous_domains(spec: WorkloadSpec) -> dict[str, dict[str, str]] | None:
     return {str(ps): {str(k): str(v) for k, v in sel.items()} for ps, sel in data.items() if isinstance(sel, dict)}
 
 
+def draining(snapshot: Snapshot) -> bool:
+    """Some workload still holds quota in a ``HoldAndDrain``-stopped ClusterQueue or LocalQueue:
+    the cycle has evictions to issue even with nothing pending."""
+    for w in snapshot.admitted:
+        cq = snapshot.cluster_queues.get(w.cluster_queue)
+        lq = snapshot.local_queues.get(f"{w.spec.namespace}/{w.spec.queue_name}")
+        if not w.evicted and ((cq is not None and cq.stop_policy == STOP_HOLD_AND_DRAIN)
+                              or (lq is not None and lq.stop_policy == STOP_HOLD_AND_DRAIN)):
+            return True
+    return False
+
+
 def _drain_stopped_queues(cyc: _Cycle) -> list[Decision]:
     """HoldAndDrain: evict what a stopped ClusterQueue (else LocalQueue) still holds."""
     snapshot = cyc.snap

@@ -38,7 +38,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycle
+from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
@@ -392,7 +392,7 @@ class Controller:
             self._fingerprint = fingerprint
         snapshot = self._snapshot()
         decided, reasons = snapshot, []
-        if snapshot.pending and not self.unreadable.holds_admission():
+        if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
             self.queue_objects.announce_work(snapshot, self.isolation)
             decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
             reasons = [d for d in decisions if isinstance(d, Pending)]

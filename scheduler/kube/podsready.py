@@ -6,7 +6,9 @@ turn, the next pass continues from what the API server then holds):
 
 1. ``DeactivationTarget=True`` on an active Workload: ``spec.active=false`` (Kueue's workload
    controller). An inactive Workload not yet evicted: evicted ``DeactivatedDueTo<cause>``
-   ("The workload is deactivated due to ..."), ``requeueState`` cleared.
+   ("The workload is deactivated due to ..."), ``requeueState`` cleared. A Workload held by
+   ``Requeued=False`` after a stop whose queue runs again: ``Requeued=True``
+   (``ClusterQueueRestarted`` / ``LocalQueueRestarted``).
 2. The ``PodsReady`` condition from the job's status (Kueue's job reconciler; only Workloads
    of a job toposched manages).
 3. The timeout: evict with ``PodsReadyTimeout`` and a new ``requeueState``, or mark the
@@ -14,7 +16,7 @@ turn, the next pass continues from what the API server then holds):
 4. The backoff over: ``Requeued=True`` reason ``BackoffFinished``, ``requeueAt`` cleared.
 
 Steps 2-4 run only when the Configuration has ``waitForPodsReady``; step 1 always (Kueue
-deactivates whatever sets ``spec.active=false``).
+deactivates whatever sets ``spec.active=false`` and lifts every stop's hold).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class PodsReadyHandler:
                                 workload_of=lambda wl: wl)
 
     def step(self, wl: Obj, job: tuple[JobIntegration, Obj] | None) -> None:
-        if self._deactivation(wl) or not self.config.enabled:
+        if self._deactivation(wl) or self._restarted(wl) or not self.config.enabled:
             return
         if job is not None and self._condition(wl, *job):
             return
@@ -111,6 +113,30 @@ class PodsReadyHandler:
         if self.writer.patch_workload_status(wl, body) is not None:
             self.writer.event(wl, "Normal", f"{st.EVICTED}DueTo{reason}", message)
             self.writer.notify("evicted", wl, {"reason": pr.DEACTIVATED, "message": message})
+        return True
+
+    def _restarted(self, wl: Obj) -> bool:
+        """``Requeued=False`` after a stop: ``True/ClusterQueueRestarted`` (``LocalQueueRestarted``)
+        once the queue's ``stopPolicy`` is ``None`` again."""
+        requeued = st.find_condition(wl, st.REQUEUED)
+        if requeued is None or requeued.get("status") != "False" or requeued.get("reason") not in RESTARTED:
+            return False
+        if st.has_reservation(wl) or not is_active(wl):
+            return False
+        namespace = (wl.get("metadata") or {}).get("namespace")
+        lq = self.writer.cache.local_queues.get(f"{namespace}/{(wl.get('spec') or {}).get('queueName')}")
+        if requeued.get("reason") == LOCAL_QUEUE_STOPPED:
+            running = lq is not None and (lq.get("spec") or {}).get("stopPolicy", "None") == "None"
+        else:
+            cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue", "")
+            cq = self.writer.cache.cluster_queues.get(cq_name) if cq_name else None
+            running = cq is not None and (cq.get("spec") or {}).get("stopPolicy", "None") == "None"
+        if not running:
+            return False
+        reason, message = RESTARTED[str(requeued["reason"])]
+        gen = (wl.get("metadata") or {}).get("generation")
+        conds = st.set_condition(st.conditions_of(wl), st.REQUEUED, "True", reason, message, self.clock(), gen)
+        self.writer.patch_workload_status(wl, {"conditions": conds})
         return True
 
     # ------------------------------------------------------------------ 2. the condition
@@ -167,6 +193,13 @@ class PodsReadyHandler:
 
 def requeues_at_once(evicted_reason: str) -> bool:
     """Kueue's job reconciler sets ``Requeued=True`` on release only after a preemption or a
-    node failure (and toposched, as before, after a stop); a PodsReady timeout or a
-    deactivation leaves ``Requeued=False`` (held until the backoff ends, or reactivation)."""
-    return evicted_reason != pr.PODS_READY_TIMEOUT and not evicted_reason.startswith(pr.DEACTIVATED)
+    node failure; any other eviction (a stop, a PodsReady timeout, a deactivation) leaves
+    ``Requeued=False``, held until the queue restarts or the backoff ends."""
+    return evicted_reason in ("Preempted", "NodeFailures")
+
+
+# Kueue's workload controller lifts a stop's hold when the queue runs again.
+CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
+RESTARTED = {CLUSTER_QUEUE_STOPPED: ("ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped"),
+             LOCAL_QUEUE_STOPPED: ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped")}

@@ -10,7 +10,7 @@ from scheduler.core.config import KueueConfig, RequeuingStrategy, WaitForPodsRea
 from scheduler.kube import status as st
 from scheduler.kube.controller import Controller
 from scheduler.kube.eviction import evict
-from scheduler.kube.informer import JOBS, WORKLOADS
+from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.unit.kube.test_phases import NS, Harness, job
 
 TIMEOUT = 120.0
@@ -160,3 +160,27 @@ def test_partial_admission_runs_the_job_with_the_admitted_count_and_restores_it(
     h.controller.progress_evictions()
     h.sync()
     assert h.job("wide")["spec"]["parallelism"] == 6
+
+
+# ---------------------------------------------------------------------- stop and restart
+
+def test_a_drained_workload_is_held_until_its_cluster_queue_restarts() -> None:
+    h = Harness()
+    h.api.create(JOBS, job("train", 1), NS)
+    h.sync()
+    reconcile(h)
+    assert st.condition_true(h.workload(), st.ADMITTED)
+    h.api.merge_patch(CLUSTER_QUEUES, "cq", {"spec": {"stopPolicy": "HoldAndDrain"}})
+    h.sync()
+    reconcile(h, 4)
+    wl = h.workload()
+    assert cond(wl, st.EVICTED)[:2] == ("True", "ClusterQueueStopped")
+    assert cond(wl, st.REQUEUED)[:2] == ("False", "ClusterQueueStopped")
+    assert not st.has_reservation(wl)
+    h.api.merge_patch(CLUSTER_QUEUES, "cq", {"spec": {"stopPolicy": "None"}})
+    h.sync()
+    reconcile(h, 1)
+    assert cond(h.workload(), st.REQUEUED) == (
+        "True", "ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped")
+    reconcile(h, 3)
+    assert st.condition_true(h.workload(), st.ADMITTED)
