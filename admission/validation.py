@@ -46,7 +46,13 @@ from scheduler.core.topology_request import (
     TopologyRequest,
     request_from_annotations,
 )
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, job_min_parallelism, job_pod_count
+from scheduler.core.workload import (
+    ANN_JOB_MIN_PARALLELISM,
+    LABEL_PRIORITY_CLASS,
+    LABEL_QUEUE_NAME,
+    job_min_parallelism,
+    job_pod_count,
+)
 
 Obj = Mapping[str, Any]
 
@@ -406,6 +412,22 @@ JOB_FIT_STEPS: tuple[Callable[[_JobFit, Verdict], Step], ...] = (
 )
 
 
+def partial_admission_errors(job: Obj) -> list[FieldError]:
+    """Kueue's ``validatePartialAdmissionCreate``: the min-parallelism annotation is an integer
+    between 1 and the job's pod count - 1."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_MIN_PARALLELISM)
+    if raw is None:
+        return []
+    path = f"metadata.annotations[{ANN_JOB_MIN_PARALLELISM}]"
+    minimum = job_min_parallelism(job)
+    if minimum is None:
+        return [invalid(path, raw, f'strconv.Atoi: parsing "{raw}": invalid syntax')]
+    count = job_pod_count(job)
+    if minimum >= count or minimum <= 0:
+        return [invalid(path, minimum, f"should be between 0 and {count - 1}")]
+    return []
+
+
 def fewest_pods(job: Obj) -> int:
     """The fewest pods the job can be admitted with: its ``kueue.x-k8s.io/job-min-parallelism``
     when partial admission may reduce it (Kueue's PartialAdmission gate, on by default), else
@@ -452,6 +474,8 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
                 {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}:
             return verdict
     verdict.errors.extend(validate_topology_annotations(ann, job_pod_count(job)))
+    if old is None:
+        verdict.errors.extend(partial_admission_errors(job))
     if verdict.errors or old is not None or view is None:
         return verdict
     verdict.extend(validate_job_against_cluster(job, view))

@@ -8,6 +8,7 @@ min(parallelism, completions)).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -106,10 +107,10 @@ def job_min_parallelism(job: Mapping[str, Any]) -> int | None:
     """Kueue's ``minPodsCount``: the ``kueue.x-k8s.io/job-min-parallelism`` annotation as an
     integer, None when absent or not one (the Job then accepts no partial admission)."""
     raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_MIN_PARALLELISM)
-    try:
-        return None if raw is None else int(str(raw))
-    except ValueError:
-        return None
+    return int(raw) if isinstance(raw, str) and _GO_INT.fullmatch(raw) else None
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts
 
 
 def workload_from_job(job: Mapping[str, Any]) -> WorkloadSpec:
