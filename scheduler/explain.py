@@ -158,6 +158,11 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
                                        "at the next cycle that reaches it in its queue"})
     if victims:
         reasons.append({"reason": "Preemption", "message": f"needs the preemption of {', '.join(victims)}"})
+    if not reasons and pw.held:
+        reasons.append({"reason": "Held", "message": "Requeued=False: out of the queue until its backoff ends or its "
+                                                     "queue restarts (see the lifecycle lines)"})
+    elif not reasons and pw.requeue_at is not None and pw.requeue_at > full.now:
+        reasons.append({"reason": "Backoff", "message": "waiting for status.requeueState.requeueAt"})
     if not reasons:
         reasons.append({"reason": "Pending", "message": "the admission cycle made no decision for it"})
     cq = full.cluster_queues.get(cq_name)

@@ -23,6 +23,7 @@ def test_backoff_and_pods_ready_are_shown() -> None:
     assert life["requeueCount"] == 2 and life["backoffLeftSeconds"] == 60
     assert life["held"]["reason"] == "PodsReadyTimeout"
     assert life["podsReady"]["reason"] == "WaitForStart"
+    assert out["reasons"][0]["reason"] == "Held"
     text = to_text(out)
     assert "Requeued 2 time(s) after an eviction; backoff ends 2026-01-01T00:07:00Z (60 s left)." in text
     assert "Held out of the queue: Requeued=False reason PodsReadyTimeout" in text
