@@ -122,7 +122,7 @@ def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> No
 def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
     updated = evict(writer, wl, decision.reason, decision.message, now)
     if updated:
-        writer.event(updated, "Normal", f"EvictedDue{decision.reason}", decision.message)
+        writer.event(updated, "Normal", f"EvictedDueTo{decision.reason}", decision.message)
         log.info("workload %s evicted: %s", decision.workload, decision.message,
                  extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
                         "decision": "evicted", "reason": decision.reason})

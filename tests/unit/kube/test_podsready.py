@@ -177,6 +177,7 @@ def test_a_drained_workload_is_held_until_its_cluster_queue_restarts() -> None:
     assert cond(wl, st.EVICTED)[:2] == ("True", "ClusterQueueStopped")
     assert cond(wl, st.REQUEUED)[:2] == ("False", "ClusterQueueStopped")
     assert not st.has_reservation(wl)
+    assert "EvictedDueToClusterQueueStopped" in h.event_reasons()  # Kueue's ReasonWithCause
     h.api.merge_patch(CLUSTER_QUEUES, "cq", {"spec": {"stopPolicy": "None"}})
     h.sync()
     reconcile(h, 1)
