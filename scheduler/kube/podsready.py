@@ -117,7 +117,8 @@ class PodsReadyHandler:
 
     def _restarted(self, wl: Obj) -> bool:
         """``Requeued=False`` after a stop: ``True/ClusterQueueRestarted`` (``LocalQueueRestarted``)
-        once the queue's ``stopPolicy`` is ``None`` again."""
+        once the queue's ``stopPolicy`` is ``None`` again; after a deactivation:
+        ``True/Reactivated`` once ``spec.active`` is true again."""
         requeued = st.find_condition(wl, st.REQUEUED)
         if requeued is None or requeued.get("status") != "False" or requeued.get("reason") not in RESTARTED:
             return False
@@ -125,7 +126,9 @@ class PodsReadyHandler:
             return False
         namespace = (wl.get("metadata") or {}).get("namespace")
         lq = self.writer.cache.local_queues.get(f"{namespace}/{(wl.get('spec') or {}).get('queueName')}")
-        if requeued.get("reason") == LOCAL_QUEUE_STOPPED:
+        if requeued.get("reason") == pr.DEACTIVATED:
+            running = True  # active again (checked above)
+        elif requeued.get("reason") == LOCAL_QUEUE_STOPPED:
             running = lq is not None and (lq.get("spec") or {}).get("stopPolicy", "None") == "None"
         else:
             cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue", "")
@@ -202,4 +205,7 @@ def requeues_at_once(evicted_reason: str) -> bool:
 CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
 LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
 RESTARTED = {CLUSTER_QUEUE_STOPPED: ("ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped"),
-             LOCAL_QUEUE_STOPPED: ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped")}
+             LOCAL_QUEUE_STOPPED: ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped"),
+             # exactly "Deactivated" (a user's spec.active=false), as Kueue v0.17 matches it: a
+             # DeactivatedDueTo<cause> hold is not lifted by reactivation there either
+             pr.DEACTIVATED: ("Reactivated", "The workload was reactivated")}

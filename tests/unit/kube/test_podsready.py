@@ -185,3 +185,23 @@ def test_a_drained_workload_is_held_until_its_cluster_queue_restarts() -> None:
         "True", "ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped")
     reconcile(h, 3)
     assert st.condition_true(h.workload(), st.ADMITTED)
+
+
+def test_a_deactivated_workload_is_evicted_and_reactivated() -> None:
+    h = Harness()
+    h.api.create(JOBS, job("train", 1), NS)
+    h.sync()
+    reconcile(h)
+    name = h.workload()["metadata"]["name"]
+    h.api.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, NS)
+    h.sync()
+    reconcile(h, 4)
+    wl = h.workload()
+    assert cond(wl, st.EVICTED) == ("True", "Deactivated", "The workload is deactivated")
+    assert cond(wl, st.REQUEUED)[:2] == ("False", "Deactivated") and not st.has_reservation(wl)
+    h.api.merge_patch(WORKLOADS, name, {"spec": {"active": True}}, NS)
+    h.sync()
+    reconcile(h, 1)
+    assert cond(h.workload(), st.REQUEUED) == ("True", "Reactivated", "The workload was reactivated")
+    reconcile(h, 3)
+    assert st.condition_true(h.workload(), st.ADMITTED)
