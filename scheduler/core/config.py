@@ -24,6 +24,10 @@ GATE_DEFAULTS: dict[str, bool] = {
     "TopologyAwareScheduling": True,
     "TASMultiLayerTopology": False,  # alpha in v0.17, beta on in v0.19
     "PriorityBoost": False,
+    # Fair sharing (scheduler/core/fairsharing.py): v0.17's defaults.
+    "PrioritySortingWithinCohort": True,
+    "FairSharingPrioritizeNonBorrowing": True,
+    "FairSharingPreemptWithinNominal": True,
 }
 
 
