@@ -273,3 +273,64 @@ def test_node_weights_cover_cohorts() -> None:
     co = CohortSpec("co", fair_weight=3.0, resource_groups=(ResourceGroup(("cpu",), (FlavorQuotas("f", {}),)),))
     w = node_weights({"a": weighted(cq("a"), 0.5)}, {"co": co})
     assert w[cq_node("a")] == 0.5 and w["cohort:co"] == 3.0
+
+
+# ---------------------------------------------------------------------- preemption in cohort trees (Kueue's table)
+
+
+def _co(name: str, parent: str | None = None, cpu: int = 0, weight: float = 1.0) -> CohortSpec:
+    groups = (ResourceGroup(("cpu",), (FlavorQuotas("f", {"cpu": rq(cpu * 1000)}),)),) if cpu else ()
+    return CohortSpec(name, parent, groups, weight)
+
+
+def _pre_cq(name: str, cohort: str, cpu: int, weight: float = 1.0, preempts: bool = False) -> ClusterQueueSpec:
+    policy = dict(within="LowerPriority", reclaim="Any") if preempts else {}
+    return weighted(cq(name, {"f": {"cpu": rq(cpu)}}, cohort=cohort, **policy), weight)  # type: ignore[arg-type]
+
+
+_HIER = [_pre_cq("a", "LEFT", 1, 2.0, True), _pre_cq("b", "LEFT", 1), _pre_cq("c", "ROOT", 1),
+         _pre_cq("d", "RIGHT", 1), _pre_cq("e", "RIGHT", 1, 0.99)]
+_DEEP_COHORTS = [_co("ROOT"), _co("A", "ROOT", weight=1.01), _co("AA", "A"), _co("AAA", "AA"),
+                 _co("B", "ROOT", weight=0.99), _co("BB", "B"), _co("BBB", "BB"), _co("C", "ROOT"), _co("CC", "C"),
+                 _co("CCC", "CC"), _co("CCCC", "CCC", cpu=1)]
+
+TREE_CASES = [
+    ("hierarchical preemption", _HIER,
+     [_co("ROOT", cpu=5), _co("LEFT", "ROOT", 5, 2.0), _co("RIGHT", "ROOT", 5)],
+     [(f"{q}{i}", q, 1000, i) for q in "bcde" for i in range(1, 6)], 5000,
+     {(n, "InCohortFairSharing") for n in ("b1", "b2", "c1", "c2", "e1")}),
+    ("borrowing cq in non-borrowing cohort is protected",
+     [_pre_cq("a", "ROOT", 5, 10.0, True), _pre_cq("b", "RIGHT", 0, 0.1)],
+     [_co("ROOT"), _co("RIGHT", "ROOT", 1, 0.1)],
+     [("a1", "a", 1000, -1), ("a2", "a", 1000, -1), ("a3", "a", 1000, -1), ("b1", "b", 1000, -1)], 5000,
+     {("a1", "InClusterQueue"), ("a2", "InClusterQueue"), ("a3", "InClusterQueue")}),
+    ("forced to preempt within clusterqueue because borrowing workload too important",
+     [_pre_cq("a", "ROOT", 5, 10.0, True), _pre_cq("b", "RIGHT", 0, 0.1)],
+     [_co("ROOT"), _co("RIGHT", "ROOT", 3, 0.1)],
+     [("a1", "a", 1000, -1), ("a2", "a", 1000, -1), ("a3", "a", 1000, -1), ("b1", "b", 4000, 100)], 4000,
+     {("a1", "InClusterQueue"), ("a2", "InClusterQueue"), ("a3", "InClusterQueue")}),
+    ("deep preemption", [_pre_cq("a", "AAA", 0, preempts=True), _pre_cq("b", "BBB", 0)], _DEEP_COHORTS,
+     [("b1", "b", 1000, 0)], 1000, {("b1", "InCohortFairSharing")}),
+    ("cq with zero weight can reclaim nominal quota", [_pre_cq("a", "ROOT", 1, 0.0, True), _pre_cq("b", "ROOT", 0)],
+     [], [("b1", "b", 1000, 0)], 1000, {("b1", "InCohortReclamation")}),
+    ("cohort with zero weight can reclaim nominal quota",
+     [_pre_cq("a", "A", 0, 0.0, True), _pre_cq("b", "ROOT", 0)], [_co("A", "ROOT", 1, 0.0)],
+     [("b1", "b", 1000, 0)], 1000, {("b1", "InCohortFairSharing")}),
+    ("can't preempt nominal from Cohort with 0 weight",
+     [_pre_cq("left-cq", "root", 0, preempts=True), _pre_cq("right-cq", "right-cohort", 0, 0.0)],
+     [_co("right-cohort", "root", 1, 0.0)], [("right-1", "right-cq", 1000, 0)], 1000, set()),
+]
+
+
+@pytest.mark.parametrize("case,cqs,cohorts,adm,incoming,expected", TREE_CASES, ids=[c[0] for c in TREE_CASES])
+def test_fair_preemption_in_cohort_trees(case: str, cqs: list[ClusterQueueSpec], cohorts: list[CohortSpec],
+                                         adm: list[tuple[str, str, int, int]], incoming: int,
+                                         expected: set[tuple[str, str]]) -> None:
+    by_name = {c.name: c for c in cqs}
+    rows = [admitted(wl(n, 0, prio=p, queue="l" + q, extra={"cpu": m}), q, at=1.0) for n, q, m, p in adm]
+    first = cqs[0].name
+    pre = pending(wl("incoming", 0, queue="l" + first, created=50, extra={"cpu": incoming}))
+    snap = snapshot(cluster_queues=by_name, cohorts={c.name: c for c in cohorts},
+                    local_queues=lqs(*((f"l{n}", n) for n in by_name)), admitted=rows, pending=[pre], config=fair())
+    got = {(d.workload.split("/", 1)[1], d.reason) for d in run_cycle(snap) if isinstance(d, Preempt)}
+    assert got == expected
