@@ -37,6 +37,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
@@ -48,7 +49,14 @@ from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
-from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
+from scheduler.kube.jobs import (
+    INTEGRATIONS,
+    LABEL_JOB_UID,
+    JobIntegration,
+    PodSetStart,
+    managed_integrations,
+    workload_for_job,
+)
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.queues import QueueObjectsWriter
@@ -87,17 +95,21 @@ class Controller:
                  is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
                  requeue_backoff: RequeueBackoff | None = None,
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
-                 storm_policy: StormPolicy | None = None) -> None:
+                 storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
         waitForPodsReady requeuing defaults). ``node_failure_grace_s`` / ``node_unreachable_grace_s``:
         how long a known-bad / an unreachable assigned node must stay so before its workload is
-        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard."""
+        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard. ``config``: the admin's
+        Kueue Configuration (``--kueue-config``); its ``integrations.frameworks`` limit the job
+        kinds managed."""
         self.api = api
         self.cache = cache
         self.clock = clock
         self.solver = solver
+        self.config = config
+        self.managed_kinds = managed_integrations(config.frameworks)
         self.time_budget_s = time_budget_s
         self.resync_s = resync_s
         self.leading = threading.Event()
@@ -124,6 +136,8 @@ class Controller:
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
         out: dict[str, tuple[JobIntegration, Obj]] = {}
         for key, informer in self.cache.jobs.items():
+            if key not in self.managed_kinds:
+                continue
             integration = INTEGRATIONS[key]
             for job in informer.items():
                 out[str(job["metadata"]["uid"])] = (integration, job)
@@ -401,7 +415,8 @@ class Controller:
         def build() -> Snapshot:
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
-                                  exclude=self.unreadable.current(self.cache.workloads.items()))
+                                  exclude=self.unreadable.current(self.cache.workloads.items()),
+                                  config=self.config)
         try:
             return build()
         except Exception:
