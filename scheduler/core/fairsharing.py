@@ -487,3 +487,49 @@ def fair_targets(
         return []
     work.remove_usage(cq, usage)
     return fill_back(search.targets, work, fits, True)
+
+
+# ---------------------------------------------------------------------- explaining
+
+
+@dataclass(frozen=True)
+class ShareRow:
+    """One ClusterQueue of a cohort tree, for ``toposched explain``: its weighted share now and
+    with its head admitted (``inf`` for a zero weight that borrows)."""
+
+    cluster_queue: str
+    weight: float
+    share: float
+    dominant_resource: str
+    head: str = ""
+    share_with_head: float | None = None
+
+
+def share_rows(
+    quota: QuotaState, weights: Mapping[str, float], cluster_queues: Sequence[str], heads: Mapping[str, Contender]
+) -> list[ShareRow]:
+    """The share of each named ClusterQueue, and with its head (``heads``: by ClusterQueue)."""
+    shares = Shares(quota, weights)
+    rows = []
+    for name in cluster_queues:
+        node = cq_node(name)
+        now = shares.drs(node)
+        head = heads.get(name)
+        with_head = shares.drs(node, head.usage).weighted_share() if head is not None else None
+        rows.append(ShareRow(name, shares.weight(node), now.weighted_share(), now.dominant_resource,
+                             head.key if head is not None else "", with_head))
+    return rows
+
+
+def fair_order(
+    quota: QuotaState, weights: Mapping[str, float], heads: Sequence[Contender], gates: FeatureGates
+) -> list[Contender]:
+    """The order in which the tournament would pick ``heads`` at the current usage (no
+    admissions in between): what ``explain`` reports as "ahead by fair share"."""
+    remaining = list(heads)
+    out: list[Contender] = []
+    while remaining:
+        won = next_contender(quota, weights, remaining, gates)
+        out.append(won)
+        remaining = [c for c in remaining if c.key != won.key]
+    return out
