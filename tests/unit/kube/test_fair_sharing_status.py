@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduler.core.config import FairSharing, KueueConfig
 from scheduler.kube.informer import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS
+from scheduler.kube.metrics_gauges import gauge_values
 from scheduler.kube.snapshot import build_snapshot
 from tests.unit.kube.test_phases import GPU, NS, Harness
 
@@ -76,3 +77,14 @@ def test_weighted_share_written_when_fair_sharing_is_on_and_removed_when_off() -
     _sync(h, KueueConfig())
     assert "fairSharing" not in _status(h, CLUSTER_QUEUES, "team-a")
     assert "fairSharing" not in _status(h, COHORTS, "team-pool")
+
+
+def test_weighted_share_gauges_only_with_fair_sharing() -> None:
+    h = _harness()
+    snap = build_snapshot(h.cache, h.clock())
+    assert not gauge_values(snap, []).get("kueue_cluster_queue_weighted_share")
+    fair = gauge_values(replace(snap, config=KueueConfig(fair_sharing=FairSharing(enabled=True))), [])
+    shares = fair.get("kueue_cluster_queue_weighted_share")
+    assert shares[("team-a", "team-pool", "leader")] == 125.0  # precise share (status: rounded up)
+    assert shares[("team-b", "team-pool", "leader")] == 0.0
+    assert fair.get("kueue_cohort_weighted_share") == {("team-pool", "leader"): 0.0}
