@@ -14,6 +14,9 @@ behind the verdict:
   workloads;
 - health: how many nodes ``node_health`` excludes, by reason;
 - queue: position in the ClusterQueue (priority, then queue time);
+- fair sharing (when the Configuration enables it): the weighted share of every ClusterQueue
+  of the cohort tree now and with its head admitted, and which heads the fair-sharing
+  tournament would admit before this one;
 - the QuotaReserved condition the controller last wrote;
 - waitForPodsReady: the PodsReady condition, the requeue count and backoff left, a hold by
   ``Requeued=False`` and a deactivation (:func:`_lifecycle`).
@@ -31,10 +34,12 @@ from typing import Any
 from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycle
+from scheduler.core.cycle import Admit, Pending, Preempt, Snapshot, quota_in_use, run_cycle
+from scheduler.core.fairsharing import Contender, fair_order, node_weights, share_rows
 from scheduler.core.health import node_health
 from scheduler.core.podsready import PODS_READY
-from scheduler.core.queueing import order_key, resolve_priority
+from scheduler.core.queueing import PendingWorkload, order_key, resolve_priority
+from scheduler.core.quota import QuotaState, assign_flavors
 from scheduler.core.resources import format_quantity, with_pod_slot
 
 
@@ -179,9 +184,68 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
     # ---- quota
     if cq is not None:
         out["quota"] = _quota(quota_in_use(full), cq, pw.spec, full.cluster_queues)
+        if config.fair_sharing.enabled:
+            _explain_fair_sharing(full, cq.name, pw, out)
     # ---- topology and health
     out["topology"] = _topology(full, cq, pw.spec)
     out["health"] = _health(snap, full, cq)
+
+
+def _head(full: Snapshot, quota: QuotaState, cq_name: str, pw: PendingWorkload,
+          levels: Mapping[str, tuple[str, ...]]) -> Contender:
+    prio = resolve_priority(pw.spec, full.workload_priority_classes, full.priority_classes, pw.priority)
+    usage = assign_flavors(pw.spec, full.cluster_queues[cq_name], quota, full.flavors, levels, fair_sharing=True).usage
+    return Contender(pw.key, cq_name, usage, prio, pw.timestamp)
+
+
+def _cohort_heads(full: Snapshot, quota: QuotaState, cq_name: str, pw: PendingWorkload) -> dict[str, Contender]:
+    """The head of every ClusterQueue in ``cq_name``'s cohort tree, ``pw`` as its own queue's."""
+    levels = {name: tree.levels for name, tree in full.trees.items()}
+    queued: dict[str, list[tuple[tuple[int, float, str], PendingWorkload]]] = {}
+    for o in full.pending:
+        lq = full.local_queues.get(f"{o.spec.namespace}/{o.spec.queue_name}")
+        if lq is None or lq.cluster_queue not in full.cluster_queues or lq.cluster_queue == cq_name:
+            continue
+        prio = resolve_priority(o.spec, full.workload_priority_classes, full.priority_classes, o.priority)
+        queued.setdefault(lq.cluster_queue, []).append((order_key(prio, o.timestamp, o.key), o))
+    heads = {cq_name: _head(full, quota, cq_name, pw, levels)}
+    for other in quota.cluster_queues_in_tree(cq_name):
+        if other in queued:
+            heads[other] = _head(full, quota, other, min(queued[other], key=lambda x: x[0])[1], levels)
+    return heads
+
+
+def _share(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "infinite" if value == float("inf") else f"{value:.1f}"
+
+
+def _explain_fair_sharing(full: Snapshot, cq_name: str, pw: PendingWorkload, out: dict[str, Any]) -> None:
+    """The shares of the cohort tree's ClusterQueues and the heads fair sharing puts first."""
+    quota = quota_in_use(full)
+    if not quota.has_cohort(cq_name):
+        return
+    weights = node_weights(full.cluster_queues, full.cohorts)
+    heads = _cohort_heads(full, quota, cq_name, pw)
+    order = fair_order(quota, weights, sorted(heads.values(), key=lambda c: c.key), full.config.feature_gates)
+    ahead = order[:[c.key for c in order].index(pw.key)]
+    members = [n for n in quota.cluster_queues_in_tree(cq_name) if n in full.cluster_queues]
+    rows = share_rows(quota, weights, members, heads)
+    out["fairSharing"] = {
+        "clusterQueues": [{"clusterQueue": r.cluster_queue, "weight": r.weight, "share": _share(r.share),
+                           "dominantResource": r.dominant_resource, "head": r.head,
+                           "shareWithHead": _share(r.share_with_head)} for r in rows],
+        "ahead": [{"workload": c.key, "clusterQueue": c.cluster_queue} for c in ahead]}
+    if ahead:
+        mine = next(r for r in rows if r.cluster_queue == cq_name)
+        others = {r.cluster_queue: r for r in rows}
+        behind = ", ".join(f"{c.cluster_queue} (share {_share(others[c.cluster_queue].share_with_head)} with "
+                           f"{c.key})" for c in ahead)
+        out["reasons"].append({"reason": "FairSharing", "message": (
+            f"waits behind its team's fair share: fair sharing admits first the heads of {behind}; ClusterQueue "
+            f"{cq_name} would have share {_share(mine.share_with_head)} with this workload (now "
+            f"{_share(mine.share)}, weight {mine.weight:g})")})
 
 
 def _requested(spec: Any) -> dict[str, int]:
@@ -337,6 +401,12 @@ def to_text(result: Mapping[str, Any]) -> str:
             use = ", ".join(f"{u['resource']} {u['used']}/{u['nominal']}{' (borrowing)' if u['borrowing'] else ''}"
                             for u in m["usage"])
             lines.append(f"  cohort member {m['clusterQueue']}: {use or 'no usage of these resources'}")
+    fs = result.get("fairSharing")
+    if fs:
+        lines.append("Fair sharing (weighted share now -> with the ClusterQueue's head admitted):")
+        for r in fs["clusterQueues"]:
+            head = f" -> {r['shareWithHead']} with {r['head']}" if r["head"] else ""
+            lines.append(f"  {r['clusterQueue']} (weight {r['weight']:g}): {r['share']}{head}")
     for t in result.get("topology", []):
         if "error" in t:
             lines.append(f"Topology (pod set {t['podSet']}): {t['error']}")

@@ -27,6 +27,10 @@ GATE_DEFAULTS: dict[str, bool] = {
     "PartialAdmission": True,  # beta, on since v0.5
     # Off in v0.17 (alpha); toposched does not build workload slices (docs/status.md).
     "ElasticJobsViaWorkloadSlices": False,
+    # Fair sharing (scheduler/core/fairsharing.py): v0.17's defaults.
+    "PrioritySortingWithinCohort": True,
+    "FairSharingPrioritizeNonBorrowing": True,
+    "FairSharingPreemptWithinNominal": True,
 }
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler.core.config import KueueConfig
+from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
 from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
 from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
 from scheduler.core.preemption import (
@@ -35,6 +36,7 @@ from scheduler.core.preemption import (
     Target,
     TASUsage,
     classical_targets,
+    find_candidates,
     preemption_message,
     preemption_plan,
     tas_targets,
@@ -230,6 +232,8 @@ class _Cycle:
         self.inactive = self._inactive_cluster_queues()
         # waitForPodsReady: every workload holding quota has PodsReady=True (blockAdmission).
         self.all_ready = all(w.pods_ready for w in snap.admitted)
+        self.fair = snap.config.fair_sharing.enabled
+        self.weights = node_weights(snap.cluster_queues, snap.cohorts) if self.fair else {}
 
     def priority_of(self, w: AdmittedWorkload) -> int:
         return self.prio[w.key]
@@ -299,7 +303,8 @@ class _Cycle:
             spec, self.snap.workload_priority_classes, self.snap.priority_classes, pw.priority
         )
         oracle = self._oracle(prio, pw.timestamp, cq)
-        assignment = assign_flavors(spec, cq, self.quota, self.snap.flavors, self.levels, oracle)
+        assignment = assign_flavors(spec, cq, self.quota, self.snap.flavors, self.levels, oracle,
+                                    fair_sharing=self.fair)
         entry = _Entry(
             pw, cq, prio, assignment, {}, {}, assignment.mode, assignment.reason, assignment.message,
             reduced=spec if spec is not pw.spec else None,
@@ -372,6 +377,8 @@ class _Cycle:
         implied: bool,
     ) -> list[Target]:
         fits = self._fits(entry, by_flavor, implied)
+        if self.fair:
+            return self._fair_targets(entry, needs, fits)
         plan = preemption_plan(
             entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
         )
@@ -394,6 +401,17 @@ class _Cycle:
             if found:
                 return found
         return classical_targets(plan, entry.cq.name, self.quota, needs, fits, self.priority_of)
+
+    def _fair_targets(self, entry: _Entry, needs: frozenset[FlavorResource], fits: FitCheck) -> list[Target]:
+        """Fair sharing preemption (core/fairsharing.py) instead of the classical plan."""
+        candidates = find_candidates(
+            entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
+        )
+        config = self.snap.config
+        return fair_targets(
+            candidates, entry.cq.name, self.quota, self.weights, needs, entry.assignment.usage, fits,
+            self.priority_of, config.fair_sharing.preemption_strategies, config.feature_gates,
+        )
 
     @staticmethod
     def _domain_request(entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]]) -> DomainRequest | None:
@@ -707,6 +725,14 @@ def _settle(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decision]:
     return _settle_fit(cyc, e)
 
 
+def _fair_next(cyc: _Cycle, remaining: Sequence[_Entry]) -> _Entry:
+    """Fair sharing: the winner of the cohort tournament among the remaining heads, against
+    the usage the entries settled so far left (core/fairsharing.py ``next_contender``)."""
+    contenders = [Contender(e.pw.key, e.cq.name, e.assignment.usage, e.priority, e.pw.timestamp) for e in remaining]
+    won = next_contender(cyc.quota, cyc.weights, contenders, cyc.snap.config.feature_gates)
+    return next(e for e in remaining if e.pw.key == won.key)
+
+
 def run_cycle(snapshot: Snapshot) -> list[Decision]:
     """One Kueue-style admission cycle. Same snapshot -> same decisions."""
     cyc = _Cycle(snapshot)
@@ -715,7 +741,9 @@ def run_cycle(snapshot: Snapshot) -> list[Decision]:
     entries = _nominate_heads(cyc, queued, decisions)
     entries.sort(key=_admission_order)
     preempted: set[str] = set()
-    for e in entries:
+    while entries:
+        e = _fair_next(cyc, entries) if cyc.fair else entries[0]
+        entries.remove(e)
         decisions.extend(_settle(cyc, e, preempted))
     return decisions
 

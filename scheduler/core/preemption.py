@@ -117,15 +117,19 @@ def preemption_message(preemptor: WorkloadSpec, reason: str, preemptor_path: str
     )
 
 
+def candidate_order_key(
+    w: AdmittedWorkload, own_cq: str, priority: Callable[[AdmittedWorkload], int]
+) -> tuple[bool, bool, int, float, str, str]:
+    """Kueue ``CandidatesOrdering``: evicted first; other ClusterQueues before the preemptor's;
+    lower priority first; most recently quota-reserved first; UID (then key) ascending."""
+    return (not w.evicted, w.cluster_queue == own_cq, priority(w), -w.reserved_at, w.uid, w.key)
+
+
 def candidates_ordering(
     candidates: Sequence[AdmittedWorkload], own_cq: str, priority: Callable[[AdmittedWorkload], int]
 ) -> list[AdmittedWorkload]:
-    """Kueue ``CandidatesOrdering``: evicted first; other ClusterQueues before the preemptor's;
-    lower priority first; most recently quota-reserved first; UID (then key) ascending."""
-    return sorted(
-        candidates,
-        key=lambda w: (not w.evicted, w.cluster_queue == own_cq, priority(w), -w.reserved_at, w.uid, w.key),
-    )
+    """The candidates in Kueue's order (:func:`candidate_order_key`)."""
+    return sorted(candidates, key=lambda w: candidate_order_key(w, own_cq, priority))
 
 
 def _uses(w: AdmittedWorkload, needs: frozenset[FlavorResource]) -> bool:
@@ -213,7 +217,7 @@ def _minimal(
             break
     if not fit:
         return []
-    return _fill_back(targets, work, fits, allow_borrowing)
+    return fill_back(targets, work, fits, allow_borrowing)
 
 
 def _target_reason(
@@ -230,7 +234,7 @@ def _target_reason(
     return IN_COHORT_RECLAIM_WHILE_BORROWING, False
 
 
-def _fill_back(
+def fill_back(
     targets: list[Target], work: QuotaState, fits: FitCheck, allow_borrowing: bool
 ) -> list[Target]:
     """Walk the targets in reverse (all but the last) and keep out every one the preemptor
@@ -545,6 +549,6 @@ def tas_targets(
                 work.remove_usage(c.cluster_queue, c.usage)
                 targets.append(Target(c, reason))
             if fits(work, chosen, allow):
-                return _fill_back(targets, work, fits, allow) if len(targets) > 1 else targets
+                return fill_back(targets, work, fits, allow) if len(targets) > 1 else targets
             rejected.append(frozenset(c.key for c in chosen))
     return None

@@ -21,14 +21,19 @@ Kueue's sources, restated:
   in spec order, its covered resources sorted by name, ``total`` as a Kubernetes quantity and,
   for a ClusterQueue, ``borrowed`` = total above the nominal quota (always ``"0"`` outside a
   cohort; Kueue writes the field anyway). LocalQueues have no ``borrowed``.
+* ``fairSharing.weightedShare`` of a ClusterQueue and of a Cohort object
+  (``clusterqueue_controller.go``, ``cohort_controller.go``, ``core/helpers.go``): written
+  only while ``fairSharing`` is enabled in the Configuration (else the field is removed):
+  the share (``core.fairsharing``) rounded up, MaxInt64 for a zero weight that borrows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.core.cycle import Snapshot, quota_in_use
+from scheduler.core.fairsharing import node_weights, status_shares
 from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.queueing import (
     CQ_READY,
@@ -66,6 +71,7 @@ class QueueStatus:
     admitted_workloads: int
     flavors_reservation: tuple[FlavorUsage, ...]
     flavors_usage: tuple[FlavorUsage, ...]
+    weighted_share: int | None = None  # ClusterQueues with fair sharing on; None = no fairSharing
 
 
 def _usage_table(cq: ClusterQueueSpec, used: Mapping[FlavorResource, int],
@@ -133,6 +139,9 @@ def queue_statuses(snap: Snapshot) -> tuple[dict[str, QueueStatus], dict[str, Qu
     cq_status = {name: _cluster_queue_status(cq, quota, readiness[name], pending_in_cq.get(name, 0),
                                              holding_in_cq.get(name, []))
                  for name, cq in snap.cluster_queues.items()}
+    if snap.config.fair_sharing.enabled:
+        shares, _ = status_shares(quota, node_weights(snap.cluster_queues, snap.cohorts), list(cq_status), [])
+        cq_status = {name: replace(qs, weighted_share=shares[name]) for name, qs in cq_status.items()}
     lq_status: dict[str, QueueStatus] = {}
     for key, lq in snap.local_queues.items():
         cq = snap.cluster_queues.get(lq.cluster_queue)
@@ -152,3 +161,13 @@ def queue_statuses(snap: Snapshot) -> tuple[dict[str, QueueStatus], dict[str, Qu
         table = _usage_table(cq, _sum_usage(holding), None)
         lq_status[key] = QueueStatus(active, pending, len(holding), len(holding), table, table)
     return cq_status, lq_status
+
+
+def cohort_shares(snap: Snapshot) -> dict[str, int | None]:
+    """Cohort name -> ``status.fairSharing.weightedShare`` for every Cohort object of the
+    snapshot; None (no ``fairSharing`` in the status) while fair sharing is off."""
+    if not snap.config.fair_sharing.enabled:
+        return dict.fromkeys(snap.cohorts)
+    quota = quota_in_use(snap)
+    _, shares = status_shares(quota, node_weights(snap.cluster_queues, snap.cohorts), [], list(snap.cohorts))
+    return {name: shares.get(name, 0) for name in snap.cohorts}

@@ -107,6 +107,8 @@ class ClusterQueueSpec:
     # Being deleted (deletionTimestamp set): admits nothing new; Kueue's resource-in-use
     # finalizer keeps the object until its admitted workloads are gone.
     terminating: bool = False
+    # ``spec.fairSharing.weight`` (Kueue default 1; 0 = always at a disadvantage).
+    fair_weight: float = 1.0
 
     def flavor_names(self) -> list[str]:
         return [f.name for g in self.resource_groups for f in g.flavors]
@@ -120,6 +122,7 @@ class CohortSpec:
     name: str
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: float = 1.0  # ``spec.fairSharing.weight``
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,16 @@ Usage = dict[FlavorResource, int]
 
 _CQ = "cq:"
 _CO = "cohort:"
+
+
+def cq_node(name: str) -> str:
+    """The :class:`QuotaState` node of ClusterQueue ``name``."""
+    return _CQ + name
+
+
+def cohort_node(name: str) -> str:
+    """The :class:`QuotaState` node of Cohort ``name``."""
+    return _CO + name
 
 
 class QuotaState:
@@ -247,6 +260,10 @@ class QuotaState:
         if quota is not None and quota.borrowing_limit is not None:
             avail = min(avail, self.subtree[node].get(fr, 0) + quota.borrowing_limit)
         return avail
+
+    def potential_of(self, node: str, fr: FlavorResource) -> int:
+        """:meth:`potential_available` of any node (``cq_node`` / ``cohort_node``)."""
+        return self._potential(node, fr)
 
     def available(self, cq: str, fr: FlavorResource) -> int:
         """Quota the CQ can still use in ``fr`` (own unused nominal + borrowable)."""
@@ -475,8 +492,12 @@ def _flavor_mismatch(
     return None
 
 
-def _preemption_possible(cq: ClusterQueueSpec, quota: QuotaState, fr: FlavorResource, val: int) -> bool:
-    """Kueue's precondition for trying preemption on a flavor-resource that does not fit."""
+def _preemption_possible(
+    cq: ClusterQueueSpec, quota: QuotaState, fr: FlavorResource, val: int, fair_sharing: bool = False
+) -> bool:
+    """Kueue's precondition for trying preemption on a flavor-resource that does not fit. With
+    fair sharing, ``reclaimWithinCohort`` alone allows preempting while borrowing (Kueue's
+    ``canPreemptWhileBorrowing``)."""
     policy = cq.preemption
     own = policy.within_cluster_queue != NEVER and quota.used(cq.name, fr) > 0
     if val <= quota.nominal(cq.name, fr):
@@ -492,11 +513,19 @@ def _preemption_possible(cq: ClusterQueueSpec, quota: QuotaState, fr: FlavorReso
     # Over nominal: only with borrowWithinCohort (or own-CQ preemption while borrowing).
     if policy.borrow_within_cohort != NEVER and policy.reclaim_within_cohort != NEVER:
         return True
+    if fair_sharing and policy.reclaim_within_cohort != NEVER:
+        return True
     return own
 
 
 def fits_resource_quota(
-    cq: ClusterQueueSpec, quota: QuotaState, fr: FlavorResource, assumed: int, request: int, status: _Status
+    cq: ClusterQueueSpec,
+    quota: QuotaState,
+    fr: FlavorResource,
+    assumed: int,
+    request: int,
+    status: _Status,
+    fair_sharing: bool = False,
 ) -> tuple[int, bool]:
     """Kueue ``fitsResourceQuota`` for one flavor-resource: (mode, borrows)."""
     flavor, res = fr
@@ -523,7 +552,7 @@ def fits_resource_quota(
         flavor=flavor,
         missing=format_quantity(val - available, res),
     )
-    if _preemption_possible(cq, quota, fr, val):
+    if _preemption_possible(cq, quota, fr, val, fair_sharing):
         return PREEMPT, borrows
     return NO_FIT, borrows
 
@@ -548,6 +577,7 @@ class _Assigner:
     levels: Mapping[str, tuple[str, ...]]
     tas_only: bool
     oracle: PreemptionOracle | None = None
+    fair_sharing: bool = False
 
 
 @dataclass(frozen=True)
@@ -608,7 +638,7 @@ def _try_flavor(
     for res in resources:
         fr = (flavor, res)
         res_mode, res_borrows = fits_resource_quota(
-            ctx.cq, ctx.quota, fr, assumed.get(fr, 0), requests[res], status
+            ctx.cq, ctx.quota, fr, assumed.get(fr, 0), requests[res], status, ctx.fair_sharing
         )
         if res_mode == PREEMPT:
             needs.add(fr)
@@ -706,10 +736,11 @@ def assign_flavors(
     flavors: Mapping[str, FlavorSpec],
     flavor_levels: Mapping[str, tuple[str, ...]] | None = None,
     oracle: PreemptionOracle | None = None,
+    fair_sharing: bool = False,
 ) -> FlavorAssignment:
     """Choose a flavor per pod set and resource group (Kueue's flavor assigner). Later pod
     sets see the quota the earlier ones take (``assumed``)."""
-    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors), oracle)
+    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors), oracle, fair_sharing)
     assumed: Usage = {}
     results: list[PodSetFlavors] = []
     messages: list[str] = []

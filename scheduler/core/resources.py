@@ -78,6 +78,11 @@ def parse_quantity(value: str | int | float, resource: str) -> int:
     return int(ceil(amount))
 
 
+def quantity_float(value: str | int | float) -> float:
+    """A Kubernetes quantity as a plain number (``"500m"`` -> 0.5), e.g. ``fairSharing.weight``."""
+    return float(_quantity_to_decimal(value))
+
+
 def format_quantity(amount: int, resource: str) -> str:
     """Inverse of :func:`parse_quantity`, in the shortest exact Kubernetes spelling."""
     if uses_milli_units(resource):

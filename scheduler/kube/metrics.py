@@ -68,6 +68,11 @@ GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("kueue_cluster_queue_nominal_quota", "Nominal quota per flavor and resource", CQ_RESOURCE),
     ("kueue_cluster_queue_borrowing_limit", "Borrowing limit per flavor and resource (0: none)", CQ_RESOURCE),
     ("kueue_cluster_queue_lending_limit", "Lending limit per flavor and resource (0: none)", CQ_RESOURCE),
+    ("kueue_cluster_queue_weighted_share", "The cluster_queue's dominant resource share above nominal quota "
+     "divided by its fairSharing weight (fair sharing on; NaN for a zero weight that borrows)",
+     ("cluster_queue", "cohort", "replica_role")),
+    ("kueue_cohort_weighted_share", "The cohort's dominant resource share above its quota divided by its "
+     "fairSharing weight (fair sharing on)", ("cohort", "replica_role")),
     ("toposched_free_domains", "Topology domains with no admitted workload's pod on any of their nodes, per "
      "TAS flavor and level", ("flavor", "level")),
 )

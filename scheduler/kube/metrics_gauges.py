@@ -7,15 +7,17 @@ the admission cycle and the queue status (``core.queue_status``) use, so ``/metr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.cycle import Snapshot, quota_in_use
+from scheduler.core.fairsharing import Shares, node_weights
 from scheduler.core.placement.quality import free_whole_domains, leaves_of
 from scheduler.core.queue_status import queue_statuses
 from scheduler.core.queueing import cluster_queue_readiness
-from scheduler.core.quota import ClusterQueueSpec
+from scheduler.core.quota import ClusterQueueSpec, QuotaState, cohort_node
 from scheduler.core.resources import uses_milli_units
 from scheduler.kube import status as st
 
@@ -89,6 +91,21 @@ def _finished(workloads: Iterable[Mapping[str, Any]]) -> dict[Labels, float]:
     return out
 
 
+def _weighted_shares(snap: Snapshot, quota: QuotaState) -> dict[str, dict[Labels, float]]:
+    """Kueue's fair-sharing gauges (reported only while fair sharing is on): every ClusterQueue
+    (NaN for an infinite share, as Kueue) and every cohort of the tree, implicit ones too."""
+    if not snap.config.fair_sharing.enabled:
+        return {}
+    shares = Shares(quota, node_weights(snap.cluster_queues, snap.cohorts))
+    cqs: dict[Labels, float] = {}
+    for name, cq in snap.cluster_queues.items():
+        value = shares.cluster_queue(name).weighted_share()
+        cqs[(name, cq.cohort or "", "leader")] = math.nan if math.isinf(value) else value
+    cohorts: dict[Labels, float] = {(node.split(":", 1)[1], "leader"): shares.drs(node).weighted_share()
+                                    for node in quota.parent if node.startswith(cohort_node(""))}
+    return {"kueue_cluster_queue_weighted_share": cqs, "kueue_cohort_weighted_share": cohorts}
+
+
 def gauge_values(snap: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> GaugeValues:
     """Every gauge toposched reports, from one pass's snapshot (and the Workloads, for the
     finished ones the snapshot leaves out)."""
@@ -103,6 +120,7 @@ def gauge_values(snap: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> Gaug
         "kueue_cluster_queue_resource_usage": {},
         "kueue_finished_workloads": _finished(workloads),
         "toposched_free_domains": _free_domains(snap),
+        **_weighted_shares(snap, quota),
     }
     for name, cq in snap.cluster_queues.items():
         status = cq_status[name]

@@ -3,7 +3,8 @@ so ``kubectl get clusterqueues,localqueues`` and the HyperPod console read the s
 under toposched as under Kueue:
 
 * ``status`` of every ClusterQueue and LocalQueue (``core.queue_status`` computes it; written
-  through the status subresource only when it changed, with Kueue's condition semantics).
+  through the status subresource only when it changed, with Kueue's condition semantics), and
+  ``status.fairSharing`` of ClusterQueues and Cohort objects (fair sharing on; removed when off).
 * the ``kueue.x-k8s.io/resource-in-use`` finalizer: added to ClusterQueues, ResourceFlavors and
   Topologies; removed from one being deleted only when nothing uses it any more (a ClusterQueue
   holds no reservation, no ClusterQueue names the flavor, no flavor names the topology), so
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.core.cycle import Snapshot
-from scheduler.core.queue_status import FlavorUsage, QueueStatus, queue_statuses
+from scheduler.core.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
 from scheduler.core.queueing import ACTIVE
 from scheduler.kube import informer as inf
 from scheduler.kube import status as st
@@ -55,6 +56,15 @@ def status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: dt.datetime) -> 
             "flavorsReservation": _table(qs.flavors_reservation), "flavorsUsage": _table(qs.flavors_usage)}
 
 
+def _fair_sharing(share: int | None) -> dict[str, int] | None:
+    return None if share is None else {"weightedShare": share}
+
+
+def cluster_queue_status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: dt.datetime) -> dict[str, Any]:
+    """:func:`status_fields` plus ``fairSharing`` (a ClusterQueue's own field)."""
+    return {**status_fields(obj, qs, now), "fairSharing": _fair_sharing(qs.weighted_share)}
+
+
 def _changed(obj: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
     current = obj.get("status") or {}
     return any(current.get(k) != v for k, v in fields.items())
@@ -83,15 +93,25 @@ class QueueObjectsWriter:
         def cluster_queue(obj: Obj) -> None:
             qs = cq_status.get(obj["metadata"]["name"])
             if qs is not None:
-                self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, status_fields(obj, qs, now))
+                self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj,
+                                   cluster_queue_status_fields(obj, qs, now))
 
         def local_queue(obj: Obj) -> None:
             qs = lq_status.get(inf.object_key(obj))
             if qs is not None:
                 self._write_status(self.cache.local_queues, inf.LOCAL_QUEUES, obj, status_fields(obj, qs, now))
 
+        shares = cohort_shares(snapshot)
+
+        def cohort(obj: Obj) -> None:
+            name = obj["metadata"]["name"]
+            if name in shares:
+                fields = {"fairSharing": _fair_sharing(shares[name])}
+                self._write_status(self.cache.cohorts, inf.COHORTS, obj, fields)
+
         each("queue status", self.cache.cluster_queues.items(), cluster_queue)
         each("queue status", self.cache.local_queues.items(), local_queue)
+        each("queue status", self.cache.cohorts.items(), cohort)
         self._sync_finalizers(snapshot, each)
 
     def announce_work(self, snapshot: Snapshot, isolation: Isolation | None = None) -> None:
@@ -110,7 +130,7 @@ class QueueObjectsWriter:
                 and not current.get("reservingWorkloads")
 
         def write(obj: Obj) -> None:
-            fields = status_fields(obj, cq_status[obj["metadata"]["name"]], now)
+            fields = cluster_queue_status_fields(obj, cq_status[obj["metadata"]["name"]], now)
             self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, fields)
 
         announced = [obj for obj in self.cache.cluster_queues.items() if idle_with_work(obj)]

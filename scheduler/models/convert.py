@@ -18,11 +18,12 @@ from scheduler.core.quota import FlavorQuotas as CoreFlavorQuotas
 from scheduler.core.quota import FlavorSpec, PreemptionPolicy
 from scheduler.core.quota import ResourceGroup as CoreResourceGroup
 from scheduler.core.quota import ResourceQuota as CoreResourceQuota
-from scheduler.core.resources import parse_quantity
+from scheduler.core.resources import parse_quantity, quantity_float
 from scheduler.core.selectors import selector_from_k8s
 from scheduler.models.kueue import (
     ClusterQueue,
     Cohort,
+    FairSharing,
     LocalQueue,
     ResourceFlavor,
     ResourceGroup,
@@ -73,11 +74,21 @@ def cluster_queue_to_core(cq: ClusterQueue) -> CoreClusterQueue:
         fungibility,
         spec.stop_policy,
         terminating=cq.metadata.deletion_timestamp is not None,
+        fair_weight=fair_weight(spec.fair_sharing),
     )
 
 
+def fair_weight(fs: FairSharing | None) -> float:
+    """``fairSharing.weight`` (Kueue ``parseFairWeight``): 1 when absent."""
+    if fs is None or fs.weight is None:
+        return 1.0
+    return quantity_float(fs.weight)
+
+
 def cohort_to_core(cohort: Cohort) -> CoreCohort:
-    return CoreCohort(cohort.metadata.name, cohort.spec.parent_name or None, _groups(cohort.spec.resource_groups))
+    spec = cohort.spec
+    return CoreCohort(cohort.metadata.name, spec.parent_name or None, _groups(spec.resource_groups),
+                      fair_weight(spec.fair_sharing))
 
 
 def local_queue_to_core(lq: LocalQueue) -> CoreLocalQueue:

@@ -135,6 +135,16 @@ class FlavorFungibility(KueueModel):
         return "MayStopSearch" if self.when_can_preempt == "Preempt" else self.when_can_preempt
 
 
+class FairSharing(KueueModel):
+    """``spec.fairSharing`` of a ClusterQueue, Cohort or LocalQueue (same in v1beta1 and v1beta2)."""
+
+    weight: Quantity | None = None  # Kueue default 1
+
+
+class AdmissionScope(KueueModel):
+    admission_mode: str = ""  # UsageBasedAdmissionFairSharing | NoAdmissionFairSharing
+
+
 class ClusterQueueSpec(KueueModel):
     resource_groups: list[ResourceGroup] = Field(default_factory=list)
     cohort_name: str | None = None  # v1beta2
@@ -144,6 +154,8 @@ class ClusterQueueSpec(KueueModel):
     preemption: ClusterQueuePreemption | None = None
     flavor_fungibility: FlavorFungibility | None = None
     stop_policy: str = "None"
+    fair_sharing: FairSharing | None = None
+    admission_scope: AdmissionScope | None = None
 
     def effective_cohort(self) -> str | None:
         return self.cohort_name or self.cohort or None
@@ -170,6 +182,7 @@ class ClusterQueue(KueueModel):
 class CohortSpec(KueueModel):
     parent_name: str | None = None
     resource_groups: list[ResourceGroup] = Field(default_factory=list)
+    fair_sharing: FairSharing | None = None
 
 
 class Cohort(KueueModel):
@@ -183,6 +196,7 @@ class Cohort(KueueModel):
 class LocalQueueSpec(KueueModel):
     cluster_queue: str
     stop_policy: str = "None"
+    fair_sharing: FairSharing | None = None
 
 
 class LocalQueue(KueueModel):

@@ -20,6 +20,12 @@ toposched/Kueue.
     python scripts/bench/vs_kueue.py                       # 2,000 jobs, 128 nodes (~10 min)
     python scripts/bench/vs_kueue.py --jobs 300 --layers 2,2,4 --nodes-per-domain 4
     python scripts/bench/vs_kueue.py --engine kueue        # one side only
+    python scripts/bench/vs_kueue.py --fair-sharing --weights team-a=2 --jobs 300 --layers 2,2,4
+
+``--fair-sharing``: both engines run with Kueue's Configuration ``fairSharing`` (default
+strategies) and ClusterQueues weighted by ``--weights``; every ``--share-every-s`` the driver
+reads each team's ``status.fairSharing.weightedShare`` and counts its admitted GPUs, and prints
+the per-team share over time for both engines (``--json`` keeps the series).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kubernetes import client  # noqa: E402
 
-from scheduler.kube.informer import JOBS, WORKLOADS  # noqa: E402
+from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, WORKLOADS  # noqa: E402
 from tests.conformance.harness import (  # noqa: E402
     LAYER,
     assignment_hosts,
@@ -105,6 +111,8 @@ class Result:
     total_gpus: int = 0
     l3: list[int] = field(default_factory=list)
     preempted: int = 0
+    # --fair-sharing: (seconds since start, {team: [weightedShare, admitted GPUs]})
+    shares: list[tuple[float, dict[str, list[float]]]] = field(default_factory=list)
 
     def figures(self) -> dict[str, float]:
         q = sorted(self.tta) or [0.0]
@@ -130,8 +138,12 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
     policy = "LowerPriority" if args.preemption else "Never"
     queues = {"teams": {t: {"gpu": total_gpus // len(teams), "cohort": "bench", "withinClusterQueue": policy,
                             "reclaimWithinCohort": "Any" if args.preemption else "Never"} for t in teams}}
+    weights = dict(w.split("=", 1) for w in (args.weights.split(",") if args.weights else ()))
+    for team, weight in weights.items():
+        queues["teams"][team]["fairWeight"] = weight
+    fair = {"fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
     directory = Path(tempfile.mkdtemp(prefix=f"vs-kueue-{engine}-"))
-    run = start_run(engine, directory, description, queues)
+    run = start_run(engine, directory, description, queues, kueue_config=fair if args.fair_sharing else None)
     labels = run.node_labels
     api = run.api
     tracks: dict[str, Track] = {}
@@ -139,7 +151,7 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
     result = Result(engine, 0.0, 0, total_gpus=total_gpus)
     outstanding = 0
     running_gpus = 0
-    last_t = t0 = last_progress = time.monotonic()
+    last_t = t0 = last_progress = last_share = time.monotonic()
     try:
         while pending_rows or any(t.deleted is None for t in tracks.values()):
             now = time.monotonic()
@@ -176,6 +188,9 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
                     if tr.row.pods > 1:
                         hosts = assignment_hosts(wl, labels)
                         tr.l3_spanned = len({labels[h][f"{LAYER}3"] for h in hosts if h in labels})
+            if args.fair_sharing and now - last_share >= args.share_every_s:
+                last_share = now
+                result.shares.append((round(now - t0, 1), _sample_shares(api, teams, tracks)))
             # finish
             for tr in tracks.values():
                 if tr.admitted is not None and tr.deleted is None and now - tr.admitted >= tr.row.duration_s:
@@ -203,6 +218,28 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
     return result
 
 
+def _sample_shares(api: Any, teams: list[str], tracks: dict[str, Track]) -> dict[str, list[float]]:
+    """Per team: the ClusterQueue's status.fairSharing.weightedShare and its admitted GPUs now."""
+    out: dict[str, list[float]] = {}
+    for team in teams:
+        cq = api.get(CLUSTER_QUEUES, f"{team_namespace(team)}-clusterqueue")
+        share = ((cq.get("status") or {}).get("fairSharing") or {}).get("weightedShare", 0)
+        gpus = sum(t.row.pods * t.row.gpus for t in tracks.values()
+                   if t.row.team == team and t.admitted is not None and t.deleted is None)
+        out[team] = [float(share), float(gpus)]
+    return out
+
+
+def _print_shares(engine: str, res: Result, teams: list[str]) -> None:
+    print(f"{engine}: per-team weightedShare / admitted GPUs over time")
+    print("  t(s)    " + "  ".join(f"{t:>14s}" for t in teams))
+    for at, row in res.shares:
+        print(f"  {at:6.1f}  " + "  ".join(f"{int(row[t][0]):>6d} / {int(row[t][1]):>5d}" for t in teams))
+    if res.shares:
+        means = {t: statistics.fmean(r[t][1] for _, r in res.shares) for t in teams}
+        print("  mean GPUs: " + ", ".join(f"{t} {v:.1f}" for t, v in means.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=2000)
@@ -221,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="ClusterQueues preempt (withinClusterQueue LowerPriority, reclaimWithinCohort Any); "
                          "off by default so the stream measures admission and placement only")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--fair-sharing", action="store_true",
+                    help="Kueue's fairSharing in both engines; print per-team weightedShare over time")
+    ap.add_argument("--weights", default="", help="ClusterQueue fairSharing weights, e.g. team-a=2,team-b=0.5")
+    ap.add_argument("--share-every-s", type=float, default=5.0)
     args = ap.parse_args(argv)
     import signal
 
@@ -232,9 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = generate(args.jobs, teams, args.nodes_per_domain, args.seed, args.min_s, args.max_s)
     engines = args.engine or ["kueue", "toposched"]
     figures: dict[str, dict[str, float]] = {}
+    series: dict[str, Any] = {}
     for engine in engines:
         res = run_engine(engine, args, rows)
         figures[engine] = res.figures()
+        if args.fair_sharing:
+            _print_shares(engine, res, teams)
+            series[engine] = res.shares
         f = figures[engine]
         print(f"{engine:10s} jobs={args.jobs} admitted={res.admitted} wall={f['wall_s']:.1f}s "
               f"admissions/s={f['admissions_per_s']:.2f} tta_p50={f['tta_p50_s']:.2f}s tta_p99={f['tta_p99_s']:.2f}s "
@@ -246,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         print("ratio toposched/kueue: " + " ".join(f"{key}={val:.2f}" for key, val in ratios.items()))
         figures["ratio"] = ratios
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
+        args.json.write_text(json.dumps({**figures, **({"shares": series} if series else {})}, indent=2))
     return 0
 
 

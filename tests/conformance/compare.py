@@ -88,6 +88,10 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
             continue
         if name in victims:
             continue  # who was preempted may differ; counted above
+        if "preempted_by" in k and k.get("preempted_by") != t.get("preempted_by"):
+            # recordings before the Preempted reason was kept have no such key
+            diffs.append(f"{name}: Preempted condition differs:\n  kueue:     {k['preempted_by']!r}\n"
+                         f"  toposched: {t.get('preempted_by')!r}")
         if k["admitted"] != t["admitted"]:
             diffs.append(f"{name}: admitted kueue={k['admitted']} toposched={t['admitted']} "
                          f"(kueue: {k.get('message', '')!r}; toposched: {t.get('message', '')!r})")

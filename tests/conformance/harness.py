@@ -19,6 +19,7 @@ is the order of decisions for both engines.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -59,7 +60,7 @@ def queue_objects(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
         teams: {team-a: {gpu: 16, borrowingLimit: 8, lendingLimit: 0, cohort: shared,
                          strategy: BestEffortFIFO, withinClusterQueue: LowerPriority,
-                         reclaimWithinCohort: Any,
+                         reclaimWithinCohort: Any, fairWeight: 2,
                          flavors: [{name: reserved, gpu: 8}, {name: spot, gpu: 8}],
                          flavorFungibility: {whenCanBorrow: TryNextFlavor},
                          namespaceSelector: {matchLabels: {x: y}}}}
@@ -107,6 +108,8 @@ def queue_objects(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
             cq_spec["flavorFungibility"] = dict(t["flavorFungibility"])
         if t.get("cohort"):
             cq_spec["cohortName"] = t["cohort"]
+        if t.get("fairWeight") is not None:
+            cq_spec["fairSharing"] = {"weight": str(t["fairWeight"])}
         objs += [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
@@ -225,6 +228,7 @@ class JobOutcome:
     evictions: list[str] = field(default_factory=list)           # Evicted reasons seen
     rejected: str = ""                                           # creation denied by a webhook
     flavors: list[str] = field(default_factory=list)             # assigned flavors, when not the default
+    preempted_by: str = ""                   # first Preempted=True: "<reason>: <message>", UIDs masked
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"admitted": self.admitted}
@@ -240,7 +244,17 @@ class JobOutcome:
             out["rejected"] = self.rejected
         if self.flavors:
             out["flavors"] = self.flavors
+        if self.preempted_by:
+            out["preempted_by"] = self.preempted_by
         return out
+
+
+_UIDS = re.compile(r"\(UID: [^,]*, JobUID: [^)]*\)")
+
+
+def mask_uids(message: str) -> str:
+    """A Preempted message without the preemptor's UIDs (they differ between the two runs)."""
+    return _UIDS.sub("(UID: *, JobUID: *)", message)
 
 
 def _cond(wl: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
@@ -329,6 +343,8 @@ class Run:
             pre = _cond(wl, "Preempted") or {}
             if pre.get("status") == "True":
                 out.preempted = True
+                if not out.preempted_by:
+                    out.preempted_by = f"{pre.get('reason', '')}: {mask_uids(pre.get('message', ''))}"
             ev = _cond(wl, "Evicted") or {}
             if ev.get("status") == "True" and ev.get("reason"):
                 out.evictions.append(ev["reason"])
@@ -491,7 +507,9 @@ class Run:
             out[f"{ns}-clusterqueue"] = {
                 "active": [active.get("status"), active.get("reason")],
                 **{k: status.get(k) for k in ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads",
-                                              "flavorsUsage")}}
+                                              "flavorsUsage")},
+                # only when written (fair sharing on): older recordings have no such key
+                **({"fairSharing": status["fairSharing"]} if "fairSharing" in status else {})}
         return out
 
     def settled_queue_status(self, quiet_s: float = 1.5, timeout_s: float = 20) -> dict[str, dict[str, Any]]:

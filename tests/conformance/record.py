@@ -21,7 +21,8 @@ import yaml
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 RESULTS = HERE / "results"
-GROUPS = ("placement", "quota", "failure", "groups", "policies", "podsready")
+GROUPS = ("placement", "quota", "failure", "groups", "policies", "podsready", "fairsharing",
+          "fairsharing-initial")
 
 
 def load_group(name: str) -> dict[str, Any]:
