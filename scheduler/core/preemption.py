@@ -338,6 +338,7 @@ class DomainRequest:
     per_pod: Mapping[str, int]
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    pod_set: str = ""  # the pod set's name (the sticky target records it)
 
 
 def _victim_leaf_usage(
