@@ -322,12 +322,29 @@ class _Cycle:
                 for ps in pod_sets:
                     psf = next(p for p in assignment.pod_sets if p.name == ps.name)
                     needs.update(fr for fr in psf.usage if fr[0] == flavor)
+        elif not self._tas_preempt_needs(assignment, by_flavor, implied, needs):
+            entry.mode = NO_FIT  # Kueue: no topology fits even on an empty cluster
+            return entry
         if entry.mode == PREEMPT:
             entry.wanted_preemption = True
             entry.targets = self.targets(entry, frozenset(needs), by_flavor, implied)
             if not entry.targets:
                 entry.mode = NO_FIT
         return entry
+
+    def _tas_preempt_needs(self, assignment: FlavorAssignment, by_flavor: Mapping[str, list[PodSetSpec]],
+                           implied: bool, needs: set[FlavorResource]) -> bool:
+        """Quota needs preemption and the workload has TAS pod sets: as Kueue v0.17's flavor
+        assigner, False when they fit nowhere even with every workload gone (NoFit), else every
+        resource of those pod sets needs preemption (the quota may suffice while the topology is
+        fragmented), added to ``needs``."""
+        for flavor, pod_sets in sorted(by_flavor.items()):
+            if not self._place(self._empty_tree(flavor), pod_sets, implied).fits:
+                return False
+            for ps in pod_sets:
+                psf = next(p for p in assignment.pod_sets if p.name == ps.name)
+                needs.update(fr for fr in psf.usage if fr[0] == flavor)
+        return True
 
     def _fits(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> FitCheck:
         usage = entry.assignment.usage
@@ -381,7 +398,30 @@ class _Cycle:
             if found:
                 return found
         classic = classical_targets(plan, entry.cq.name, self.quota, needs, fits, self.priority_of)
-        return classic or self._clear_domain(entry, fits, by_flavor, None)
+        if classic and not self._scattered(entry, by_flavor, implied, classic):
+            return classic
+        # Kueue's heuristic found nothing, or frees capacity the preemptor only uses spread over
+        # several domains of its preferred level: clear one domain instead, with no more victims.
+        cleared = self._clear_domain(entry, fits, by_flavor, None)
+        live = sum(1 for t in cleared if not t.workload.evicted)
+        if cleared and (not classic or live <= sum(1 for t in classic if not t.workload.evicted)):
+            return cleared
+        entry.domain_choice = None
+        return classic
+
+    def _scattered(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool,
+                   targets: Sequence[Target]) -> bool:
+        """A preferred-level preemptor that, once ``targets`` are gone, would span more than one
+        domain of its preferred level."""
+        request = entry.request
+        if request is None or entry.required or not self.snap.domain_preemption:
+            return False
+        tree = self._tree_without(request.flavor, [t.workload for t in targets])
+        placement = self._place(tree, by_flavor[request.flavor], implied)
+        ps = next((p for p in placement.pod_sets if p.name == request.pod_set), None)
+        if not placement.fits or ps is None:
+            return False
+        return target_of_placement(tree, request.flavor, ps, request.level, True) is None
 
     def _sticky(self, entry: _Entry) -> DomainTarget | None:
         """The domain this preemptor preempted for in an earlier cycle, if it still applies."""

@@ -145,7 +145,7 @@ def target_of_placement(tree: TopologyTree, flavor: str, placement: PodSetPlacem
     return None
 
 
-class _Domains:
+class Domains:
     """Per-leaf usage of every candidate on the request's flavor, and pod counting in a domain."""
 
     def __init__(self, tree: TopologyTree, request: DomainRequest, candidates: Sequence[AdmittedWorkload]) -> None:
@@ -215,7 +215,7 @@ def _take(ctx: ClearContext, work: QuotaState, cand: AdmittedWorkload, attempt: 
     return True
 
 
-def _clear_one(ctx: ClearContext, doms: _Domains, leaves: Sequence[int], attempt: Attempt) -> list[Target] | None:
+def _clear_one(ctx: ClearContext, doms: Domains, leaves: Sequence[int], attempt: Attempt) -> list[Target] | None:
     """Victims (Kueue order) that free ``leaves`` for the pods and the preemptor's quota, minimal."""
     work = ctx.quota.clone()
     chosen: list[Target] = []
@@ -253,7 +253,7 @@ def clear_domain(tree: TopologyTree, request: DomainRequest, required: bool, pla
     ``only``, that domain alone; else every domain of the levels to try, level by level (the
     narrowest level with a clearable domain wins). None when no domain can be freed."""
     pool = list({c.key: c for a in plan for c in a.candidates}.values())
-    doms = _Domains(tree, request, pool)
+    doms = Domains(tree, request, pool)
     for level in levels_to_try(tree, request.level, required):
         lvl = tree.level_index(level)
         best: tuple[tuple[list[tuple[int, float]], int], DomainChoice] | None = None

@@ -93,7 +93,7 @@ def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wa
     if not updated:
         return
     if ANN_PREEMPTION_TARGET in ((updated.get("metadata") or {}).get("annotations") or {}):
-        updated = _record_target(writer, updated, None)  # landed: the target has served
+        updated = record_target(writer, updated, None)  # landed: the target has served
     queue_state.forget(decision.workload)
     writer.event(updated, "Normal", "QuotaReserved",
                  f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
@@ -133,7 +133,7 @@ def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
         writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
 
 
-def _record_target(writer: Writer, wl: Obj, target: str | None) -> Obj:
+def record_target(writer: Writer, wl: Obj, target: str | None) -> Obj:
     """Keep the preemptor's sticky preemption target on its Workload (``None`` removes it), so
     the next cycle, and a restarted or new leader, preempts for the same domain."""
     annotations = (wl.get("metadata") or {}).get("annotations") or {}
@@ -147,7 +147,7 @@ def _record_target(writer: Writer, wl: Obj, target: str | None) -> Obj:
 def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Obj, decision: Pending,
              now: dt.datetime) -> None:
     if decision.preemption_target:
-        wl = _record_target(writer, wl, decision.preemption_target)
+        wl = record_target(writer, wl, decision.preemption_target)
     if decision.requeue == "inadmissible" and decision.cluster_queue:
         cq = snapshot.cluster_queues.get(decision.cluster_queue)
         if cq is not None and cq.queueing_strategy == "BestEffortFIFO":

@@ -67,29 +67,50 @@ def _with_target(spec: WorkloadSpec, rack: str) -> WorkloadSpec:
     return replace(spec, annotations={ANN_PREEMPTION_TARGET: target.encode()})
 
 
-def test_cpu_only_blockers_are_removable_so_a_rack_is_cleared() -> None:
-    # Kueue #10497 shape: the GPU quota needs preemption, the only candidates Kueue sees are the
-    # GPU workloads, and removing both frees no rack (the CPU-only pods stay): Kueue pends.
-    decisions = run_cycle(_snap(_blocked_racks(), [_preemptor()]))
-    assert summary(decisions) == [("preempt", "c2", "InClusterQueue"), ("preempt", "g2", "InClusterQueue"),
-                                  ("pending", "x", "WaitingForPreemptedWorkloads")]
-    waiting = decisions[-1]
-    assert isinstance(waiting, Pending)
-    assert waiting.message.endswith("Pending the preemption of 2 workload(s)")
-    target = parse_target({ANN_PREEMPTION_TARGET: waiting.preemption_target})
-    assert target == DomainTarget("main", FLAVOR, RACK, {BLOCK: "b1", RACK: "r2"})
-    victim = decisions[0]
-    assert isinstance(victim, Preempt)
-    assert victim.message.startswith("Preempted to accommodate a workload (UID: uid-x, JobUID: UNKNOWN) due to "
-                                     "prioritization in the ClusterQueue")
+def test_cpu_only_blockers_count_as_kueue_017_does() -> None:
+    # Kueue #10497 shape. Kueue v0.17's flavor assigner marks every resource of a TAS pod set as
+    # needing preemption, so the CPU-only pods are candidates too: the newer rack is cleared.
+    for on in (True, False):
+        decisions = run_cycle(replace(_snap(_blocked_racks(), [_preemptor()]), domain_preemption=on))
+        assert summary(decisions) == [("preempt", "c2", "InClusterQueue"), ("preempt", "g2", "InClusterQueue"),
+                                      ("pending", "x", "WaitingForPreemptedWorkloads")]
+        waiting = decisions[-1]
+        assert isinstance(waiting, Pending)
+        assert waiting.message.endswith("Pending the preemption of 2 workload(s)")
+        target = parse_target({ANN_PREEMPTION_TARGET: waiting.preemption_target})
+        assert target == (DomainTarget("main", FLAVOR, RACK, {BLOCK: "b1", RACK: "r2"}) if on else None)
 
 
-def test_off_behaves_as_kueue_and_pends() -> None:
-    snap = replace(_snap(_blocked_racks(), [_preemptor()]), domain_preemption=False)
+def _wide(adm_hosts: dict[str, tuple[int, float]]) -> Snapshot:
+    """2 blocks x 2 racks x 2 nodes; every rack's n0 holds a "vip" (priority 100)."""
+    nodes = [node(f"{r}-n{i}", block=b, rack=r, cpu=4, extra={GPU: 8})
+             for b, racks in (("b1", ("r1", "r2")), ("b2", ("r3", "r4"))) for r in racks for i in range(2)]
+    tree = tree_of(nodes)
+    adm = [admitted(_gpu(f"vip{r}", prio=100), "a", FLAVOR, at=0, hosts={f"{r}-n0": 1})
+           for r in ("r1", "r2", "r3", "r4")]
+    adm += [admitted(_gpu(name, prio=p), "a", FLAVOR, at=at, hosts={h: 1}) for name, (h, (p, at)) in
+            {n: (f"r{n[1]}-n1", v) for n, v in adm_hosts.items()}.items()]
+    for w in adm:
+        for u in w.tas:
+            tree.add_usage(u.placement, u.per_pod)
+    cqs = {"a": cq("a", {FLAVOR: {"cpu": rq(100), GPU: rq(128)}}, within="LowerPriority")}
+    flavors = {FLAVOR: FlavorSpec(FLAVOR, {"pool": "gpu"}, topology_name="default")}
+    return snapshot(cluster_queues=cqs, local_queues=lqs(("lq", "a")), flavors=flavors, trees={FLAVOR: tree},
+                    admitted=adm, pending=[pending(_preemptor(preferred=RACK))])
+
+
+def test_preferred_falls_back_to_one_block_instead_of_scattered_nodes() -> None:
+    # No rack can be cleared (a vip in each). Kueue's heuristic takes the two cheapest (L3, L1):
+    # one node in each block, and the preferred-rack job would span both blocks. Domain clearing
+    # frees one block with as many victims (L3, L4: the cheaper block by Kueue's ordering).
+    snap = _wide({"L1": (0, 1.0), "L2": (5, 2.0), "L3": (0, 3.0), "L4": (5, 4.0)})
     decisions = run_cycle(snap)
-    assert not [d for d in decisions if isinstance(d, Preempt)]
-    [d] = decisions
-    assert isinstance(d, Pending) and d.preemption_target == ""
+    assert summary(decisions) == [("preempt", "L3", "InClusterQueue"), ("preempt", "L4", "InClusterQueue"),
+                                  ("pending", "x", "WaitingForPreemptedWorkloads")]
+    target = parse_target({ANN_PREEMPTION_TARGET: decisions[-1].preemption_target})  # type: ignore[union-attr]
+    assert target is not None and (target.level, target.name) == (BLOCK, "b2")
+    off = run_cycle(replace(snap, domain_preemption=False))
+    assert summary(off)[:2] == [("preempt", "L1", "InClusterQueue"), ("preempt", "L3", "InClusterQueue")]
 
 
 def test_a_blocker_the_policy_protects_keeps_its_rack() -> None:
@@ -140,22 +161,6 @@ def test_sticky_target_that_no_longer_can_be_cleared_is_replaced() -> None:
     waiting = decisions[-1]
     assert isinstance(waiting, Pending)
     assert parse_target({ANN_PREEMPTION_TARGET: waiting.preemption_target}).name == "r2"  # type: ignore[union-attr]
-
-
-def test_preferred_preemptor_frees_one_rack_not_scattered_nodes() -> None:
-    # Kueue #10815 shape: the two cheapest victims (s1, s2) sit in different racks; Kueue takes
-    # them and the preferred-rack workload lands across racks. One rack, as many victims.
-    adm = [admitted(_gpu("a", prio=20), "a", FLAVOR, at=1, hosts={"r1-n0": 1}),
-           admitted(_gpu("s1", prio=10), "a", FLAVOR, at=2, hosts={"r1-n1": 1}),
-           admitted(_gpu("b", prio=20), "a", FLAVOR, at=3, hosts={"r2-n0": 1}),
-           admitted(_gpu("s2", prio=10), "a", FLAVOR, at=4, hosts={"r2-n1": 1})]
-    decisions = run_cycle(_snap(adm, [_preemptor(preferred=RACK)], gpu_quota=64))
-    victims = sorted(d.workload.split("/")[1] for d in decisions if isinstance(d, Preempt))
-    assert victims in (["a", "s1"], ["b", "s2"])
-    waiting = decisions[-1]
-    assert isinstance(waiting, Pending)
-    target = parse_target({ANN_PREEMPTION_TARGET: waiting.preemption_target})
-    assert target is not None and target.level == RACK
 
 
 def test_other_queue_within_nominal_is_not_preempted() -> None:
