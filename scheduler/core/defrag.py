@@ -36,6 +36,8 @@ ANN_AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
 ANN_CHECKPOINTABLE = "toposched.io/checkpointable"
 ANN_LAST_CHECKPOINT = "toposched.io/last-checkpoint"
 ANN_DEFRAG = "toposched.io/defrag"
+# Copied from the job to its Workload at creation (kube/jobs.py), as the HyperPod ones are.
+DEFRAG_ANNOTATIONS = (ANN_CHECKPOINTABLE, ANN_LAST_CHECKPOINT, ANN_DEFRAG)
 
 
 @dataclass(frozen=True)
