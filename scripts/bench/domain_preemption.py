@@ -84,7 +84,7 @@ def main() -> None:
     off = run(args.racks, args.hours, args.seed, on=False)
     on = run(args.racks, args.hours, args.seed, on=True)
     print(f"{args.racks} racks x 4 nodes, {args.hours:g} h, seed {args.seed}")
-    print(f"{'':22s} {'off (Kueue)':>12s} {'on':>12s}")
+    print(f"{'':22s} {'off':>12s} {'on':>12s}")
     for key in off:
         print(f"{key:22s} {off[key]:12.1f} {on[key]:12.1f}")
 
