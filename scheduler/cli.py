@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "place",
     "topology",
     "explain",
+    "defrag",
     "simulate",
     "controller",
     "extender",

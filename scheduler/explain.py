@@ -35,6 +35,7 @@ from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Pending, Preempt, Snapshot, quota_in_use, run_cycle
+from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
 from scheduler.core.fairsharing import Contender, fair_order, node_weights, share_rows
 from scheduler.core.health import node_health
 from scheduler.core.podsready import PODS_READY
@@ -155,6 +156,9 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
         if isinstance(d, Pending) and d.workload == key:
             out["clusterQueue"] = out["clusterQueue"] or d.cluster_queue
             reasons.append({"reason": d.reason, "message": d.message})
+            target = parse_target({ANN_PREEMPTION_TARGET: d.preemption_target})
+            if target is not None:
+                out["preemptionTarget"] = _target(target, pw.spec.annotations)
         elif isinstance(d, Preempt) and d.preemptor == key:
             victims.append(f"{d.workload} ({d.reason})")
         elif isinstance(d, Admit) and d.workload == key:
@@ -163,6 +167,8 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
                                        "at the next cycle that reaches it in its queue"})
     if victims:
         reasons.append({"reason": "Preemption", "message": f"needs the preemption of {', '.join(victims)}"})
+        if "preemptionTarget" in out:
+            out["preemptionTarget"]["victims"] = victims
     if not reasons and pw.held:
         reasons.append({"reason": "Held", "message": "Requeued=False: out of the queue until its backoff ends or its "
                                                      "queue restarts (see the lifecycle lines)"})
@@ -246,6 +252,13 @@ def _explain_fair_sharing(full: Snapshot, cq_name: str, pw: PendingWorkload, out
             f"waits behind its team's fair share: fair sharing admits first the heads of {behind}; ClusterQueue "
             f"{cq_name} would have share {_share(mine.share_with_head)} with this workload (now "
             f"{_share(mine.share)}, weight {mine.weight:g})")})
+
+
+def _target(target: DomainTarget, annotations: Mapping[str, str]) -> dict[str, Any]:
+    """The domain the preemptions free (domain-clearing preemption), and whether it is the one
+    recorded on the Workload by an earlier cycle (sticky) or chosen now."""
+    return {"podSet": target.pod_set, "flavor": target.flavor, "level": target.level, "domain": target.name,
+            "selector": dict(target.selector), "sticky": parse_target(annotations) == target, "victims": []}
 
 
 def _requested(spec: Any) -> dict[str, int]:
@@ -378,6 +391,11 @@ def to_text(result: Mapping[str, Any]) -> str:
                                                   if result.get("clusterQueue") else "") + ".")
     for r in result.get("reasons", []):
         lines.append(f"  {r['reason']}: {r['message']}")
+    pt = result.get("preemptionTarget")
+    if pt:
+        how = "kept from an earlier cycle" if pt["sticky"] else "chosen now"
+        lines.append(f"Preemption target: {pt['level']} domain {pt['domain']} on flavor {pt['flavor']} ({how}); "
+                     f"victims: {', '.join(pt['victims']) or 'already being evicted'}.")
     q = result.get("queue")
     if q:
         lines.append(f"Queue: position {q['position']} of {q['pending']} pending in {q['clusterQueue']} "

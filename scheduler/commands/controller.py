@@ -72,6 +72,13 @@ def register(sub: Any) -> None:
                    "kueue-system/c1f6bfd2.kueue.x-k8s.io) keeps being renewed: a Kueue controller that comes back "
                    "after the switch never admits next to toposched (docs/install.md, Adopting toposched where "
                    "Kueue runs); needs get on that Lease")
+    d = p.add_argument_group("defragmentation (opt-in; docs/beyond-kueue-preemption.md)")
+    d.add_argument("--defrag", action="store_true",
+                   help="move checkpointable workloads (HyperPod auto-resume, toposched.io/checkpointable) so that "
+                   "whole domains open for pending multi-node jobs, as `toposched defrag` plans it")
+    d.add_argument("--defrag-budget", type=int, default=4, metavar="N",
+                   help="at most N defragmentation evictions per ClusterQueue in any hour (default 4)")
+    d.add_argument("--defrag-interval-seconds", type=float, default=60.0, help="plan at most this often (default 60)")
     add_log_format_argument(p)
     p.set_defaults(func=run)
 
@@ -158,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
+    from scheduler.kube.defrag import DefragExecutor
     from scheduler.kube.informer import Api
     from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
     from scheduler.kube.leader import LeaseElector, WriteFence
@@ -185,6 +193,11 @@ def run(args: argparse.Namespace) -> int:
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
                             is_leader=fence, config=config)
+    if args.defrag:
+        if args.defrag_budget < 1 or args.defrag_interval_seconds <= 0:
+            raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")
+        controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
+                                           args.defrag_interval_seconds)
     metrics = ControllerMetrics()
     controller.metrics = metrics
     controller.observers.append(metrics.observe)

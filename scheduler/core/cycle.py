@@ -26,6 +26,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler.core.config import KueueConfig
+from scheduler.core.domain_preemption import (
+    ClearContext,
+    DomainChoice,
+    DomainTarget,
+    clear_domain,
+    parse_target,
+    target_of_placement,
+)
 from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
 from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
 from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
@@ -117,6 +125,8 @@ class Snapshot:
     time_budget_s: float = 0.1  # per placement
     preemption_budget_s: float = 0.5  # per CP-SAT victim search
     config: KueueConfig = KueueConfig()  # the admin's Kueue Configuration (core/config.py)
+    # toposched's domain-clearing preemption and sticky preemption targets (domain_preemption.py)
+    domain_preemption: bool = True
 
 
 # ---------------------------------------------------------------------- decisions
@@ -172,6 +182,10 @@ class Pending:
     reason: str  # QuotaReserved=False reason
     message: str
     requeue: str = REQUEUE_INADMISSIBLE  # "immediate" | "inadmissible" (queueing.QueueState)
+    # WaitingForPreemptedWorkloads: the domain the preemptions free (DomainTarget.encode()),
+    # kept on the Workload as ANN_PREEMPTION_TARGET so later cycles (and a restarted
+    # controller) keep preempting for, and land in, the same domain.
+    preemption_target: str = ""
 
 
 Decision = Admit | Preempt | Evict | Pending
@@ -204,6 +218,10 @@ class _Entry:
     def admissible(self) -> bool:
         """Fits, or fits after preempting the targets found (Kueue's reducer ``fits``)."""
         return self.mode == FIT or (self.mode == PREEMPT and bool(self.targets))
+    request: DomainRequest | None = None  # a single TAS pod set wanting one domain
+    required: bool = False  # request's level is required (else preferred)
+    domain_choice: DomainChoice | None = None  # set by domain-clearing preemption
+    domain_target: DomainTarget | None = None  # where the preemptions land it (sticky)
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:
@@ -257,15 +275,26 @@ class _Cycle:
         return by_flavor
 
     def _place(self, tree: TopologyTree, pod_sets: Sequence[PodSetSpec], implied: bool,
-               spec: WorkloadSpec | None = None) -> Placement:
+               spec: WorkloadSpec | None = None, target: DomainTarget | None = None) -> Placement:
         return place_workload(
             tree,
             pod_sets,
             solver=self.snap.solver,
             time_budget_s=self.snap.time_budget_s,
             implied_tas=implied,
-            preferred_domains=previous_domains(spec) if spec is not None else None,
+            preferred_domains=self._preferred(spec, target),
         )
+
+    def _preferred(self, spec: WorkloadSpec | None, target: DomainTarget | None) -> dict[str, dict[str, str]] | None:
+        """The domain to try first: the preemption target (this cycle's, else the sticky one on
+        the Workload), else the domains a requeued workload held before."""
+        if spec is None:
+            return None
+        if target is None and self.snap.domain_preemption:
+            target = parse_target(spec.annotations)
+        if target is not None:
+            return {target.pod_set: dict(target.selector)}
+        return previous_domains(spec)
 
     def _empty_tree(self, flavor: str) -> TopologyTree:
         tree = self.snap.trees[flavor].clone()
@@ -331,6 +360,9 @@ class _Cycle:
                 for ps in pod_sets:
                     psf = next(p for p in assignment.pod_sets if p.name == ps.name)
                     needs.update(fr for fr in psf.usage if fr[0] == flavor)
+        elif not self._tas_preempt_needs(assignment, by_flavor, implied, needs):
+            entry.mode = NO_FIT  # Kueue: no topology fits even on an empty cluster
+            return entry
         if entry.mode == PREEMPT:
             entry.wanted_preemption = True
             entry.targets = self.targets(entry, frozenset(needs), by_flavor, implied)
@@ -354,6 +386,20 @@ class _Cycle:
             return PREEMPT_IN_QUEUE if any(t.workload.cluster_queue == cq.name for t in targets) else RECLAIM
 
         return simulate
+
+    def _tas_preempt_needs(self, assignment: FlavorAssignment, by_flavor: Mapping[str, list[PodSetSpec]],
+                           implied: bool, needs: set[FlavorResource]) -> bool:
+        """Quota needs preemption and the workload has TAS pod sets: as Kueue v0.17's flavor
+        assigner, False when they fit nowhere even with every workload gone (NoFit), else every
+        resource of those pod sets needs preemption (the quota may suffice while the topology is
+        fragmented), added to ``needs``."""
+        for flavor, pod_sets in sorted(by_flavor.items()):
+            if not self._place(self._empty_tree(flavor), pod_sets, implied).fits:
+                return False
+            for ps in pod_sets:
+                psf = next(p for p in assignment.pod_sets if p.name == ps.name)
+                needs.update(fr for fr in psf.usage if fr[0] == flavor)
+        return True
 
     def _fits(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> FitCheck:
         usage = entry.assignment.usage
@@ -382,9 +428,17 @@ class _Cycle:
         plan = preemption_plan(
             entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
         )
-        if not plan:
-            return []
         request = self._domain_request(entry, by_flavor)
+        if request is not None:
+            entry.request = request
+            top = entry.pw.spec.pod_sets[0].topology
+            entry.required = bool(top is not None and top.required)
+        sticky = self._sticky(entry)
+        kept = self._clear_domain(entry, fits, by_flavor, sticky) if sticky is not None else []
+        if kept:
+            return kept
+        if not plan:
+            return self._clear_domain(entry, fits, by_flavor, None)
         if request is not None:
             found = tas_targets(
                 request,
@@ -400,7 +454,63 @@ class _Cycle:
             )
             if found:
                 return found
-        return classical_targets(plan, entry.cq.name, self.quota, needs, fits, self.priority_of)
+        classic = classical_targets(plan, entry.cq.name, self.quota, needs, fits, self.priority_of)
+        if classic and not self._scattered(entry, by_flavor, implied, classic):
+            return classic
+        # Kueue's heuristic found nothing, or frees capacity the preemptor only uses spread over
+        # several domains of its preferred level: clear one domain instead, with no more victims.
+        cleared = self._clear_domain(entry, fits, by_flavor, None)
+        live = sum(1 for t in cleared if not t.workload.evicted)
+        if cleared and (not classic or live <= sum(1 for t in classic if not t.workload.evicted)):
+            return cleared
+        entry.domain_choice = None
+        return classic
+
+    def _scattered(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool,
+                   targets: Sequence[Target]) -> bool:
+        """A preferred-level preemptor that, once ``targets`` are gone, would span more than one
+        domain of its preferred level."""
+        request = entry.request
+        if request is None or entry.required or not self.snap.domain_preemption:
+            return False
+        tree = self._tree_without(request.flavor, [t.workload for t in targets])
+        placement = self._place(tree, by_flavor[request.flavor], implied)
+        ps = next((p for p in placement.pod_sets if p.name == request.pod_set), None)
+        if not placement.fits or ps is None:
+            return False
+        return target_of_placement(tree, request.flavor, ps, request.level, True) is None
+
+    def _sticky(self, entry: _Entry) -> DomainTarget | None:
+        """The domain this preemptor preempted for in an earlier cycle, if it still applies."""
+        request = entry.request
+        if request is None or not self.snap.domain_preemption:
+            return None
+        target = parse_target(entry.pw.spec.annotations)
+        if target is None or target.flavor != request.flavor or target.pod_set != request.pod_set:
+            return None
+        return target
+
+    def _clear_domain(self, entry: _Entry, fits: FitCheck, by_flavor: Mapping[str, list[PodSetSpec]],
+                      only: DomainTarget | None) -> list[Target]:
+        """Domain-clearing preemption (domain_preemption.py): every policy-preemptible blocker on
+        the flavor counts, whatever resource it uses. Empty when off or nothing frees a domain."""
+        request = entry.request
+        if request is None or not self.snap.domain_preemption:
+            return []
+        ps = entry.pw.spec.pod_sets[0]
+        psf = next(p for p in entry.assignment.pod_sets if p.name == ps.name)
+        needs = frozenset(fr for fr in psf.usage if fr[0] == request.flavor)
+        plan = preemption_plan(
+            entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
+        )
+        if not plan:
+            return []
+        ctx = ClearContext(entry.cq.name, self.quota, needs, entry.assignment.usage, fits, self.priority_of)
+        choice = clear_domain(self.trees[request.flavor], request, entry.required, plan, ctx, only)
+        if choice is None:
+            return []
+        entry.domain_choice = choice
+        return list(choice.targets)
 
     def _fair_targets(self, entry: _Entry, needs: frozenset[FlavorResource], fits: FitCheck) -> list[Target]:
         """Fair sharing preemption (core/fairsharing.py) instead of the classical plan."""
@@ -428,7 +538,7 @@ class _Cycle:
         level = req.required or req.preferred
         if not level:
             return None
-        return DomainRequest(flavor, level, ps.count, ps.requests, ps.node_selector, ps.tolerations)
+        return DomainRequest(flavor, level, ps.count, ps.requests, ps.node_selector, ps.tolerations, ps.name)
 
     # ------------------------------------------------------------------ admission
     def commit_tas(self, entry: _Entry, sign: int) -> None:
@@ -449,7 +559,8 @@ class _Cycle:
         flavors: dict[str, str] = {}
         for flavor, pod_sets in sorted(by_flavor.items()):
             tree = self._tree_without(flavor, victims) if victims else self.trees[flavor]
-            placement = self._place(tree, pod_sets, implied, spec)
+            target = entry.domain_choice.target if entry.domain_choice is not None else None
+            placement = self._place(tree, pod_sets, implied, spec, target)
             if not placement.fits:
                 return False
             for p in placement.pod_sets:
@@ -696,8 +807,24 @@ def _settle_preempt(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decisio
     # Kueue counts every target, also the ones already being evicted.
     base = e.message or flavors_message(e.pw.spec.pod_sets[0].name, None)
     message = preemption_pending_message(base, len(e.targets))
-    decisions.append(_pending(e, PendingReason.WAITING_FOR_PREEMPTION.value, message, True))
+    waiting = _pending(e, PendingReason.WAITING_FOR_PREEMPTION.value, message, True)
+    e.domain_target = _landing_target(cyc, e)
+    if e.domain_target is not None:
+        waiting = replace(waiting, preemption_target=e.domain_target.encode())
+    decisions.append(waiting)
     return decisions
+
+
+def _landing_target(cyc: _Cycle, e: _Entry) -> DomainTarget | None:
+    """The domain a domain-wanting preemptor lands in once its victims are gone (recorded as
+    its sticky target). None when off, not such a preemptor, or the placement spans more."""
+    if e.request is None or not cyc.snap.domain_preemption:
+        return None
+    placement = e.placements.get(e.request.pod_set)
+    if placement is None:
+        return None
+    tree = cyc.trees[e.request.flavor]
+    return target_of_placement(tree, e.request.flavor, placement, e.request.level, e.required)
 
 
 def _settle_fit(cyc: _Cycle, e: _Entry) -> list[Decision]:

@@ -343,6 +343,7 @@ class DomainRequest:
     per_pod: Mapping[str, int]
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    pod_set: str = ""  # the pod set's name (the sticky target records it)
 
 
 def _victim_leaf_usage(
@@ -543,12 +544,15 @@ def tas_targets(
             targets: list[Target] = []
             allow = allow_borrowing
             work = quota.clone()
+            valid = True
             for c in chosen:
+                # Kueue re-checks after every removal: an other-queue victim only while its queue borrows.
+                valid = valid and (c.cluster_queue == cq.name or _cq_is_borrowing(work, c.cluster_queue, needs))
                 reason, forbids_borrowing = _target_reason(c, cq.name, threshold, priority)
                 allow = allow and not forbids_borrowing
                 work.remove_usage(c.cluster_queue, c.usage)
                 targets.append(Target(c, reason))
-            if fits(work, chosen, allow):
+            if valid and fits(work, chosen, allow):
                 return fill_back(targets, work, fits, allow) if len(targets) > 1 else targets
             rejected.append(frozenset(c.key for c in chosen))
     return None

@@ -14,10 +14,12 @@ from typing import Any
 
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.cycle import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt, Snapshot
+from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
 from scheduler.core.resources import format_quantity
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
+from scheduler.kube.informer import WORKLOADS
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Obj, Writer
 
@@ -90,6 +92,8 @@ def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wa
     updated = writer.patch_workload_status(wl, st.admit_status(wl, decision.cluster_queue, psas, now))
     if not updated:
         return
+    if ANN_PREEMPTION_TARGET in ((updated.get("metadata") or {}).get("annotations") or {}):
+        updated = record_target(writer, updated, None)  # landed: the target has served
     queue_state.forget(decision.workload)
     writer.event(updated, "Normal", "QuotaReserved",
                  f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
@@ -129,8 +133,21 @@ def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
         writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
 
 
+def record_target(writer: Writer, wl: Obj, target: str | None) -> Obj:
+    """Keep the preemptor's sticky preemption target on its Workload (``None`` removes it), so
+    the next cycle, and a restarted or new leader, preempts for the same domain."""
+    annotations = (wl.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(ANN_PREEMPTION_TARGET) == target:
+        return wl
+    updated = writer.patch(WORKLOADS, wl, {"metadata": {"annotations": {ANN_PREEMPTION_TARGET: target}}},
+                           writer.cache.workloads)
+    return updated or wl
+
+
 def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Obj, decision: Pending,
              now: dt.datetime) -> None:
+    if decision.preemption_target:
+        wl = record_target(writer, wl, decision.preemption_target)
     if decision.requeue == "inadmissible" and decision.cluster_queue:
         cq = snapshot.cluster_queues.get(decision.cluster_queue)
         if cq is not None and cq.queueing_strategy == "BestEffortFIFO":

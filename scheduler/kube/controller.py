@@ -46,6 +46,7 @@ from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owne
 from scheduler.kube import status as st
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache, Wakeup
+from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
@@ -128,6 +129,8 @@ class Controller:
         self.observers: list[Observer] = self.writer.observers
         # Admission attempts and per-pass gauges (scheduler.kube.metrics); off unless set.
         self.metrics: CycleMetrics = NoMetrics()
+        # Opt-in defragmentation (--defrag): moves checkpointable workloads within a budget.
+        self.defrag: DefragExecutor | None = None
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
@@ -436,6 +439,8 @@ class Controller:
         self.start_admitted()
         snapshot = self.admit()  # writes the queue status too
         self.metrics.reconciled(snapshot, self.cache.workloads.items())
+        if self.defrag is not None:
+            self.defrag.run(self._snapshot)
 
     def stop(self) -> None:
         self._stop.set()

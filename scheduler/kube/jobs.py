@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scheduler.adapter.jobkinds import batch_job_pod_sets, jobset_pod_sets, kubeflow_pod_sets
+from scheduler.core.defrag import DEFRAG_ANNOTATIONS
 from scheduler.core.topology_request import ANN_UNCONSTRAINED
 from scheduler.core.workload import (
     ANN_WORKLOAD,
@@ -406,7 +407,7 @@ def workload_for_job(integration: JobIntegration, job: Mapping[str, Any], priori
     if priority_class_ref:
         spec["priorityClassRef"] = dict(priority_class_ref)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if k in (ANN_AUTO_RESUME, ANN_MAX_RETRY)}
+                   if k in (ANN_AUTO_RESUME, ANN_MAX_RETRY, *DEFRAG_ANNOTATIONS)}
     body: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",

@@ -44,6 +44,7 @@ from typing import Any
 
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
+from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
 from scheduler.core.failures import (
     EVICTION_REASON,
     FailureTracker,
@@ -162,7 +163,7 @@ class Simulator:
                  horizon_s: float | None = None, progress: Callable[[Progress], None] | None = None,
                  progress_every_s: float = 0.0, eviction_delay_s: float = 30.0,
                  requeue_backoff: RequeueBackoff | None = None, storm_policy: StormPolicy | None = None,
-                 storm_guard: bool = True) -> None:
+                 storm_guard: bool = True, domain_preemption: bool = True) -> None:
         """``requeue_backoff`` and ``storm_policy`` default to the controller's defaults (its
         ``--node-failure-requeue-*`` and ``--eviction-storm-*`` flags); ``storm_guard=False``
         turns the guard off."""
@@ -179,6 +180,7 @@ class Simulator:
                 raise ValueError(f"failure at {f.at:g}s: no node named {f.node!r} in the cluster")
         self.solver, self.time_budget_s, self.cycle_cost = solver, time_budget_s, cycle_cost
         self.horizon_s = horizon_s
+        self.domain_preemption = domain_preemption  # Snapshot.domain_preemption (core/domain_preemption.py)
         self.eviction_delay_s = eviction_delay_s
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.storm_policy = (storm_policy if storm_policy is not None else StormPolicy()) if storm_guard else None
@@ -265,8 +267,10 @@ class Simulator:
             return
         self.admitted[key] = dataclasses.replace(self.admitted[key], evicted=True)
         self.generation[key] += 1  # its completion event is now stale
-        self.jobs[key].admitted_at = None
-        self.log.append({"t": self.now, "kind": kind, "workload": key, "detail": detail})
+        job = self.jobs[key]
+        lost = job.gpus * (self.now - job.admitted_at) if job.admitted_at is not None else 0.0
+        job.admitted_at = None
+        self.log.append({"t": self.now, "kind": kind, "workload": key, "detail": detail, "gpu_s_lost": lost})
         self._push(self.now + self.eviction_delay_s, "released", f"{key}#{self.generation[key]}")
 
     def _released(self, key: str, gen: int) -> None:
@@ -378,7 +382,8 @@ class Simulator:
                         admitted=[self.admitted[k] for k in sorted(self.admitted)],
                         workload_priority_classes=self.world.workload_priority_classes,
                         inadmissible=self.state.inadmissible(), namespace_labels=self.world.namespace_labels,
-                        solver=self.solver, time_budget_s=self.time_budget_s, config=self.world.config)
+                        solver=self.solver, time_budget_s=self.time_budget_s, config=self.world.config,
+                        domain_preemption=self.domain_preemption)
         t0 = time.perf_counter()
         decisions = run_cycle(snap)
         spent = time.perf_counter() - t0
@@ -390,6 +395,11 @@ class Simulator:
         for d in decisions:
             if isinstance(d, Admit):
                 pw = self.pending.pop(d.workload)
+                if ANN_PREEMPTION_TARGET in pw.spec.annotations:  # landed: the target has served
+                    spec = dataclasses.replace(pw.spec, annotations={
+                        k: v for k, v in pw.spec.annotations.items() if k != ANN_PREEMPTION_TARGET})
+                    pw = dataclasses.replace(pw, spec=spec)
+                    self.jobs[d.workload].spec = spec
                 w = admitted_from_decision(d, pw, self.now)
                 self.admitted[d.workload] = w
                 self._tas(w, +1)
@@ -415,12 +425,24 @@ class Simulator:
                     self.jobs[d.workload].evictions += 1
                     self._evict_later(d.workload, "eviction", d.reason)
                     progress = True
+            elif isinstance(d, Pending) and d.preemption_target and d.workload in self.pending:
+                self._keep_target(d.workload, d.preemption_target)  # as the controller's writer does
             elif isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE and d.cluster_queue:
                 cq = self.world.cluster_queues.get(d.cluster_queue)
                 if cq is not None and cq.queueing_strategy != STRICT_FIFO:
                     self.state.park(d.workload, d.cluster_queue)
                     progress = progress or d.workload not in parked
         return progress
+
+    def _keep_target(self, key: str, target: str) -> None:
+        """The sticky preemption target on the pending workload (the controller writes it as an
+        annotation; kube/apply.py). It stays with the job's spec until the job is admitted."""
+        pw = self.pending[key]
+        if pw.spec.annotations.get(ANN_PREEMPTION_TARGET) == target:
+            return
+        spec = dataclasses.replace(pw.spec, annotations={**pw.spec.annotations, ANN_PREEMPTION_TARGET: target})
+        self.pending[key] = dataclasses.replace(pw, spec=spec)
+        self.jobs[key].spec = spec
 
     def _domains(self, w: AdmittedWorkload) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.conformance.harness import LAYER
 
-MODES = ("same", "at_least_as_good", "admitted", "victims_at_most")
+MODES = ("same", "at_least_as_good", "admitted", "victims_at_most", "clears_domain")
 
 
 def domains(hosts: Mapping[str, int], node_labels: Mapping[str, Mapping[str, str]], layer: int) -> Counter[str]:
@@ -68,6 +68,9 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
         if len(tv) > len(kv):
             diffs.append(f"toposched preempted {tv}, more than Kueue's {kv}")
         victims = set(kv) | set(tv)
+    elif mode == "clears_domain":
+        diffs += clears_domain(scenario, kj, tj, node_labels)
+        victims = {n for n, o in (*kj.items(), *tj.items()) if o.get("preempted")} | {scenario["preemptor"]}
     else:
         victims = set()
     failed = set(topo.get("_failed_nodes") or ())
@@ -76,7 +79,7 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
             diffs.append(f"{name}: toposched still assigns failed node(s) {sorted(failed & set(o['hosts']))}")
     for name in sorted(kj):
         k, t = kj[name], tj[name]
-        job_mode = overrides.get(name, mode)
+        job_mode = overrides.get(name, "same" if mode == "clears_domain" else mode)
         if name in webhook_rejects and t.get("rejected") and not k.get("rejected"):
             if k["admitted"]:
                 diffs.append(f"{name}: toposched's webhook denied a job Kueue admitted: {t['rejected']!r}")
@@ -142,6 +145,30 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
                 diffs.append(f"{name}: toposched spans (layer-2, layer-3) = {ts} domains, worse than Kueue's {ks}")
     if mode == "same" and not diffs:
         diffs += queue_status_diffs(kueue.get("_queues"), topo.get("_queues"), count_pending=not webhook_rejects)
+    return diffs
+
+
+def clears_domain(scenario: Mapping[str, Any], kj: Mapping[str, Mapping[str, Any]],
+                  tj: Mapping[str, Mapping[str, Any]], node_labels: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """Mode ``clears_domain`` (domain-clearing preemption, docs/beyond-kueue-preemption.md): the
+    scenario's ``preemptor`` is admitted by toposched inside ONE domain of ``level`` while Kueue
+    leaves it pending or spans more domains of ``level``; toposched preempts no more workloads
+    than Kueue, or, when Kueue preempted none, no more than the scenario's ``victims_at_most``."""
+    name, layer = scenario["preemptor"], int(str(scenario["level"]).rsplit("-", 1)[1])
+    k, t = kj[name], tj[name]
+    diffs: list[str] = []
+    t_domains = len(domains(t.get("hosts") or {}, node_labels, layer))
+    if not t["admitted"] or t_domains != 1:
+        diffs.append(f"{name}: toposched should admit it in one layer-{layer} domain: admitted={t['admitted']}, "
+                     f"domains={t_domains} ({t.get('message', '')!r})")
+    k_domains = len(domains(k.get("hosts") or {}, node_labels, layer))
+    if k["admitted"] and k_domains <= 1:
+        diffs.append(f"{name}: Kueue admitted it in one layer-{layer} domain too: not the shape this scenario shows")
+    kv = sorted(n for n, o in kj.items() if o.get("preempted"))
+    tv = sorted(n for n, o in tj.items() if o.get("preempted"))
+    bound = len(kv) if kv else int(scenario.get("victims_at_most", 0))
+    if len(tv) > bound:
+        diffs.append(f"toposched preempted {tv}, more than {bound} (Kueue preempted {kv})")
     return diffs
 
 

@@ -150,7 +150,8 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
         {name: a, team: team-a, pods: 2, gpus: 8, required: layer-3 | preferred: layer-2 |
          unconstrained: true, slice: {level: layer-3, size: 2}, priority: high, queue: other-lq,
          minParallelism: 1, notReady: true}
-    Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node).
+    Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node); ``cpu`` and
+    ``memory`` override the per-pod CPU and memory.
     ``minParallelism``: Kueue's ``kueue.x-k8s.io/job-min-parallelism`` (partial admission);
     ``notReady``: the pods never become Ready (KWOK leaves pods labelled with the fake phase
     ``Pending`` alone), for waitForPodsReady."""
@@ -169,7 +170,7 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
     labels = {"kueue.x-k8s.io/queue-name": j.get("queue", f"{ns}-localqueue")}
     if j.get("priority"):
         labels["kueue.x-k8s.io/priority-class"] = j["priority"]
-    requests = {"cpu": str(int(j.get("cpu", 24 * gpus))), "memory": f"{256 * gpus}Gi",
+    requests = {"cpu": str(int(j.get("cpu", 24 * gpus))), "memory": str(j.get("memory", f"{256 * gpus}Gi")),
                 "nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(4 * gpus)}
     if gpus == 0:
         requests = {"cpu": str(j.get("cpu", 1)), "memory": "1Gi"}

@@ -164,3 +164,40 @@ def test_cli_server_gives_the_same_answer_as_kubeconfig(fake_cluster: None, caps
     assert remote["quota"] == local["quota"] and remote["topology"] == local["topology"]
     assert remote["health"] == local["health"] and remote["queue"] == local["queue"]
     assert [r["reason"] for r in remote["reasons"]] == [r["reason"] for r in local["reasons"]]
+
+
+def _admitted_on(name: str, host: str) -> dict[str, Any]:
+    wl = workload(name, 1)
+    wl["spec"]["priority"] = 0
+    wl["status"] = {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                    "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                                   {"type": "Admitted", "status": "True", "reason": "Admitted",
+                                    "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                    "admission": {"clusterQueue": "cq-a", "podSetAssignments": [{
+                        "name": "main", "flavors": {GPU: "p5"}, "resourceUsage": {GPU: "8"}, "count": 1,
+                        "topologyAssignment": {"levels": ["kubernetes.io/hostname"],
+                                               "domains": [{"values": [host], "count": 1}]}}]}}
+    return wl
+
+
+def test_preemption_target_domain_and_victims() -> None:
+    # Every healthy node holds a low-priority 1-node workload; "big" (priority 100) needs 2 nodes
+    # of one layer-3 domain: explain names the domain its preemptions free and the victims.
+    hosts = [n["metadata"]["name"] for n in generate_nodes(CLUSTER)][:7]
+    cqa = cq("cq-a", 64, 8)
+    cqa["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    big = workload("big", 2, L3)
+    big["spec"]["priority"] = 100
+    s = EngineSnapshot(nodes=generate_nodes(CLUSTER), flavors=[FLAVOR], topologies=[TOPOLOGY],
+                       workloads=[big, *(_admitted_on(f"low{i}", h) for i, h in enumerate(hosts))],
+                       cluster_queues=[cqa, cq("cq-b", 16)],
+                       local_queues=[lq("team-a", "cq-a"), lq("team-b", "cq-b")],
+                       namespaces=[{"metadata": {"name": "team-a"}}, {"metadata": {"name": "team-b"}}])
+    out = explain(s, "team-a", "big", solver="greedy")
+    target = out["preemptionTarget"]
+    assert target["level"] == L3 and target["sticky"] is False and len(target["victims"]) == 2
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"][L3] for n in generate_nodes(CLUSTER)}
+    victims_hosts = {hosts[int(v.split(" ")[0].split("/low")[1])] for v in target["victims"]}
+    assert {labels[h] for h in victims_hosts} == {target["domain"]}
+    text = to_text(out)
+    assert f"Preemption target: {L3} domain {target['domain']}" in text and "(chosen now)" in text

@@ -1,0 +1,48 @@
+"""The sticky preemption target as the writer keeps it (kube/apply.py): written on the
+preemptor's Workload with its WaitingForPreemptedWorkloads decision, read back by the next
+snapshot, removed once the workload is admitted. In-memory API, fake clock."""
+
+from __future__ import annotations
+
+from scheduler.core.cycle import Pending
+from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.kube.apply import apply_decisions
+from scheduler.kube.informer import JOBS, WORKLOADS
+from tests.unit.kube.test_phases import BLOCK, NS, Harness, job
+
+TARGET = DomainTarget("main", "gpu", BLOCK, {BLOCK: "b1"}).encode()
+
+
+def _waiting(harness: Harness) -> None:
+    harness.api.create(JOBS, job("train", 2), NS)
+    harness.sync()
+    harness.controller.ensure_workloads()
+    harness.sync()
+    wl = harness.workload()
+    key = f"{NS}/{wl['metadata']['name']}"
+    decision = Pending(key, wl["metadata"]["uid"], "cq", "WaitingForPreemptedWorkloads",
+                       "couldn't assign flavors to pod set main: ... Pending the preemption of 1 workload(s)",
+                       "immediate", preemption_target=TARGET)
+    ctl = harness.controller
+    apply_decisions(ctl.writer, ctl.queue_state, ctl._snapshot(), [decision], harness.clock())
+    harness.sync()
+
+
+def test_target_is_written_and_read_back_by_the_next_snapshot(harness: Harness) -> None:
+    _waiting(harness)
+    wl = harness.workload()
+    assert wl["metadata"]["annotations"][ANN_PREEMPTION_TARGET] == TARGET
+    [pending] = harness.controller._snapshot().pending
+    assert pending.spec.annotations[ANN_PREEMPTION_TARGET] == TARGET  # survives a restart: it is on the object
+
+
+def test_target_is_removed_once_admitted_there(harness: Harness) -> None:
+    _waiting(harness)
+    harness.controller.admit()  # both blocks free: admitted in the target block (else b0 first)
+    harness.sync()
+    wl = harness.workload()
+    assert ANN_PREEMPTION_TARGET not in (wl["metadata"].get("annotations") or {})
+    harness.controller.start_admitted()
+    harness.sync()
+    assert harness.job("train")["spec"]["template"]["spec"]["nodeSelector"][BLOCK] == "b1"
+    assert len(harness.api.objects(WORKLOADS, NS)) == 1
