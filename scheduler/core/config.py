@@ -24,6 +24,10 @@ GATE_DEFAULTS: dict[str, bool] = {
     "TopologyAwareScheduling": True,
     "TASMultiLayerTopology": False,  # alpha in v0.17, beta on in v0.19
     "PriorityBoost": False,
+    # TAS placement (docs/placement.md, "Kueue's TAS features"):
+    "TASProfileMixed": True,  # beta on since v0.15: LeastFreeCapacity for unconstrained requests
+    "TASBalancedPlacement": False,  # alpha since v0.15
+    "TASRespectNodeAffinityPreferred": False,  # alpha in v0.18 (not in v0.17)
 }
 
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler.core.config import KueueConfig
-from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
+from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
 from scheduler.core.preemption import (
     AdmittedWorkload,
     DomainRequest,
@@ -243,6 +243,7 @@ class _Cycle:
             time_budget_s=self.snap.time_budget_s,
             implied_tas=implied,
             preferred_domains=previous_domains(spec) if spec is not None else None,
+            gates=PlacementGates.from_gates(self.snap.config.feature_gates.enabled),
         )
 
     def _empty_tree(self, flavor: str) -> TopologyTree:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from scheduler.core.node_affinity import NodeAffinity, NodeAffinityError, node_affinity_from_k8s
 from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
 from scheduler.core.topology_request import TopologyRequest, request_from_annotations, request_from_kueue
 
@@ -39,6 +40,8 @@ class PodSetSpec:
     topology: TopologyRequest | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    # The pod template's spec.affinity.nodeAffinity (required terms filter, preferred terms score).
+    affinity: NodeAffinity | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,15 @@ def pod_set_from_template(
         topology=request_from_annotations(meta.get("annotations") or {}, pod_index_label),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tolerations_from_k8s(spec.get("tolerations")),
+        affinity=_node_affinity(spec),
     )
+
+
+def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity | None:
+    try:
+        return node_affinity_from_k8s(spec.get("affinity"))
+    except NodeAffinityError as err:
+        raise WorkloadFormatError(str(err)) from err
 
 
 def _timestamp(meta: Mapping[str, Any]) -> float:
@@ -142,7 +153,7 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
         built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
         request = request_from_kueue(ps.get("topologyRequest"))
         if request is not None:
-            built = PodSetSpec(built.name, built.count, built.requests, request, built.node_selector, built.tolerations)
+            built = replace(built, topology=request)
         pod_sets.append(built)
     if not pod_sets:
         raise WorkloadFormatError("spec.podSets: at least one pod set is required")

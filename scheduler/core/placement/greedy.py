@@ -23,8 +23,10 @@ import numpy as np
 
 from scheduler.core.placement.quality import level_spans
 from scheduler.core.placement.types import (
+    DEFAULT_GATES,
     DomainAssignment,
     PlacementError,
+    PlacementGates,
     PodSetPlacement,
 )
 from scheduler.core.resources import with_pod_slot
@@ -51,6 +53,11 @@ class Problem:
     fit: LeafFit
     pod_counts: list[IntArray]  # per level, pods that fit (rounded for inner slice layers)
     units: list[IntArray]  # per level, units (slices / inner slices / pods) that fit
+    inner: dict[int, int]  # level -> inner slice layer size (multi-layer requests)
+    gates: PlacementGates = DEFAULT_GATES
+    # Per level, the preferred node affinity score of each domain (TASRespectNodeAffinityPreferred
+    # on and the pod set has preferred terms); None otherwise.
+    scores: list[IntArray] | None = None
 
     @property
     def needed(self) -> int:
@@ -142,7 +149,8 @@ def _unit_counts(
 
 
 def prepare(
-    tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None
+    tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None,
+    gates: PlacementGates = DEFAULT_GATES,
 ) -> Problem:
     """Resolve the request (Kueue's messages on errors) and run phase 1."""
     req = pod_set.topology
@@ -164,10 +172,13 @@ def prepare(
     layer_levels = [tree.level_index(c.level) for c in constraints]
     units_per_level = _units_per_level(n_levels, slice_level, slice_size, constraints, layer_levels)
     per_pod = with_pod_slot(pod_set.requests)
-    fit = tree.leaf_fit(per_pod, pod_set.node_selector, pod_set.tolerations, free=free)
+    fit = tree.leaf_fit(per_pod, pod_set.node_selector, pod_set.tolerations, free=free, affinity=pod_set.affinity)
     inner = {c_lvl: c.size for c_lvl, c in zip(layer_levels[1:], constraints[1:], strict=True)}
     pod_counts = _pod_counts(tree, fit.counts, inner)
     units = _unit_counts(tree, pod_counts, slice_level, slice_size, units_per_level)
+    scores = None
+    if gates.affinity_preferred and fit.affinity_scores is not None:
+        scores = tree.subtree_sums(fit.affinity_scores)
     return Problem(
         tree=tree,
         pod_set=pod_set,
@@ -177,31 +188,60 @@ def prepare(
         slice_level=slice_level,
         slice_size=slice_size,
         units_per_level=units_per_level,
-        best_fit=mode != "unconstrained",
+        # LeastFreeCapacity only for unconstrained requests, and only under TASProfileMixed
+        best_fit=mode != "unconstrained" or not gates.profile_mixed,
         fit=fit,
         pod_counts=pod_counts,
         units=units,
+        inner=inner,
+        gates=gates,
+        scores=scores,
     )
 
 
-def sort_domains(prob: Problem, level: int, candidates: IntArray) -> IntArray:
-    """Kueue's order: units desc (BestFit) / asc (LeastFreeCapacity), pods asc, path asc."""
+def with_leaf_counts(prob: Problem, leaf_counts: IntArray) -> Problem:
+    """The same request with phase 1 re-run on other per-leaf pod counts (e.g. pruned ones)."""
+    pod_counts = _pod_counts(prob.tree, leaf_counts, prob.inner)
+    units = _unit_counts(prob.tree, pod_counts, prob.slice_level, prob.slice_size, prob.units_per_level)
+    return replace(prob, fit=replace(prob.fit, counts=leaf_counts), pod_counts=pod_counts, units=units)
+
+
+def sort_domains(prob: Problem, level: int, candidates: IntArray, *, stale_slices: bool = False,
+                 best_fit: bool | None = None) -> IntArray:
+    """Kueue's order: preferred affinity score desc (when scored), units desc (BestFit) / asc
+    (LeastFreeCapacity), pods asc, path asc. ``stale_slices``: children below the slice level,
+    whose slice count Kueue leaves at zero, so only pods ascending and path order them."""
     units = prob.units[level][candidates]
     pods = prob.pod_counts[level][candidates]
-    primary = -units if prob.best_fit else units
-    perm = np.lexsort((candidates, pods, primary))
+    best = prob.best_fit if best_fit is None else best_fit
+    primary = np.zeros_like(units) if stale_slices else (-units if best else units)
+    keys: tuple[IntArray, ...] = (candidates, pods, primary)
+    if prob.scores is not None:
+        keys = (*keys, -prob.scores[level][candidates])
+    perm = np.lexsort(keys)
     ordered: IntArray = candidates[perm]
     return ordered
 
 
-def _tight_fit(units: IntArray, order: IntArray, remaining: int) -> int:
+def _top_tier(order: IntArray, scores: IntArray | None) -> IntArray:
+    """The leading domains of ``order`` sharing its first domain's affinity score (Kueue's
+    ``topAffinityTierDomains``: BestFit never trades affinity for tightness)."""
+    if scores is None or len(order) == 0:
+        return order
+    vals = scores[order]
+    differs = np.nonzero(vals != vals[0])[0]
+    return order[: int(differs[0])] if len(differs) else order
+
+
+def _tight_fit(units: IntArray, order: IntArray, remaining: int, scores: IntArray | None = None) -> int:
+    order = _top_tier(order, scores)
     vals = units[order]
     masked = np.where(vals >= remaining, vals, _INF)
     return int(order[int(np.argmin(masked))])
 
 
 def take_in_order(
-    units: IntArray, order: IntArray, needed: int, best_fit: bool
+    units: IntArray, order: IntArray, needed: int, best_fit: bool, scores: IntArray | None = None
 ) -> list[tuple[int, int]] | None:
     """Greedy cover of ``needed`` units by domains in ``order`` (None if they cannot)."""
     if needed <= 0:
@@ -217,7 +257,7 @@ def take_in_order(
         return None
     taken = [(int(d), int(u)) for d, u in zip(order[:i].tolist(), vals[:i].tolist(), strict=True)]
     remaining = needed - (int(cum[i - 1]) if i else 0)
-    last = _tight_fit(units, order[i:], remaining) if best_fit else int(order[i])
+    last = _tight_fit(units, order[i:], remaining, scores) if best_fit else int(order[i])
     taken.append((last, remaining))
     return taken
 
@@ -268,19 +308,21 @@ def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
         if len(units) == 0:
             raise PlacementError(f"no topology domains at level: {prob.tree.levels[level]}")
         order = sort_domains(prob, level, np.arange(len(units), dtype=np.int64))
+        scores = prob.scores[level] if prob.scores is not None else None
+        fits = np.nonzero(units[order] >= needed)[0]
         if prob.best_fit:
             if units[order[0]] >= needed:
-                return level, [(_tight_fit(units, order, needed), needed)]
-        else:
-            fits = np.nonzero(units[order] >= needed)[0]
-            if len(fits):
-                return level, [(int(order[int(fits[0])]), needed)]
+                return level, [(_tight_fit(units, order, needed, scores), needed)]
+            if prob.mode == "required" and len(fits):  # a lower affinity tier holds it (preferred affinity)
+                return level, [(_tight_fit(units, order[int(fits[0]):], needed, scores), needed)]
+        elif len(fits):
+            return level, [(int(order[int(fits[0])]), needed)]
         if prob.mode == "required":
-            raise no_fit_error(prob, int(units.max()), level=level)
+            raise no_fit_error(prob, int(units[order[0]]) if prob.best_fit else int(units.max()), level=level)
         if prob.mode == "preferred" and level > 0:
             level -= 1
             continue
-        taken = take_in_order(units, order, needed, prob.best_fit)
+        taken = take_in_order(units, order, needed, prob.best_fit, scores)
         if taken is None:
             raise no_fit_error(prob, int(units.sum()), level=level)
         return level, taken
@@ -292,34 +334,38 @@ def _children(tree: TopologyTree, level: int, parents: Sequence[int]) -> IntArra
     return np.concatenate(ranges) if ranges else np.zeros(0, dtype=np.int64)
 
 
-def descend(prob: Problem, level: int, chosen: list[tuple[int, int]]) -> dict[int, int]:
-    """Phase 2b: from ``chosen`` at ``level`` down to the leaves; returns leaf -> pods."""
+def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_parent: bool = False) -> dict[int, int]:
+    """Phase 2b: from ``chosen`` at ``level`` down to the leaves; returns leaf -> pods.
+    ``per_parent`` (balanced placement): every parent splits its own count, above the slice
+    level too."""
     tree = prob.tree
     current = dict(chosen)
     for child_level in range(level + 1, len(tree.levels)):
         parent_level = child_level - 1
         child_units = prob.units[child_level]
-        if parent_level < prob.slice_level:
+        scores = prob.scores[child_level] if prob.scores is not None else None
+        if parent_level < prob.slice_level and not per_parent:
             kids = _children(tree, parent_level, sorted(current))
             order = sort_domains(prob, child_level, kids)
-            taken = take_in_order(child_units, order, sum(current.values()), prob.best_fit)
+            taken = take_in_order(child_units, order, sum(current.values()), prob.best_fit, scores)
             if taken is None:  # cannot happen: parents' units are sums of children's
                 raise no_fit_error(prob, 0)
             current = dict(taken)
-        else:
-            ratio_num = prob.units_per_level[parent_level]
-            ratio_den = prob.units_per_level[child_level]
-            nxt: dict[int, int] = {}
-            for parent in sorted(current):
-                need = -(-(current[parent] * ratio_num) // ratio_den)
-                kids = _children(tree, parent_level, [parent])
-                order = sort_domains(prob, child_level, kids)
-                taken = take_in_order(child_units, order, need, prob.best_fit)
-                if taken is None:
-                    raise no_fit_error(prob, 0)
-                for dom, amount in taken:
-                    nxt[dom] = nxt.get(dom, 0) + amount
-            current = nxt
+            continue
+        ratio_num = prob.units_per_level[parent_level]
+        ratio_den = prob.units_per_level[child_level]
+        stale = child_level > prob.slice_level and ratio_den == 1
+        nxt: dict[int, int] = {}
+        for parent in sorted(current):
+            need = -(-(current[parent] * ratio_num) // ratio_den)
+            kids = _children(tree, parent_level, [parent])
+            order = sort_domains(prob, child_level, kids, stale_slices=stale)
+            taken = take_in_order(child_units, order, need, prob.best_fit, scores)
+            if taken is None:
+                raise no_fit_error(prob, 0)
+            for dom, amount in taken:
+                nxt[dom] = nxt.get(dom, 0) + amount
+        current = nxt
     unit = prob.units_per_level[-1]
     leaf_pods = {leaf: u * unit for leaf, u in current.items()}
     excess = sum(leaf_pods.values()) - prob.pod_set.count
