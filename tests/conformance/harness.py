@@ -119,8 +119,11 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
     """A batch Job from a compact row::
 
         {name: a, team: team-a, pods: 2, gpus: 8, required: layer-3 | preferred: layer-2 |
-         unconstrained: true, slice: {level: layer-3, size: 2}, priority: high, queue: other-lq}
-    Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node)."""
+         unconstrained: true, slice: {level: layer-3, size: 2}, priority: high, queue: other-lq,
+         avoid_hosts: [name, ...]}
+    Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node).
+    ``avoid_hosts``: required node affinity ``kubernetes.io/hostname NotIn`` those nodes
+    (:meth:`Run.create_job` turns ``avoid_nodes: [index, ...]`` into it)."""
     gpus = int(j.get("gpus", 8))
     ns = team_namespace(j.get("team", "team-a"))
     ann: dict[str, str] = {}
@@ -141,6 +144,11 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
     if gpus == 0:
         requests = {"cpu": str(j.get("cpu", 1)), "memory": "1Gi"}
     pods = int(j.get("pods", 1))
+    pod_spec: dict[str, Any] = {}
+    if j.get("avoid_hosts"):
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": HOSTNAME, "operator": "NotIn", "values": list(j["avoid_hosts"])}]}]}}}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": j["name"], "namespace": ns, "labels": labels},
@@ -149,7 +157,7 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
             "backoffLimit": 6,
             "template": {
                 "metadata": {"annotations": ann},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, **pod_spec,
                          "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                                          "resources": {"requests": requests, "limits": {
                                              k: v for k, v in requests.items() if k in (
@@ -323,6 +331,8 @@ class Run:
 
     # ---- steps --------------------------------------------------------------------------
     def create_job(self, row: Mapping[str, Any], kind: str = "Job") -> None:
+        if row.get("avoid_nodes"):
+            row = {**row, "avoid_hosts": [self.nodes[int(i)]["metadata"]["name"] for i in row["avoid_nodes"]]}
         obj = jobset_object(row) if kind == "JobSet" else job_object(row)
         out = self.outcomes.setdefault(row["name"], JobOutcome(row["name"]))
         try:

@@ -21,7 +21,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 RESULTS = HERE / "results"
-GROUPS = ("placement", "quota", "failure", "groups")
+GROUPS = ("placement", "quota", "failure", "groups", "tasgates")
 
 
 def load_group(name: str) -> dict[str, Any]:
