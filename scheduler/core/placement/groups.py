@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.core.placement import greedy
-from scheduler.core.placement.types import PlacementError
+from scheduler.core.placement.types import DEFAULT_GATES, PlacementError, PlacementGates
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec
@@ -84,10 +84,13 @@ class GroupResult:
     workers: greedy.Problem  # the workers' resolved request (levels, per-pod requests, counts)
 
 
-def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSpec, free: IntArray) -> GroupResult:
+def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSpec, free: IntArray,
+                gates: PlacementGates = DEFAULT_GATES) -> GroupResult:
     """Kueue's joint placement of ``leader`` (one pod) and ``workers`` on ``free``; raises
-    :class:`PlacementError` with Kueue's message when the group does not fit."""
-    prob = greedy.prepare(tree, workers, free=free)  # request resolution + Kueue's messages
+    :class:`PlacementError` with Kueue's message when the group does not fit. The workers'
+    preferred node affinity orders domains (after leader capacity) when
+    ``gates.affinity_preferred`` is on."""
+    prob = greedy.prepare(tree, workers, free=free, gates=gates)  # request resolution + Kueue's messages
     leader_count = 1 if leader is not None else 0
     sizes_below = _slice_sizes_below(prob)
     counts = _phase_one(prob, leader, free, sizes_below)
@@ -169,18 +172,32 @@ class _Search:
         self.prob, self.c, self.leader_count = prob, counts, leader_count
         self.best_fit = prob.best_fit
         self.slice_count = prob.pod_set.count // prob.slice_size
+        self.scores = prob.scores  # preferred node affinity per level (None: not scored)
+
+    def score(self, lvl: int, d: int) -> int:
+        return int(self.scores[lvl][d]) if self.scores is not None else 0
+
+    def top_tier(self, lvl: int, doms: Sequence[int]) -> Sequence[int]:
+        """Kueue's ``topAffinityTierDomains``: the leading domains sharing the first one's score."""
+        if self.scores is None or not doms:
+            return doms
+        first = self.score(lvl, doms[0])
+        for i, d in enumerate(doms):
+            if self.score(lvl, d) != first:
+                return doms[:i]
+        return doms
 
     # --------------------------------------------------------------- ordering
     def sorted_with_leader(self, lvl: int, doms: Sequence[int]) -> list[int]:
         c = self.c
         sign = -1 if self.best_fit else 1
-        return sorted(doms, key=lambda d: (-int(c.leader[lvl][d]), sign * int(c.slices_with_leader[lvl][d]),
-                                           int(c.with_leader[lvl][d]), d))
+        return sorted(doms, key=lambda d: (-int(c.leader[lvl][d]), -self.score(lvl, d),
+                                           sign * int(c.slices_with_leader[lvl][d]), int(c.with_leader[lvl][d]), d))
 
     def sorted_plain(self, lvl: int, doms: Sequence[int]) -> list[int]:
         c = self.c
         sign = -1 if self.best_fit else 1
-        return sorted(doms, key=lambda d: (sign * int(c.slices[lvl][d]), int(c.state[lvl][d]), d))
+        return sorted(doms, key=lambda d: (-self.score(lvl, d), sign * int(c.slices[lvl][d]), int(c.state[lvl][d]), d))
 
     @staticmethod
     def best_fit_by(doms: Sequence[int], needed: int, value: Callable[[int], int]) -> int:
@@ -196,11 +213,11 @@ class _Search:
 
     def best_fit_slices(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
         arr = self.c.slices_with_leader[lvl] if leaders > 0 else self.c.slices[lvl]
-        return self.best_fit_by(doms, needed, lambda d: int(arr[d]))
+        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]))
 
     def best_fit_pods(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
         arr = self.c.with_leader[lvl] if leaders > 0 else self.c.state[lvl]
-        return self.best_fit_by(doms, needed, lambda d: int(arr[d]))
+        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]))
 
     # --------------------------------------------------------------- phase 2a
     def no_fit(self, fitting: int) -> PlacementError:
@@ -225,8 +242,12 @@ class _Search:
         if c.slices_with_leader[lvl][top] >= needed and c.leader[lvl][top] >= leaders:
             return lvl, [top]
         if prob.mode == "required":
+            for i in range(1, len(ordered)):  # a lower affinity tier may still hold it (scored only)
+                d = ordered[i]
+                if self.scores is not None and c.slices_with_leader[lvl][d] >= needed and c.leader[lvl][d] >= leaders:
+                    return lvl, [self.best_fit_slices(lvl, ordered[i:], needed, leaders)]
             raise self.no_fit(int(c.slices[lvl][top]))
-        if lvl > 0 and self.best_fit:
+        if lvl > 0 and prob.mode != "unconstrained":
             return self.find_level(lvl - 1)
         return lvl, self.spread(lvl, ordered)
 

@@ -286,3 +286,52 @@ def test_required_affinity_only_filters_when_hostname_is_the_lowest_level() -> N
     pod_set = PodSetSpec("main", 2, {"cpu": 1000}, TopologyRequest(required=RACK), affinity=require("zone", "us"))
     placement = place_workload(tree, [pod_set], solver="greedy")
     assert per_node(placement) == {"b1/r1": 2}
+
+
+def _lws_zone_nodes() -> list[NodeInfo]:
+    gi = 1024**3
+    gpu_node = {"cpu": 8000, "memory": 32 * gi, "nvidia.com/gpu": 8, "pods": 110}
+    return [
+        NodeInfo(name="us-west-1", labels={ZONE: "us-west", HOST: "us-west-1"}, allocatable=gpu_node, conditions=READY),
+        NodeInfo(name="us-west-2", labels={ZONE: "us-west", HOST: "us-west-2"}, allocatable=gpu_node, conditions=READY),
+        NodeInfo(name="us-east-1", labels={ZONE: "us-east", HOST: "us-east-1"},
+                 allocatable={"cpu": 32000, "memory": 128 * gi, "pods": 110}, conditions=READY),
+    ]
+
+
+@pytest.mark.parametrize("gates", [AFFINITY, PlacementGates()], ids=["affinity-gate-on", "gate-off"])
+def test_lws_preferred_affinity_on_workers_leader_cannot_fit_on_preferred_zone(gates: PlacementGates) -> None:
+    """Kueue's "LWS with leader and workers; preferred affinity on workers; leader cannot fit on
+    preferred zone": the group is placed jointly, the leader where it fits, the workers in
+    their preferred zone."""
+    gi = 1024**3
+    topo = TopologyRequest(preferred=ZONE, slice_constraints=(SliceConstraint(HOST, 1),), group_name="llm-group")
+    leader = PodSetSpec("leader", 1, {"cpu": 16000, "memory": 64 * gi}, topo)
+    workers = PodSetSpec("workers", 2, {"cpu": 4000, "memory": 32 * gi, "nvidia.com/gpu": 8}, topo,
+                         affinity=prefer((10, ZONE, "us-west")))
+    placement = place_workload(tree_of(_lws_zone_nodes(), (ZONE, HOST)), [leader, workers], solver="greedy",
+                               gates=gates)
+    assert per_node(placement, 0) == {"us-east-1": 1}
+    assert per_node(placement, 1) == {"us-west-1": 1, "us-west-2": 1}
+
+
+def test_group_workers_follow_their_preferred_affinity() -> None:
+    """A leader + workers group with preferred affinity on the workers (gate on): among racks
+    that hold the whole group, the one the workers prefer wins over the tighter one."""
+    nodes = [rack_host("a1", "r1", 8), rack_host("a2", "r1", 8),
+             rack_host("b1", "r2", 4, tier="fast"), rack_host("b2", "r2", 4, tier="fast")]
+    topo = TopologyRequest(required=RACK, group_name="g")
+    leader = PodSetSpec("leader", 1, {"cpu": 1000}, topo)
+    workers = PodSetSpec("workers", 4, {"cpu": 1000}, topo, affinity=prefer((5, "tier", "fast")))
+    tree = tree_of(nodes, (RACK, HOST))
+    on = place_workload(tree, [leader, workers], solver="greedy", gates=AFFINITY)
+    off = place_workload(tree, [leader, workers], solver="greedy")
+    assert set(per_node(on, 1)) <= {"b1", "b2"} and set(per_node(on, 0)) <= {"b1", "b2"}
+    assert set(per_node(off, 1)) <= {"b1", "b2"}  # BestFit: r2 (8 free) is also the tighter rack
+    big = [rack_host("a1", "r1", 4), rack_host("a2", "r1", 4),
+           rack_host("b1", "r2", 8, tier="fast"), rack_host("b2", "r2", 8, tier="fast")]
+    tree = tree_of(big, (RACK, HOST))
+    on = place_workload(tree, [leader, workers], solver="greedy", gates=AFFINITY)
+    off = place_workload(tree, [leader, workers], solver="greedy")
+    assert set(per_node(on, 1)) <= {"b1", "b2"}  # preferred rack despite more room
+    assert set(per_node(off, 1)) <= {"a1", "a2"}  # BestFit: the tighter rack
