@@ -46,6 +46,9 @@ DEFAULT_HYPERPOD_LEVELS: tuple[str, ...] = (
 DEFAULT_TOPOLOGY_NAME = "default"
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+# Node affinity masks kept per tree (oldest dropped first): pending workloads are retried every
+# cycle with the same affinity, but a long-running controller must not keep one per workload ever seen.
+_AFFINITY_CACHE_SIZE = 128
 
 
 def default_levels_for(nodes: Iterable[NodeInfo]) -> tuple[str, ...]:
@@ -379,6 +382,8 @@ class TopologyTree:
             scores = np.array([affinity.preferred_score(lab, name) for lab, name in zip(self._leaf_labels, names,
                                                                                          strict=True)], dtype=np.int64)
             cached = (matches.reshape(len(names)), scores.reshape(len(names)))
+            if len(self._affinity_cache) >= _AFFINITY_CACHE_SIZE:
+                del self._affinity_cache[next(iter(self._affinity_cache))]
             self._affinity_cache[affinity] = cached
         return cached
 
