@@ -28,6 +28,7 @@ GATE_DEFAULTS: dict[str, bool] = {
     "TASProfileMixed": True,  # beta on since v0.15: LeastFreeCapacity for unconstrained requests
     "TASBalancedPlacement": False,  # alpha since v0.15
     "TASRespectNodeAffinityPreferred": False,  # alpha in v0.18 (not in v0.17)
+    "TASTopologySpreading": False,  # alpha in the v0.20 cycle (not in v0.17)
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from scheduler.core.node_affinity import NodeAffinity, NodeAffinityError, node_affinity_from_k8s
 from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
+from scheduler.core.spreading import SpreadingSpec, spreading_from_annotations
 from scheduler.core.topology_request import TopologyRequest, request_from_annotations, request_from_kueue
 
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
@@ -42,6 +43,8 @@ class PodSetSpec:
     tolerations: tuple[Toleration, ...] = ()
     # The pod template's spec.affinity.nodeAffinity (required terms filter, preferred terms score).
     affinity: NodeAffinity | None = None
+    # kueue.x-k8s.io/podset-topology-spreading of the pod template (None: absent or unusable).
+    spreading: SpreadingSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def pod_set_from_template(
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tolerations_from_k8s(spec.get("tolerations")),
         affinity=_node_affinity(spec),
+        spreading=spreading_from_annotations(meta.get("annotations") or {}),
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scheduler.core.placement import spread as spreading
 from scheduler.core.placement.quality import level_spans
 from scheduler.core.placement.types import (
     DEFAULT_GATES,
@@ -30,6 +31,7 @@ from scheduler.core.placement.types import (
     PodSetPlacement,
 )
 from scheduler.core.resources import with_pod_slot
+from scheduler.core.spreading import SpreadCounts, SpreadingSpec
 from scheduler.core.topology import IntArray, LeafFit, TopologyTree
 from scheduler.core.topology_request import SliceConstraint, TopologyRequest
 from scheduler.core.workload import PodSetSpec
@@ -58,6 +60,9 @@ class Problem:
     # Per level, the preferred node affinity score of each domain (TASRespectNodeAffinityPreferred
     # on and the pod set has preferred terms); None otherwise.
     scores: list[IntArray] | None = None
+    # Topology spreading (TASTopologySpreading on, a required request with rules): banned
+    # domains and sort keys per level; None otherwise.
+    spread: spreading.SpreadState | None = None
 
     @property
     def needed(self) -> int:
@@ -150,9 +155,10 @@ def _unit_counts(
 
 def prepare(
     tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None,
-    gates: PlacementGates = DEFAULT_GATES,
+    gates: PlacementGates = DEFAULT_GATES, spread: tuple[SpreadingSpec, SpreadCounts] | None = None,
 ) -> Problem:
-    """Resolve the request (Kueue's messages on errors) and run phase 1."""
+    """Resolve the request (Kueue's messages on errors) and run phase 1. ``spread``: the pod
+    set's spreading spec and its group's counts (used under ``gates.spreading``)."""
     req = pod_set.topology
     constraints = req.slice_constraints if req else ()
     if constraints and any(c.size <= 0 for c in constraints):
@@ -179,6 +185,9 @@ def prepare(
     scores = None
     if gates.affinity_preferred and fit.affinity_scores is not None:
         scores = tree.subtree_sums(fit.affinity_scores)
+    spread_state = None
+    if gates.spreading and mode == "required" and spread is not None:
+        spread_state = spreading.spread_state(tree, level, *spread)
     return Problem(
         tree=tree,
         pod_set=pod_set,
@@ -196,6 +205,7 @@ def prepare(
         inner=inner,
         gates=gates,
         scores=scores,
+        spread=spread_state,
     )
 
 
@@ -218,6 +228,8 @@ def sort_domains(prob: Problem, level: int, candidates: IntArray, *, stale_slice
     keys: tuple[IntArray, ...] = (candidates, pods, primary)
     if prob.scores is not None:
         keys = (*keys, -prob.scores[level][candidates])
+    if prob.spread is not None:  # most significant (Kueue sorts by spreading last, stably)
+        keys = (*keys, *(k[candidates] for k in reversed(prob.spread.keys[level])))
     perm = np.lexsort(keys)
     ordered: IntArray = candidates[perm]
     return ordered
@@ -307,14 +319,16 @@ def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
         units = prob.units[level]
         if len(units) == 0:
             raise PlacementError(f"no topology domains at level: {prob.tree.levels[level]}")
-        order = sort_domains(prob, level, np.arange(len(units), dtype=np.int64))
+        order = sort_domains(prob, level, _allowed(prob, level, np.arange(len(units), dtype=np.int64)))
         scores = prob.scores[level] if prob.scores is not None else None
         fits = np.nonzero(units[order] >= needed)[0]
         if prob.best_fit:
             if units[order[0]] >= needed:
-                return level, [(_tight_fit(units, order, needed, scores), needed)]
-            if prob.mode == "required" and len(fits):  # a lower affinity tier holds it (preferred affinity)
-                return level, [(_tight_fit(units, order[int(fits[0]):], needed, scores), needed)]
+                return level, [(_tight_fit(units, spreading.top_tier(prob.spread, level, order), needed, scores),
+                                needed)]
+            if prob.mode == "required" and len(fits):  # affinity / spreading moved a fitting domain back
+                rest = spreading.top_tier(prob.spread, level, order[int(fits[0]):])
+                return level, [(_tight_fit(units, rest, needed, scores), needed)]
         elif len(fits):
             return level, [(int(order[int(fits[0])]), needed)]
         if prob.mode == "required":
@@ -326,6 +340,17 @@ def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
         if taken is None:
             raise no_fit_error(prob, int(units.sum()), level=level)
         return level, taken
+
+
+def _allowed(prob: Problem, level: int, candidates: IntArray) -> IntArray:
+    """``candidates`` without the domains a Required spreading rule bans (Kueue
+    ``filterOutBannedDomains``); at the searched level, Kueue's message when none is left."""
+    if prob.spread is None:
+        return candidates
+    kept: IntArray = candidates[~prob.spread.banned[level][candidates]]
+    if len(kept) == 0 and level == prob.level:
+        raise PlacementError(f"topology spreading excludes all topology domains at level: {prob.tree.levels[level]}")
+    return kept
 
 
 def _children(tree: TopologyTree, level: int, parents: Sequence[int]) -> IntArray:
@@ -345,7 +370,7 @@ def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_par
         child_units = prob.units[child_level]
         scores = prob.scores[child_level] if prob.scores is not None else None
         if parent_level < prob.slice_level and not per_parent:
-            kids = _children(tree, parent_level, sorted(current))
+            kids = _allowed(prob, child_level, _children(tree, parent_level, sorted(current)))
             order = sort_domains(prob, child_level, kids)
             taken = take_in_order(child_units, order, sum(current.values()), prob.best_fit, scores)
             if taken is None:  # cannot happen: parents' units are sums of children's
@@ -358,7 +383,7 @@ def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_par
         nxt: dict[int, int] = {}
         for parent in sorted(current):
             need = -(-(current[parent] * ratio_num) // ratio_den)
-            kids = _children(tree, parent_level, [parent])
+            kids = _allowed(prob, child_level, _children(tree, parent_level, [parent]))
             order = sort_domains(prob, child_level, kids, stale_slices=stale)
             taken = take_in_order(child_units, order, need, prob.best_fit, scores)
             if taken is None:

@@ -25,6 +25,7 @@ from scheduler.core.placement.types import (
     PodSetPlacement,
 )
 from scheduler.core.resources import with_pod_slot
+from scheduler.core.spreading import SpreadCounts
 from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec
 
@@ -48,7 +49,9 @@ def _cpsat_eligible(prob: greedy.Problem) -> bool:
     """Required / preferred requests on a tree with levels to choose among; slices when there
     is one slice layer that divides the count (inner layers and partial slices stay greedy).
     Preferred node affinity scoring is not modelled: such pod sets stay greedy."""
-    if prob.mode not in ("required", "preferred") or len(prob.tree.levels) <= 1 or prob.scores is not None:
+    if prob.mode not in ("required", "preferred") or len(prob.tree.levels) <= 1:
+        return False
+    if prob.scores is not None or prob.spread is not None:
         return False
     constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
     return len(constraints) <= 1 and prob.pod_set.count % prob.slice_size == 0
@@ -63,23 +66,26 @@ def place_workload(
     implied_tas: bool = False,
     preferred_domains: Mapping[str, Mapping[str, str]] | None = None,
     gates: PlacementGates = DEFAULT_GATES,
+    spread_counts: Mapping[str, SpreadCounts] | None = None,
 ) -> Placement:
     """Place ``pod_sets`` on ``tree`` (unchanged). ``preferred_domains`` (pod set name ->
     ``{level label: value}``) is a soft wish, e.g. the domain a requeued workload ran in
     before: the placement is tried inside it first and taken when everything fits there;
     otherwise the normal placement is returned. (Node selectors are honoured by the tree only
     when hostname is the lowest level, as in Kueue, so the wish is ignored elsewhere.)
-    ``gates``: the Kueue feature gates placement reads (``PlacementGates.from_gates``)."""
+    ``gates``: the Kueue feature gates placement reads (``PlacementGates.from_gates``).
+    ``spread_counts``: pod set name -> its PodSet group's topology spreading counts."""
     if preferred_domains and tree.hostname_lowest:
         first = place_workload(tree, _with_preferred_domains(pod_sets, preferred_domains), solver=solver,
-                               time_budget_s=time_budget_s / 2, implied_tas=implied_tas, gates=gates)
+                               time_budget_s=time_budget_s / 2, implied_tas=implied_tas, gates=gates,
+                               spread_counts=spread_counts)
         if first.fits:
             return first
         time_budget_s /= 2
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
     deadline = time.monotonic() + max(time_budget_s, 0.0)
-    return _place_in_order(tree, pod_sets, solver, deadline, implied_tas, gates)
+    return _place_in_order(tree, pod_sets, solver, deadline, implied_tas, gates, spread_counts or {})
 
 
 def _with_preferred_domains(pod_sets: Sequence[PodSetSpec],
@@ -106,7 +112,7 @@ class _SolverUse:
 
 
 def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: str, deadline: float,
-                    implied_tas: bool, gates: PlacementGates) -> Placement:
+                    implied_tas: bool, gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> Placement:
     """Groups of pod sets one after another (Kueue's order), each seeing the assumed usage of
     those before it: greedy first, then CP-SAT's improvement where it is wanted, within the
     shared deadline. A leader + workers group is placed jointly (:mod:`groups`)."""
@@ -123,7 +129,7 @@ def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: 
                 continue
             for current in members:
                 placed[current] = _place_one(tree, pod_sets, current, free, solver, deadline, implied_tas, multi,
-                                             use, gates)
+                                             use, gates, spread_counts)
         except PlacementError as err:
             return Placement(False, str(err), use.name, False, (), failed_pod_set=pod_sets[current].name)
     ordered = tuple(placed[i] for i in range(len(pod_sets)))
@@ -197,12 +203,13 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
 
 def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, free: IntArray, solver: str,
                deadline: float, implied_tas: bool, multi: bool, use: _SolverUse,
-               gates: PlacementGates) -> PodSetPlacement:
+               gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> PodSetPlacement:
     """One pod set on its own (raises PlacementError with Kueue's message)."""
     ps = pod_sets[index]
     if ps.count <= 0:  # count-0 pod sets are skipped by TAS
         return PodSetPlacement(ps.name, 0, tree.assignment_levels(), ())
-    prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free, gates=gates)
+    spread = (ps.spreading, spread_counts[ps.name]) if ps.spreading and ps.name in spread_counts else None
+    prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free, gates=gates, spread=spread)
     balanced_pods = balanced.place(prob) if gates.balanced else None
     leaf_pods = balanced_pods if balanced_pods is not None else greedy.place_pod_set(prob)
     improved = False

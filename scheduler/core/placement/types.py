@@ -17,6 +17,7 @@ class PlacementGates:
     profile_mixed: bool = True  # TASProfileMixed: LeastFreeCapacity for unconstrained requests
     balanced: bool = False  # TASBalancedPlacement: balanced placement for preferred requests
     affinity_preferred: bool = False  # TASRespectNodeAffinityPreferred: score by preferred affinity
+    spreading: bool = False  # TASTopologySpreading: podset-topology-spreading rules
 
     @classmethod
     def from_gates(cls, enabled: Callable[[str], bool]) -> PlacementGates:
@@ -25,6 +26,7 @@ class PlacementGates:
             profile_mixed=enabled("TASProfileMixed"),
             balanced=enabled("TASBalancedPlacement"),
             affinity_preferred=enabled("TASRespectNodeAffinityPreferred"),
+            spreading=enabled("TASTopologySpreading"),
         )
 
 
