@@ -29,6 +29,7 @@ GATE_DEFAULTS: dict[str, bool] = {
     "TASBalancedPlacement": False,  # alpha since v0.15
     "TASRespectNodeAffinityPreferred": False,  # alpha in v0.18 (not in v0.17)
     "TASTopologySpreading": False,  # alpha in the v0.20 cycle (not in v0.17)
+    "TASPartialSlices": False,  # v0.20 cycle (not in v0.17); default unconfirmed, kept off
 }
 
 

@@ -17,7 +17,7 @@ Everything is vectorised with numpy so a decision over 50,000 leaves stays in mi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -63,6 +63,10 @@ class Problem:
     # Topology spreading (TASTopologySpreading on, a required request with rules): banned
     # domains and sort keys per level; None otherwise.
     spread: spreading.SpreadState | None = None
+    # Partial slices (TASPartialSlices on, one slice layer not dividing the count): the tail's
+    # pods and, per level down to the slice level, whole slices held next to it (-1: no room).
+    tail: int = 0
+    with_tail: list[IntArray] = field(default_factory=list)
 
     @property
     def needed(self) -> int:
@@ -188,6 +192,8 @@ def prepare(
     spread_state = None
     if gates.spreading and mode == "required" and spread is not None:
         spread_state = spreading.spread_state(tree, level, *spread)
+    tail = pod_set.count % slice_size if gates.partial_slices and len(constraints) == 1 else 0
+    with_tail = _with_tail_units(tree, units, pod_counts, slice_level, slice_size, tail) if tail else []
     return Problem(
         tree=tree,
         pod_set=pod_set,
@@ -206,7 +212,30 @@ def prepare(
         gates=gates,
         scores=scores,
         spread=spread_state,
+        tail=tail,
+        with_tail=with_tail,
     )
+
+
+def _with_tail_units(tree: TopologyTree, units: list[IntArray], pod_counts: list[IntArray], slice_level: int,
+                     size: int, tail: int) -> list[IntArray]:
+    """Per level down to the slice level, the whole slices a domain holds next to a partial
+    slice of ``tail`` pods (-1: no room): at the slice level ``(pods - tail) // size``; above,
+    its slices minus its cheapest child's loss, bounded by its own pods (Kueue ``fillTailCounts``)."""
+    out: list[IntArray] = [np.zeros(0, dtype=np.int64)] * len(tree.levels)
+
+    def hosting(pods: IntArray) -> IntArray:
+        res: IntArray = np.where(pods >= tail, (pods - tail) // size, -1).astype(np.int64)
+        return res
+
+    out[slice_level] = hosting(pod_counts[slice_level])
+    for lvl in range(slice_level - 1, -1, -1):
+        child = out[lvl + 1]
+        penalty = np.where(child >= 0, units[lvl + 1] - child, _INF)
+        cheapest = np.minimum.reduceat(penalty, tree.child_start[lvl]) if len(penalty) else penalty
+        rolled = np.where(cheapest < _INF, units[lvl] - np.minimum(cheapest, units[lvl]), -1)
+        out[lvl] = np.where(rolled < 0, -1, np.minimum(rolled, hosting(pod_counts[lvl]))).astype(np.int64)
+    return out
 
 
 def with_leaf_counts(prob: Problem, leaf_counts: IntArray) -> Problem:
@@ -359,10 +388,11 @@ def _children(tree: TopologyTree, level: int, parents: Sequence[int]) -> IntArra
     return np.concatenate(ranges) if ranges else np.zeros(0, dtype=np.int64)
 
 
-def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_parent: bool = False) -> dict[int, int]:
+def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_parent: bool = False,
+            pods_at_level: bool = False) -> dict[int, int]:
     """Phase 2b: from ``chosen`` at ``level`` down to the leaves; returns leaf -> pods.
     ``per_parent`` (balanced placement): every parent splits its own count, above the slice
-    level too."""
+    level too. ``pods_at_level``: ``chosen`` counts pods, not units (a partial slice's domain)."""
     tree = prob.tree
     current = dict(chosen)
     for child_level in range(level + 1, len(tree.levels)):
@@ -377,7 +407,7 @@ def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_par
                 raise no_fit_error(prob, 0)
             current = dict(taken)
             continue
-        ratio_num = prob.units_per_level[parent_level]
+        ratio_num = 1 if pods_at_level and parent_level == level else prob.units_per_level[parent_level]
         ratio_den = prob.units_per_level[child_level]
         stale = child_level > prob.slice_level and ratio_den == 1
         nxt: dict[int, int] = {}
@@ -437,3 +467,10 @@ def consume(
     leaves = np.fromiter(leaf_pods.keys(), dtype=np.int64, count=len(leaf_pods))
     counts = np.fromiter(leaf_pods.values(), dtype=np.int64, count=len(leaf_pods))
     free[leaves] -= counts[:, None] * vec[None, :]
+
+
+# Shared with the partial-slice, balanced and group placements.
+top_affinity_tier = _top_tier
+tight_fit = _tight_fit
+allowed = _allowed
+children = _children

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scheduler.core.placement import balanced, cpsat, greedy, groups
+from scheduler.core.placement import balanced, cpsat, greedy, groups, tail
 from scheduler.core.placement.types import (
     DEFAULT_GATES,
     DomainAssignment,
@@ -210,8 +210,11 @@ def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, f
         return PodSetPlacement(ps.name, 0, tree.assignment_levels(), ())
     spread = (ps.spreading, spread_counts[ps.name]) if ps.spreading and ps.name in spread_counts else None
     prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free, gates=gates, spread=spread)
-    balanced_pods = balanced.place(prob) if gates.balanced else None
-    leaf_pods = balanced_pods if balanced_pods is not None else greedy.place_pod_set(prob)
+    balanced_pods = balanced.place(prob) if gates.balanced and not prob.tail else None
+    if balanced_pods is not None:
+        leaf_pods = balanced_pods
+    else:
+        leaf_pods = tail.place(prob) if prob.tail else greedy.place_pod_set(prob)
     improved = False
     if balanced_pods is None and _wants_cpsat(prob, leaf_pods, solver, multi):
         leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)

@@ -18,6 +18,7 @@ class PlacementGates:
     balanced: bool = False  # TASBalancedPlacement: balanced placement for preferred requests
     affinity_preferred: bool = False  # TASRespectNodeAffinityPreferred: score by preferred affinity
     spreading: bool = False  # TASTopologySpreading: podset-topology-spreading rules
+    partial_slices: bool = False  # TASPartialSlices: a count the slice size does not divide
 
     @classmethod
     def from_gates(cls, enabled: Callable[[str], bool]) -> PlacementGates:
@@ -27,6 +28,7 @@ class PlacementGates:
             balanced=enabled("TASBalancedPlacement"),
             affinity_preferred=enabled("TASRespectNodeAffinityPreferred"),
             spreading=enabled("TASTopologySpreading"),
+            partial_slices=enabled("TASPartialSlices"),
         )
 
 
