@@ -124,7 +124,8 @@ def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: 
         current = members[0]
         try:
             if _placed_jointly(pod_sets, members):
-                placed.update(_place_group(tree, pod_sets, members, free, solver, deadline, use, gates))
+                placed.update(_place_group(tree, pod_sets, members, free, solver, deadline, use, gates,
+                                           spread_counts))
                 use.all_optimal = False  # the leader stays where Kueue puts it: no optimality proof
                 continue
             for current in members:
@@ -147,12 +148,14 @@ def _placed_jointly(pod_sets: Sequence[PodSetSpec], members: Sequence[int]) -> b
 
 def _place_group(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], members: Sequence[int], free: IntArray,
                  solver: str, deadline: float, use: _SolverUse,
-                 gates: PlacementGates) -> dict[int, PodSetPlacement]:
+                 gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> dict[int, PodSetPlacement]:
     """Kueue's joint placement of a leader + workers group; with CP-SAT, the workers re-solved
     around the leader (see :func:`_improve_group_workers`)."""
     leader, workers = groups.leader_and_workers([pod_sets[i] for i in members])
     assert leader is not None  # two members
-    result = groups.place_group(tree, leader, workers, free, gates)
+    spec = workers.spreading or leader.spreading
+    counts = spread_counts.get(workers.name) or spread_counts.get(leader.name)
+    result = groups.place_group(tree, leader, workers, free, gates, (spec, counts) if spec and counts else None)
     leader_per_pod = with_pod_slot(leader.requests)
     worker_pods, improved = result.worker_pods, False
     if solver != "greedy" and _cpsat_eligible(result.workers):

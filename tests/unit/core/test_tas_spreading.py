@@ -196,3 +196,25 @@ def test_cycle_spreads_replicas_across_racks(gate: bool) -> None:
     assert topo is not None
     racks = {v.values[0].split("-")[0] for v in topo.domains}
     assert racks == ({"r2"} if gate else {"r1"})
+
+
+@pytest.mark.parametrize(("mode", "counts", "want"), [
+    ("Required", R1_USED, "n2"),  # required leader excludes occupied rack
+    ("Preferred", R1_USED, "n2"),  # preferred leader favors unused rack
+    ("Required", BOTH_USED, "topology spreading excludes all topology domains at level: cloud.com/topology-rack"),
+], ids=["required-leader-excludes-occupied-rack", "preferred-leader-favors-unused-rack", "required-leader-excludes-all-racks"])
+def test_find_level_with_fit_domains_spreading_with_leader(mode: str, counts: SpreadCounts, want: str) -> None:
+    """The same cases with a leader + workers group (placed jointly, groups.py)."""
+    tree = tree_of([node("n1", "b1", "r1", cpu=2), node("n2", "b2", "r2", cpu=2)])
+    spec = parse_spreading(_spec((RACK, "0.5", mode)))
+    topo = TopologyRequest(required=RACK, group_name="g")
+    leader = PodSetSpec("leader", 1, {"cpu": 1000}, topo, spreading=spec)
+    workers = PodSetSpec("workers", 1, {"cpu": 1000}, topo, spreading=spec)
+    placement = place_workload(tree, [leader, workers], solver="greedy", gates=SPREAD,
+                               spread_counts={"leader": counts, "workers": counts})
+    if want.startswith("topology"):
+        assert not placement.fits and placement.reason == want
+        return
+    assert per_node(placement, 0) == {want: 1} and per_node(placement, 1) == {want: 1}
+    off = place_workload(tree, [leader, workers], solver="greedy", spread_counts={"workers": counts})
+    assert per_node(off, 0) == {"n1": 1}
