@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.core.config import KueueConfig
 from scheduler.core.nodes import NodeInfo, PodInfo
-from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
+from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
 from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME, TopologyTree, default_levels_for
 from scheduler.core.workload import WorkloadSpec
 
@@ -82,12 +83,16 @@ def build_tree(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
     return TopologyTree.build(name, levels, nodes, pods)
 
 
-def compute_placement(tree: TopologyTree, workload: WorkloadSpec, solver: str, time_budget_ms: float) -> Placement:
-    """``toposched place`` semantics: implicit TAS for pod sets without a topology request."""
+def compute_placement(tree: TopologyTree, workload: WorkloadSpec, solver: str, time_budget_ms: float,
+                      config: KueueConfig | None = None) -> Placement:
+    """``toposched place`` semantics: implicit TAS for pod sets without a topology request;
+    the feature gates of ``config`` (Kueue's defaults without one)."""
+    gates = (config or KueueConfig()).feature_gates
     return place_workload(
         tree,
         workload.pod_sets,
         solver=solver,
         time_budget_s=max(time_budget_ms, 0) / 1000.0,
         implied_tas=True,
+        gates=PlacementGates.from_gates(gates.enabled),
     )

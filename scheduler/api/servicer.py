@@ -168,7 +168,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             raise _user_error_to_field(err) from err
         budget_ms = effective_budget_ms(request.time_budget_ms, DEFAULT_TIME_BUDGET_MS, self._remaining(context),
                                         DEADLINE_RESERVE_S)
-        placement = compute_placement(tree, workload, SOLVER_NAMES[request.solver], budget_ms)
+        placement = compute_placement(tree, workload, SOLVER_NAMES[request.solver], budget_ms, self.engine.config)
         return place_json_to_response(to_json(tree, placement), topology=tree.name, flavor=flavor_used,
                                       time_budget_ms=budget_ms)
 

@@ -21,6 +21,7 @@ from typing import Any
 from admission.validation import manifest_errors
 from scheduler.adapter.files import load_nodes, load_pods, load_topology, load_workload
 from scheduler.adapter.placement import build_tree, compute_placement, to_json
+from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.core.placement.planner import SOLVERS, Placement
 from scheduler.core.topology import TopologyTree
 from scheduler.errors import UserError
@@ -42,6 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument("--output", choices=("json", "text"), default="text")
     p.add_argument("--time-budget-ms", type=int, default=100, help="CP-SAT time budget (default 100)")
     p.add_argument("--flavor", help="with --server: the TAS ResourceFlavor whose live tree to place on")
+    add_kueue_config_argument(p)  # its featureGates switch Kueue's TAS features (docs/placement.md)
     from scheduler.api.client import add_server_arguments
 
     add_server_arguments(p)
@@ -72,6 +74,8 @@ def render_text(doc: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "server", None):
+        if args.kueue_config is not None:
+            raise UserError("--kueue-config is for offline placement (a server places with its own Configuration)")
         return run_remote(args)
     if args.nodes is None:
         raise UserError("--nodes FILE is required (or --server HOST:PORT to ask a running engine)")
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload, manifest_errors)
     topology = load_topology(args.topology) if args.topology else None
     tree = build_tree(nodes, pods, topology)
-    placement = compute_placement(tree, workload, args.solver, args.time_budget_ms)
+    placement = compute_placement(tree, workload, args.solver, args.time_budget_ms, kueue_config(args))
     return _print(args, to_json(tree, placement))
 
 

@@ -31,6 +31,12 @@ GATE_DEFAULTS: dict[str, bool] = {
     "PrioritySortingWithinCohort": True,
     "FairSharingPrioritizeNonBorrowing": True,
     "FairSharingPreemptWithinNominal": True,
+    # TAS placement (docs/placement.md, "Kueue's TAS features"):
+    "TASProfileMixed": True,  # beta on since v0.15: LeastFreeCapacity for unconstrained requests
+    "TASBalancedPlacement": False,  # alpha since v0.15
+    "TASRespectNodeAffinityPreferred": False,  # alpha in v0.18 (not in v0.17)
+    "TASTopologySpreading": False,  # alpha in the v0.20 cycle (not in v0.17)
+    "TASPartialSlices": False,  # v0.20 cycle (not in v0.17); default unconfirmed, kept off
 }
 
 

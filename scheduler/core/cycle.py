@@ -35,7 +35,7 @@ from scheduler.core.domain_preemption import (
     target_of_placement,
 )
 from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
-from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
+from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
 from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
 from scheduler.core.preemption import (
     AdmittedWorkload,
@@ -91,6 +91,7 @@ from scheduler.core.reasons import (
     preemption_pending_message,
     quota_reserved_message,
 )
+from scheduler.core.spreading import LABEL_JOB_UID, GroupOccupancy, SpreadCounts, count_spread, group_key
 from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
@@ -247,6 +248,10 @@ class _Cycle:
         self.trees = {name: tree.clone() for name, tree in sorted(snap.trees.items())}
         self.levels = {name: tree.levels for name, tree in self.trees.items()}
         self.admitted = sorted(snap.admitted, key=lambda w: w.key)
+        self.gates = PlacementGates.from_gates(snap.config.feature_gates.enabled)
+        # Admitted in this cycle (key -> spreading occupancy per flavor): topology spreading
+        # counts them like Kueue's admittedThisCycle.
+        self.admitted_now: dict[str, _Entry] = {}
         self.inactive = self._inactive_cluster_queues()
         # waitForPodsReady: every workload holding quota has PodsReady=True (blockAdmission).
         self.all_ready = all(w.pods_ready for w in snap.admitted)
@@ -275,7 +280,9 @@ class _Cycle:
         return by_flavor
 
     def _place(self, tree: TopologyTree, pod_sets: Sequence[PodSetSpec], implied: bool,
-               spec: WorkloadSpec | None = None, target: DomainTarget | None = None) -> Placement:
+               spec: WorkloadSpec | None = None, flavor: str = "", target: DomainTarget | None = None) -> Placement:
+        """``spec`` and ``flavor``: the workload being placed, for its previous domains, its
+        preemption target and its topology spreading counts (what-if placements pass neither)."""
         return place_workload(
             tree,
             pod_sets,
@@ -283,6 +290,8 @@ class _Cycle:
             time_budget_s=self.snap.time_budget_s,
             implied_tas=implied,
             preferred_domains=self._preferred(spec, target),
+            gates=self.gates,
+            spread_counts=self._spread_counts(flavor, tree, pod_sets, spec),
         )
 
     def _preferred(self, spec: WorkloadSpec | None, target: DomainTarget | None) -> dict[str, dict[str, str]] | None:
@@ -295,6 +304,45 @@ class _Cycle:
         if target is not None:
             return {target.pod_set: dict(target.selector)}
         return previous_domains(spec)
+
+    def _spread_counts(self, flavor: str, tree: TopologyTree, pod_sets: Sequence[PodSetSpec],
+                       spec: WorkloadSpec | None) -> dict[str, SpreadCounts] | None:
+        """Per pod set with a topology spreading spec, its group's counts on this flavor
+        (Kueue ``topologySpreadCountsForFlavor``); None when spreading is off or unused."""
+        wanted = [ps for ps in pod_sets if ps.spreading is not None]
+        if not self.gates.spreading or spec is None or not wanted:
+            return None
+        others = self._occupancy(flavor, tree)
+        job_uid = spec.labels.get(LABEL_JOB_UID, "")
+        out: dict[str, SpreadCounts] = {}
+        for ps in wanted:
+            assert ps.spreading is not None
+            group = group_key(ps.name, ps.topology.group_name if ps.topology else None)
+            out[ps.name] = count_spread(ps.spreading, group, spec.namespace, job_uid, spec.key, tree.levels, others)
+        return out
+
+    def _occupancy(self, flavor: str, tree: TopologyTree) -> list[GroupOccupancy]:
+        """Every admitted Workload (snapshot and this cycle) with the leaves its PodSet groups
+        occupy on ``flavor``."""
+        rows: list[tuple[WorkloadSpec, list[tuple[str, PodSetPlacement]]]] = [
+            (w.spec, [(u.flavor, u.placement) for u in w.tas]) for w in self.admitted]
+        rows += [(e.pw.spec, [(e.tas_flavor[n], p) for n, p in sorted(e.placements.items())])
+                 for e in self.admitted_now.values()]
+        out = []
+        for spec, usages in rows:
+            groups = {ps.name: group_key(ps.name, ps.topology.group_name if ps.topology else None)
+                      for ps in spec.pod_sets}
+            leaves: dict[str, list[tuple[str, ...]]] = {}
+            for used_flavor, placement in usages:
+                if used_flavor != flavor:
+                    continue
+                for dom in placement.domains:
+                    leaf = tree.leaf_for_values(placement.levels, dom.values)
+                    if leaf is not None:
+                        leaves.setdefault(groups.get(placement.name, ""), []).append(tree.paths[-1][leaf])
+            out.append(GroupOccupancy(spec.key, spec.namespace, spec.labels,
+                                      {g: tuple(v) for g, v in leaves.items()}))
+        return out
 
     def _empty_tree(self, flavor: str) -> TopologyTree:
         tree = self.snap.trees[flavor].clone()
@@ -345,7 +393,7 @@ class _Cycle:
         by_flavor = self._tas_pod_sets(cq, assignment, spec.pod_sets)
         if assignment.mode == FIT:
             for flavor, pod_sets in sorted(by_flavor.items()):
-                placement = self._place(self.trees[flavor], pod_sets, implied, spec)
+                placement = self._place(self.trees[flavor], pod_sets, implied, spec, flavor)
                 if placement.fits:
                     for p in placement.pod_sets:
                         entry.placements[p.name] = p
@@ -549,6 +597,10 @@ class _Cycle:
                 tree.add_usage(placement, requests[name])
             else:
                 tree.remove_usage(placement, requests[name])
+        if sign > 0:
+            self.admitted_now[entry.pw.key] = entry
+        else:
+            self.admitted_now.pop(entry.pw.key, None)
 
     def replace(self, entry: _Entry, victims: Sequence[AdmittedWorkload]) -> bool:
         """Re-place the TAS pod sets on the working trees (after ``victims`` are removed)."""
@@ -560,7 +612,7 @@ class _Cycle:
         for flavor, pod_sets in sorted(by_flavor.items()):
             tree = self._tree_without(flavor, victims) if victims else self.trees[flavor]
             target = entry.domain_choice.target if entry.domain_choice is not None else None
-            placement = self._place(tree, pod_sets, implied, spec, target)
+            placement = self._place(tree, pod_sets, implied, spec, flavor, target)
             if not placement.fits:
                 return False
             for p in placement.pod_sets:

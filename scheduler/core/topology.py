@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.core.health import DEFAULT_POLICY, HEALTHY, HealthPolicy, node_health
+from scheduler.core.node_affinity import NodeAffinity
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo, PodInfo, Taint, Toleration
 from scheduler.core.resources import PODS, Resources, with_pod_slot
 
@@ -45,6 +46,9 @@ DEFAULT_HYPERPOD_LEVELS: tuple[str, ...] = (
 DEFAULT_TOPOLOGY_NAME = "default"
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+# Node affinity masks kept per tree (oldest dropped first): pending workloads are retried every
+# cycle with the same affinity, but a long-running controller must not keep one per workload ever seen.
+_AFFINITY_CACHE_SIZE = 128
 
 
 def default_levels_for(nodes: Iterable[NodeInfo]) -> tuple[str, ...]:
@@ -64,6 +68,9 @@ class LeafFit:
     counts: IntArray  # per leaf; 0 for excluded leaves
     total_leaves: int
     exclusions: Mapping[str, int]  # reason text (e.g. 'resource "cpu"') -> leaves
+    # Preferred node affinity score per leaf (sum of the matching terms' weights; 0 on leaves
+    # the filters excluded); None when the pod set has no preferred node affinity.
+    affinity_scores: IntArray | None = None
 
     def stats_suffix(self) -> str:
         """``. Total nodes: T; excluded: a: n, b: m`` or "" when nothing was excluded."""
@@ -139,6 +146,7 @@ class TopologyTree:
         self._leaf_labels: list[Mapping[str, str]] = []
         self._taint_groups: dict[tuple[Taint, ...], IntArray] = {}
         self._mask_cache: dict[tuple[str, str], BoolArray] = {}
+        self._affinity_cache: dict[NodeAffinity, tuple[BoolArray, IntArray]] = {}
         self.build_exclusions: dict[str, int] = {}
 
     # ------------------------------------------------------------------ building
@@ -309,34 +317,82 @@ class TopologyTree:
         node_selector: Mapping[str, str] | None = None,
         tolerations: Sequence[Toleration] = (),
         free: IntArray | None = None,
+        affinity: NodeAffinity | None = None,
     ) -> LeafFit:
         """Pods of ``per_pod`` (which must already include ``pods: 1``) that fit per leaf.
 
         When hostname is the lowest level, leaves with an untolerated NoSchedule/NoExecute
-        taint or a node selector mismatch count 0 (Kueue filters only in that case)."""
+        taint, a node selector mismatch or a required node affinity mismatch count 0, in that
+        order, and preferred node affinity is scored (Kueue filters only in that case)."""
         matrix = self.free if free is None else free
         n = self.n_leaves
         exclusions: dict[str, int] = {}
         feasible = np.ones(n, dtype=np.bool_)
+        scores: IntArray | None = None
         if self.hostname_lowest:
-            for taints, leaves in self._taint_groups.items():
-                blocking = next((t for t in taints if not any(tol.tolerates(t) for tol in tolerations)), None)
-                if blocking is not None:
-                    feasible[leaves] = False
-                    key = f'taint "{blocking}"'
-                    exclusions[key] = exclusions.get(key, 0) + len(leaves)
-            if node_selector:
-                ok = np.ones(n, dtype=np.bool_)
-                for key, value in node_selector.items():
-                    ok &= self._label_mask(key, value)
-                bad = feasible & ~ok
-                if bad.any():
-                    exclusions["nodeSelector"] = int(bad.sum())
-                feasible &= ok
+            feasible, scores = self._filter_leaves(feasible, exclusions, node_selector, tolerations, affinity)
         requested = sorted((r, a) for r, a in per_pod.items() if a > 0)
         if not requested:
             counts = np.where(feasible, 2**31 - 1, 0).astype(np.int64)
-            return LeafFit(counts, n, exclusions)
+            return LeafFit(counts, n, exclusions, scores)
+        return LeafFit(self._resource_counts(matrix, requested, feasible, exclusions), n, exclusions, scores)
+
+    def _filter_leaves(
+        self,
+        feasible: BoolArray,
+        exclusions: dict[str, int],
+        node_selector: Mapping[str, str] | None,
+        tolerations: Sequence[Toleration],
+        affinity: NodeAffinity | None,
+    ) -> tuple[BoolArray, IntArray | None]:
+        """Kueue's node filters (taints, nodeSelector, required affinity; each exclusion counted
+        under the first filter that rejects the node) and the preferred affinity scores."""
+        n = self.n_leaves
+        for taints, leaves in self._taint_groups.items():
+            blocking = next((t for t in taints if not any(tol.tolerates(t) for tol in tolerations)), None)
+            if blocking is not None:
+                feasible[leaves] = False
+                key = f'taint "{blocking}"'
+                exclusions[key] = exclusions.get(key, 0) + len(leaves)
+        if node_selector:
+            ok = np.ones(n, dtype=np.bool_)
+            for key, value in node_selector.items():
+                ok &= self._label_mask(key, value)
+            bad = feasible & ~ok
+            if bad.any():
+                exclusions["nodeSelector"] = int(bad.sum())
+            feasible &= ok
+        if affinity is None:
+            return feasible, None
+        matches, leaf_scores = self._affinity_masks(affinity)
+        bad = feasible & ~matches
+        if bad.any():
+            exclusions["affinity"] = int(bad.sum())
+        feasible &= matches
+        scores = np.where(feasible, leaf_scores, 0).astype(np.int64) if affinity.preferred else None
+        return feasible, scores
+
+    def _affinity_masks(self, affinity: NodeAffinity) -> tuple[BoolArray, IntArray]:
+        """Per leaf: whether the required node affinity matches, and the preferred score."""
+        cached = self._affinity_cache.get(affinity)
+        if cached is None:
+            names = [nodes[0] for nodes in self.leaf_nodes]
+            matches = np.array([affinity.required_match(lab, name) for lab, name in zip(self._leaf_labels, names,
+                                                                                         strict=True)], dtype=np.bool_)
+            scores = np.array([affinity.preferred_score(lab, name) for lab, name in zip(self._leaf_labels, names,
+                                                                                         strict=True)], dtype=np.int64)
+            cached = (matches.reshape(len(names)), scores.reshape(len(names)))
+            if len(self._affinity_cache) >= _AFFINITY_CACHE_SIZE:
+                del self._affinity_cache[next(iter(self._affinity_cache))]
+            self._affinity_cache[affinity] = cached
+        return cached
+
+    def _resource_counts(
+        self, matrix: IntArray, requested: list[tuple[str, int]], feasible: BoolArray, exclusions: dict[str, int]
+    ) -> IntArray:
+        """Pods per leaf by the scarcest requested resource (0 where not feasible); leaves
+        that fit none are counted under their limiting resource."""
+        n = self.n_leaves
         per_res = np.empty((n, len(requested)), dtype=np.int64)
         for j, (res, amount) in enumerate(requested):
             col = self._res_index.get(res)
@@ -352,7 +408,7 @@ class TopologyTree:
             for j, k in zip(*np.unique(limiting, return_counts=True), strict=True):
                 key = f'resource "{requested[int(j)][0]}"'
                 exclusions[key] = exclusions.get(key, 0) + int(k)
-        return LeafFit(counts, n, exclusions)
+        return counts
 
     def _label_mask(self, key: str, value: str) -> BoolArray:
         cached = self._mask_cache.get((key, value))

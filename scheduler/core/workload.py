@@ -15,7 +15,9 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from scheduler.core.node_affinity import NodeAffinity, NodeAffinityError, node_affinity_from_k8s
 from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
+from scheduler.core.spreading import SpreadingSpec, spreading_from_annotations
 from scheduler.core.topology_request import TopologyRequest, request_from_annotations, request_from_kueue
 
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
@@ -42,6 +44,10 @@ class PodSetSpec:
     tolerations: tuple[Toleration, ...] = ()
     # ``minCount``: partial admission may admit as few as this many pods (None: all or none).
     min_count: int | None = None
+    # The pod template's spec.affinity.nodeAffinity (required terms filter, preferred terms score).
+    affinity: NodeAffinity | None = None
+    # kueue.x-k8s.io/podset-topology-spreading of the pod template (None: absent or unusable).
+    spreading: SpreadingSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,16 @@ def pod_set_from_template(
         topology=request_from_annotations(meta.get("annotations") or {}, pod_index_label),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tolerations_from_k8s(spec.get("tolerations")),
+        affinity=_node_affinity(spec),
+        spreading=spreading_from_annotations(meta.get("annotations") or {}),
     )
+
+
+def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity | None:
+    try:
+        return node_affinity_from_k8s(spec.get("affinity"))
+    except NodeAffinityError as err:
+        raise WorkloadFormatError(str(err)) from err
 
 
 def _timestamp(meta: Mapping[str, Any]) -> float:
@@ -159,10 +174,10 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
         built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
         request = request_from_kueue(ps.get("topologyRequest"))
         min_count = ps.get("minCount")
-        if request is not None or min_count is not None:
-            built = PodSetSpec(built.name, built.count, built.requests, request or built.topology,
-                               built.node_selector, built.tolerations,
-                               None if min_count is None else int(min_count))
+        if request is not None:
+            built = replace(built, topology=request)
+        if min_count is not None:
+            built = replace(built, min_count=int(min_count))
         pod_sets.append(built)
     if not pod_sets:
         raise WorkloadFormatError("spec.podSets: at least one pod set is required")

@@ -149,12 +149,14 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
 
         {name: a, team: team-a, pods: 2, gpus: 8, required: layer-3 | preferred: layer-2 |
          unconstrained: true, slice: {level: layer-3, size: 2}, priority: high, queue: other-lq,
-         minParallelism: 1, notReady: true}
+         minParallelism: 1, notReady: true, avoid_hosts: [name, ...]}
     Per pod: ``gpus`` GPUs with 24 CPU, 256Gi and 4 EFA per GPU (p5: 8 GPUs per node); ``cpu`` and
     ``memory`` override the per-pod CPU and memory.
     ``minParallelism``: Kueue's ``kueue.x-k8s.io/job-min-parallelism`` (partial admission);
     ``notReady``: the pods never become Ready (KWOK leaves pods labelled with the fake phase
-    ``Pending`` alone), for waitForPodsReady."""
+    ``Pending`` alone), for waitForPodsReady.
+    ``avoid_hosts``: required node affinity ``kubernetes.io/hostname NotIn`` those nodes
+    (:meth:`Run.create_job` turns ``avoid_nodes: [index, ...]`` into it)."""
     gpus = int(j.get("gpus", 8))
     ns = team_namespace(j.get("team", "team-a"))
     ann: dict[str, str] = {}
@@ -177,6 +179,11 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
     pods = int(j.get("pods", 1))
     job_ann = {"kueue.x-k8s.io/job-min-parallelism": str(j["minParallelism"])} if j.get("minParallelism") else {}
     pod_labels = {FAKE_POD_PHASE_LABEL: "Pending"} if j.get("notReady") else {}
+    pod_spec: dict[str, Any] = {}
+    if j.get("avoid_hosts"):
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": HOSTNAME, "operator": "NotIn", "values": list(j["avoid_hosts"])}]}]}}}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": j["name"], "namespace": ns, "labels": labels, "annotations": job_ann},
@@ -185,7 +192,7 @@ def job_object(j: Mapping[str, Any]) -> dict[str, Any]:
             "backoffLimit": 6,
             "template": {
                 "metadata": {"annotations": ann, "labels": pod_labels},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, **pod_spec,
                          "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                                          "resources": {"requests": requests, "limits": {
                                              k: v for k, v in requests.items() if k in (
@@ -378,6 +385,8 @@ class Run:
 
     # ---- steps --------------------------------------------------------------------------
     def create_job(self, row: Mapping[str, Any], kind: str = "Job") -> None:
+        if row.get("avoid_nodes"):
+            row = {**row, "avoid_hosts": [self.nodes[int(i)]["metadata"]["name"] for i in row["avoid_nodes"]]}
         obj = jobset_object(row) if kind == "JobSet" else job_object(row)
         out = self.outcomes.setdefault(row["name"], JobOutcome(row["name"]))
         try:

@@ -17,17 +17,21 @@ Everything is vectorised with numpy so a decision over 50,000 leaves stays in mi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from scheduler.core.placement import spread as spreading
 from scheduler.core.placement.quality import level_spans
 from scheduler.core.placement.types import (
+    DEFAULT_GATES,
     DomainAssignment,
     PlacementError,
+    PlacementGates,
     PodSetPlacement,
 )
 from scheduler.core.resources import with_pod_slot
+from scheduler.core.spreading import SpreadCounts, SpreadingSpec
 from scheduler.core.topology import IntArray, LeafFit, TopologyTree
 from scheduler.core.topology_request import SliceConstraint, TopologyRequest
 from scheduler.core.workload import PodSetSpec
@@ -51,6 +55,18 @@ class Problem:
     fit: LeafFit
     pod_counts: list[IntArray]  # per level, pods that fit (rounded for inner slice layers)
     units: list[IntArray]  # per level, units (slices / inner slices / pods) that fit
+    inner: dict[int, int]  # level -> inner slice layer size (multi-layer requests)
+    gates: PlacementGates = DEFAULT_GATES
+    # Per level, the preferred node affinity score of each domain (TASRespectNodeAffinityPreferred
+    # on and the pod set has preferred terms); None otherwise.
+    scores: list[IntArray] | None = None
+    # Topology spreading (TASTopologySpreading on, a required request with rules): banned
+    # domains and sort keys per level; None otherwise.
+    spread: spreading.SpreadState | None = None
+    # Partial slices (TASPartialSlices on, one slice layer not dividing the count): the tail's
+    # pods and, per level down to the slice level, whole slices held next to it (-1: no room).
+    tail: int = 0
+    with_tail: list[IntArray] = field(default_factory=list)
 
     @property
     def needed(self) -> int:
@@ -142,9 +158,11 @@ def _unit_counts(
 
 
 def prepare(
-    tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None
+    tree: TopologyTree, pod_set: PodSetSpec, *, implied_tas: bool = False, free: IntArray | None = None,
+    gates: PlacementGates = DEFAULT_GATES, spread: tuple[SpreadingSpec, SpreadCounts] | None = None,
 ) -> Problem:
-    """Resolve the request (Kueue's messages on errors) and run phase 1."""
+    """Resolve the request (Kueue's messages on errors) and run phase 1. ``spread``: the pod
+    set's spreading spec and its group's counts (used under ``gates.spreading``)."""
     req = pod_set.topology
     constraints = req.slice_constraints if req else ()
     if constraints and any(c.size <= 0 for c in constraints):
@@ -164,10 +182,18 @@ def prepare(
     layer_levels = [tree.level_index(c.level) for c in constraints]
     units_per_level = _units_per_level(n_levels, slice_level, slice_size, constraints, layer_levels)
     per_pod = with_pod_slot(pod_set.requests)
-    fit = tree.leaf_fit(per_pod, pod_set.node_selector, pod_set.tolerations, free=free)
+    fit = tree.leaf_fit(per_pod, pod_set.node_selector, pod_set.tolerations, free=free, affinity=pod_set.affinity)
     inner = {c_lvl: c.size for c_lvl, c in zip(layer_levels[1:], constraints[1:], strict=True)}
     pod_counts = _pod_counts(tree, fit.counts, inner)
     units = _unit_counts(tree, pod_counts, slice_level, slice_size, units_per_level)
+    scores = None
+    if gates.affinity_preferred and fit.affinity_scores is not None:
+        scores = tree.subtree_sums(fit.affinity_scores)
+    spread_state = None
+    if gates.spreading and mode == "required" and spread is not None:
+        spread_state = spreading.spread_state(tree, level, *spread)
+    tail = pod_set.count % slice_size if gates.partial_slices and len(constraints) == 1 else 0
+    with_tail = _with_tail_units(tree, units, pod_counts, slice_level, slice_size, tail) if tail else []
     return Problem(
         tree=tree,
         pod_set=pod_set,
@@ -177,31 +203,86 @@ def prepare(
         slice_level=slice_level,
         slice_size=slice_size,
         units_per_level=units_per_level,
-        best_fit=mode != "unconstrained",
+        # LeastFreeCapacity only for unconstrained requests, and only under TASProfileMixed
+        best_fit=mode != "unconstrained" or not gates.profile_mixed,
         fit=fit,
         pod_counts=pod_counts,
         units=units,
+        inner=inner,
+        gates=gates,
+        scores=scores,
+        spread=spread_state,
+        tail=tail,
+        with_tail=with_tail,
     )
 
 
-def sort_domains(prob: Problem, level: int, candidates: IntArray) -> IntArray:
-    """Kueue's order: units desc (BestFit) / asc (LeastFreeCapacity), pods asc, path asc."""
+def _with_tail_units(tree: TopologyTree, units: list[IntArray], pod_counts: list[IntArray], slice_level: int,
+                     size: int, tail: int) -> list[IntArray]:
+    """Per level down to the slice level, the whole slices a domain holds next to a partial
+    slice of ``tail`` pods (-1: no room): at the slice level ``(pods - tail) // size``; above,
+    its slices minus its cheapest child's loss, bounded by its own pods (Kueue ``fillTailCounts``)."""
+    out: list[IntArray] = [np.zeros(0, dtype=np.int64)] * len(tree.levels)
+
+    def hosting(pods: IntArray) -> IntArray:
+        res: IntArray = np.where(pods >= tail, (pods - tail) // size, -1).astype(np.int64)
+        return res
+
+    out[slice_level] = hosting(pod_counts[slice_level])
+    for lvl in range(slice_level - 1, -1, -1):
+        child = out[lvl + 1]
+        penalty = np.where(child >= 0, units[lvl + 1] - child, _INF)
+        cheapest = np.minimum.reduceat(penalty, tree.child_start[lvl]) if len(penalty) else penalty
+        rolled = np.where(cheapest < _INF, units[lvl] - np.minimum(cheapest, units[lvl]), -1)
+        out[lvl] = np.where(rolled < 0, -1, np.minimum(rolled, hosting(pod_counts[lvl]))).astype(np.int64)
+    return out
+
+
+def with_leaf_counts(prob: Problem, leaf_counts: IntArray) -> Problem:
+    """The same request with phase 1 re-run on other per-leaf pod counts (e.g. pruned ones)."""
+    pod_counts = _pod_counts(prob.tree, leaf_counts, prob.inner)
+    units = _unit_counts(prob.tree, pod_counts, prob.slice_level, prob.slice_size, prob.units_per_level)
+    return replace(prob, fit=replace(prob.fit, counts=leaf_counts), pod_counts=pod_counts, units=units)
+
+
+def sort_domains(prob: Problem, level: int, candidates: IntArray, *, stale_slices: bool = False,
+                 best_fit: bool | None = None) -> IntArray:
+    """Kueue's order: preferred affinity score desc (when scored), units desc (BestFit) / asc
+    (LeastFreeCapacity), pods asc, path asc. ``stale_slices``: children below the slice level,
+    whose slice count Kueue leaves at zero, so only pods ascending and path order them."""
     units = prob.units[level][candidates]
     pods = prob.pod_counts[level][candidates]
-    primary = -units if prob.best_fit else units
-    perm = np.lexsort((candidates, pods, primary))
+    best = prob.best_fit if best_fit is None else best_fit
+    primary = np.zeros_like(units) if stale_slices else (-units if best else units)
+    keys: tuple[IntArray, ...] = (candidates, pods, primary)
+    if prob.scores is not None:
+        keys = (*keys, -prob.scores[level][candidates])
+    if prob.spread is not None:  # most significant (Kueue sorts by spreading last, stably)
+        keys = (*keys, *(k[candidates] for k in reversed(prob.spread.keys[level])))
+    perm = np.lexsort(keys)
     ordered: IntArray = candidates[perm]
     return ordered
 
 
-def _tight_fit(units: IntArray, order: IntArray, remaining: int) -> int:
+def _top_tier(order: IntArray, scores: IntArray | None) -> IntArray:
+    """The leading domains of ``order`` sharing its first domain's affinity score (Kueue's
+    ``topAffinityTierDomains``: BestFit never trades affinity for tightness)."""
+    if scores is None or len(order) == 0:
+        return order
+    vals = scores[order]
+    differs = np.nonzero(vals != vals[0])[0]
+    return order[: int(differs[0])] if len(differs) else order
+
+
+def _tight_fit(units: IntArray, order: IntArray, remaining: int, scores: IntArray | None = None) -> int:
+    order = _top_tier(order, scores)
     vals = units[order]
     masked = np.where(vals >= remaining, vals, _INF)
     return int(order[int(np.argmin(masked))])
 
 
 def take_in_order(
-    units: IntArray, order: IntArray, needed: int, best_fit: bool
+    units: IntArray, order: IntArray, needed: int, best_fit: bool, scores: IntArray | None = None
 ) -> list[tuple[int, int]] | None:
     """Greedy cover of ``needed`` units by domains in ``order`` (None if they cannot)."""
     if needed <= 0:
@@ -217,7 +298,7 @@ def take_in_order(
         return None
     taken = [(int(d), int(u)) for d, u in zip(order[:i].tolist(), vals[:i].tolist(), strict=True)]
     remaining = needed - (int(cum[i - 1]) if i else 0)
-    last = _tight_fit(units, order[i:], remaining) if best_fit else int(order[i])
+    last = _tight_fit(units, order[i:], remaining, scores) if best_fit else int(order[i])
     taken.append((last, remaining))
     return taken
 
@@ -267,23 +348,38 @@ def choose_fit_level(prob: Problem) -> tuple[int, list[tuple[int, int]]]:
         units = prob.units[level]
         if len(units) == 0:
             raise PlacementError(f"no topology domains at level: {prob.tree.levels[level]}")
-        order = sort_domains(prob, level, np.arange(len(units), dtype=np.int64))
+        order = sort_domains(prob, level, _allowed(prob, level, np.arange(len(units), dtype=np.int64)))
+        scores = prob.scores[level] if prob.scores is not None else None
+        fits = np.nonzero(units[order] >= needed)[0]
         if prob.best_fit:
             if units[order[0]] >= needed:
-                return level, [(_tight_fit(units, order, needed), needed)]
-        else:
-            fits = np.nonzero(units[order] >= needed)[0]
-            if len(fits):
-                return level, [(int(order[int(fits[0])]), needed)]
+                return level, [(_tight_fit(units, spreading.top_tier(prob.spread, level, order), needed, scores),
+                                needed)]
+            if prob.mode == "required" and len(fits):  # affinity / spreading moved a fitting domain back
+                rest = spreading.top_tier(prob.spread, level, order[int(fits[0]):])
+                return level, [(_tight_fit(units, rest, needed, scores), needed)]
+        elif len(fits):
+            return level, [(int(order[int(fits[0])]), needed)]
         if prob.mode == "required":
-            raise no_fit_error(prob, int(units.max()), level=level)
+            raise no_fit_error(prob, int(units[order[0]]) if prob.best_fit else int(units.max()), level=level)
         if prob.mode == "preferred" and level > 0:
             level -= 1
             continue
-        taken = take_in_order(units, order, needed, prob.best_fit)
+        taken = take_in_order(units, order, needed, prob.best_fit, scores)
         if taken is None:
             raise no_fit_error(prob, int(units.sum()), level=level)
         return level, taken
+
+
+def _allowed(prob: Problem, level: int, candidates: IntArray) -> IntArray:
+    """``candidates`` without the domains a Required spreading rule bans (Kueue
+    ``filterOutBannedDomains``); at the searched level, Kueue's message when none is left."""
+    if prob.spread is None:
+        return candidates
+    kept: IntArray = candidates[~prob.spread.banned[level][candidates]]
+    if len(kept) == 0 and level == prob.level:
+        raise PlacementError(f"topology spreading excludes all topology domains at level: {prob.tree.levels[level]}")
+    return kept
 
 
 def _children(tree: TopologyTree, level: int, parents: Sequence[int]) -> IntArray:
@@ -292,34 +388,39 @@ def _children(tree: TopologyTree, level: int, parents: Sequence[int]) -> IntArra
     return np.concatenate(ranges) if ranges else np.zeros(0, dtype=np.int64)
 
 
-def descend(prob: Problem, level: int, chosen: list[tuple[int, int]]) -> dict[int, int]:
-    """Phase 2b: from ``chosen`` at ``level`` down to the leaves; returns leaf -> pods."""
+def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_parent: bool = False,
+            pods_at_level: bool = False) -> dict[int, int]:
+    """Phase 2b: from ``chosen`` at ``level`` down to the leaves; returns leaf -> pods.
+    ``per_parent`` (balanced placement): every parent splits its own count, above the slice
+    level too. ``pods_at_level``: ``chosen`` counts pods, not units (a partial slice's domain)."""
     tree = prob.tree
     current = dict(chosen)
     for child_level in range(level + 1, len(tree.levels)):
         parent_level = child_level - 1
         child_units = prob.units[child_level]
-        if parent_level < prob.slice_level:
-            kids = _children(tree, parent_level, sorted(current))
+        scores = prob.scores[child_level] if prob.scores is not None else None
+        if parent_level < prob.slice_level and not per_parent:
+            kids = _allowed(prob, child_level, _children(tree, parent_level, sorted(current)))
             order = sort_domains(prob, child_level, kids)
-            taken = take_in_order(child_units, order, sum(current.values()), prob.best_fit)
+            taken = take_in_order(child_units, order, sum(current.values()), prob.best_fit, scores)
             if taken is None:  # cannot happen: parents' units are sums of children's
                 raise no_fit_error(prob, 0)
             current = dict(taken)
-        else:
-            ratio_num = prob.units_per_level[parent_level]
-            ratio_den = prob.units_per_level[child_level]
-            nxt: dict[int, int] = {}
-            for parent in sorted(current):
-                need = -(-(current[parent] * ratio_num) // ratio_den)
-                kids = _children(tree, parent_level, [parent])
-                order = sort_domains(prob, child_level, kids)
-                taken = take_in_order(child_units, order, need, prob.best_fit)
-                if taken is None:
-                    raise no_fit_error(prob, 0)
-                for dom, amount in taken:
-                    nxt[dom] = nxt.get(dom, 0) + amount
-            current = nxt
+            continue
+        ratio_num = 1 if pods_at_level and parent_level == level else prob.units_per_level[parent_level]
+        ratio_den = prob.units_per_level[child_level]
+        stale = child_level > prob.slice_level and ratio_den == 1
+        nxt: dict[int, int] = {}
+        for parent in sorted(current):
+            need = -(-(current[parent] * ratio_num) // ratio_den)
+            kids = _allowed(prob, child_level, _children(tree, parent_level, [parent]))
+            order = sort_domains(prob, child_level, kids, stale_slices=stale)
+            taken = take_in_order(child_units, order, need, prob.best_fit, scores)
+            if taken is None:
+                raise no_fit_error(prob, 0)
+            for dom, amount in taken:
+                nxt[dom] = nxt.get(dom, 0) + amount
+        current = nxt
     unit = prob.units_per_level[-1]
     leaf_pods = {leaf: u * unit for leaf, u in current.items()}
     excess = sum(leaf_pods.values()) - prob.pod_set.count
@@ -366,3 +467,10 @@ def consume(
     leaves = np.fromiter(leaf_pods.keys(), dtype=np.int64, count=len(leaf_pods))
     counts = np.fromiter(leaf_pods.values(), dtype=np.int64, count=len(leaf_pods))
     free[leaves] -= counts[:, None] * vec[None, :]
+
+
+# Shared with the partial-slice, balanced and group placements.
+top_affinity_tier = _top_tier
+tight_fit = _tight_fit
+allowed = _allowed
+children = _children

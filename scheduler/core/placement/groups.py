@@ -30,8 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.core.placement import greedy
-from scheduler.core.placement.types import PlacementError
+from scheduler.core.placement import spread as spread_mod
+from scheduler.core.placement.types import DEFAULT_GATES, PlacementError, PlacementGates
 from scheduler.core.resources import with_pod_slot
+from scheduler.core.spreading import SpreadCounts, SpreadingSpec
 from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec
 
@@ -84,10 +86,15 @@ class GroupResult:
     workers: greedy.Problem  # the workers' resolved request (levels, per-pod requests, counts)
 
 
-def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSpec, free: IntArray) -> GroupResult:
+def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSpec, free: IntArray,
+                gates: PlacementGates = DEFAULT_GATES,
+                spread: tuple[SpreadingSpec, SpreadCounts] | None = None) -> GroupResult:
     """Kueue's joint placement of ``leader`` (one pod) and ``workers`` on ``free``; raises
-    :class:`PlacementError` with Kueue's message when the group does not fit."""
-    prob = greedy.prepare(tree, workers, free=free)  # request resolution + Kueue's messages
+    :class:`PlacementError` with Kueue's message when the group does not fit. The workers'
+    preferred node affinity orders domains (after leader capacity) when
+    ``gates.affinity_preferred`` is on; ``spread`` (the group's spreading spec and counts) bans
+    and orders domains as for a single pod set when ``gates.spreading`` is on."""
+    prob = greedy.prepare(tree, workers, free=free, gates=gates, spread=spread)  # Kueue's messages on errors
     leader_count = 1 if leader is not None else 0
     sizes_below = _slice_sizes_below(prob)
     counts = _phase_one(prob, leader, free, sizes_below)
@@ -169,18 +176,46 @@ class _Search:
         self.prob, self.c, self.leader_count = prob, counts, leader_count
         self.best_fit = prob.best_fit
         self.slice_count = prob.pod_set.count // prob.slice_size
+        self.scores = prob.scores  # preferred node affinity per level (None: not scored)
+        self.spreading = prob.spread  # topology spreading (None: not spread)
+
+    def spread_key(self, lvl: int, d: int) -> tuple[int, ...]:
+        """Kueue sorts by spreading last and stably: its keys come first."""
+        return tuple(int(k[d]) for k in self.spreading.keys[lvl]) if self.spreading is not None else ()
+
+    def allowed(self, lvl: int, doms: Sequence[int]) -> list[int]:
+        """``doms`` without the domains a Required spreading rule bans."""
+        kept = greedy.allowed(self.prob, lvl, np.array(list(doms), dtype=np.int64))
+        return [int(d) for d in kept.tolist()]
+
+    def spread_tier(self, lvl: int, doms: Sequence[int]) -> list[int]:
+        return [int(d) for d in spread_mod.top_tier(self.spreading, lvl, np.array(list(doms), dtype=np.int64)).tolist()]
+
+    def score(self, lvl: int, d: int) -> int:
+        return int(self.scores[lvl][d]) if self.scores is not None else 0
+
+    def top_tier(self, lvl: int, doms: Sequence[int]) -> Sequence[int]:
+        """Kueue's ``topAffinityTierDomains``: the leading domains sharing the first one's score."""
+        if self.scores is None or not doms:
+            return doms
+        first = self.score(lvl, doms[0])
+        for i, d in enumerate(doms):
+            if self.score(lvl, d) != first:
+                return doms[:i]
+        return doms
 
     # --------------------------------------------------------------- ordering
     def sorted_with_leader(self, lvl: int, doms: Sequence[int]) -> list[int]:
         c = self.c
         sign = -1 if self.best_fit else 1
-        return sorted(doms, key=lambda d: (-int(c.leader[lvl][d]), sign * int(c.slices_with_leader[lvl][d]),
-                                           int(c.with_leader[lvl][d]), d))
+        return sorted(doms, key=lambda d: (*self.spread_key(lvl, d), -int(c.leader[lvl][d]), -self.score(lvl, d),
+                                           sign * int(c.slices_with_leader[lvl][d]), int(c.with_leader[lvl][d]), d))
 
     def sorted_plain(self, lvl: int, doms: Sequence[int]) -> list[int]:
         c = self.c
         sign = -1 if self.best_fit else 1
-        return sorted(doms, key=lambda d: (sign * int(c.slices[lvl][d]), int(c.state[lvl][d]), d))
+        return sorted(doms, key=lambda d: (*self.spread_key(lvl, d), -self.score(lvl, d), sign * int(c.slices[lvl][d]),
+                                           int(c.state[lvl][d]), d))
 
     @staticmethod
     def best_fit_by(doms: Sequence[int], needed: int, value: Callable[[int], int]) -> int:
@@ -196,11 +231,11 @@ class _Search:
 
     def best_fit_slices(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
         arr = self.c.slices_with_leader[lvl] if leaders > 0 else self.c.slices[lvl]
-        return self.best_fit_by(doms, needed, lambda d: int(arr[d]))
+        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]))
 
     def best_fit_pods(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
         arr = self.c.with_leader[lvl] if leaders > 0 else self.c.state[lvl]
-        return self.best_fit_by(doms, needed, lambda d: int(arr[d]))
+        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]))
 
     # --------------------------------------------------------------- phase 2a
     def no_fit(self, fitting: int) -> PlacementError:
@@ -211,11 +246,11 @@ class _Search:
         n = len(c.state[lvl])
         if n == 0:
             raise PlacementError(f"no topology domains at level: {prob.tree.levels[lvl]}")
-        ordered = self.sorted_with_leader(lvl, range(n))
+        ordered = self.sorted_with_leader(lvl, self.allowed(lvl, range(n)))
         top = ordered[0]
         needed, leaders = self.slice_count, self.leader_count
         if self.best_fit and c.slices_with_leader[lvl][top] >= needed and c.leader[lvl][top] >= leaders:
-            top = self.best_fit_slices(lvl, ordered, needed, leaders)
+            top = self.best_fit_slices(lvl, self.spread_tier(lvl, ordered), needed, leaders)
         if not self.best_fit:
             for d in ordered:
                 if c.slices[lvl][d] >= needed:
@@ -225,8 +260,13 @@ class _Search:
         if c.slices_with_leader[lvl][top] >= needed and c.leader[lvl][top] >= leaders:
             return lvl, [top]
         if prob.mode == "required":
+            for i in range(1, len(ordered)):  # a lower affinity tier may still hold it (scored only)
+                d = ordered[i]
+                scanned = self.scores is not None or self.spreading is not None
+                if scanned and c.slices_with_leader[lvl][d] >= needed and c.leader[lvl][d] >= leaders:
+                    return lvl, [self.best_fit_slices(lvl, self.spread_tier(lvl, ordered[i:]), needed, leaders)]
             raise self.no_fit(int(c.slices[lvl][top]))
-        if lvl > 0 and self.best_fit:
+        if lvl > 0 and prob.mode != "unconstrained":
             return self.find_level(lvl - 1)
         return lvl, self.spread(lvl, ordered)
 
@@ -269,14 +309,14 @@ class _Search:
         current = self.minimum(fit_level, chosen, count, self.leader_count, size, True)
         lvl = fit_level
         while lvl < min(last, prob.slice_level):
-            kids = self.sorted_plain(lvl + 1, self.children(lvl, current))
+            kids = self.sorted_plain(lvl + 1, self.allowed(lvl + 1, self.children(lvl, current)))
             current = self.minimum(lvl + 1, kids, count, self.leader_count, size, True)
             lvl += 1
         while lvl < last:
             unit = sizes_below.get(lvl + 1, 1)
             nxt: list[int] = []
             for parent in current:
-                kids = self.sorted_plain(lvl + 1, self.children(lvl, [parent]))
+                kids = self.sorted_plain(lvl + 1, self.allowed(lvl + 1, self.children(lvl, [parent])))
                 if unit > 1:  # inner slice layer: re-count the children in its slices
                     for d in kids:
                         self.c.slices[lvl + 1][d] = self.c.state[lvl + 1][d] // unit

@@ -15,14 +15,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scheduler.core.placement import cpsat, greedy, groups
+from scheduler.core.placement import balanced, cpsat, greedy, groups, tail
 from scheduler.core.placement.types import (
+    DEFAULT_GATES,
     DomainAssignment,
     Placement,
     PlacementError,
+    PlacementGates,
     PodSetPlacement,
 )
 from scheduler.core.resources import with_pod_slot
+from scheduler.core.spreading import SpreadCounts
 from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec
 
@@ -30,6 +33,7 @@ __all__ = [
     "DomainAssignment",
     "Placement",
     "PlacementError",
+    "PlacementGates",
     "PodSetPlacement",
     "SOLVERS",
     "place_workload",
@@ -43,8 +47,11 @@ _AUTO_MIN_CANDIDATE_LEAVES = 2
 
 def _cpsat_eligible(prob: greedy.Problem) -> bool:
     """Required / preferred requests on a tree with levels to choose among; slices when there
-    is one slice layer that divides the count (inner layers and partial slices stay greedy)."""
+    is one slice layer that divides the count (inner layers and partial slices stay greedy).
+    Preferred node affinity scoring is not modelled: such pod sets stay greedy."""
     if prob.mode not in ("required", "preferred") or len(prob.tree.levels) <= 1:
+        return False
+    if prob.scores is not None or prob.spread is not None:
         return False
     constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
     return len(constraints) <= 1 and prob.pod_set.count % prob.slice_size == 0
@@ -58,22 +65,27 @@ def place_workload(
     time_budget_s: float = 0.1,
     implied_tas: bool = False,
     preferred_domains: Mapping[str, Mapping[str, str]] | None = None,
+    gates: PlacementGates = DEFAULT_GATES,
+    spread_counts: Mapping[str, SpreadCounts] | None = None,
 ) -> Placement:
     """Place ``pod_sets`` on ``tree`` (unchanged). ``preferred_domains`` (pod set name ->
     ``{level label: value}``) is a soft wish, e.g. the domain a requeued workload ran in
     before: the placement is tried inside it first and taken when everything fits there;
     otherwise the normal placement is returned. (Node selectors are honoured by the tree only
-    when hostname is the lowest level, as in Kueue, so the wish is ignored elsewhere.)"""
+    when hostname is the lowest level, as in Kueue, so the wish is ignored elsewhere.)
+    ``gates``: the Kueue feature gates placement reads (``PlacementGates.from_gates``).
+    ``spread_counts``: pod set name -> its PodSet group's topology spreading counts."""
     if preferred_domains and tree.hostname_lowest:
         first = place_workload(tree, _with_preferred_domains(pod_sets, preferred_domains), solver=solver,
-                               time_budget_s=time_budget_s / 2, implied_tas=implied_tas)
+                               time_budget_s=time_budget_s / 2, implied_tas=implied_tas, gates=gates,
+                               spread_counts=spread_counts)
         if first.fits:
             return first
         time_budget_s /= 2
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
     deadline = time.monotonic() + max(time_budget_s, 0.0)
-    return _place_in_order(tree, pod_sets, solver, deadline, implied_tas)
+    return _place_in_order(tree, pod_sets, solver, deadline, implied_tas, gates, spread_counts or {})
 
 
 def _with_preferred_domains(pod_sets: Sequence[PodSetSpec],
@@ -100,7 +112,7 @@ class _SolverUse:
 
 
 def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: str, deadline: float,
-                    implied_tas: bool) -> Placement:
+                    implied_tas: bool, gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> Placement:
     """Groups of pod sets one after another (Kueue's order), each seeing the assumed usage of
     those before it: greedy first, then CP-SAT's improvement where it is wanted, within the
     shared deadline. A leader + workers group is placed jointly (:mod:`groups`)."""
@@ -112,12 +124,13 @@ def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: 
         current = members[0]
         try:
             if _placed_jointly(pod_sets, members):
-                placed.update(_place_group(tree, pod_sets, members, free, solver, deadline, use))
+                placed.update(_place_group(tree, pod_sets, members, free, solver, deadline, use, gates,
+                                           spread_counts))
                 use.all_optimal = False  # the leader stays where Kueue puts it: no optimality proof
                 continue
             for current in members:
                 placed[current] = _place_one(tree, pod_sets, current, free, solver, deadline, implied_tas, multi,
-                                             use)
+                                             use, gates, spread_counts)
         except PlacementError as err:
             return Placement(False, str(err), use.name, False, (), failed_pod_set=pod_sets[current].name)
     ordered = tuple(placed[i] for i in range(len(pod_sets)))
@@ -134,12 +147,15 @@ def _placed_jointly(pod_sets: Sequence[PodSetSpec], members: Sequence[int]) -> b
 
 
 def _place_group(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], members: Sequence[int], free: IntArray,
-                 solver: str, deadline: float, use: _SolverUse) -> dict[int, PodSetPlacement]:
+                 solver: str, deadline: float, use: _SolverUse,
+                 gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> dict[int, PodSetPlacement]:
     """Kueue's joint placement of a leader + workers group; with CP-SAT, the workers re-solved
     around the leader (see :func:`_improve_group_workers`)."""
     leader, workers = groups.leader_and_workers([pod_sets[i] for i in members])
     assert leader is not None  # two members
-    result = groups.place_group(tree, leader, workers, free)
+    spec = workers.spreading or leader.spreading
+    counts = spread_counts.get(workers.name) or spread_counts.get(leader.name)
+    result = groups.place_group(tree, leader, workers, free, gates, (spec, counts) if spec and counts else None)
     leader_per_pod = with_pod_slot(leader.requests)
     worker_pods, improved = result.worker_pods, False
     if solver != "greedy" and _cpsat_eligible(result.workers):
@@ -189,15 +205,21 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
 
 
 def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, free: IntArray, solver: str,
-               deadline: float, implied_tas: bool, multi: bool, use: _SolverUse) -> PodSetPlacement:
+               deadline: float, implied_tas: bool, multi: bool, use: _SolverUse,
+               gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> PodSetPlacement:
     """One pod set on its own (raises PlacementError with Kueue's message)."""
     ps = pod_sets[index]
     if ps.count <= 0:  # count-0 pod sets are skipped by TAS
         return PodSetPlacement(ps.name, 0, tree.assignment_levels(), ())
-    prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free)
-    leaf_pods = greedy.place_pod_set(prob)
+    spread = (ps.spreading, spread_counts[ps.name]) if ps.spreading and ps.name in spread_counts else None
+    prob = greedy.prepare(tree, ps, implied_tas=implied_tas, free=free, gates=gates, spread=spread)
+    balanced_pods = balanced.place(prob) if gates.balanced and not prob.tail else None
+    if balanced_pods is not None:
+        leaf_pods = balanced_pods
+    else:
+        leaf_pods = tail.place(prob) if prob.tail else greedy.place_pod_set(prob)
     improved = False
-    if _wants_cpsat(prob, leaf_pods, solver, multi):
+    if balanced_pods is None and _wants_cpsat(prob, leaf_pods, solver, multi):
         leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
     else:
         use.all_optimal = False

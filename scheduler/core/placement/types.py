@@ -6,7 +6,33 @@ They live in their own module so :mod:`scheduler.core.topology` can accept them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PlacementGates:
+    """The Kueue feature gates TAS placement reads, as plain values (defaults = Kueue's)."""
+
+    profile_mixed: bool = True  # TASProfileMixed: LeastFreeCapacity for unconstrained requests
+    balanced: bool = False  # TASBalancedPlacement: balanced placement for preferred requests
+    affinity_preferred: bool = False  # TASRespectNodeAffinityPreferred: score by preferred affinity
+    spreading: bool = False  # TASTopologySpreading: podset-topology-spreading rules
+    partial_slices: bool = False  # TASPartialSlices: a count the slice size does not divide
+
+    @classmethod
+    def from_gates(cls, enabled: Callable[[str], bool]) -> PlacementGates:
+        """From a gate lookup, e.g. ``snapshot.config.feature_gates.enabled``."""
+        return cls(
+            profile_mixed=enabled("TASProfileMixed"),
+            balanced=enabled("TASBalancedPlacement"),
+            affinity_preferred=enabled("TASRespectNodeAffinityPreferred"),
+            spreading=enabled("TASTopologySpreading"),
+            partial_slices=enabled("TASPartialSlices"),
+        )
+
+
+DEFAULT_GATES = PlacementGates()
 
 
 @dataclass(frozen=True)
