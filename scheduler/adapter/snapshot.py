@@ -24,6 +24,7 @@ from scheduler.adapter.objects import (
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
+    compact_defaults,
     flavor_spec,
     local_queue_key,
     local_queue_spec,
@@ -33,6 +34,7 @@ from scheduler.adapter.queues import (
 from scheduler.adapter.workloads import admitted_workload, pending_workload
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import PendingWorkload
 
 
@@ -67,8 +69,10 @@ def _namespace(obj: Obj) -> str:
 
 
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
-                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None) -> Snapshot:
-    """The objects as one immutable core ``Snapshot`` taken at ``now``."""
+                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
+                   placement_options: PlacementOptions | None = None) -> Snapshot:
+    """The objects as one immutable core ``Snapshot`` taken at ``now``. ``placement_options``:
+    toposched's placement policies beyond Kueue (default: none, Kueue's placement)."""
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
     trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes), core_pods(objects.pods),
@@ -94,4 +98,6 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         namespace_labels=ns_labels,
         solver=solver,
         time_budget_s=time_budget_s,
+        placement_options=placement_options or PlacementOptions(),
+        compact_defaults=compact_defaults(objects.cluster_queues),
     )

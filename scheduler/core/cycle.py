@@ -25,7 +25,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from scheduler.core import compact
 from scheduler.core.config import KueueConfig
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.planner import Placement, PodSetPlacement, place_workload
 from scheduler.core.preemption import (
     AdmittedWorkload,
@@ -77,6 +79,7 @@ from scheduler.core.reasons import (
     quota_reserved_message,
 )
 from scheduler.core.topology import TopologyTree
+from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
 # ---------------------------------------------------------------------- snapshot
@@ -110,6 +113,10 @@ class Snapshot:
     time_budget_s: float = 0.1  # per placement
     preemption_budget_s: float = 0.5  # per CP-SAT victim search
     config: KueueConfig = KueueConfig()  # the admin's Kueue Configuration (core/config.py)
+    # toposched beyond Kueue (docs/beyond-kueue.md): placement policies (off = Kueue's) and
+    # the ClusterQueues' default bounded wait for a compact placement (core/compact.py).
+    placement_options: PlacementOptions = PlacementOptions()
+    compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- decisions
@@ -135,6 +142,7 @@ class Admit:
     borrows: bool
     reason: str = "QuotaReserved"
     message: str = ""  # "Quota reserved in ClusterQueue <cq>"
+    relaxed: str = ""  # the compact wait ran out: admitted less compact (Event CompactPlacementRelaxed)
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,7 @@ class Pending:
     reason: str  # QuotaReserved=False reason
     message: str
     requeue: str = REQUEUE_INADMISSIBLE  # "immediate" | "inadmissible" (queueing.QueueState)
+    retry_at: float | None = None  # decide again by then even if nothing changes (compact wait's end)
 
 
 Decision = Admit | Preempt | Evict | Pending
@@ -186,6 +195,9 @@ class _Entry:
     message: str
     targets: list[Target] = field(default_factory=list)
     wanted_preemption: bool = False
+    tightened: dict[str, list[PodSetSpec]] = field(default_factory=dict)  # flavor -> compact pod sets
+    relaxed: str = ""
+    retry_at: float | None = None
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:
@@ -243,6 +255,7 @@ class _Cycle:
             time_budget_s=self.snap.time_budget_s,
             implied_tas=implied,
             preferred_domains=previous_domains(spec) if spec is not None else None,
+            options=self.snap.placement_options,
         )
 
     def _empty_tree(self, flavor: str) -> TopologyTree:
@@ -293,12 +306,42 @@ class _Cycle:
                 for ps in pod_sets:
                     psf = next(p for p in assignment.pod_sets if p.name == ps.name)
                     needs.update(fr for fr in psf.usage if fr[0] == flavor)
+            if entry.mode == FIT and entry.placements:
+                self._compact(entry, by_flavor, implied)
         if entry.mode == PREEMPT:
             entry.wanted_preemption = True
             entry.targets = self.targets(entry, frozenset(needs), by_flavor, implied)
             if not entry.targets:
                 entry.mode = NO_FIT
         return entry
+
+    def _compact(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> None:
+        """toposched's bounded wait for a compact placement (core/compact.py): a pod set whose
+        placement spans more domains than it asked for is placed again with its level made
+        required; if that does not fit either, the entry waits (until the deadline) or is
+        admitted as placed, with a note (after it)."""
+        default = self.snap.compact_defaults.get(entry.cq.name)
+        misses: list[tuple[compact.Wish, int]] = []
+        for flavor, pod_sets in sorted(by_flavor.items()):
+            tree = self.trees[flavor]
+            found = compact.wishes(tree, pod_sets, default)
+            if not found or not compact.unmet(tree, entry.placements, found):
+                continue
+            strict = compact.tightened(pod_sets, found)
+            better = self._place(tree, strict, implied, entry.pw.spec)
+            if better.fits:
+                entry.placements.update({p.name: p for p in better.pod_sets})
+                entry.tightened[flavor] = strict
+                continue
+            misses += compact.unmet(tree, entry.placements, found)
+        if not misses:
+            return
+        verdict = compact.verdict(misses, entry.pw.timestamp, self.snap.now)
+        if verdict.waiting:
+            entry.mode, entry.reason, entry.message = NO_FIT, compact.WAITING_REASON, verdict.message
+            entry.retry_at = verdict.deadline
+        else:
+            entry.relaxed = verdict.message
 
     def _fits(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> FitCheck:
         usage = entry.assignment.usage
@@ -381,7 +424,7 @@ class _Cycle:
         flavors: dict[str, str] = {}
         for flavor, pod_sets in sorted(by_flavor.items()):
             tree = self._tree_without(flavor, victims) if victims else self.trees[flavor]
-            placement = self._place(tree, pod_sets, implied, spec)
+            placement = self._place(tree, entry.tightened.get(flavor, pod_sets), implied, spec)
             if not placement.fits:
                 return False
             for p in placement.pod_sets:
@@ -400,6 +443,7 @@ def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pendi
         reason or PendingReason.PENDING.value,
         message,
         REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
+        retry_at=entry.retry_at,
     )
 
 
@@ -419,6 +463,7 @@ def _admit(entry: _Entry) -> Admit:
         tuple(pod_sets),
         entry.assignment.borrows,
         message=quota_reserved_message(entry.cq.name),
+        relaxed=entry.relaxed,
     )
 
 

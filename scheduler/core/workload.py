@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
-from scheduler.core.topology_request import TopologyRequest, request_from_annotations, request_from_kueue
+from scheduler.core.topology_request import (
+    CompactWait,
+    TopologyRequest,
+    compact_wait_from_annotations,
+    request_from_annotations,
+    request_from_kueue,
+)
 
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
@@ -39,6 +45,8 @@ class PodSetSpec:
     topology: TopologyRequest | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    # toposched's bounded wait for a compact placement (toposched.io/compact-* annotations).
+    compact: CompactWait | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,7 @@ def pod_set_from_template(
         topology=request_from_annotations(meta.get("annotations") or {}, pod_index_label),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tolerations_from_k8s(spec.get("tolerations")),
+        compact=compact_wait_from_annotations(meta.get("annotations") or {}),
     )
 
 
@@ -142,7 +151,7 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
         built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
         request = request_from_kueue(ps.get("topologyRequest"))
         if request is not None:
-            built = PodSetSpec(built.name, built.count, built.requests, request, built.node_selector, built.tolerations)
+            built = replace(built, topology=request)
         pod_sets.append(built)
     if not pod_sets:
         raise WorkloadFormatError("spec.podSets: at least one pod set is required")

@@ -416,7 +416,9 @@ class Simulator:
             elif isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE and d.cluster_queue:
                 cq = self.world.cluster_queues.get(d.cluster_queue)
                 if cq is not None and cq.queueing_strategy != STRICT_FIFO:
-                    self.state.park(d.workload, d.cluster_queue)
+                    self.state.park(d.workload, d.cluster_queue, d.retry_at)
+                    if d.retry_at is not None and d.workload not in parked:
+                        self._push(d.retry_at, "wake", d.workload)  # the compact wait's end
                     progress = progress or d.workload not in parked
         return progress
 
@@ -491,6 +493,8 @@ class Simulator:
                         self._recover(key)
                     elif kind == "backoff-over":
                         self.state.release(None)
+                    elif kind == "wake":
+                        self.state.release_due(self.now)
                 if self._health_changed:
                     # As one controller pass sees every node that failed together (a rack),
                     # the failures of one instant are decided together.
