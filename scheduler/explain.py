@@ -28,6 +28,7 @@ from typing import Any
 
 from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
+from scheduler.core.compact import remaining_s
 from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycle
 from scheduler.core.health import node_health
 from scheduler.core.queueing import order_key, resolve_priority
@@ -100,7 +101,7 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
     for d in decisions:
         if isinstance(d, Pending) and d.workload == key:
             out["clusterQueue"] = out["clusterQueue"] or d.cluster_queue
-            reasons.append({"reason": d.reason, "message": d.message})
+            reasons.append(_pending_reason(d, full.now, out))
         elif isinstance(d, Preempt) and d.preemptor == key:
             victims.append(f"{d.workload} ({d.reason})")
         elif isinstance(d, Admit) and d.workload == key:
@@ -128,6 +129,17 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
     # ---- topology and health
     out["topology"] = _topology(full, cq, pw.spec)
     out["health"] = _health(snap, full, cq)
+
+
+def _pending_reason(d: Pending, now: float, out: dict[str, Any]) -> dict[str, str]:
+    """The cycle's reason; for a bounded wait for a compact placement (core/compact.py) also
+    the time left, and ``out["compactWait"]`` with the deadline."""
+    if d.retry_at is None:
+        return {"reason": d.reason, "message": d.message}
+    left = remaining_s(d.retry_at, now)
+    out["compactWait"] = {"deadline": dt.datetime.fromtimestamp(d.retry_at, dt.UTC).isoformat(),
+                          "remainingSeconds": round(left)}
+    return {"reason": d.reason, "message": f"{d.message} ({left:.0f}s of the wait left)"}
 
 
 def _requested(spec: Any) -> dict[str, int]:

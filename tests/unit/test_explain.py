@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -164,3 +165,17 @@ def test_cli_server_gives_the_same_answer_as_kubeconfig(fake_cluster: None, caps
     assert remote["quota"] == local["quota"] and remote["topology"] == local["topology"]
     assert remote["health"] == local["health"] and remote["queue"] == local["queue"]
     assert [r["reason"] for r in remote["reasons"]] == [r["reason"] for r in local["reasons"]]
+
+
+def test_compact_wait_shows_the_time_left() -> None:
+    """toposched.io/compact-* on the pod template: the wait's reason and the time left."""
+    wl = workload("compact", 3, ns="team-a")
+    ps = wl["spec"]["podSets"][0]
+    ps["topologyRequest"] = {"preferred": L3}
+    ps["template"]["metadata"] = {"annotations": {"toposched.io/compact-level": L3,
+                                                  "toposched.io/compact-wait": "1h"}}
+    now = dt.datetime(2026, 1, 1, 0, 10, tzinfo=dt.UTC)  # 10 minutes after creation
+    out = explain(snap(wl), "team-a", "compact", solver="greedy", now=now)
+    assert out["reasons"][0]["reason"] == "WaitingForCompactPlacement"
+    assert out["compactWait"] == {"deadline": "2026-01-01T01:00:00+00:00", "remainingSeconds": 3000}
+    assert "3000s of the wait left" in to_text(out)
