@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -62,10 +64,13 @@ from scheduler.core.failures import (
 from scheduler.core.fakecluster import HEALTH_STATUS_LABEL
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import NodeInfo
+from scheduler.core.placement.fragmentation import whole_free_leaves
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
 from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.topology import TopologyTree
+from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec
 
 GPU = "nvidia.com/gpu"
@@ -86,6 +91,10 @@ class World:
     workload_priority_classes: Mapping[str, int] = field(default_factory=dict)
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     health_policy: HealthPolicy = DEFAULT_POLICY
+    # toposched beyond Kueue (docs/beyond-kueue.md): placement policies (off = Kueue's) and the
+    # ClusterQueues' default bounded wait for a compact placement (their toposched.io/compact-*).
+    placement_options: PlacementOptions = PlacementOptions()
+    compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
 
 
 @dataclass
@@ -144,6 +153,10 @@ class SimResult:
     gpu_seconds_available: float
     cq_usage_integral: dict[str, float]
     levels: tuple[str, ...]
+    # GPU time of runs cut short by preemption or eviction (no checkpoint model: all of it).
+    gpu_seconds_lost: float = 0.0
+    # (t, whole-free domains per level, widest first, hostname excluded) at every sample
+    free_domains: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)
 
     @property
     def gpu_utilization(self) -> float:
@@ -205,6 +218,8 @@ class Simulator:
         self.gpu_used_s = self.gpu_avail_s = 0.0
         self.cq_integral: dict[str, float] = defaultdict(float)
         self.samples: list[tuple[float, int, int, int]] = []
+        self.gpu_lost_s = 0.0
+        self.free_domains: list[tuple[float, tuple[int, ...]]] = []
         for name, info in self.nodes.items():
             self.tracker.observe(name, node_health(info, world.health_policy).healthy, 0.0)
         self._rebuild()
@@ -256,8 +271,15 @@ class Simulator:
             self._push(requeue_at, "backoff-over", key)  # wake the loop when the backoff ends
         self.log.append(entry)
 
+    def _lose(self, key: str) -> None:
+        """The GPU time the run being cut short had used (it restarts from the beginning)."""
+        job = self.jobs[key]
+        if job.admitted_at is not None:
+            self.gpu_lost_s += (self.now - job.admitted_at) * job.gpus
+
     def _evict_later(self, key: str, kind: str, detail: str) -> None:
         """Preempt/Evict decision: the reservation is held (evicted) until the pods are gone."""
+        self._lose(key)
         if self.eviction_delay_s <= 0:
             self._requeue(key, kind, detail)
             return
@@ -354,6 +376,7 @@ class Simulator:
 
     def _evict_for_node_failure(self, key: str, failed_nodes: Sequence[str]) -> None:
         """NodeFailures eviction, requeued after the controller's backoff (requeueState)."""
+        self._lose(key)
         self.evictions += 1
         self.jobs[key].evictions += 1
         self.requeue_counts[key] += 1
@@ -376,7 +399,9 @@ class Simulator:
                         admitted=[self.admitted[k] for k in sorted(self.admitted)],
                         workload_priority_classes=self.world.workload_priority_classes,
                         inadmissible=self.state.inadmissible(), namespace_labels=self.world.namespace_labels,
-                        solver=self.solver, time_budget_s=self.time_budget_s)
+                        solver=self.solver, time_budget_s=self.time_budget_s,
+                        placement_options=self.world.placement_options,
+                        compact_defaults=self.world.compact_defaults)
         t0 = time.perf_counter()
         decisions = run_cycle(snap)
         spent = time.perf_counter() - t0
@@ -400,6 +425,8 @@ class Simulator:
                 self.generation[d.workload] += 1
                 self._push(self.now + job.duration, "complete", f"{d.workload}#{self.generation[d.workload]}")
                 self.state.forget(d.workload)
+                if d.relaxed:  # the controller's Event CompactPlacementRelaxed
+                    self.log.append({"t": self.now, "kind": "relaxed", "workload": d.workload, "detail": d.relaxed})
                 progress = True
             elif isinstance(d, Preempt):
                 if d.workload in self.admitted and not self.admitted[d.workload].evicted:
@@ -449,10 +476,23 @@ class Simulator:
 
     def _sample(self) -> None:
         point = (self.now, self.gpus_used(), self.gpus_healthy, len(self.pending))
+        free = (self.now, self._whole_free_domains())
         if self.samples and self.samples[-1][0] == self.now:
             self.samples[-1] = point
+            self.free_domains[-1] = free
         else:
             self.samples.append(point)
+            self.free_domains.append(free)
+
+    def _whole_free_domains(self) -> tuple[int, ...]:
+        """Domains of the first TAS tree with nothing in use, per level above the leaves."""
+        tree = next(iter(self.trees.values()), None)
+        if tree is None or tree.n_leaves == 0:
+            return ()
+        whole = whole_free_leaves(tree, tree.free)
+        sizes = tree.subtree_sums(np.ones(tree.n_leaves, dtype=np.int64))
+        sums = tree.subtree_sums(whole)
+        return tuple(int((sums[lv] == sizes[lv]).sum()) for lv in range(len(tree.levels) - 1))
 
     def _report(self, force: bool = False) -> None:
         if self.progress_cb is None:
@@ -521,7 +561,8 @@ class Simulator:
             cycles=self.cycles, wall_s=time.perf_counter() - wall0, preemptions=self.preemptions,
             evictions=self.evictions, replacements=self.replacements, samples=self.samples, events=self.log,
             gpu_seconds_used=self.gpu_used_s, gpu_seconds_available=self.gpu_avail_s,
-            cq_usage_integral=dict(self.cq_integral), levels=levels)
+            cq_usage_integral=dict(self.cq_integral), levels=levels, gpu_seconds_lost=self.gpu_lost_s,
+            free_domains=self.free_domains)
 
 
 def simulate(world: World, jobs: Iterable[SimJob], failures: Sequence[SimFailure] = (), **kwargs: Any) -> SimResult:
