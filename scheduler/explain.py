@@ -33,6 +33,7 @@ from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycl
 from scheduler.core.health import node_health
 from scheduler.core.queueing import order_key, resolve_priority
 from scheduler.core.resources import format_quantity, with_pod_slot
+from scheduler.core.topology import DRAINED_REASON, is_drained
 
 
 class NotFound(LookupError):
@@ -250,9 +251,10 @@ def _health(snap: EngineSnapshot, full: Any, cq: Any) -> dict[str, Any]:
     examples: dict[str, list[str]] = {}
     for n in nodes:
         h = node_health(n, snap.health_policy)
-        if not h.healthy:
-            by_reason[h.reason] = by_reason.get(h.reason, 0) + 1
-            examples.setdefault(h.reason, []).append(n.name)
+        reason = h.reason if not h.healthy else (DRAINED_REASON if is_drained(n) else "")
+        if reason:
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+            examples.setdefault(reason, []).append(n.name)
     return {"nodes": len(nodes), "excluded": sum(by_reason.values()),
             "byReason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
             "examples": {k: sorted(v)[:3] for k, v in examples.items()},

@@ -41,6 +41,7 @@ ULTRASERVER_LABEL = "topology.k8s.aws/ultraserver-id"
 # An admin marks a node (or every node of a domain) for maintenance: nothing new is placed
 # there, workloads already running finish (toposched's domain drain; any value but "false").
 DRAIN_LABEL = "toposched.io/drain"
+DRAINED_REASON = "drained for maintenance (toposched.io/drain)"
 DEFAULT_HYPERPOD_LEVELS: tuple[str, ...] = (
     LAYER_LABEL.format(1),
     LAYER_LABEL.format(2),
@@ -110,7 +111,7 @@ def _nodes_by_leaf(
         health = node_health(node, health_policy) if health_policy is not None else HEALTHY
         drained = health_policy is not None and is_drained(node)
         if not health.healthy or drained:
-            key = f"unhealthy: {health.reason}" if not health.healthy else "drained"
+            key = f"unhealthy: {health.reason}" if not health.healthy else DRAINED_REASON
             excluded[key] = excluded.get(key, 0) + 1
             if impaired is not None:
                 impaired[path] = impaired.get(path, 0) + 1

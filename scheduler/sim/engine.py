@@ -173,10 +173,11 @@ class Simulator:
                  horizon_s: float | None = None, progress: Callable[[Progress], None] | None = None,
                  progress_every_s: float = 0.0, eviction_delay_s: float = 30.0,
                  requeue_backoff: RequeueBackoff | None = None, storm_policy: StormPolicy | None = None,
-                 storm_guard: bool = True) -> None:
+                 storm_guard: bool = True, preemption_budget_s: float = 0.5) -> None:
         """``requeue_backoff`` and ``storm_policy`` default to the controller's defaults (its
         ``--node-failure-requeue-*`` and ``--eviction-storm-*`` flags); ``storm_guard=False``
-        turns the guard off."""
+        turns the guard off. ``preemption_budget_s``: CP-SAT's budget per victim search (the
+        cycle's default)."""
         if cycle_cost not in ("zero", "measured"):
             raise ValueError(f"cycle_cost must be 'zero' or 'measured', got {cycle_cost!r}")
         self.world = world
@@ -189,6 +190,7 @@ class Simulator:
             if f.node not in known:
                 raise ValueError(f"failure at {f.at:g}s: no node named {f.node!r} in the cluster")
         self.solver, self.time_budget_s, self.cycle_cost = solver, time_budget_s, cycle_cost
+        self.preemption_budget_s = preemption_budget_s
         self.horizon_s = horizon_s
         self.eviction_delay_s = eviction_delay_s
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
@@ -400,6 +402,7 @@ class Simulator:
                         workload_priority_classes=self.world.workload_priority_classes,
                         inadmissible=self.state.inadmissible(), namespace_labels=self.world.namespace_labels,
                         solver=self.solver, time_budget_s=self.time_budget_s,
+                        preemption_budget_s=self.preemption_budget_s,
                         placement_options=self.world.placement_options,
                         compact_defaults=self.world.compact_defaults)
         t0 = time.perf_counter()

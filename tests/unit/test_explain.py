@@ -179,3 +179,14 @@ def test_compact_wait_shows_the_time_left() -> None:
     assert out["reasons"][0]["reason"] == "WaitingForCompactPlacement"
     assert out["compactWait"] == {"deadline": "2026-01-01T01:00:00+00:00", "remainingSeconds": 3000}
     assert "3000s of the wait left" in to_text(out)
+
+
+def test_drained_nodes_are_counted_in_health() -> None:
+    s = snap(workload("one", 1))
+    nodes = generate_nodes(CLUSTER)
+    nodes[0]["metadata"]["labels"]["toposched.io/drain"] = "true"
+    drained = EngineSnapshot(nodes=nodes, flavors=[FLAVOR], topologies=[TOPOLOGY], workloads=s.objects.workloads,
+                             cluster_queues=s.objects.cluster_queues, local_queues=s.objects.local_queues,
+                             namespaces=s.objects.namespaces)
+    h = explain(drained, "team-a", "one", solver="greedy")["health"]
+    assert h["excluded"] == 2 and h["byReason"]["drained for maintenance (toposched.io/drain)"] == 1

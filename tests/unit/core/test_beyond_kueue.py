@@ -218,7 +218,7 @@ def test_drained_nodes_take_nothing_new_and_degrade_their_domain() -> None:
              node("r2-n0", rack="r2", cpu=4, labels={DRAIN_LABEL: "false"})]
     tree = TopologyTree.build("default", LEVELS3, nodes)
     assert tree.leaf_of_node("r1-n0") is None and tree.leaf_of_node("r2-n0") is not None
-    assert tree.build_exclusions == {"drained": 1}
+    assert tree.build_exclusions == {"drained for maintenance (toposched.io/drain)": 1}
     assert tree.impaired == {("b1", "r1", "r1-n0"): 1}
 
 
