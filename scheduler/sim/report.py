@@ -220,7 +220,7 @@ def free_domains_svg(title: str, runs: Sequence[tuple[str, SimResult, Mapping[st
     """Whole-free domains of one level over time, one line per run (fragmentation, issue 17)."""
     x_max = max([r.makespan for _, r, _ in runs] + [1.0])
     y_max = max([c[level] for _, r, _ in runs for _t, c in r.free_domains if len(c) > level] + [1])
-    out = _frame(title, x_max, float(y_max), "simulated time", lambda v: f"{v:.0f}")
+    out = _frame(title, x_max, float(y_max), "simulated time", lambda v: f"{v:.3g}")
     for i, (label, result, _s) in enumerate(runs):
         pts, prev = [], None
         for t, counts in result.free_domains:

@@ -76,7 +76,7 @@ def queue_objects(teams: int, gpus: int) -> list[dict[str, Any]]:
     for t in range(teams):
         objs.append({"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": f"team-{t}"}, "spec": {
             "cohortName": "all", "namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO",
-            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "preemption": {"reclaimWithinCohort": "LowerPriority", "withinClusterQueue": "LowerPriority"},
             "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "p5", "resources": [
                 {"name": GPU, "nominalQuota": str(gpus // teams)}]}]}]}})
         objs.append({"apiVersion": KQ, "kind": "LocalQueue", "metadata": {"name": "q", "namespace": f"team-{t}"},
