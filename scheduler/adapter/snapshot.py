@@ -32,6 +32,7 @@ from scheduler.adapter.queues import (
     priority_values,
 )
 from scheduler.adapter.workloads import admitted_workload, pending_workload
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
@@ -70,6 +71,7 @@ def _namespace(obj: Obj) -> str:
 
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
+                   config: KueueConfig = KUEUE_DEFAULTS,
                    placement_options: PlacementOptions | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``. ``placement_options``:
     toposched's placement policies beyond Kueue (default: none, Kueue's placement)."""
@@ -98,6 +100,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         namespace_labels=ns_labels,
         solver=solver,
         time_budget_s=time_budget_s,
+        config=config,
         placement_options=placement_options or PlacementOptions(),
         compact_defaults=compact_defaults(objects.cluster_queues),
     )

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -91,6 +92,7 @@ class World:
     workload_priority_classes: Mapping[str, int] = field(default_factory=dict)
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     health_policy: HealthPolicy = DEFAULT_POLICY
+    config: KueueConfig = KUEUE_DEFAULTS  # the admin's Kueue Configuration (--kueue-config)
     # toposched beyond Kueue (docs/beyond-kueue.md): placement policies (off = Kueue's) and the
     # ClusterQueues' default bounded wait for a compact placement (their toposched.io/compact-*).
     placement_options: PlacementOptions = PlacementOptions()
@@ -401,7 +403,7 @@ class Simulator:
                         admitted=[self.admitted[k] for k in sorted(self.admitted)],
                         workload_priority_classes=self.world.workload_priority_classes,
                         inadmissible=self.state.inadmissible(), namespace_labels=self.world.namespace_labels,
-                        solver=self.solver, time_budget_s=self.time_budget_s,
+                        solver=self.solver, time_budget_s=self.time_budget_s, config=self.world.config,
                         preemption_budget_s=self.preemption_budget_s,
                         placement_options=self.world.placement_options,
                         compact_defaults=self.world.compact_defaults)
