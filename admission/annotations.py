@@ -19,6 +19,7 @@ from typing import Any
 
 from admission.fielderrors import OMIT, FieldError, forbidden, invalid, plain, required
 from scheduler.core.topology_request import (
+    ANN_COMPACT_LEVEL,
     ANN_GROUP_NAME,
     ANN_PREFERRED,
     ANN_REQUIRED,
@@ -29,9 +30,11 @@ from scheduler.core.topology_request import (
     GO_FALSE,
     GO_TRUE,
     TOPOLOGY_ANNOTATIONS,
+    CompactWaitError,
     Reason,
     TopologyRequestError,
     bounded_text,
+    compact_wait_from_annotations,
     go_int32,
     render,
     slice_constraints_from_json,
@@ -254,6 +257,20 @@ def _group_of_one(a: _Annotations) -> list[FieldError]:
                     "LeaderWorkerSet, MPIJob or JobSet)")]
 
 
+def compact_wait_errors(annotations: Mapping[str, Any], path: str) -> list[FieldError]:
+    """toposched's ``toposched.io/compact-*`` annotations (the bounded wait for a compact
+    placement): read through the codec, each error naming the annotation and the fix."""
+    try:
+        wanted = compact_wait_from_annotations(annotations)
+    except CompactWaitError as exc:
+        value = annotations.get(exc.field)
+        return [invalid(annotation_path(path, exc.field), value if isinstance(value, str) else _OMIT,
+                        exc.problem, exc.fix)]
+    if wanted is None:
+        return []
+    return level_key_errors(wanted.level, annotation_path(path, ANN_COMPACT_LEVEL))
+
+
 # In Kueue's order, so the messages come out as they always did.
 CHECKS: tuple[Check, ...] = (
     _one_level_annotation, _level_keys, _group_name, _unconstrained, _slice_size, _slice_pairing,
@@ -268,6 +285,7 @@ def validate_topology_annotations(annotations: Mapping[str, Any], count: int | N
     another; :func:`validate_pod_set_groups` checks the groups across the pod sets."""
     values, unreadable = _bounded_values(annotations, path)
     errs = _unknown_keys([k for k in annotations if isinstance(k, str)], path) + unreadable
+    errs += compact_wait_errors(annotations, path)
     if unreadable:
         return errs  # a value that is not text, or too long: nothing more is read from it
     checked = _Annotations(values, count, path)

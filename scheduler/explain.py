@@ -33,6 +33,7 @@ from typing import Any
 
 from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
+from scheduler.core.compact import remaining_s
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Pending, Preempt, Snapshot, quota_in_use, run_cycle
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
@@ -42,6 +43,7 @@ from scheduler.core.podsready import PODS_READY
 from scheduler.core.queueing import PendingWorkload, order_key, resolve_priority
 from scheduler.core.quota import QuotaState, assign_flavors
 from scheduler.core.resources import format_quantity, with_pod_slot
+from scheduler.core.topology import DRAINED_REASON, is_drained
 
 
 class NotFound(LookupError):
@@ -155,7 +157,7 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
     for d in decisions:
         if isinstance(d, Pending) and d.workload == key:
             out["clusterQueue"] = out["clusterQueue"] or d.cluster_queue
-            reasons.append({"reason": d.reason, "message": d.message})
+            reasons.append(_pending_reason(d, full.now, out))
             target = parse_target({ANN_PREEMPTION_TARGET: d.preemption_target})
             if target is not None:
                 out["preemptionTarget"] = _target(target, pw.spec.annotations)
@@ -259,6 +261,17 @@ def _target(target: DomainTarget, annotations: Mapping[str, str]) -> dict[str, A
     recorded on the Workload by an earlier cycle (sticky) or chosen now."""
     return {"podSet": target.pod_set, "flavor": target.flavor, "level": target.level, "domain": target.name,
             "selector": dict(target.selector), "sticky": parse_target(annotations) == target, "victims": []}
+
+
+def _pending_reason(d: Pending, now: float, out: dict[str, Any]) -> dict[str, str]:
+    """The cycle's reason; for a bounded wait for a compact placement (core/compact.py) also
+    the time left, and ``out["compactWait"]`` with the deadline."""
+    if d.retry_at is None:
+        return {"reason": d.reason, "message": d.message}
+    left = remaining_s(d.retry_at, now)
+    out["compactWait"] = {"deadline": dt.datetime.fromtimestamp(d.retry_at, dt.UTC).isoformat(),
+                          "remainingSeconds": round(left)}
+    return {"reason": d.reason, "message": f"{d.message} ({left:.0f}s of the wait left)"}
 
 
 def _requested(spec: Any) -> dict[str, int]:
@@ -369,9 +382,10 @@ def _health(snap: EngineSnapshot, full: Any, cq: Any) -> dict[str, Any]:
     examples: dict[str, list[str]] = {}
     for n in nodes:
         h = node_health(n, snap.health_policy)
-        if not h.healthy:
-            by_reason[h.reason] = by_reason.get(h.reason, 0) + 1
-            examples.setdefault(h.reason, []).append(n.name)
+        reason = h.reason if not h.healthy else (DRAINED_REASON if is_drained(n) else "")
+        if reason:
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+            examples.setdefault(reason, []).append(n.name)
     return {"nodes": len(nodes), "excluded": sum(by_reason.values()),
             "byReason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
             "examples": {k: sorted(v)[:3] for k, v in examples.items()},

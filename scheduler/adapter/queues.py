@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from scheduler.adapter.objects import Obj, name_of
 from scheduler.core.queueing import LocalQueueSpec
 from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
+from scheduler.core.topology_request import CompactWait, TopologyRequestError, compact_wait_from_annotations
 from scheduler.models import convert
 from scheduler.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 
@@ -51,6 +52,36 @@ def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
 def local_queue_key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def compact_default(obj: Obj) -> CompactWait | None:
+    """A ClusterQueue's default bounded wait for a compact placement: the same
+    ``toposched.io/compact-*`` keys as a pod template, on the ClusterQueue's
+    ``metadata.annotations`` (Kueue's CRD is not changed). A value that cannot be read is
+    ignored here (``compact_default_error`` says why, for ``explain`` and the docs)."""
+    try:
+        return compact_wait_from_annotations((obj.get("metadata") or {}).get("annotations") or {})
+    except TopologyRequestError:
+        return None
+
+
+def compact_default_error(obj: Obj) -> str:
+    """Why a ClusterQueue's compact-wait default cannot be read ("" when it can)."""
+    try:
+        compact_wait_from_annotations((obj.get("metadata") or {}).get("annotations") or {})
+    except TopologyRequestError as exc:
+        return str(exc)
+    return ""
+
+
+def compact_defaults(objs: Iterable[Obj]) -> dict[str, CompactWait]:
+    """ClusterQueue name -> its compact-wait default (only those that set one)."""
+    out = {}
+    for o in objs:
+        wanted = compact_default(o)
+        if wanted is not None:
+            out[name_of(o)] = wanted
+    return out
 
 
 def cluster_queue_specs(objs: Iterable[Obj]) -> dict[str, ClusterQueueSpec]:

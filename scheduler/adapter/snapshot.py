@@ -24,6 +24,7 @@ from scheduler.adapter.objects import (
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
+    compact_defaults,
     flavor_spec,
     local_queue_key,
     local_queue_spec,
@@ -34,6 +35,7 @@ from scheduler.adapter.workloads import admitted_workload, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import PendingWorkload
 
 
@@ -69,9 +71,11 @@ def _namespace(obj: Obj) -> str:
 
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
-                   config: KueueConfig = KUEUE_DEFAULTS) -> Snapshot:
+                   config: KueueConfig = KUEUE_DEFAULTS,
+                   placement_options: PlacementOptions | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
-    Configuration (``config``)."""
+    Configuration (``config``). ``placement_options``: toposched's placement policies beyond
+    Kueue (default: none, Kueue's placement)."""
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
@@ -99,4 +103,6 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         solver=solver,
         time_budget_s=time_budget_s,
         config=config,
+        placement_options=placement_options or PlacementOptions(),
+        compact_defaults=compact_defaults(objects.cluster_queues),
     )

@@ -180,9 +180,11 @@ def view_to_response(view: TopologyView, tree: TopologyTree | None, *, omit_node
             node_free = (tree.free_of_leaf(leaf) if tree is not None and leaf is not None
                          and len(tree.leaf_nodes[leaf]) == 1 else {})
             nodes.append(pb.TopologyNode(
-                name=n.name, path=list(n.path), health=HEALTH_ENUM[n.health], reason=n.reason, gpus=n.gpus,
+                name=n.name, path=list(n.path), health=HEALTH_ENUM.get(n.health, pb.NODE_HEALTH_HEALTHY),
+                reason=n.reason, gpus=n.gpus,
                 gpus_used=n.gpus_used, instance_type=n.instance_type, workloads=n.workloads, free=node_free))
-    totals = view.totals()
+    # The proto has no drained state: a drained node is healthy there, its reason says drained.
+    totals = {k: v for k, v in view.totals().items() if k != "drained"}
     return pb.GetTopologyResponse(
         levels=list(view.levels), domains=[domain(d) for d in view.roots], nodes=nodes,
         totals=pb.TopologyTotals(**totals), warnings=list(view.warnings), skipped=list(view.skipped),

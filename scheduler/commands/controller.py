@@ -13,6 +13,7 @@ from typing import Any
 
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
+from scheduler.core.placement.options import POLICIES, POLICY_KUEUE, PlacementOptions
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -39,6 +40,9 @@ def register(sub: Any) -> None:
     p.add_argument("--solver", choices=("greedy", "cpsat", "auto"), default="auto")
     add_kueue_config_argument(p)
     p.add_argument("--time-budget-ms", type=float, default=100.0, help="CP-SAT time budget per placement")
+    p.add_argument("--placement-policy", default=POLICY_KUEUE, metavar="POLICY[,POLICY]",
+                   help=f"placement beyond Kueue (docs/beyond-kueue.md): {', '.join(POLICIES)} (default: kueue, "
+                        "Kueue's placement exactly)")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
     p.add_argument("--node-failure-grace-seconds", type=float, default=3.0,
                    help="an assigned node with an explicit failure (HyperPod Unschedulable* health label, fault "
@@ -81,6 +85,16 @@ def register(sub: Any) -> None:
     d.add_argument("--defrag-interval-seconds", type=float, default=60.0, help="plan at most this often (default 60)")
     add_log_format_argument(p)
     p.set_defaults(func=run)
+
+
+def placement_options(names: str) -> PlacementOptions:
+    """``--placement-policy`` as core options (a UserError naming the flag when unknown)."""
+    from scheduler.errors import UserError  # Imports inside functions: the CLI loads commands lazily (top)
+
+    try:
+        return PlacementOptions.from_names(names)
+    except ValueError as exc:
+        raise UserError(f"--placement-policy: {exc}") from exc
 
 
 def check_grpc_args(args: argparse.Namespace) -> None:
@@ -189,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
     fence = WriteFence(elector)
     cache = ClusterCache.create(api)
     controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
+                            placement_options=placement_options(args.placement_policy),
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),

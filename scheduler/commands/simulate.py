@@ -46,7 +46,10 @@ def register(sub: Any) -> None:
     add_kueue_config_argument(p)
     p.add_argument("--time-budget-ms", type=int, default=100, help="CP-SAT budget per placement (default 100)")
     p.add_argument("--compare", choices=COMPARE, help="also run the other policy on the same trace: "
-                   "solver (greedy vs cpsat), queueing (StrictFIFO vs BestEffortFIFO), borrowing (with/without)")
+                   "solver (greedy vs cpsat), queueing (StrictFIFO vs BestEffortFIFO), borrowing (with/without), "
+                   "placement (each --placement-policy: kueue, fragmentation-aware, degraded-last, all)")
+    p.add_argument("--placement-policy", default="kueue", metavar="POLICY[,POLICY]",
+                   help="placement beyond Kueue, as the controller's flag (docs/beyond-kueue.md; default kueue)")
     p.add_argument("--eviction-delay", type=float, default=30.0, metavar="SECONDS",
                    help="a preempted workload holds its reservation this long before it is requeued "
                         "(pod termination; default 30, Kubernetes' default grace period)")
@@ -160,6 +163,7 @@ def write_outputs(out: Path, runs: list[tuple[str, Any, dict[str, Any]]], meta: 
 
 
 def run(args: Any) -> int:
+    from scheduler.core.placement.options import PlacementOptions
     from scheduler.sim.scenario import run_variants
     from scheduler.sim.trace import TraceError
 
@@ -173,6 +177,10 @@ def run(args: Any) -> int:
         raise UserError(f"--time-budget-ms: must be > 0, got {args.time_budget_ms}")
     config = kueue_config(args)
     world = dataclasses.replace(load_world(args.cluster, args.queues), config=config)
+    try:
+        world = dataclasses.replace(world, placement_options=PlacementOptions.from_names(args.placement_policy))
+    except ValueError as exc:
+        raise UserError(f"--placement-policy: {exc}") from exc
     if args.trace is not None:
         trace, source = load_trace(args.trace), str(args.trace)
     else:

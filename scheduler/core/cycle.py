@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from scheduler.core import compact
 from scheduler.core.config import KueueConfig
 from scheduler.core.domain_preemption import (
     ClearContext,
@@ -35,6 +36,7 @@ from scheduler.core.domain_preemption import (
     target_of_placement,
 )
 from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
 from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
 from scheduler.core.preemption import (
@@ -93,6 +95,7 @@ from scheduler.core.reasons import (
 )
 from scheduler.core.spreading import LABEL_JOB_UID, GroupOccupancy, SpreadCounts, count_spread, group_key
 from scheduler.core.topology import TopologyTree
+from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
 # ---------------------------------------------------------------------- snapshot
@@ -128,6 +131,10 @@ class Snapshot:
     config: KueueConfig = KueueConfig()  # the admin's Kueue Configuration (core/config.py)
     # toposched's domain-clearing preemption and sticky preemption targets (domain_preemption.py)
     domain_preemption: bool = True
+    # toposched beyond Kueue (docs/beyond-kueue.md): placement policies (off = Kueue's) and
+    # the ClusterQueues' default bounded wait for a compact placement (core/compact.py).
+    placement_options: PlacementOptions = PlacementOptions()
+    compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- decisions
@@ -153,6 +160,7 @@ class Admit:
     borrows: bool
     reason: str = "QuotaReserved"
     message: str = ""  # "Quota reserved in ClusterQueue <cq>"
+    relaxed: str = ""  # the compact wait ran out: admitted less compact (Event CompactPlacementRelaxed)
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,7 @@ class Pending:
     # kept on the Workload as ANN_PREEMPTION_TARGET so later cycles (and a restarted
     # controller) keep preempting for, and land in, the same domain.
     preemption_target: str = ""
+    retry_at: float | None = None  # decide again by then even if nothing changes (compact wait's end)
 
 
 Decision = Admit | Preempt | Evict | Pending
@@ -223,6 +232,9 @@ class _Entry:
     required: bool = False  # request's level is required (else preferred)
     domain_choice: DomainChoice | None = None  # set by domain-clearing preemption
     domain_target: DomainTarget | None = None  # where the preemptions land it (sticky)
+    tightened: dict[str, list[PodSetSpec]] = field(default_factory=dict)  # flavor -> compact pod sets
+    relaxed: str = ""
+    retry_at: float | None = None
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:
@@ -292,6 +304,7 @@ class _Cycle:
             preferred_domains=self._preferred(spec, target),
             gates=self.gates,
             spread_counts=self._spread_counts(flavor, tree, pod_sets, spec),
+            options=self.snap.placement_options,
         )
 
     def _preferred(self, spec: WorkloadSpec | None, target: DomainTarget | None) -> dict[str, dict[str, str]] | None:
@@ -408,6 +421,8 @@ class _Cycle:
                 for ps in pod_sets:
                     psf = next(p for p in assignment.pod_sets if p.name == ps.name)
                     needs.update(fr for fr in psf.usage if fr[0] == flavor)
+            if entry.mode == FIT and entry.placements:
+                self._compact(entry, by_flavor, implied)
         elif not self._tas_preempt_needs(assignment, by_flavor, implied, needs):
             entry.mode = NO_FIT  # Kueue: no topology fits even on an empty cluster
             return entry
@@ -448,6 +463,34 @@ class _Cycle:
                 psf = next(p for p in assignment.pod_sets if p.name == ps.name)
                 needs.update(fr for fr in psf.usage if fr[0] == flavor)
         return True
+
+    def _compact(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> None:
+        """toposched's bounded wait for a compact placement (core/compact.py): a pod set whose
+        placement spans more domains than it asked for is placed again with its level made
+        required; if that does not fit either, the entry waits (until the deadline) or is
+        admitted as placed, with a note (after it)."""
+        default = self.snap.compact_defaults.get(entry.cq.name)
+        misses: list[tuple[compact.Wish, int]] = []
+        for flavor, pod_sets in sorted(by_flavor.items()):
+            tree = self.trees[flavor]
+            found = compact.wishes(tree, pod_sets, default)
+            if not found or not compact.unmet(tree, entry.placements, found):
+                continue
+            strict = compact.tightened(pod_sets, found)
+            better = self._place(tree, strict, implied, entry.spec, flavor)
+            if better.fits:
+                entry.placements.update({p.name: p for p in better.pod_sets})
+                entry.tightened[flavor] = strict
+                continue
+            misses += compact.unmet(tree, entry.placements, found)
+        if not misses:
+            return
+        verdict = compact.verdict(misses, entry.pw.timestamp, self.snap.now)
+        if verdict.waiting:
+            entry.mode, entry.reason, entry.message = NO_FIT, compact.WAITING_REASON, verdict.message
+            entry.retry_at = verdict.deadline
+        else:
+            entry.relaxed = verdict.message
 
     def _fits(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> FitCheck:
         usage = entry.assignment.usage
@@ -612,7 +655,7 @@ class _Cycle:
         for flavor, pod_sets in sorted(by_flavor.items()):
             tree = self._tree_without(flavor, victims) if victims else self.trees[flavor]
             target = entry.domain_choice.target if entry.domain_choice is not None else None
-            placement = self._place(tree, pod_sets, implied, spec, flavor, target)
+            placement = self._place(tree, entry.tightened.get(flavor, pod_sets), implied, spec, flavor, target)
             if not placement.fits:
                 return False
             for p in placement.pod_sets:
@@ -651,6 +694,7 @@ def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pendi
         reason or PendingReason.PENDING.value,
         message,
         REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
+        retry_at=entry.retry_at,
     )
 
 
@@ -670,6 +714,7 @@ def _admit(entry: _Entry) -> Admit:
         tuple(pod_sets),
         entry.assignment.borrows,
         message=quota_reserved_message(entry.cq.name),
+        relaxed=entry.relaxed,
     )
 
 

@@ -171,24 +171,41 @@ class QueueState:
 
     def __init__(self) -> None:
         self._inadmissible: dict[str, str] = {}  # workload key -> ClusterQueue
+        self._wake: dict[str, float] = {}  # workload key -> decide again by then (Pending.retry_at)
 
     def inadmissible(self) -> frozenset[str]:
         return frozenset(self._inadmissible)
 
-    def park(self, key: str, cluster_queue: str) -> None:
+    def park(self, key: str, cluster_queue: str, wake_at: float | None = None) -> None:
+        """Park ``key``; with ``wake_at`` (a compact wait's end) it comes back by then even
+        if nothing is released (:meth:`release_due`)."""
         self._inadmissible[key] = cluster_queue
+        if wake_at is None:
+            self._wake.pop(key, None)
+        else:
+            self._wake[key] = wake_at
 
     def forget(self, key: str) -> None:
         self._inadmissible.pop(key, None)
+        self._wake.pop(key, None)
+
+    def release_due(self, now: float) -> int:
+        """Requeue the parked workloads whose wake time has come; returns how many."""
+        due = [k for k, t in self._wake.items() if t <= now]
+        for k in due:
+            self.forget(k)
+        return len(due)
 
     def release(self, cluster_queues: Iterable[str] | None = None) -> int:
         """Requeue inadmissible workloads of ``cluster_queues`` (all when None); returns how many."""
         if cluster_queues is None:
             n = len(self._inadmissible)
             self._inadmissible.clear()
+            self._wake.clear()
             return n
         wanted = set(cluster_queues)
         gone = [k for k, cq in self._inadmissible.items() if cq in wanted]
         for k in gone:
             del self._inadmissible[k]
+            self._wake.pop(k, None)
         return len(gone)

@@ -37,6 +37,12 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 LAYER_LABEL = "topology.k8s.aws/network-node-layer-{}"
+# An UltraServer (e.g. 18 or 9 instances of 4 GPUs sharing one NVLink domain).
+ULTRASERVER_LABEL = "topology.k8s.aws/ultraserver-id"
+# An admin marks a node (or every node of a domain) for maintenance: nothing new is placed
+# there, workloads already running finish (toposched's domain drain; any value but "false").
+DRAIN_LABEL = "toposched.io/drain"
+DRAINED_REASON = "drained for maintenance (toposched.io/drain)"
 DEFAULT_HYPERPOD_LEVELS: tuple[str, ...] = (
     LAYER_LABEL.format(1),
     LAYER_LABEL.format(2),
@@ -52,13 +58,23 @@ _AFFINITY_CACHE_SIZE = 128
 
 
 def default_levels_for(nodes: Iterable[NodeInfo]) -> tuple[str, ...]:
-    """HyperPod levels; ``network-node-layer-4`` is added (above hostname) when every node
-    that carries layer-3 also carries layer-4 (newer instance families report 4 layers)."""
+    """HyperPod levels discovered from the labels: layers 1-3, then ``network-node-layer-4``
+    when every node that carries layer-3 also carries layer-4 (newer instance families report
+    4 layers), then ``ultraserver-id`` when every such node carries it (UltraServers: the
+    NVLink domain under the network layers), then hostname."""
     layer3, layer4 = LAYER_LABEL.format(3), LAYER_LABEL.format(4)
     with3 = [n for n in nodes if layer3 in n.labels]
-    if with3 and all(layer4 in n.labels for n in with3):
-        return DEFAULT_HYPERPOD_LEVELS[:3] + (layer4, HOSTNAME_LABEL)
-    return DEFAULT_HYPERPOD_LEVELS
+    levels = DEFAULT_HYPERPOD_LEVELS[:3]
+    for extra in (layer4, ULTRASERVER_LABEL):
+        if with3 and all(extra in n.labels for n in with3):
+            levels += (extra,)
+    return levels + (HOSTNAME_LABEL,)
+
+
+def is_drained(node: NodeInfo) -> bool:
+    """The node carries :data:`DRAIN_LABEL` (any value but ``false``)."""
+    value = node.labels.get(DRAIN_LABEL)
+    return value is not None and value.lower() != "false"
 
 
 @dataclass(frozen=True)
@@ -81,10 +97,12 @@ class LeafFit:
 
 
 def _nodes_by_leaf(
-    levels: Sequence[str], nodes: Iterable[NodeInfo], flavor: Mapping[str, str], health_policy: HealthPolicy | None
+    levels: Sequence[str], nodes: Iterable[NodeInfo], flavor: Mapping[str, str], health_policy: HealthPolicy | None,
+    impaired: dict[tuple[str, ...], int] | None = None,
 ) -> tuple[dict[tuple[str, ...], list[NodeInfo]], dict[str, int]]:
     """The nodes that count, by leaf value path, and how many were left out and why (flavor
-    nodeLabels, a missing level label, unhealthy)."""
+    nodeLabels, a missing level label, unhealthy, drained). ``impaired`` collects the value
+    paths of the unhealthy and drained nodes (their domains are degraded)."""
     excluded: dict[str, int] = {}
     by_path: dict[tuple[str, ...], list[NodeInfo]] = {}
     for node in nodes:
@@ -96,12 +114,15 @@ def _nodes_by_leaf(
             key = f"missing label {missing[0]}"
             excluded[key] = excluded.get(key, 0) + 1
             continue
-        health = node_health(node, health_policy) if health_policy is not None else HEALTHY
-        if not health.healthy:
-            key = f"unhealthy: {health.reason}"
-            excluded[key] = excluded.get(key, 0) + 1
-            continue
         path = tuple(node.labels[lvl] for lvl in levels)
+        health = node_health(node, health_policy) if health_policy is not None else HEALTHY
+        drained = health_policy is not None and is_drained(node)
+        if not health.healthy or drained:
+            key = f"unhealthy: {health.reason}" if not health.healthy else DRAINED_REASON
+            excluded[key] = excluded.get(key, 0) + 1
+            if impaired is not None:
+                impaired[path] = impaired.get(path, 0) + 1
+            continue
         by_path.setdefault(path, []).append(node)
     return by_path, excluded
 
@@ -148,6 +169,9 @@ class TopologyTree:
         self._mask_cache: dict[tuple[str, str], BoolArray] = {}
         self._affinity_cache: dict[NodeAffinity, tuple[BoolArray, IntArray]] = {}
         self.build_exclusions: dict[str, int] = {}
+        # Value paths of the nodes left out as unhealthy or drained -> how many (their
+        # domains are degraded: placement.fragmentation ranks them last when asked to).
+        self.impaired: dict[tuple[str, ...], int] = {}
 
     # ------------------------------------------------------------------ building
 
@@ -171,7 +195,7 @@ class TopologyTree:
         tree.levels = tuple(levels)
         tree.hostname_lowest = tree.levels[-1] == HOSTNAME_LABEL
         by_path, tree.build_exclusions = _nodes_by_leaf(
-            tree.levels, nodes, flavor_node_labels or {}, health_policy
+            tree.levels, nodes, flavor_node_labels or {}, health_policy, tree.impaired
         )
         leaf_paths = sorted(by_path)
         tree._index_domains(leaf_paths)

@@ -381,6 +381,84 @@ def request_from_kueue(raw: Mapping[str, Any] | None) -> TopologyRequest | None:
     )
 
 
+# ---- toposched's bounded wait for a compact placement (not a Kueue field) -------------------------
+
+ANN_COMPACT_LEVEL = "toposched.io/compact-level"
+ANN_COMPACT_MAX_DOMAINS = "toposched.io/compact-max-domains"
+ANN_COMPACT_WAIT = "toposched.io/compact-wait"
+COMPACT_ANNOTATIONS = (ANN_COMPACT_LEVEL, ANN_COMPACT_MAX_DOMAINS, ANN_COMPACT_WAIT)
+MAX_COMPACT_WAIT_S = 7 * 24 * 3600
+_DURATION_RE = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+@dataclass(frozen=True)
+class CompactWait:
+    """"At most ``max_domains`` domains of ``level``; wait up to ``wait_s`` seconds from queueing
+    for such a placement, then take the best placement available" (Slurm's ``--switches=N@T``).
+    Read from the pod template (``toposched.io/compact-*``) or a ClusterQueue's default."""
+
+    level: str
+    max_domains: int = 1
+    wait_s: float = 0.0
+
+
+class CompactWaitError(TopologyRequestError):
+    """A ``toposched.io/compact-*`` value that cannot be read: ``field`` is the annotation,
+    ``problem`` says what is wrong, ``fix`` what to write instead (every reader that handles
+    a bad topology annotation handles this one the same way)."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        super().__init__(field, Reason.BAD_FIELD, f"{problem}; {fix}")
+        self.problem, self.fix = problem, fix
+
+
+def duration_seconds(text: str) -> int | None:
+    """``"90"`` (seconds) or a Go-style duration of whole h/m/s units (``"1h30m"``, ``"45s"``)."""
+    text = text.strip()
+    if text.isascii() and text.isdigit():
+        return int(text)
+    match = _DURATION_RE.match(text) if text.isascii() else None
+    if not text or match is None or not any(match.groups()):
+        return None
+    h, m, s = (int(g) if g else 0 for g in match.groups())
+    return h * 3600 + m * 60 + s
+
+
+def _compact_text(annotations: Mapping[str, Any], key: str) -> str | None:
+    try:
+        return bounded_text(annotations, key)
+    except TopologyRequestError as exc:
+        raise CompactWaitError(key, exc.message, "write a short string value") from exc
+
+
+def compact_wait_from_annotations(annotations: Mapping[str, Any]) -> CompactWait | None:
+    """The pod template's (or ClusterQueue's) ``toposched.io/compact-*`` annotations, or None
+    when none is set. Raises :class:`CompactWaitError` naming the annotation and the fix."""
+    level = _compact_text(annotations, ANN_COMPACT_LEVEL)
+    count_text = _compact_text(annotations, ANN_COMPACT_MAX_DOMAINS)
+    wait_text = _compact_text(annotations, ANN_COMPACT_WAIT)
+    if level is None and count_text is None and wait_text is None:
+        return None
+    if not level:
+        raise CompactWaitError(ANN_COMPACT_LEVEL, "must be set when any toposched.io/compact-* annotation is",
+                               'name a Topology level, e.g. "topology.k8s.aws/network-node-layer-3"')
+    max_domains = 1
+    if count_text is not None:
+        parsed = go_int32(count_text)
+        if parsed is None or parsed < 1:
+            raise CompactWaitError(ANN_COMPACT_MAX_DOMAINS, f"must be a whole number of at least 1, got {count_text!r}",
+                                   'write the most domains the job may span, e.g. "1"')
+        max_domains = parsed
+    wait_s = 0
+    if wait_text is not None:
+        seconds = duration_seconds(wait_text)
+        if seconds is None or seconds > MAX_COMPACT_WAIT_S:
+            raise CompactWaitError(ANN_COMPACT_WAIT, f"must be a duration of at most 168h, got {wait_text!r}",
+                                   'write seconds or h/m/s units, e.g. "30m" or "1h30m"')
+        wait_s = seconds
+    return CompactWait(level, max_domains, float(wait_s))
+
+
 def slice_levels_of(request: TopologyRequest | None) -> tuple[str, ...]:
     """The levels a pod set's slices must each stay within (empty without slices)."""
     return tuple(c.level for c in request.slice_constraints) if request else ()

@@ -18,7 +18,13 @@ from typing import Any
 from scheduler.core.node_affinity import NodeAffinity, NodeAffinityError, node_affinity_from_k8s
 from scheduler.core.nodes import Toleration, pod_spec_requests, tolerations_from_k8s
 from scheduler.core.spreading import SpreadingSpec, spreading_from_annotations
-from scheduler.core.topology_request import TopologyRequest, request_from_annotations, request_from_kueue
+from scheduler.core.topology_request import (
+    CompactWait,
+    TopologyRequest,
+    compact_wait_from_annotations,
+    request_from_annotations,
+    request_from_kueue,
+)
 
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
@@ -48,6 +54,8 @@ class PodSetSpec:
     affinity: NodeAffinity | None = None
     # kueue.x-k8s.io/podset-topology-spreading of the pod template (None: absent or unusable).
     spreading: SpreadingSpec | None = None
+    # toposched's bounded wait for a compact placement (toposched.io/compact-* annotations).
+    compact: CompactWait | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ def pod_set_from_template(
         tolerations=tolerations_from_k8s(spec.get("tolerations")),
         affinity=_node_affinity(spec),
         spreading=spreading_from_annotations(meta.get("annotations") or {}),
+        compact=compact_wait_from_annotations(meta.get("annotations") or {}),
     )
 
 

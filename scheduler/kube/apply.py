@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from scheduler.core.assignment import encode_v1beta2
+from scheduler.core.compact import RELAXED_REASON
 from scheduler.core.cycle import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt, Snapshot
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
@@ -99,6 +100,8 @@ def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wa
                  f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
     writer.event(updated, "Normal", "Admitted",
                  f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
+    if decision.relaxed:  # toposched's compact wait ran out (core/compact.py)
+        writer.event(updated, "Normal", RELAXED_REASON, decision.relaxed)
     log.info("workload %s admitted by ClusterQueue %s after %.0fs", decision.workload, decision.cluster_queue, wait_s,
              extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
                     "decision": "admitted", "reason": decision.reason})
@@ -151,7 +154,7 @@ def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Ob
     if decision.requeue == "inadmissible" and decision.cluster_queue:
         cq = snapshot.cluster_queues.get(decision.cluster_queue)
         if cq is not None and cq.queueing_strategy == "BestEffortFIFO":
-            queue_state.park(decision.workload, decision.cluster_queue)
+            queue_state.park(decision.workload, decision.cluster_queue, decision.retry_at)
     current = st.find_condition(wl, st.QUOTA_RESERVED) or {}
     if (current.get("status"), current.get("reason"), current.get("message")) == (
             "False", decision.reason, decision.message):

@@ -40,6 +40,7 @@ from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
@@ -92,7 +93,8 @@ class Controller:
                  is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
                  requeue_backoff: RequeueBackoff | None = None,
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
-                 storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS) -> None:
+                 storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS,
+                 placement_options: PlacementOptions | None = None) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
@@ -108,6 +110,7 @@ class Controller:
         self.config = config
         self.managed_kinds = managed_integrations(config.frameworks)
         self.time_budget_s = time_budget_s
+        self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
         self.resync_s = resync_s
         self.leading = threading.Event()
         self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
@@ -393,6 +396,7 @@ class Controller:
         if fingerprint != self._fingerprint:
             self.queue_state.release()
             self._fingerprint = fingerprint
+        self.queue_state.release_due(self.clock().timestamp())  # compact waits that ran out
         snapshot = self._snapshot()
         decided, reasons = snapshot, []
         if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
@@ -417,6 +421,7 @@ class Controller:
         def build() -> Snapshot:
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
+                                  placement_options=self.placement_options,
                                   exclude=self.unreadable.current(self.cache.workloads.items()),
                                   config=self.config)
         try:

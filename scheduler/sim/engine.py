@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
@@ -64,10 +66,13 @@ from scheduler.core.failures import (
 from scheduler.core.fakecluster import HEALTH_STATUS_LABEL
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import NodeInfo
+from scheduler.core.placement.fragmentation import whole_free_leaves
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
 from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.topology import TopologyTree
+from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec
 
 GPU = "nvidia.com/gpu"
@@ -89,6 +94,10 @@ class World:
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     health_policy: HealthPolicy = DEFAULT_POLICY
     config: KueueConfig = KUEUE_DEFAULTS  # the admin's Kueue Configuration (--kueue-config)
+    # toposched beyond Kueue (docs/beyond-kueue.md): placement policies (off = Kueue's) and the
+    # ClusterQueues' default bounded wait for a compact placement (their toposched.io/compact-*).
+    placement_options: PlacementOptions = PlacementOptions()
+    compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
 
 
 @dataclass
@@ -147,6 +156,10 @@ class SimResult:
     gpu_seconds_available: float
     cq_usage_integral: dict[str, float]
     levels: tuple[str, ...]
+    # GPU time of runs cut short by preemption or eviction (no checkpoint model: all of it).
+    gpu_seconds_lost: float = 0.0
+    # (t, whole-free domains per level, widest first, hostname excluded) at every sample
+    free_domains: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)
 
     @property
     def gpu_utilization(self) -> float:
@@ -163,10 +176,12 @@ class Simulator:
                  horizon_s: float | None = None, progress: Callable[[Progress], None] | None = None,
                  progress_every_s: float = 0.0, eviction_delay_s: float = 30.0,
                  requeue_backoff: RequeueBackoff | None = None, storm_policy: StormPolicy | None = None,
-                 storm_guard: bool = True, domain_preemption: bool = True) -> None:
+                 storm_guard: bool = True, domain_preemption: bool = True,
+                 preemption_budget_s: float = 0.5) -> None:
         """``requeue_backoff`` and ``storm_policy`` default to the controller's defaults (its
         ``--node-failure-requeue-*`` and ``--eviction-storm-*`` flags); ``storm_guard=False``
-        turns the guard off."""
+        turns the guard off. ``preemption_budget_s``: CP-SAT's budget per victim search (the
+        cycle's default)."""
         if cycle_cost not in ("zero", "measured"):
             raise ValueError(f"cycle_cost must be 'zero' or 'measured', got {cycle_cost!r}")
         self.world = world
@@ -179,6 +194,7 @@ class Simulator:
             if f.node not in known:
                 raise ValueError(f"failure at {f.at:g}s: no node named {f.node!r} in the cluster")
         self.solver, self.time_budget_s, self.cycle_cost = solver, time_budget_s, cycle_cost
+        self.preemption_budget_s = preemption_budget_s
         self.horizon_s = horizon_s
         self.domain_preemption = domain_preemption  # Snapshot.domain_preemption (core/domain_preemption.py)
         self.eviction_delay_s = eviction_delay_s
@@ -209,6 +225,8 @@ class Simulator:
         self.gpu_used_s = self.gpu_avail_s = 0.0
         self.cq_integral: dict[str, float] = defaultdict(float)
         self.samples: list[tuple[float, int, int, int]] = []
+        self.gpu_lost_s = 0.0
+        self.free_domains: list[tuple[float, tuple[int, ...]]] = []
         for name, info in self.nodes.items():
             self.tracker.observe(name, node_health(info, world.health_policy).healthy, 0.0)
         self._rebuild()
@@ -260,8 +278,15 @@ class Simulator:
             self._push(requeue_at, "backoff-over", key)  # wake the loop when the backoff ends
         self.log.append(entry)
 
+    def _lose(self, key: str) -> None:
+        """The GPU time the run being cut short had used (it restarts from the beginning)."""
+        job = self.jobs[key]
+        if job.admitted_at is not None:
+            self.gpu_lost_s += (self.now - job.admitted_at) * job.gpus
+
     def _evict_later(self, key: str, kind: str, detail: str) -> None:
         """Preempt/Evict decision: the reservation is held (evicted) until the pods are gone."""
+        self._lose(key)
         if self.eviction_delay_s <= 0:
             self._requeue(key, kind, detail)
             return
@@ -360,6 +385,7 @@ class Simulator:
 
     def _evict_for_node_failure(self, key: str, failed_nodes: Sequence[str]) -> None:
         """NodeFailures eviction, requeued after the controller's backoff (requeueState)."""
+        self._lose(key)
         self.evictions += 1
         self.jobs[key].evictions += 1
         self.requeue_counts[key] += 1
@@ -383,7 +409,10 @@ class Simulator:
                         workload_priority_classes=self.world.workload_priority_classes,
                         inadmissible=self.state.inadmissible(), namespace_labels=self.world.namespace_labels,
                         solver=self.solver, time_budget_s=self.time_budget_s, config=self.world.config,
-                        domain_preemption=self.domain_preemption)
+                        domain_preemption=self.domain_preemption,
+                        preemption_budget_s=self.preemption_budget_s,
+                        placement_options=self.world.placement_options,
+                        compact_defaults=self.world.compact_defaults)
         t0 = time.perf_counter()
         decisions = run_cycle(snap)
         spent = time.perf_counter() - t0
@@ -412,6 +441,8 @@ class Simulator:
                 self.generation[d.workload] += 1
                 self._push(self.now + job.duration, "complete", f"{d.workload}#{self.generation[d.workload]}")
                 self.state.forget(d.workload)
+                if d.relaxed:  # the controller's Event CompactPlacementRelaxed
+                    self.log.append({"t": self.now, "kind": "relaxed", "workload": d.workload, "detail": d.relaxed})
                 progress = True
             elif isinstance(d, Preempt):
                 if d.workload in self.admitted and not self.admitted[d.workload].evicted:
@@ -430,7 +461,9 @@ class Simulator:
             elif isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE and d.cluster_queue:
                 cq = self.world.cluster_queues.get(d.cluster_queue)
                 if cq is not None and cq.queueing_strategy != STRICT_FIFO:
-                    self.state.park(d.workload, d.cluster_queue)
+                    self.state.park(d.workload, d.cluster_queue, d.retry_at)
+                    if d.retry_at is not None and d.workload not in parked:
+                        self._push(d.retry_at, "wake", d.workload)  # the compact wait's end
                     progress = progress or d.workload not in parked
         return progress
 
@@ -471,10 +504,23 @@ class Simulator:
 
     def _sample(self) -> None:
         point = (self.now, self.gpus_used(), self.gpus_healthy, len(self.pending))
+        free = (self.now, self._whole_free_domains())
         if self.samples and self.samples[-1][0] == self.now:
             self.samples[-1] = point
+            self.free_domains[-1] = free
         else:
             self.samples.append(point)
+            self.free_domains.append(free)
+
+    def _whole_free_domains(self) -> tuple[int, ...]:
+        """Domains of the first TAS tree with nothing in use, per level above the leaves."""
+        tree = next(iter(self.trees.values()), None)
+        if tree is None or tree.n_leaves == 0:
+            return ()
+        whole = whole_free_leaves(tree, tree.free)
+        sizes = tree.subtree_sums(np.ones(tree.n_leaves, dtype=np.int64))
+        sums = tree.subtree_sums(whole)
+        return tuple(int((sums[lv] == sizes[lv]).sum()) for lv in range(len(tree.levels) - 1))
 
     def _report(self, force: bool = False) -> None:
         if self.progress_cb is None:
@@ -515,6 +561,8 @@ class Simulator:
                         self._recover(key)
                     elif kind == "backoff-over":
                         self.state.release(None)
+                    elif kind == "wake":
+                        self.state.release_due(self.now)
                 if self._health_changed:
                     # As one controller pass sees every node that failed together (a rack),
                     # the failures of one instant are decided together.
@@ -541,7 +589,8 @@ class Simulator:
             cycles=self.cycles, wall_s=time.perf_counter() - wall0, preemptions=self.preemptions,
             evictions=self.evictions, replacements=self.replacements, samples=self.samples, events=self.log,
             gpu_seconds_used=self.gpu_used_s, gpu_seconds_available=self.gpu_avail_s,
-            cq_usage_integral=dict(self.cq_integral), levels=levels)
+            cq_usage_integral=dict(self.cq_integral), levels=levels, gpu_seconds_lost=self.gpu_lost_s,
+            free_domains=self.free_domains)
 
 
 def simulate(world: World, jobs: Iterable[SimJob], failures: Sequence[SimFailure] = (), **kwargs: Any) -> SimResult:

@@ -142,6 +142,9 @@ CMP_ROWS = (
     ("still pending", "pending", "{}"), ("wait mean", ("wait_s", "mean"), "{:.1f} s"),
     ("wait p50", ("wait_s", "p50"), "{:.1f} s"), ("wait p99", ("wait_s", "p99"), "{:.1f} s"),
     ("GPU utilisation", "gpu_utilization", "{:.1%}"), ("domains / multi-pod job", "mean_domains_multi_pod", "{:.2f}"),
+    ("multi-pod jobs in one domain", "multi_pod_in_one_domain", "{:.1%}"), ("wait p95", "wait_p95_s", "{:.1f} s"),
+    ("GPU-hours lost to evictions", "gpu_hours_lost", "{:.1f}"),
+    ("whole-free domains (mean, all levels)", "free_whole_domains_mean", "{:.1f}"),
     ("preemptions", "preemptions", "{}"), ("NodeFailures evictions", "evictions_node_failures", "{}"),
     ("hot swaps", "replacements", "{}"), ("cycles", "cycles", "{}"), ("wall time", "wall_s", "{:.2f} s"),
 )
@@ -180,6 +183,7 @@ def render_report(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]], *, t
                                            [(t, [s["wait_by_team_s"].get(t, {}).get("mean", 0.0) for _, _, s in runs])
                                             for t in teams], [lbl for lbl, _, _ in runs])
                      + "<figcaption>mean queue wait per team, one bar per policy</figcaption></figure>")
+    parts += free_domain_parts(runs)
     parts.append(f"<h2>GPU utilisation over time ({escape(label0)})</h2><figure>{utilisation_svg(result0)}"
                  "<figcaption>GPUs in use / GPUs on healthy nodes; dashed lines: red failure, green recovery, "
                  "orange preemption, purple eviction</figcaption></figure>")
@@ -210,3 +214,45 @@ def render_report(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]], *, t
         parts.append('<div class="meta">none</div>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def free_domains_svg(title: str, runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]], level: int) -> str:
+    """Whole-free domains of one level over time, one line per run (fragmentation, issue 17)."""
+    x_max = max([r.makespan for _, r, _ in runs] + [1.0])
+    y_max = max([c[level] for _, r, _ in runs for _t, c in r.free_domains if len(c) > level] + [1])
+    out = _frame(title, x_max, float(y_max), "simulated time", lambda v: f"{v:.3g}")
+    for i, (label, result, _s) in enumerate(runs):
+        pts, prev = [], None
+        for t, counts in result.free_domains:
+            if len(counts) <= level:
+                continue
+            x = ML + (W - ML - MR) * t / x_max
+            y = MT + (H - MT - MB) * (1 - counts[level] / y_max)
+            if prev is not None:
+                pts.append(f"{x:.1f},{prev:.1f}")
+            pts.append(f"{x:.1f},{y:.1f}")
+            prev = y
+        if pts:
+            out.append(f'<polyline fill="none" stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="1.3" '
+                       f'points="{" ".join(pts)}"><title>{escape(label)}</title></polyline>')
+    lx = ML
+    for i, (label, _r, _s) in enumerate(runs):
+        out.append(f'<rect x="{lx}" y="{MT + 4}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
+                   f'<text x="{lx + 14}" y="{MT + 13}">{escape(label)}</text>')
+        lx += 14 + 7 * len(label) + 14
+    out.append("</svg>")
+    return "".join(out)
+
+
+def free_domain_parts(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]]) -> list[str]:
+    """One plot per level above the leaves: domains with nothing in use, over time."""
+    result0 = runs[0][1]
+    if not result0.free_domains or not result0.levels:
+        return []
+    parts = []
+    for level, name in enumerate(result0.levels[:-1]):
+        parts.append(f"<h2>Whole-free {escape(name)} domains over time</h2><figure>"
+                     + free_domains_svg(f"whole-free {name} domains", runs, level)
+                     + "<figcaption>domains of this level with no GPU in use (more is better for large jobs); "
+                       "one line per policy</figcaption></figure>")
+    return parts

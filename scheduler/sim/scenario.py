@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.cluster import core_nodes
-from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, flavor_spec, local_queue_spec
+from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, compact_defaults, flavor_spec, local_queue_spec
 from scheduler.core.failures import RequeueBackoff, StormPolicy
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.core.nodes import HOSTNAME_LABEL
+from scheduler.core.placement.options import POLICIES, PlacementOptions
 from scheduler.core.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
@@ -18,7 +19,7 @@ from scheduler.sim.engine import GPU, SimFailure, SimJob, SimResult, Simulator, 
 from scheduler.sim.trace import Trace, TraceError
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-COMPARE = ("solver", "queueing", "borrowing")
+COMPARE = ("solver", "queueing", "borrowing", "placement")
 
 
 def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
@@ -71,7 +72,8 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     for lq in lqs.values():
         ns_labels.setdefault(lq.namespace, {NAMESPACE_NAME_LABEL: lq.namespace})
     return World(nodes=nodes, cluster_queues=cqs, local_queues=lqs, flavors=flavors, topologies=topologies,
-                 cohorts=cohorts, workload_priority_classes=wpcs, namespace_labels=ns_labels)
+                 cohorts=cohorts, workload_priority_classes=wpcs, namespace_labels=ns_labels,
+                 compact_defaults=compact_defaults(by_kind["ClusterQueue"]))
 
 
 def jobs_from_trace(trace: Trace, world: World) -> tuple[list[SimJob], list[SimFailure]]:
@@ -135,6 +137,9 @@ def variants(world: World, compare: str | None, solver: str) -> list[tuple[str, 
         return [(s, with_queueing(world, s), solver) for s in (STRICT_FIFO, BEST_EFFORT_FIFO)]
     if compare == "borrowing":
         return [("borrowing", world, solver), ("no borrowing", without_borrowing(world), solver)]
+    if compare == "placement":  # toposched's placement policies (docs/beyond-kueue.md)
+        return [(name, dataclasses.replace(world, placement_options=PlacementOptions.from_names(name)), solver)
+                for name in POLICIES]
     raise ValueError(f"--compare: unknown value {compare!r} (choose from {', '.join(COMPARE)})")
 
 
@@ -187,6 +192,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
     level = narrow[-1] if narrow else ""
     multi = [j for j in jobs if j.domains and sum(ps.count for ps in j.spec.pod_sets) > 1]
     spans = [j.domains.get(level, 0) for j in multi]
+    free = [sum(counts) for _t, counts in result.free_domains]
     return {
         "makespan_s": round(result.makespan, 3),
         "submitted": len([j for j in jobs if j.submit_at <= result.makespan]),
@@ -207,6 +213,10 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "gpu_utilization": round(result.gpu_utilization, 4),
         "domains_level": level,
         "mean_domains_multi_pod": round(sum(spans) / len(spans), 3) if spans else 0.0,
+        "multi_pod_in_one_domain": round(sum(1 for s in spans if s == 1) / len(spans), 4) if spans else 0.0,
+        "wait_p95_s": round(percentile(waits, 95), 3),
+        "gpu_hours_lost": round(result.gpu_seconds_lost / 3600, 3),
+        "free_whole_domains_mean": round(sum(free) / len(free), 3) if free else 0.0,
         "cycles": result.cycles,
         "wall_s": round(result.wall_s, 3),
     }

@@ -43,6 +43,7 @@ def render_html(view: TopologyView, *, title: str = "Cluster topology", collapse
         ("ok", "healthy", totals["healthy"]),
         ("bad", "unhealthy", totals["unhealthy"]),
         ("warn", "NotReady / cordoned", totals["unavailable"]),
+        ("warn", "drained (toposched.io/drain)", totals["drained"]),
         ("", "GPUs used / total", f"{totals['gpus_used']} / {totals['gpus']} ({util})"),
         ("", "domains", layers or "none"),
     ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import NodeInfo, PodInfo
+from scheduler.core.topology import is_drained
 from scheduler.core.workload import ANN_WORKLOAD
 
 LAYER_PREFIX = "topology.k8s.aws/network-node-layer-"
@@ -28,6 +29,9 @@ JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name", "training.kubeflo
 # Health categories used for colour: placeable, HyperPod/fault unhealthy, unavailable
 # (NotReady or cordoned: the node itself is fine as far as HyperPod knows).
 HEALTHY, UNHEALTHY, UNAVAILABLE = "healthy", "unhealthy", "unavailable"
+# Healthy but marked for maintenance (toposched.io/drain): nothing new is placed there.
+DRAINED = "drained"
+DRAINED_REASON = "drained for maintenance (toposched.io/drain): running jobs finish, nothing new lands"
 
 
 def sanitize_id(value: str) -> str:
@@ -106,6 +110,7 @@ class TopologyView:
             "healthy": sum(1 for n in self.nodes if n.health == HEALTHY),
             "unhealthy": sum(1 for n in self.nodes if n.health == UNHEALTHY),
             "unavailable": sum(1 for n in self.nodes if n.health == UNAVAILABLE),
+            "drained": sum(1 for n in self.nodes if n.health == DRAINED),
             "gpus": sum(n.gpus for n in self.nodes),
             "gpus_used": sum(n.gpus_used for n in self.nodes),
             "skipped": len(self.skipped),
@@ -214,10 +219,14 @@ def _node_view(node: NodeInfo, path: Sequence[str], workloads: Mapping[str, int]
                policy: HealthPolicy) -> NodeView:
     """One tile: health category, accelerator capacity and what runs there."""
     health = node_health(node, policy)
+    category = HEALTHY if health.healthy else _category(health.reason)
+    reason = health.reason
+    if health.healthy and is_drained(node):
+        category, reason = DRAINED, DRAINED_REASON
     return NodeView(
         name=node.name, path=tuple(path),
-        health=HEALTHY if health.healthy else _category(health.reason),
-        reason=health.reason, gpus=sum(node.allocatable.get(r, 0) for r in ACCELERATORS),
+        health=category,
+        reason=reason, gpus=sum(node.allocatable.get(r, 0) for r in ACCELERATORS),
         gpus_used=sum(workloads.values()),
         instance_type=node.labels.get("node.kubernetes.io/instance-type", ""),
         workloads=dict(sorted(workloads.items())),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from scheduler.topoview.model import (
+    DRAINED,
     HEALTHY,
     UNAVAILABLE,
     UNHEALTHY,
@@ -36,6 +37,7 @@ COLOURS = {
     HEALTHY: ("#e6f4e4", "#2e7d32", "healthy (Schedulable, Ready)"),
     UNHEALTHY: ("#fde2df", "#c62828", "unhealthy (HyperPod fault / health label)"),
     UNAVAILABLE: ("#fff1d6", "#b26a00", "down: NotReady or cordoned"),
+    DRAINED: ("#ece6f5", "#6a3fa0", "drained for maintenance"),
 }
 GPU_USED, GPU_FREE = "#1e5fbf", "#ffffff"
 LEVEL_FILL = ("#eef3fa", "#fbfcfe", "#f2f4f7", "#ffffff", "#f4f6f8")
@@ -159,6 +161,8 @@ def _summary(dom: Domain, box: _Box, counts: dict[str, int]) -> list[str]:
         text += f", {counts[UNHEALTHY]} unhealthy"
     if counts[UNAVAILABLE]:
         text += f", {counts[UNAVAILABLE]} down"
+    if counts[DRAINED]:
+        text += f", {counts[DRAINED]} drained"
     out = [f'<text x="{PAD}" y="{HEADER + 12}" class="small">{escape(text)}</text>']
     bar = SUMMARY_W - 2 * PAD
     out.append(f'<rect x="{PAD}" y="{HEADER + 20}" width="{bar}" height="11" rx="2" fill="{GPU_FREE}" '
@@ -196,7 +200,7 @@ def _draw(box: _Box, x: int, y: int) -> list[str]:
         out.append(f'<text x="{box.w - PAD}" y="17" class="small" text-anchor="end">{escape(fitting)}</text>')
     if box.summary:
         members = _leaf_health(dom)
-        counts = {HEALTHY: 0, UNHEALTHY: 0, UNAVAILABLE: 0}
+        counts = {HEALTHY: 0, UNHEALTHY: 0, UNAVAILABLE: 0, DRAINED: 0}
         for n in members:
             counts[n.health] += 1
         out += _summary(dom, box, counts)
@@ -230,7 +234,7 @@ STYLE = f"""
 def _legend(width: int, collapsed: bool) -> list[str]:
     out = ['<g class="legend-row" transform="translate(0,6)">']
     x = 0
-    for key in (HEALTHY, UNHEALTHY, UNAVAILABLE):
+    for key in (HEALTHY, UNHEALTHY, UNAVAILABLE, DRAINED):
         fill, stroke, text = COLOURS[key]
         out.append(f'<rect x="{x}" y="0" width="18" height="14" rx="3" fill="{fill}" stroke="{stroke}" '
                    'stroke-width="1.4"/>')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -201,3 +202,28 @@ def test_preemption_target_domain_and_victims() -> None:
     assert {labels[h] for h in victims_hosts} == {target["domain"]}
     text = to_text(out)
     assert f"Preemption target: {L3} domain {target['domain']}" in text and "(chosen now)" in text
+
+
+def test_compact_wait_shows_the_time_left() -> None:
+    """toposched.io/compact-* on the pod template: the wait's reason and the time left."""
+    wl = workload("compact", 3, ns="team-a")
+    ps = wl["spec"]["podSets"][0]
+    ps["topologyRequest"] = {"preferred": L3}
+    ps["template"]["metadata"] = {"annotations": {"toposched.io/compact-level": L3,
+                                                  "toposched.io/compact-wait": "1h"}}
+    now = dt.datetime(2026, 1, 1, 0, 10, tzinfo=dt.UTC)  # 10 minutes after creation
+    out = explain(snap(wl), "team-a", "compact", solver="greedy", now=now)
+    assert out["reasons"][0]["reason"] == "WaitingForCompactPlacement"
+    assert out["compactWait"] == {"deadline": "2026-01-01T01:00:00+00:00", "remainingSeconds": 3000}
+    assert "3000s of the wait left" in to_text(out)
+
+
+def test_drained_nodes_are_counted_in_health() -> None:
+    s = snap(workload("one", 1))
+    nodes = generate_nodes(CLUSTER)
+    nodes[0]["metadata"]["labels"]["toposched.io/drain"] = "true"
+    drained = EngineSnapshot(nodes=nodes, flavors=[FLAVOR], topologies=[TOPOLOGY], workloads=s.objects.workloads,
+                             cluster_queues=s.objects.cluster_queues, local_queues=s.objects.local_queues,
+                             namespaces=s.objects.namespaces)
+    h = explain(drained, "team-a", "one", solver="greedy")["health"]
+    assert h["excluded"] == 2 and h["byReason"]["drained for maintenance (toposched.io/drain)"] == 1

@@ -241,3 +241,21 @@ def test_tty_progress_bar_redraws_in_place() -> None:
     text = stream.getvalue()
     assert text.startswith("\r[greedy] |") and text.count("\r") == 2 and text.endswith("\n")
     assert "100%" in text and "|" + "#" * 28 + "|" in text
+
+
+def test_compact_wait_from_the_cluster_queue_default_relaxes_at_its_deadline() -> None:
+    """Two layer-3 domains of 2 nodes; 3 pods can never share one: the ClusterQueue's
+    toposched.io/compact-* default holds the job 600 s from queueing, then it is admitted as
+    placed (the wait's end wakes the loop: no other event happens at t=600)."""
+    objs = queues(gpus=32)
+    objs[2]["metadata"]["annotations"] = {"toposched.io/compact-level": L3, "toposched.io/compact-wait": "10m"}
+    world = world_from_objects({"name": "sim-4", "instanceType": "ml.p5.48xlarge", "layers": [1, 1, 2],
+                                "nodesPerDomain": 2}, objs)
+    trace = {"jobs": [job("wide", 0, 3, 100, topology={"preferred": L3}), job("one", 0, 1, 100)]}
+    jobs, failures = jobs_from_trace(trace_from_data(trace), world)
+    result = simulate(world, jobs, failures)
+    by_name = {j.spec.name: j for j in result.jobs}
+    assert by_name["one"].first_admitted == 0  # a single pod spans one domain: no wait
+    assert by_name["wide"].first_admitted == 600 and by_name["wide"].domains[L3] == 2
+    assert [e["kind"] for e in result.events if e.get("workload") == "team/wide"] == ["relaxed"]
+    assert summarize(result)["multi_pod_in_one_domain"] == 0.0

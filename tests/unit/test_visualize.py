@@ -277,7 +277,7 @@ def test_view_dict_and_fake_cluster_input(capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run_script(["--cluster", desc, "--format", "json"], capsys)
     assert code == 0
     totals = json.loads(out)["totals"]
-    assert totals == {"nodes": 16, "healthy": 14, "unhealthy": 1, "unavailable": 1, "gpus": 128,
+    assert totals == {"nodes": 16, "healthy": 14, "unhealthy": 1, "unavailable": 1, "drained": 0, "gpus": 128,
                       "gpus_used": 0, "skipped": 0, "domains": 15}
     view = build_view([node_from_k8s(n) for n in THREE], [pod_from_k8s(p) for p in pods_for(THREE)["items"]])
     assert view_to_dict(view)["totals"]["gpus_used"] == 18  # type: ignore[index]
@@ -294,3 +294,13 @@ def test_script_runs_from_checkout_without_install(tmp_path: Path) -> None:
                           cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "got kind 'Service'" in proc.stderr
+
+
+def test_drained_nodes_are_shown_as_drained() -> None:
+    """toposched.io/drain (domain drain, docs/beyond-kueue.md): its own category and count."""
+    drained = [dict(n, metadata=dict(n["metadata"], labels={**n["metadata"]["labels"], "toposched.io/drain": "true"}))
+               if i == 0 else n for i, n in enumerate(THREE)]
+    view = build_view([node_from_k8s(n) for n in drained])
+    assert view.totals()["drained"] == 1
+    (first,) = [v for v in view.nodes if v.name == THREE[0]["metadata"]["name"]]
+    assert first.health == "drained" and "toposched.io/drain" in first.reason

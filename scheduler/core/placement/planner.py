@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scheduler.core.placement import balanced, cpsat, greedy, groups, tail
+from scheduler.core.placement import balanced, cpsat, fragmentation, greedy, groups, tail
+from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.types import (
     DEFAULT_GATES,
     DomainAssignment,
@@ -67,6 +68,7 @@ def place_workload(
     preferred_domains: Mapping[str, Mapping[str, str]] | None = None,
     gates: PlacementGates = DEFAULT_GATES,
     spread_counts: Mapping[str, SpreadCounts] | None = None,
+    options: PlacementOptions | None = None,
 ) -> Placement:
     """Place ``pod_sets`` on ``tree`` (unchanged). ``preferred_domains`` (pod set name ->
     ``{level label: value}``) is a soft wish, e.g. the domain a requeued workload ran in
@@ -74,18 +76,28 @@ def place_workload(
     otherwise the normal placement is returned. (Node selectors are honoured by the tree only
     when hostname is the lowest level, as in Kueue, so the wish is ignored elsewhere.)
     ``gates``: the Kueue feature gates placement reads (``PlacementGates.from_gates``).
-    ``spread_counts``: pod set name -> its PodSet group's topology spreading counts."""
+    ``spread_counts``: pod set name -> its PodSet group's topology spreading counts.
+    ``options``: toposched's policies beyond Kueue (:mod:`options`); None or all off = Kueue."""
+    opts = options or PlacementOptions()
     if preferred_domains and tree.hostname_lowest:
         first = place_workload(tree, _with_preferred_domains(pod_sets, preferred_domains), solver=solver,
                                time_budget_s=time_budget_s / 2, implied_tas=implied_tas, gates=gates,
-                               spread_counts=spread_counts)
+                               spread_counts=spread_counts, options=opts)
+        if first.fits:
+            return first
+        time_budget_s /= 2
+    healthy = fragmentation.healthy_only(tree, pod_sets) if opts.degraded_last else None
+    if healthy is not None:
+        first = place_workload(healthy, pod_sets, solver=solver, time_budget_s=time_budget_s / 2,
+                               implied_tas=implied_tas, gates=gates, spread_counts=spread_counts,
+                               options=replace(opts, degraded_last=False))
         if first.fits:
             return first
         time_budget_s /= 2
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
     deadline = time.monotonic() + max(time_budget_s, 0.0)
-    return _place_in_order(tree, pod_sets, solver, deadline, implied_tas, gates, spread_counts or {})
+    return _place_in_order(tree, pod_sets, solver, deadline, implied_tas, gates, spread_counts or {}, opts)
 
 
 def _with_preferred_domains(pod_sets: Sequence[PodSetSpec],
@@ -112,7 +124,8 @@ class _SolverUse:
 
 
 def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: str, deadline: float,
-                    implied_tas: bool, gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> Placement:
+                    implied_tas: bool, gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts],
+                    opts: PlacementOptions) -> Placement:
     """Groups of pod sets one after another (Kueue's order), each seeing the assumed usage of
     those before it: greedy first, then CP-SAT's improvement where it is wanted, within the
     shared deadline. A leader + workers group is placed jointly (:mod:`groups`)."""
@@ -130,7 +143,7 @@ def _place_in_order(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], solver: 
                 continue
             for current in members:
                 placed[current] = _place_one(tree, pod_sets, current, free, solver, deadline, implied_tas, multi,
-                                             use, gates, spread_counts)
+                                             use, gates, spread_counts, opts)
         except PlacementError as err:
             return Placement(False, str(err), use.name, False, (), failed_pod_set=pod_sets[current].name)
     ordered = tuple(placed[i] for i in range(len(pod_sets)))
@@ -206,7 +219,8 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
 
 def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, free: IntArray, solver: str,
                deadline: float, implied_tas: bool, multi: bool, use: _SolverUse,
-               gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts]) -> PodSetPlacement:
+               gates: PlacementGates, spread_counts: Mapping[str, SpreadCounts],
+               opts: PlacementOptions) -> PodSetPlacement:
     """One pod set on its own (raises PlacementError with Kueue's message)."""
     ps = pod_sets[index]
     if ps.count <= 0:  # count-0 pod sets are skipped by TAS
@@ -216,8 +230,12 @@ def _place_one(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], index: int, f
     balanced_pods = balanced.place(prob) if gates.balanced and not prob.tail else None
     if balanced_pods is not None:
         leaf_pods = balanced_pods
+    elif prob.tail:
+        leaf_pods = tail.place(prob)
+    elif opts.fragmentation_aware and fragmentation.applies(prob):
+        leaf_pods = fragmentation.place(prob, free)  # toposched's hierarchical LeastFreeCapacity
     else:
-        leaf_pods = tail.place(prob) if prob.tail else greedy.place_pod_set(prob)
+        leaf_pods = greedy.place_pod_set(prob)
     improved = False
     if balanced_pods is None and _wants_cpsat(prob, leaf_pods, solver, multi):
         leaf_pods, improved = _improve(prob, leaf_pods, _time_share(deadline, pod_sets[index:]), use)
