@@ -1,10 +1,11 @@
 """Job integrations: how a kind of job becomes a Workload, and how it is started/stopped.
 
-batch/v1 Job, JobSet (jobset.x-k8s.io/v1alpha2) and Kubeflow PyTorchJob (kubeflow.org/v1) are
-implemented, as Kueue's integrations do them. Others (HyperPod's HyperPodPyTorchJob,
-LeaderWorkerSet, MPIJob) plug in the same way: implement :class:`JobIntegration` (pod sets,
-suspend field, finished conditions) and register in :data:`INTEGRATIONS`; nothing else in the
-controller knows a job's kind.
+batch/v1 Job, JobSet (jobset.x-k8s.io/v1alpha2), Kubeflow PyTorchJob (kubeflow.org/v1) and
+MPIJob (kubeflow.org/v2beta1) are implemented, as Kueue's integrations do them. LeaderWorkerSet
+is not a suspendable job (one Workload per group, pods held by the extender): it has its own
+module, :mod:`scheduler.kube.lws`. Others (HyperPod's HyperPodPyTorchJob) plug in the same way:
+implement :class:`JobIntegration` (pod sets, suspend field, finished conditions) and register in
+:data:`INTEGRATIONS`; nothing else in the controller knows a job's kind.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.adapter.jobkinds import batch_job_pod_sets, jobset_pod_sets, kubeflow_pod_sets
+from scheduler.adapter.jobkinds import (
+    MPI_REPLICA_SPECS,
+    MPI_REPLICA_TYPES,
+    batch_job_pod_sets,
+    jobset_pod_sets,
+    kubeflow_pod_sets,
+)
 from scheduler.core.topology_request import ANN_UNCONSTRAINED
 from scheduler.core.workload import (
     ANN_WORKLOAD,
@@ -23,7 +30,7 @@ from scheduler.core.workload import (
     LABEL_QUEUE_NAME,
     kueue_workload_name,
 )
-from scheduler.kube.informer import JOBS, JOBSETS, PYTORCHJOBS, Resource
+from scheduler.kube.informer import JOBS, JOBSETS, MPIJOBS, PYTORCHJOBS, Resource
 
 LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 # HyperPod auto-resume (on the job's metadata).
@@ -267,7 +274,8 @@ class PyTorchJobJob:
     group = "kubeflow.org"
     resource = PYTORCHJOBS
     replica_specs_field = "pytorchReplicaSpecs"
-    ordered_replica_types = ("Master", "Worker")
+    ordered_replica_types: tuple[str, ...] = ("Master", "Worker")
+    failed_message = "PyTorchJob failed"
 
     def _replicas(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         specs = (job.get("spec") or {}).get(self.replica_specs_field) or {}
@@ -310,15 +318,31 @@ class PyTorchJobJob:
         return self.is_suspended(job) and self.active_pods(job) == 0
 
     def finish_state(self, job: Mapping[str, Any]) -> FinishState:
-        return finish_from_conditions(job, "Succeeded", "Failed", None, "PyTorchJob failed")
+        return finish_from_conditions(job, "Succeeded", "Failed", None, self.failed_message)
 
     def active_pods(self, job: Mapping[str, Any]) -> int:
         statuses = (job.get("status") or {}).get("replicaStatuses") or {}
         return sum(int((s or {}).get("active") or 0) for s in statuses.values())
 
 
+class MPIJobJob(PyTorchJobJob):
+    """kubeflow.org/v2beta1 MPIJob, as Kueue's mpijob integration: pod sets ``launcher`` and
+    ``worker`` (those present, in that order; count = replicas, default 1), TAS ranks by
+    ``training.kubeflow.org/replica-index``, suspended through ``spec.runPolicy.suspend``,
+    finished by the Succeeded / Failed conditions, active pods from ``status.replicaStatuses``.
+    The mpi-operator creates the launcher as a batch/v1 Job owned by the MPIJob: that Job is
+    the MPIJob's, never managed on its own (``owned_by_managed_parent``)."""
+
+    kind = "MPIJob"
+    resource = MPIJOBS
+    replica_specs_field = MPI_REPLICA_SPECS
+    ordered_replica_types = MPI_REPLICA_TYPES
+    failed_message = "MPIJob failed"
+
+
 INTEGRATIONS: dict[str, JobIntegration] = {
-    "batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob(), "kubeflow.org/PyTorchJob": PyTorchJobJob()}
+    "batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob(), "kubeflow.org/PyTorchJob": PyTorchJobJob(),
+    "kubeflow.org/MPIJob": MPIJobJob()}
 
 
 def workload_for_job(integration: JobIntegration, job: Mapping[str, Any], priority: int,
