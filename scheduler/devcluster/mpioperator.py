@@ -51,6 +51,10 @@ def module_dir() -> Path:
     return binaries.go_module_dir(MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION)
 
 
+def mpijob_crd_file() -> Path:
+    return module_dir() / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
+
+
 def _wait_leader(cluster: LocalCluster, proc: processes.Started, timeout_s: float) -> None:
     coordination = client.CoordinationV1Api(cluster.api_client())
     deadline = time.monotonic() + timeout_s
@@ -73,7 +77,7 @@ def start_mpi_operator(cluster: LocalCluster, *, timeout_s: float = 120) -> peer
     cluster: ``LocalCluster.stop()`` stops it)."""
     binary = ensure_mpi_operator()
     kube = cluster.api_client()
-    crds = list(yaml.safe_load_all((module_dir() / "manifests" / "base" / "kubeflow.org_mpijobs.yaml").read_text()))
+    crds = list(yaml.safe_load_all(mpijob_crd_file().read_text()))
     apply_objects(kube, crds)
     peers.wait_crds_established(kube, crds)
     apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LOCK_NAMESPACE}}])

@@ -21,7 +21,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 RESULTS = HERE / "results"
-GROUPS = ("placement", "quota", "failure", "groups")
+GROUPS = ("placement", "quota", "failure", "groups", "kinds")
 
 
 def load_group(name: str) -> dict[str, Any]:
@@ -35,7 +35,8 @@ def run_group(engine: str, group: str, only: set[str] | None = None, keep: bool 
     spec = load_group(group)
     directory = Path(tempfile.mkdtemp(prefix=f"conformance-{engine}-{group}-"))
     t0 = time.monotonic()
-    run = start_run(engine, directory, spec["cluster"], spec["queues"], jobsets=bool(spec.get("jobsets")))
+    run = start_run(engine, directory, spec["cluster"], spec["queues"], jobsets=bool(spec.get("jobsets")),
+                    kinds=tuple(spec.get("kinds") or ()))
     out: dict[str, Any] = {"_node_labels": run.node_labels}
     log(f"[{engine}/{group}] control plane + engine up in {time.monotonic() - t0:.1f}s ({directory})")
     try:
