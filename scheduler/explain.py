@@ -28,6 +28,7 @@ from typing import Any
 
 from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Pending, Preempt, quota_in_use, run_cycle
 from scheduler.core.health import node_health
 from scheduler.core.queueing import order_key, resolve_priority
@@ -43,7 +44,8 @@ def _conditions(workload: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "auto",
-            time_budget_s: float = 0.1, now: dt.datetime | None = None) -> dict[str, Any]:
+            time_budget_s: float = 0.1, now: dt.datetime | None = None,
+            config: KueueConfig = KUEUE_DEFAULTS) -> dict[str, Any]:
     job, workload = snap.find_job(namespace, name)
     if job is None and workload is None:
         raise NotFound(f"no Job or Workload {name!r} in namespace {namespace!r}")
@@ -70,7 +72,7 @@ def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "a
     if holds_reservation(workload):
         out["admitted"] = True
         return out
-    _explain_pending(snap, workload, out, solver, time_budget_s, now or dt.datetime.now(dt.UTC))
+    _explain_pending(snap, workload, out, solver, time_budget_s, now or dt.datetime.now(dt.UTC), config)
     if recorded and recorded.get("status") == "False" and recorded.get("message") and not any(
             r["message"] == recorded.get("message") for r in reasons):
         reasons.append({"reason": recorded.get("reason", ""),
@@ -79,9 +81,9 @@ def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "a
 
 
 def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dict[str, Any], solver: str,
-                     time_budget_s: float, now: dt.datetime) -> None:
+                     time_budget_s: float, now: dt.datetime, config: KueueConfig) -> None:
     full = build_snapshot(snap.objects, now, solver=solver, time_budget_s=time_budget_s,
-                          health_policy=snap.health_policy)
+                          health_policy=snap.health_policy, config=config)
     meta = workload["metadata"]
     key = f"{meta['namespace']}/{meta['name']}"
     reasons: list[dict[str, str]] = out["reasons"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -20,6 +20,8 @@ from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import WorkloadFormatError, WorkloadSpec
 from scheduler.errors import UserError
+
+T = TypeVar("T")
 
 
 def load_documents(path: Path | str, what: str = "file") -> list[tuple[str, dict[str, Any]]]:
@@ -75,21 +77,7 @@ def load_nodes(path: Path | str) -> list[NodeInfo]:
 
 
 def nodes_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str) -> list[NodeInfo]:
-    nodes = []
-    for loc, obj in docs:
-        pre = _prefix(what, path, loc)
-        kind = obj.get("kind", "Node")
-        if kind != "Node":
-            raise UserError(f"{pre}kind: expected Node, got {kind!r}")
-        if not (obj.get("metadata") or {}).get("name"):
-            raise UserError(f"{pre}metadata.name: missing")
-        try:
-            nodes.append(node_from_k8s(obj))
-        except QuantityError as exc:
-            raise UserError(f"{pre}status.allocatable: {exc}") from exc
-        except (TypeError, AttributeError, ValueError) as exc:
-            raise UserError(f"{pre}malformed Node ({exc})") from exc
-    return nodes
+    return _objects_of_kind(docs, what, path, "Node", node_from_k8s, "status.allocatable")
 
 
 def load_pods(path: Path | str) -> list[PodInfo]:
@@ -97,21 +85,28 @@ def load_pods(path: Path | str) -> list[PodInfo]:
 
 
 def pods_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str) -> list[PodInfo]:
-    pods = []
+    return _objects_of_kind(docs, what, path, "Pod", pod_from_k8s, "spec.containers[].resources")
+
+
+def _objects_of_kind(docs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str, kind: str,
+                     convert: Callable[[dict[str, Any]], T], quantities_at: str) -> list[T]:
+    """Each document converted; the first bad one is the user's error, named by its place in
+    the file and the field (``quantities_at``: where a bad quantity of this kind sits)."""
+    out = []
     for loc, obj in docs:
         pre = _prefix(what, path, loc)
-        kind = obj.get("kind", "Pod")
-        if kind != "Pod":
-            raise UserError(f"{pre}kind: expected Pod, got {kind!r}")
+        got = obj.get("kind", kind)
+        if got != kind:
+            raise UserError(f"{pre}kind: expected {kind}, got {got!r}")
         if not (obj.get("metadata") or {}).get("name"):
             raise UserError(f"{pre}metadata.name: missing")
         try:
-            pods.append(pod_from_k8s(obj))
+            out.append(convert(obj))
         except QuantityError as exc:
-            raise UserError(f"{pre}spec.containers[].resources: {exc}") from exc
+            raise UserError(f"{pre}{quantities_at}: {exc}") from exc
         except (TypeError, AttributeError, ValueError) as exc:
-            raise UserError(f"{pre}malformed Pod ({exc})") from exc
-    return pods
+            raise UserError(f"{pre}malformed {kind} ({exc})") from exc
+    return out
 
 
 def load_topology(path: Path | str) -> tuple[str, tuple[str, ...]]:

@@ -31,6 +31,7 @@ from scheduler.adapter.queues import (
     priority_values,
 )
 from scheduler.adapter.workloads import admitted_workload, pending_workload
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.queueing import PendingWorkload
@@ -67,7 +68,8 @@ def _namespace(obj: Obj) -> str:
 
 
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
-                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None) -> Snapshot:
+                   inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
+                   config: KueueConfig = KUEUE_DEFAULTS) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``."""
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
@@ -94,4 +96,5 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         namespace_labels=ns_labels,
         solver=solver,
         time_budget_s=time_budget_s,
+        config=config,
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
 
 __all__ = ["ControllerEngine", "DecisionHub", "Engine", "EngineSnapshot", "StaticEngine", "Subscription",
@@ -40,6 +41,7 @@ class RunningController(Protocol):
 
     solver: str
     time_budget_s: float
+    config: KueueConfig
     cache: Any  # scheduler.kube.cache.ClusterCache: .all(), .jobs, .<resource>.items()
     observers: list[Observer]
 
@@ -144,6 +146,7 @@ class Engine:
     hub: DecisionHub
     solver: str = "auto"
     time_budget_s: float = 0.1
+    config: KueueConfig = KUEUE_DEFAULTS  # the admin's Kueue Configuration, for Explain's what-if cycle
 
     def snapshot(self) -> EngineSnapshot | None:
         raise NotImplementedError
@@ -171,6 +174,7 @@ class ControllerEngine(Engine):
         self.controller = controller
         self.solver = controller.solver
         self.time_budget_s = controller.time_budget_s
+        self.config = controller.config
         self.cache = controller.cache
         self.health_policy = health_policy
         self.hub = DecisionHub()

@@ -204,7 +204,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         budget_s = explain_budget_s(self.engine.time_budget_s, self._remaining(context), DEADLINE_RESERVE_S)
         try:
             result = explain(snap, request.namespace, request.name, solver=self.engine.solver,
-                             time_budget_s=budget_s)
+                             time_budget_s=budget_s, config=self.engine.config)
         except NotFound as err:
             raise _Status(grpc.StatusCode.NOT_FOUND, str(err)) from err
         return explain_dict_to_response(result)

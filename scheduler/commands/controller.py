@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.logsetup import add_log_format_argument
 
@@ -36,6 +37,7 @@ def register(sub: Any) -> None:
     p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS",
                    help="how often the Lease is renewed or campaigned for")
     p.add_argument("--solver", choices=("greedy", "cpsat", "auto"), default="auto")
+    add_kueue_config_argument(p)
     p.add_argument("--time-budget-ms", type=float, default=100.0, help="CP-SAT time budget per placement")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
     p.add_argument("--node-failure-grace-seconds", type=float, default=3.0,
@@ -138,6 +140,14 @@ def start_http(args: argparse.Namespace, ready: Any, metrics: Any) -> None:
                         "--metrics-port", exit_code=1) from exc
 
 
+def controller_kueue_config(args: argparse.Namespace) -> Any:
+    """The Configuration, with the frameworks it enables that toposched has no integration for
+    reported among what is not honoured."""
+    from scheduler.kube.jobs import unmanaged_frameworks
+
+    return kueue_config(args, unmanaged_frameworks)
+
+
 def run(args: argparse.Namespace) -> int:
     """Lost leadership does not end the process: writes stop at once (the writer's fence), the
     loop idles with warm caches and campaigns again; a new term writes only after its caches
@@ -159,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         kueue_lease = parse_lease_ref(args.kueue_lease) if args.kueue_lease else None
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    config = controller_kueue_config(args)
     api = Api(api_client(args.kubeconfig))
     try:
         elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
@@ -173,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
-                            is_leader=fence)
+                            is_leader=fence, config=config)
     metrics = ControllerMetrics()
     controller.metrics = metrics
     controller.observers.append(metrics.observe)

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.commands._kueue_config import read_kueue_config
 from scheduler.devcluster import binaries
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports, port_in_use
 from scheduler.devcluster.stack import StackPorts, start_toposched
@@ -58,6 +59,9 @@ def register(sub: Any) -> None:
     up.add_argument("--mpijob", action="store_true",
                     help="also run the Kubeflow mpi-operator v0.8.0 (MPIJob v2beta1; built once, ~1.5 min) so "
                     "MPIJobs can be submitted (examples/jobs/mpijob-launcher-workers.yaml)")
+    up.add_argument("--kueue-config", type=Path, metavar="FILE", default=None,
+                    help="Kueue's Configuration file for toposched's controller (fairSharing, waitForPodsReady, "
+                    "featureGates, ...; see `toposched controller --help`)")
     up.set_defaults(func=run_up)
     down = dev_sub.add_parser("down", help="stop everything `dev up` started")
     down.add_argument("--dir", type=Path, default=None)
@@ -81,6 +85,10 @@ def run_up(args: argparse.Namespace) -> int:
     directory = args.dir or default_dir()
     description, nodes = _fake_nodes(args.cluster)
     queues = _load_queues(args.queues)
+    controller_args: tuple[str, ...] = ()
+    if args.kueue_config is not None:
+        read_kueue_config(args.kueue_config)  # a bad file costs nothing: checked before anything starts
+        controller_args = ("--kueue-config", str(args.kueue_config.resolve()))
     _check_toposched_ports(args.port)
     started = time.monotonic()
     print(f"starting the local control plane in {directory} (first run builds Kubernetes: ~5-15 min) ...",
@@ -90,7 +98,7 @@ def run_up(args: argparse.Namespace) -> int:
         _create_objects(cluster, nodes, queues)
         _start_job_operators(cluster, jobset=args.jobset, pytorchjob=args.pytorchjob, lws=args.lws,
                              mpijob=args.mpijob)
-        components = start_toposched(cluster, StackPorts.after(args.port))
+        components = start_toposched(cluster, StackPorts.after(args.port), controller_args=controller_args)
     except BaseException:
         cluster.stop()
         raise

@@ -20,6 +20,8 @@ import re
 import sys
 from typing import Any
 
+from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
+from scheduler.core.config import KUEUE_DEFAULTS
 from scheduler.errors import UserError
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -39,6 +41,7 @@ def register(sub: Any) -> None:
     from scheduler.api.client import add_server_arguments
 
     add_server_arguments(p)
+    add_kueue_config_argument(p)
     p.set_defaults(func=run)
 
 
@@ -78,14 +81,15 @@ def read_cluster(api: Any) -> Any:
         priority_classes=items(inf.PRIORITY_CLASSES), source="kubeconfig")
 
 
-def explain_local(kubeconfig: str | None, namespace: str, name: str, solver: str) -> dict[str, Any]:
+def explain_local(kubeconfig: str | None, namespace: str, name: str, solver: str,
+                  config: Any = KUEUE_DEFAULTS) -> dict[str, Any]:
     from scheduler.explain import NotFound, explain
     from scheduler.kube.client import api_client
     from scheduler.kube.informer import Api
 
     snap = read_cluster(Api(api_client(kubeconfig)))
     try:
-        return explain(snap, namespace, name, solver=solver)
+        return explain(snap, namespace, name, solver=solver, config=config)
     except NotFound as exc:
         raise UserError(str(exc), exit_code=1) from exc
 
@@ -112,8 +116,10 @@ def run(args: Any) -> int:
     namespace, name = parse_target(args.target)
     if args.server and args.kubeconfig:
         raise UserError("--server and --kubeconfig are alternatives: give one")
+    if args.server and args.kueue_config:
+        raise UserError("--kueue-config applies to a local answer; with --server the engine uses its own")
     result = explain_remote(args, namespace, name) if args.server else explain_local(
-        args.kubeconfig, namespace, name, args.solver)
+        args.kubeconfig, namespace, name, args.solver, kueue_config(args))
     if args.output == "json":
         sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
     else:

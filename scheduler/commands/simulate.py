@@ -10,6 +10,7 @@ bad input. See docs/simulate.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 import yaml
 
 from scheduler.adapter.files import load_documents
+from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.errors import UserError
 
@@ -41,6 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument("--failures-per-day", type=float, default=0.0,
                    help="with --synthetic: node failures per simulated day (each recovers after 1 h)")
     p.add_argument("--solver", choices=("greedy", "cpsat", "auto"), default="greedy")
+    add_kueue_config_argument(p)
     p.add_argument("--time-budget-ms", type=int, default=100, help="CP-SAT budget per placement (default 100)")
     p.add_argument("--compare", choices=COMPARE, help="also run the other policy on the same trace: "
                    "solver (greedy vs cpsat), queueing (StrictFIFO vs BestEffortFIFO), borrowing (with/without)")
@@ -168,7 +171,8 @@ def run(args: Any) -> int:
         raise UserError(f"--eviction-delay: must be >= 0, got {args.eviction_delay:g}")
     if args.time_budget_ms <= 0:
         raise UserError(f"--time-budget-ms: must be > 0, got {args.time_budget_ms}")
-    world = load_world(args.cluster, args.queues)
+    config = kueue_config(args)
+    world = dataclasses.replace(load_world(args.cluster, args.queues), config=config)
     if args.trace is not None:
         trace, source = load_trace(args.trace), str(args.trace)
     else:

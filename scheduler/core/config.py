@@ -84,7 +84,9 @@ class KueueConfig:
     fair_sharing: FairSharing = FairSharing()
     admission_fair_sharing: AdmissionFairSharing = AdmissionFairSharing()
     wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
-    # ``resources.excludeResourcePrefixes``: requests with these prefixes are not counted.
-    exclude_resource_prefixes: tuple[str, ...] = ()
     # ``integrations.frameworks`` (Kueue's names, e.g. ``batch/job``); empty = toposched's default set.
     frameworks: tuple[str, ...] = ()
+
+
+# Kueue started without a Configuration file (the default of every ``config`` parameter).
+KUEUE_DEFAULTS = KueueConfig()

@@ -23,6 +23,7 @@ runs here, so both engines see the same API server behaviour.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,11 @@ class KueuePorts:
 
 
 def kueue_configuration(ports: KueuePorts, cert_dir: Path, *, integrations: tuple[str, ...] = ("batch/job",),
-                        wait_for_pods_ready: bool = False) -> dict[str, Any]:
-    """Kueue's Configuration for the local control plane (defaults everywhere else)."""
+                        overlay: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Kueue's Configuration for the local control plane (defaults everywhere else).
+    ``overlay``: scheduling settings merged on top (``fairSharing``, ``waitForPodsReady``,
+    ``featureGates``, ...) — the same dict toposched gets as ``--kueue-config``. The feature
+    gates go in the file, not on the command line: Kueue refuses both at once."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -92,10 +96,20 @@ def kueue_configuration(ports: KueuePorts, cert_dir: Path, *, integrations: tupl
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": 500, "burst": 1000},
         "integrations": {"frameworks": list(integrations)},
+        "featureGates": dict(HARNESS_FEATURE_GATES),
     }
-    if wait_for_pods_ready:
-        config["waitForPodsReady"] = {"timeout": "5m", "recoveryTimeout": "3m"}
-    return config
+    return merge_config(config, overlay or {})
+
+
+def merge_config(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` on top of ``base``, objects merged key by key (lists and scalars replaced)."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_config(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 # Kueue v0.17 hard-codes where it reads the metrics serving certificate when internal cert
@@ -105,7 +119,7 @@ METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 # The on-demand visibility API server (pending-workload listing; not part of scheduling)
 # reads its certificate from the hard-coded /visibility and binds every interface; it is the
 # one feature gate the harness turns off.
-FEATURE_GATES = "VisibilityOnDemand=false"
+HARNESS_FEATURE_GATES: dict[str, bool] = {"VisibilityOnDemand": False}
 
 
 def _ensure_metrics_cert() -> None:
@@ -130,12 +144,13 @@ class KueueHandle(peers.PeerHandle):
 
 
 def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeout_s: float = 120,
-                extra_args: tuple[str, ...] = (), feature_gates: str = FEATURE_GATES,
-                integrations: tuple[str, ...] = ("batch/job",)) -> KueueHandle:
+                extra_args: tuple[str, ...] = (), integrations: tuple[str, ...] = ("batch/job",),
+                config_overlay: Mapping[str, Any] | None = None) -> KueueHandle:
     """Run the real Kueue controller against ``cluster`` (CRDs are installed by the cluster).
     ``integrations``: Kueue's ``integrations.frameworks``; for one beyond batch/job the kind's
     CRD must be installed first (e.g. ``jobset.x-k8s.io/jobset`` after the JobSet CRD), and
-    Kueue's webhooks for that API group are registered too."""
+    Kueue's webhooks for that API group are registered too. ``config_overlay``: see
+    :func:`kueue_configuration`."""
 
     binary = ensure_kueue()
     _ensure_metrics_cert()
@@ -147,15 +162,13 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
     # controller-runtime's webhook server reads tls.crt / tls.key from certDir.
     pair = certs.issue(ca, cert_dir, "tls", "kueue-webhook", server=True, dns_names=("localhost",), ips=(LOOPBACK,))
     assert pair.cert.name == "tls.crt"
-    config = kueue_configuration(ports, cert_dir, integrations=integrations)
+    config = kueue_configuration(ports, cert_dir, integrations=integrations, overlay=config_overlay)
     config_path = kdir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
     kube = cluster.api_client()
     apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}])
     argv = [str(binary), f"--config={config_path}", f"--kubeconfig={cluster.kubeconfig}", "--zap-log-level=2"]
-    if feature_gates:
-        argv.append(f"--feature-gates={feature_gates}")
     argv += list(extra_args)
     proc = cluster.start_process(PROCESS_NAME, argv)
     handle = KueueHandle(cluster, proc, ports, config_path)

@@ -39,6 +39,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycle
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
@@ -50,7 +51,15 @@ from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
-from scheduler.kube.jobs import INTEGRATIONS, LABEL_JOB_UID, JobIntegration, PodSetStart, workload_for_job
+from scheduler.kube.jobs import (
+    INTEGRATIONS,
+    LABEL_JOB_UID,
+    LWS_KEY,
+    JobIntegration,
+    PodSetStart,
+    managed_integrations,
+    workload_for_job,
+)
 from scheduler.kube.lws import LwsGroups, is_group_workload
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
@@ -61,7 +70,6 @@ from scheduler.kube.writer import Observer, Writer
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Clock = Callable[[], dt.datetime]
-utcnow = st.utcnow
 
 
 def _owner_uid(workload: Mapping[str, Any]) -> str | None:
@@ -79,28 +87,28 @@ def _owner_uid(workload: Mapping[str, Any]) -> str | None:
 NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
 NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
 
-is_finished = st.is_finished
-has_reservation = st.has_reservation
-is_evicting = st.is_evicting
-
 
 class Controller:
-    def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = utcnow, solver: str = "auto",
+    def __init__(self, api: KubeApi, cache: ClusterCache, *, clock: Clock = st.utcnow, solver: str = "auto",
                  time_budget_s: float = 0.1, resync_s: float = 5.0, node_failure_grace_s: float = 3.0,
                  is_leader: Callable[[], bool] | None = None, events: EventRecorder | None = None,
                  requeue_backoff: RequeueBackoff | None = None,
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
-                 storm_policy: StormPolicy | None = None) -> None:
+                 storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
         waitForPodsReady requeuing defaults). ``node_failure_grace_s`` / ``node_unreachable_grace_s``:
         how long a known-bad / an unreachable assigned node must stay so before its workload is
-        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard."""
+        hot-swapped or evicted; ``storm_policy``: the eviction-storm guard. ``config``: the admin's
+        Kueue Configuration (``--kueue-config``); its ``integrations.frameworks`` limit the job
+        kinds managed."""
         self.api = api
         self.cache = cache
         self.clock = clock
         self.solver = solver
+        self.config = config
+        self.managed_kinds = managed_integrations(config.frameworks)
         self.time_budget_s = time_budget_s
         self.resync_s = resync_s
         self.leading = threading.Event()
@@ -128,6 +136,8 @@ class Controller:
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
         out: dict[str, tuple[JobIntegration, Obj]] = {}
         for key, informer in self.cache.jobs.items():
+            if key not in self.managed_kinds:
+                continue
             integration = INTEGRATIONS[key]
             for job in informer.items():
                 out[str(job["metadata"]["uid"])] = (integration, job)
@@ -171,8 +181,9 @@ class Controller:
         self.isolation.for_each("ensure_workloads", [entry for uid, entry in self._job_index().items()
                                                      if uid not in by_owner],
                                 lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1])
-        self.lws.ensure()
-        self.lws.label_pods()
+        if LWS_KEY in self.managed_kinds:
+            self.lws.ensure()
+            self.lws.label_pods()
 
     def _ensure_workload(self, integration: JobIntegration, job: Obj) -> None:
         if (job.get("metadata") or {}).get("deletionTimestamp") or owned_by_managed_parent(job):
@@ -221,7 +232,7 @@ class Controller:
             return
         if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
             return  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
-        if wl is not None and (st.condition_true(wl, st.ADMITTED) or is_finished(wl)):
+        if wl is not None and (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl)):
             return  # admitted (or evicted: the eviction phase stops it with the eviction's message)
         message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
@@ -232,7 +243,7 @@ class Controller:
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
         jobs = self._job_index()
-        self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not is_finished(wl)],
+        self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not st.is_finished(wl)],
                                 lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl)
 
     def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
@@ -249,7 +260,8 @@ class Controller:
     def progress_evictions(self) -> None:
         jobs = self._job_index()
         self.isolation.for_each("progress_evictions",
-                                [wl for wl in self.cache.workloads.items() if is_evicting(wl) and not is_finished(wl)],
+                                [wl for wl in self.cache.workloads.items()
+                                 if st.is_evicting(wl) and not st.is_finished(wl)],
                                 lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl)
 
     def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
@@ -344,8 +356,8 @@ class Controller:
         jobs = self._job_index()
         self.isolation.for_each("start_admitted",
                                 [wl for wl in self.cache.workloads.items()
-                                 if has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
-                                 and not st.condition_true(wl, st.EVICTED) and not is_finished(wl)],
+                                 if st.has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
+                                 and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)],
                                 lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl)
 
     def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
@@ -368,8 +380,8 @@ class Controller:
         """Changes whenever capacity or queue configuration may have changed: then workloads
         parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
         a workload finishes or is evicted, or queue objects change)."""
-        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED), is_finished(w))
-                            for w in self.cache.workloads.items() if has_reservation(w))
+        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED), st.is_finished(w))
+                            for w in self.cache.workloads.items() if st.has_reservation(w))
         # Queue objects by spec generation (and deletion), not resourceVersion: our own status
         # and finalizer writes (kube.queues) must not count as a configuration change.
         config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("generation"),
@@ -411,7 +423,8 @@ class Controller:
         def build() -> Snapshot:
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
-                                  exclude=self.unreadable.current(self.cache.workloads.items()))
+                                  exclude=self.unreadable.current(self.cache.workloads.items()),
+                                  config=self.config)
         try:
             return build()
         except Exception:

@@ -11,7 +11,7 @@ implement :class:`JobIntegration` (pod sets, suspend field, finished conditions)
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -343,6 +343,28 @@ class MPIJobJob(PyTorchJobJob):
 INTEGRATIONS: dict[str, JobIntegration] = {
     "batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob(), "kubeflow.org/PyTorchJob": PyTorchJobJob(),
     "kubeflow.org/MPIJob": MPIJobJob()}
+
+# LeaderWorkerSet is managed by scheduler.kube.lws (not a suspendable job), under this key.
+LWS_KEY = "leaderworkerset.x-k8s.io/LeaderWorkerSet"
+# Kueue's ``integrations.frameworks`` names -> the integrations above (and LWS).
+KUEUE_FRAMEWORKS: dict[str, str] = {
+    "batch/job": "batch/Job", "jobset.x-k8s.io/jobset": "jobset.x-k8s.io/JobSet",
+    "kubeflow.org/pytorchjob": "kubeflow.org/PyTorchJob", "kubeflow.org/mpijob": "kubeflow.org/MPIJob",
+    "leaderworkerset.x-k8s.io/leaderworkerset": LWS_KEY}
+
+
+def managed_integrations(frameworks: Sequence[str]) -> frozenset[str]:
+    """The :data:`INTEGRATIONS` keys (and :data:`LWS_KEY`) a Kueue ``integrations.frameworks``
+    list enables; an empty list (no Configuration) keeps toposched's default: every integration
+    it has."""
+    if not frameworks:
+        return frozenset(INTEGRATIONS) | {LWS_KEY}
+    return frozenset(KUEUE_FRAMEWORKS[f] for f in frameworks if f in KUEUE_FRAMEWORKS)
+
+
+def unmanaged_frameworks(frameworks: Sequence[str]) -> list[str]:
+    """Frameworks the Configuration enables that toposched has no integration for."""
+    return [f for f in frameworks if f not in KUEUE_FRAMEWORKS]
 
 
 def workload_for_job(integration: JobIntegration, job: Mapping[str, Any], priority: int,

@@ -10,12 +10,16 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-QUOTA_RESERVED = "QuotaReserved"
+# The reading side (condition lookup, the type names every converter asks about) is the
+# adapter's; this module adds the writing side.
+from scheduler.adapter.objects import EVICTED, FINISHED, QUOTA_RESERVED, condition_true, find_condition
+
+__all__ = ["ADMITTED", "EVICTED", "FINISHED", "PREEMPTED", "QUOTA_RESERVED", "REQUEUED", "condition_true",
+           "find_condition"]
+
 ADMITTED = "Admitted"
-EVICTED = "Evicted"
 PREEMPTED = "Preempted"
 REQUEUED = "Requeued"
-FINISHED = "Finished"
 
 
 def utcnow() -> dt.datetime:
@@ -29,18 +33,6 @@ def timestamp(now: dt.datetime) -> str:
 
 def conditions_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(c) for c in ((workload.get("status") or {}).get("conditions") or ())]
-
-
-def find_condition(workload: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
-    for cond in (workload.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == type_:
-            return dict(cond)
-    return None
-
-
-def condition_true(workload: Mapping[str, Any], type_: str) -> bool:
-    cond = find_condition(workload, type_)
-    return cond is not None and cond.get("status") == "True"
 
 
 def is_finished(workload: Mapping[str, Any]) -> bool:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -86,6 +87,7 @@ class World:
     workload_priority_classes: Mapping[str, int] = field(default_factory=dict)
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     health_policy: HealthPolicy = DEFAULT_POLICY
+    config: KueueConfig = KUEUE_DEFAULTS  # the admin's Kueue Configuration (--kueue-config)
 
 
 @dataclass
@@ -376,7 +378,7 @@ class Simulator:
                         admitted=[self.admitted[k] for k in sorted(self.admitted)],
                         workload_priority_classes=self.world.workload_priority_classes,
                         inadmissible=self.state.inadmissible(), namespace_labels=self.world.namespace_labels,
-                        solver=self.solver, time_budget_s=self.time_budget_s)
+                        solver=self.solver, time_budget_s=self.time_budget_s, config=self.world.config)
         t0 = time.perf_counter()
         decisions = run_cycle(snap)
         spent = time.perf_counter() - t0

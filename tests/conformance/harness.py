@@ -555,11 +555,15 @@ class Run:
 
 
 def start_run(engine: str, directory: Path, description: Mapping[str, Any], queues: Mapping[str, Any],
-              controller_args: tuple[str, ...] = (), jobsets: bool = False, kinds: tuple[str, ...] = ()) -> Run:
+              controller_args: tuple[str, ...] = (), jobsets: bool = False,
+              kueue_config: Mapping[str, Any] | None = None, kinds: tuple[str, ...] = ()) -> Run:
     """A fresh control plane with the group's nodes and queues, and one engine. ``jobsets``:
     install the JobSet CRD first and let the engine manage JobSets (Kueue's jobset
     integration; toposched's is always on). No JobSet controller runs: admission is what the
-    scenarios compare, and it needs only the JobSet object."""
+    scenarios compare, and it needs only the JobSet object. ``kueue_config``: the group's
+    scheduling settings (``fairSharing``, ``waitForPodsReady``, ``featureGates``, ...), merged
+    into Kueue's Configuration and given to toposched as ``--kueue-config``: one file, two
+    engines, as an admin would run them."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}")
     from scheduler.devcluster.kueue import KueueCluster
@@ -583,7 +587,7 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
 
             frameworks = ("batch/job", *(("jobset.x-k8s.io/jobset",) if jobsets else ()),
                           *(KINDS[k][3] for k in kinds))
-            extra = start_kueue(cluster, integrations=frameworks)
+            extra = start_kueue(cluster, integrations=frameworks, config_overlay=kueue_config)
             apply_objects(kube, objs)
         else:
             from scheduler.devcluster.stack import StackPorts, start_toposched
@@ -591,6 +595,8 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
             apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": "toposched-system"}}])
             apply_objects(kube, objs)
+            if kueue_config:
+                controller_args += ("--kueue-config", str(_write_kueue_config(directory, kueue_config)))
             start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
         namespaces = [team_namespace(t) for t in sorted(queues.get("teams") or {})]
         run = Run(engine, cluster, api, kube, nodes, namespaces, extra, jobsets, tuple(kinds))
@@ -600,6 +606,13 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
         cluster.stop()
         raise
     return run
+
+
+def _write_kueue_config(directory: Path, overlay: Mapping[str, Any]) -> Path:
+    path = directory / "kueue-config.yaml"
+    doc = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **overlay}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
 
 
 def _install_jobset_crd(kube: client.ApiClient) -> None:

@@ -36,7 +36,7 @@ def run_group(engine: str, group: str, only: set[str] | None = None, keep: bool 
     directory = Path(tempfile.mkdtemp(prefix=f"conformance-{engine}-{group}-"))
     t0 = time.monotonic()
     run = start_run(engine, directory, spec["cluster"], spec["queues"], jobsets=bool(spec.get("jobsets")),
-                    kinds=tuple(spec.get("kinds") or ()))
+                    kueue_config=spec.get("kueue_config"), kinds=tuple(spec.get("kinds") or ()))
     out: dict[str, Any] = {"_node_labels": run.node_labels}
     log(f"[{engine}/{group}] control plane + engine up in {time.monotonic() - t0:.1f}s ({directory})")
     try:

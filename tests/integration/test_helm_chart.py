@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from scheduler.adapter.kueue_config import load_kueue_config_text
 from scheduler.devcluster import binaries
 from scheduler.errors import UserError
 from scheduler.kube.informer import Api
@@ -349,3 +350,23 @@ def test_kueue_guard_adds_the_flag_and_a_role_on_that_one_lease(helm: Path, tmp_
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "toposched-controller", "namespace": NS}]
     with pytest.raises(HelmError, match="kueueGuard"):
         helm_template(helm, {"kueueGuard": {"lease": "no-slash"}}, tmp_path)
+
+
+def test_kueue_config_is_mounted_and_read_by_the_controller(helm: Path, tmp_path: Path,
+                                                            chart_objects: list[Obj]) -> None:
+    assert not any(a.startswith("--kueue-config") for a in _container(chart_objects, "controller")["args"])
+    kueue_file = ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: kueue-system\n"
+                  "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
+                  "waitForPodsReady:\n  timeout: 10m\n")
+    objects = helm_template(helm, {"kueueConfig": kueue_file, "grpc": {"expose": True,
+                                   "tls": {"secretName": "api-tls"}}}, tmp_path)
+    controller = _container(objects, "controller")
+    assert "--kueue-config=/etc/toposched/kueue-config/config.yaml" in controller["args"]
+    assert {"name": "kueue-config", "mountPath": "/etc/toposched/kueue-config", "readOnly": True} in \
+        controller["volumeMounts"]
+    assert {"name": "grpc-tls", "mountPath": "/etc/toposched/grpc-tls", "readOnly": True} in controller["volumeMounts"]
+    volumes = _deployment(objects, "controller")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "kueue-config", "configMap": {"name": "toposched-kueue-config"}} in volumes
+    data = by_key(objects)[("ConfigMap", "toposched-kueue-config", NS)]["data"]["config.yaml"]
+    loaded = load_kueue_config_text(data)  # what the controller reads at start-up
+    assert loaded.config.fair_sharing.enabled and loaded.config.wait_for_pods_ready.timeout_s == 600

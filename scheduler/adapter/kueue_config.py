@@ -1,0 +1,331 @@
+"""Kueue's own Configuration file -> :class:`scheduler.core.config.KueueConfig`.
+
+An admin's ``config.kueue.x-k8s.io/v1beta2`` (or ``v1beta1``) Configuration — the file Kueue
+is started with (``--config``) — works unchanged: toposched reads the fields that decide
+scheduling (``featureGates``, ``fairSharing``, ``admissionFairSharing``, ``waitForPodsReady``,
+``integrations.frameworks``) with Kueue v0.17's defaults
+and validation, and sorts every other field it finds into one of two lists reported once at
+start-up:
+
+- *process settings* (``webhook``, ``metrics``, ``health``, ``leaderElection``, ...): Kueue's
+  own server settings; toposched's processes take theirs from their flags;
+- *not supported*: fields that change scheduling which toposched does not implement yet
+  (``multiKueue``, ``resources.*``, ...): the admin must know their setting is
+  not honoured.
+
+Like Kueue (a strict decoder), a field Kueue does not know is an error, as is a value Kueue's
+validation refuses; messages name the field path as Kueue's do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from scheduler.core.config import (
+    GATE_DEFAULTS,
+    LESS_THAN_INITIAL_SHARE,
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    AdmissionFairSharing,
+    FairSharing,
+    FeatureGates,
+    KueueConfig,
+    RequeuingStrategy,
+    WaitForPodsReady,
+)
+
+GROUP = "config.kueue.x-k8s.io"
+API_VERSIONS = (f"{GROUP}/v1beta2", f"{GROUP}/v1beta1")
+KIND = "Configuration"
+MAX_BYTES = 1 << 20
+
+# Kueue v0.17.0's feature gates and their defaults (pkg/features/kube_features.go), plus the
+# gates added through v0.20 that toposched acts on (those are in GATE_DEFAULTS). A name in
+# neither is refused as Kueue refuses it.
+KUEUE_V017_GATES: dict[str, bool] = {
+    "PartialAdmission": True, "FlavorFungibility": True, "VisibilityOnDemand": True,
+    "PrioritySortingWithinCohort": True, "FairSharingPreemptWithinNominal": True,
+    "FairSharingPrioritizeNonBorrowing": True, "MultiKueue": True, "LendingLimit": True,
+    "MultiKueueBatchJobWithManagedBy": True, "TopologyAwareScheduling": True, "LocalQueueMetrics": True,
+    "LocalQueueDefaulting": True, "TASProfileMixed": True, "HierarchicalCohorts": True,
+    "AdmissionFairSharing": True, "ObjectRetentionPolicies": True, "TASFailedNodeReplacement": True,
+    "ElasticJobsViaWorkloadSlices": False, "ElasticJobsViaWorkloadSlicesWithTAS": False,
+    "TASFailedNodeReplacementFailFast": True, "TASReplaceNodeOnPodTermination": True,
+    "ManagedJobsNamespaceSelectorAlwaysRespected": True, "TASBalancedPlacement": False,
+    "DynamicResourceAllocation": False, "DRAExtendedResources": False, "MultiKueueAdaptersForCustomJobs": True,
+    "WorkloadRequestUseMergePatch": False, "SanitizePodSets": True, "MultiKueueAllowInsecureKubeconfigs": False,
+    "ReclaimablePods": True, "PropagateBatchJobLabelsToWorkload": True, "MultiKueueClusterProfile": False,
+    "FailureRecoveryPolicy": False, "SkipFinalizersForPodsSuspendedByParent": True,
+    "MultiKueueWaitForWorkloadAdmitted": True, "MultiKueueRedoAdmissionOnEvictionInWorker": True,
+    "TLSOptions": True, "RemoveFinalizersWithStrictPatch": True, "TASReplaceNodeOnNodeTaints": True,
+    "AssignQueueLabelsForPods": True, "TASMultiLayerTopology": False, "SchedulingEquivalenceHashing": False,
+    "SchedulerLongRequeueInterval": False, "SchedulerTimestampPreemptionBuffer": False,
+    "CustomMetricLabels": False, "SparkApplicationIntegration": False, "MultiKueueOrchestratedPreemption": False,
+    "PriorityBoost": False, "AdmissionGatedBy": False, "ShortWorkloadNames": False,
+    "FastQuotaReleaseInPodIntegration": False,
+}
+# component-base's umbrella gates, accepted by every Kubernetes-style feature gate set.
+_UMBRELLA_GATES = ("AllAlpha", "AllBeta")
+
+# Top-level fields of Kueue's Configuration that configure Kueue's own processes (servers,
+# certificates, client, leader election); toposched's commands have flags for their own.
+PROCESS_SETTINGS = frozenset({
+    "namespace", "internalCertManagement", "clientConnection", "webhook", "leaderElection", "metrics",
+    "health", "pprofBindAddress", "controller", "tls", "visibilityServer", "queueVisibility",
+})
+# Fields that change scheduling which toposched does not implement.
+NOT_SUPPORTED = frozenset({
+    "multiKueue", "objectRetentionPolicies", "managedJobsNamespaceSelector", "podOptions",
+})
+_HONOURED = frozenset({"apiVersion", "kind", "featureGates", "fairSharing", "admissionFairSharing",
+                       "waitForPodsReady", "resources", "integrations", "manageJobsWithoutQueueName"})
+_TOP_LEVEL = PROCESS_SETTINGS | NOT_SUPPORTED | _HONOURED
+
+_VALID_STRATEGIES = (
+    (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),
+    (LESS_THAN_INITIAL_SHARE,),
+    (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE),
+)
+_V1BETA1_WAIT_TIMEOUT_S = 300.0  # v1beta1 defaulted the timeout to 5 minutes
+
+
+class ConfigError(ValueError):
+    """The file is not a Configuration Kueue would start with. ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: KueueConfig
+    process_settings: tuple[str, ...] = ()  # field paths toposched leaves to its own flags
+    not_supported: tuple[str, ...] = ()  # field paths whose setting toposched does not honour
+    inert_gates: tuple[str, ...] = field(default=())  # Kueue gates set here that toposched does not act on
+
+    def report(self) -> list[str]:
+        """The start-up lines (empty when everything in the file is honoured)."""
+        lines = []
+        if self.not_supported:
+            lines.append("Kueue Configuration: NOT honoured by toposched (scheduling differs from Kueue's): "
+                         + ", ".join(self.not_supported))
+        if self.inert_gates:
+            lines.append("Kueue Configuration: featureGates toposched does not act on (Kueue's behaviour "
+                         "without them applies): " + ", ".join(self.inert_gates))
+        if self.process_settings:
+            lines.append("Kueue Configuration: Kueue process settings, ignored (toposched's commands take "
+                         "theirs from flags): " + ", ".join(self.process_settings))
+        return lines
+
+
+# ------------------------------------------------------------------ small readers
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: object, path: str) -> float:
+    """A Go ``time.Duration`` string (``1h30m``, ``300ms``, ``0s``) in seconds, as metav1.Duration reads it."""
+    if not isinstance(text, str) or not text:
+        raise ConfigError(f"{path}: invalid duration {text!r}: expected a string such as \"30m\" or \"1h30m\"")
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text[1:] if text[0] in "+-" else text
+    if body == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(body):
+        match = _DURATION_PART.match(body, pos)
+        if match is None:
+            raise ConfigError(f"{path}: time: invalid duration {text!r}")
+        total += float(match.group(1)) * _UNIT_S[match.group(2)]
+        pos = match.end()
+    if pos == 0:
+        raise ConfigError(f"{path}: time: invalid duration {text!r}")
+    return sign * total
+
+
+def _mapping(value: object, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _only(obj: Mapping[str, Any], known: frozenset[str] | set[str], path: str) -> None:
+    for key in obj:
+        if key not in known:
+            raise ConfigError(f'strict decoding error: unknown field "{path}.{key}"')
+
+
+def _int(value: object, path: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{path}: expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{path}: Invalid value: {value}: must be greater than or equal to {minimum}")
+    return value
+
+
+def _bool(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: expected true or false, got {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------ sections
+def _feature_gates(raw: object) -> tuple[FeatureGates, tuple[str, ...]]:
+    gates = _mapping(raw, "featureGates")
+    overrides: dict[str, bool] = {}
+    inert: list[str] = []
+    for name, value in gates.items():
+        if name not in GATE_DEFAULTS and name not in KUEUE_V017_GATES and name not in _UMBRELLA_GATES:
+            raise ConfigError(f"featureGates: unrecognized feature gate: {name}")
+        enabled = _bool(value, f"featureGates.{name}")
+        if name in GATE_DEFAULTS:
+            overrides[name] = enabled
+        elif enabled != KUEUE_V017_GATES.get(name, False):
+            inert.append(f"{name}={str(enabled).lower()}")
+    return FeatureGates(overrides), tuple(inert)
+
+
+def _fair_sharing(raw: object, v1beta1: bool) -> FairSharing:
+    if raw is None:
+        return FairSharing()
+    fs = _mapping(raw, "fairSharing")
+    _only(fs, {"enable", "preemptionStrategies"} if v1beta1 else {"preemptionStrategies"}, "fairSharing")
+    if v1beta1 and not _bool(fs.get("enable", False), "fairSharing.enable"):
+        return FairSharing()
+    raw_strategies = fs.get("preemptionStrategies")
+    if not raw_strategies:
+        if v1beta1:  # v1beta1 defaulted the list
+            return FairSharing(enabled=True)
+        raise ConfigError("fairSharing.preemptionStrategies: Required value: must be specified")
+    strategies = tuple(str(s) for s in raw_strategies) if isinstance(raw_strategies, list) else ()
+    if strategies not in _VALID_STRATEGIES:
+        supported = ", ".join("[" + ", ".join(s) + "]" for s in _VALID_STRATEGIES)
+        raise ConfigError(f"fairSharing.preemptionStrategies: Unsupported value: {raw_strategies!r}: "
+                          f"supported values: {supported}")
+    return FairSharing(enabled=True, preemption_strategies=strategies)
+
+
+def _admission_fair_sharing(raw: object) -> AdmissionFairSharing:
+    if raw is None:
+        return AdmissionFairSharing()
+    afs = _mapping(raw, "admissionFairSharing")
+    _only(afs, {"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"}, "admissionFairSharing")
+    half_life = parse_duration(afs.get("usageHalfLifeTime", "0s"), "admissionFairSharing.usageHalfLifeTime")
+    if half_life < 0:
+        raise ConfigError("admissionFairSharing.usageHalfLifeTime: Invalid value: must be greater than or equal to 0")
+    sampling = parse_duration(afs.get("usageSamplingInterval", "5m"), "admissionFairSharing.usageSamplingInterval")
+    if sampling <= 0:
+        raise ConfigError("admissionFairSharing.usageSamplingInterval: Invalid value: must be greater than 0")
+    weights: dict[str, float] = {}
+    for res, value in _mapping(afs.get("resourceWeights"), "admissionFairSharing.resourceWeights").items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise ConfigError(f"admissionFairSharing.resourceWeights[{res}]: Invalid value: {value!r}: "
+                              "must be greater than or equal to 0")
+        weights[str(res)] = float(value)
+    return AdmissionFairSharing(enabled=True, usage_half_life_time_s=half_life, usage_sampling_interval_s=sampling,
+                                resource_weights=weights)
+
+
+def _requeuing(raw: object) -> RequeuingStrategy:
+    rs = _mapping(raw, "waitForPodsReady.requeuingStrategy")
+    path = "waitForPodsReady.requeuingStrategy"
+    _only(rs, {"timestamp", "backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"}, path)
+    timestamp = rs.get("timestamp", "Eviction")
+    if timestamp not in ("Eviction", "Creation"):
+        raise ConfigError(f'{path}.timestamp: Unsupported value: "{timestamp}": '
+                          'supported values: "Creation", "Eviction"')
+    limit = rs.get("backoffLimitCount")
+    return RequeuingStrategy(
+        timestamp=str(timestamp),
+        backoff_limit_count=None if limit is None else _int(limit, f"{path}.backoffLimitCount", 0),
+        backoff_base_seconds=_int(rs.get("backoffBaseSeconds", 60), f"{path}.backoffBaseSeconds", 0),
+        backoff_max_seconds=_int(rs.get("backoffMaxSeconds", 3600), f"{path}.backoffMaxSeconds", 0),
+    )
+
+
+def _wait_for_pods_ready(raw: object, v1beta1: bool) -> WaitForPodsReady:
+    if raw is None:
+        return WaitForPodsReady()
+    w = _mapping(raw, "waitForPodsReady")
+    known = {"timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
+    _only(w, known | {"enable"} if v1beta1 else known, "waitForPodsReady")
+    if v1beta1 and not _bool(w.get("enable", False), "waitForPodsReady.enable"):
+        return WaitForPodsReady()
+    if "timeout" not in w and not v1beta1:
+        raise ConfigError("waitForPodsReady.timeout: Required value: set the time an admitted workload has to "
+                          "reach PodsReady=True, e.g. timeout: 5m")
+    timeout = parse_duration(w["timeout"], "waitForPodsReady.timeout") if "timeout" in w else _V1BETA1_WAIT_TIMEOUT_S
+    if timeout < 0:
+        raise ConfigError("waitForPodsReady.timeout: Invalid value: must be greater than or equal to 0")
+    recovery = w.get("recoveryTimeout")
+    recovery_s = None if recovery is None else parse_duration(recovery, "waitForPodsReady.recoveryTimeout")
+    if recovery_s is not None and recovery_s < 0:
+        raise ConfigError("waitForPodsReady.recoveryTimeout: Invalid value: must be greater than or equal to 0")
+    return WaitForPodsReady(enabled=True, timeout_s=timeout, recovery_timeout_s=recovery_s,
+                            block_admission=_bool(w.get("blockAdmission", False), "waitForPodsReady.blockAdmission"),
+                            requeuing_strategy=_requeuing(w.get("requeuingStrategy")))
+
+
+def _resources(raw: object, not_supported: list[str]) -> None:
+    res = _mapping(raw, "resources")
+    _only(res, {"excludeResourcePrefixes", "transformations", "deviceClassMappings"}, "resources")
+    not_supported.extend(f"resources.{k}" for k in ("excludeResourcePrefixes", "transformations",
+                                                    "deviceClassMappings") if res.get(k))
+
+
+def _frameworks(raw: object, not_supported: list[str]) -> tuple[str, ...]:
+    integrations = _mapping(raw, "integrations")
+    _only(integrations, {"frameworks", "externalFrameworks", "podOptions", "labelKeysToCopy"}, "integrations")
+    not_supported.extend(f"integrations.{k}" for k in ("externalFrameworks", "podOptions", "labelKeysToCopy")
+                         if integrations.get(k))
+    frameworks = integrations.get("frameworks") or []
+    if not isinstance(frameworks, list):
+        raise ConfigError("integrations.frameworks: expected a list of framework names such as batch/job")
+    return tuple(str(f) for f in frameworks)
+
+
+# ------------------------------------------------------------------ entry points
+def parse_kueue_config(doc: object) -> LoadedConfig:
+    """One Configuration object (a decoded YAML document) -> :class:`LoadedConfig`."""
+    obj = _mapping(doc, "Configuration")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if api_version not in API_VERSIONS or kind != KIND:
+        raise ConfigError(f"expected apiVersion {API_VERSIONS[0]} (or {API_VERSIONS[1]}) and kind {KIND}, "
+                          f"got apiVersion {api_version!r}, kind {kind!r}: this is not Kueue's Configuration file")
+    for key in obj:
+        if key not in _TOP_LEVEL:
+            raise ConfigError(f'strict decoding error: unknown field "{key}"')
+    v1beta1 = api_version.endswith("/v1beta1")
+    not_supported = sorted(k for k in NOT_SUPPORTED if obj.get(k))
+    if obj.get("manageJobsWithoutQueueName"):
+        not_supported.append("manageJobsWithoutQueueName")
+    gates, inert = _feature_gates(obj.get("featureGates"))
+    _resources(obj.get("resources"), not_supported)
+    config = KueueConfig(
+        feature_gates=gates,
+        fair_sharing=_fair_sharing(obj.get("fairSharing"), v1beta1),
+        admission_fair_sharing=_admission_fair_sharing(obj.get("admissionFairSharing")),
+        wait_for_pods_ready=_wait_for_pods_ready(obj.get("waitForPodsReady"), v1beta1),
+        frameworks=_frameworks(obj.get("integrations"), not_supported),
+    )
+    process = tuple(sorted(k for k in PROCESS_SETTINGS if k in obj))
+    return LoadedConfig(config, process, tuple(sorted(not_supported)), inert)
+
+
+def load_kueue_config_text(text: str, source: str = "the Kueue Configuration") -> LoadedConfig:
+    if len(text.encode()) > MAX_BYTES:
+        raise ConfigError(f"{source}: larger than {MAX_BYTES} bytes; a Kueue Configuration is a few kilobytes")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{source}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    try:
+        return parse_kueue_config(doc)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
