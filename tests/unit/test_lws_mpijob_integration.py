@@ -4,10 +4,13 @@ mutation and its fit checks for multi-pod-set kinds, the extender's reading of g
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from admission.mutation import apply_patch, mutate_job
-from admission.validation import validate_job
+from admission.validation import manifest_errors, validate_job
 from scheduler.adapter.jobkinds import lws_pod_sets, mpijob_pod_sets, workload_from_manifest
 from scheduler.core.workload import kueue_workload_name, owned_by_managed_parent
 from scheduler.extender.gate import Refusal, judge
@@ -226,3 +229,16 @@ def test_fit_checks_of_a_lws_worker_template_and_warnings_per_pod_set() -> None:
     assert warned.allowed, text(warned)
     assert any(w.startswith('pod set "worker": nvidia.com/gpu: 16 exceeds the nominal quota 8') for w in
                warned.warnings), warned.warnings
+
+
+def test_the_examples_pass_the_webhooks_rules_and_place_as_documented() -> None:
+    """examples/jobs/lws-leader-workers.yaml and mpijob-launcher-workers.yaml: no annotation or
+    PodSet-group error, and one group / the MPIJob have the pod sets the docs describe."""
+    root = Path(__file__).resolve().parents[2] / "examples" / "jobs"
+    group = yaml.safe_load((root / "lws-leader-workers.yaml").read_text())
+    assert manifest_errors(group) == []
+    sets = workload_from_manifest(group).pod_sets
+    assert [(ps.name, ps.count) for ps in sets] == [("leader", 1), ("worker", 3)]
+    mpi = yaml.safe_load((root / "mpijob-launcher-workers.yaml").read_text())
+    assert manifest_errors(mpi) == []
+    assert [(ps.name, ps.count) for ps in workload_from_manifest(mpi).pod_sets] == [("launcher", 1), ("worker", 4)]
