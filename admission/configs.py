@@ -2,9 +2,9 @@
 
 failurePolicy design (docs/webhook.md):
 
-* Jobs, JobSets and PyTorchJobs WITH ``kueue.x-k8s.io/queue-name`` (objectSelector ``Exists``): ``Fail``. Letting such
-  a Job through un-mutated would start it unsuspended, past every quota; a dead webhook only
-  blocks jobs that asked for the queue.
+* Jobs, JobSets, PyTorchJobs, MPIJobs and LeaderWorkerSets WITH ``kueue.x-k8s.io/queue-name``
+  (objectSelector ``Exists``): ``Fail``. Letting such a Job through un-mutated would start it
+  unsuspended, past every quota; a dead webhook only blocks jobs that asked for the queue.
 * Jobs WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
   defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
   price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
@@ -28,9 +28,13 @@ from admission.review import (
     KUEUE_PLURALS,
     MUTATE_JOB,
     MUTATE_JOBSET,
+    MUTATE_LWS,
+    MUTATE_MPIJOB,
     MUTATE_PYTORCHJOB,
     VALIDATE_JOB,
     VALIDATE_JOBSET,
+    VALIDATE_LWS,
+    VALIDATE_MPIJOB,
     VALIDATE_PYTORCHJOB,
     validate_kueue_path,
 )
@@ -79,6 +83,16 @@ def _pytorchjobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
              "operations": list(operations), "scope": "Namespaced"}]
 
 
+def _mpijobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"],
+             "operations": list(operations), "scope": "Namespaced"}]
+
+
+def _lws_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "resources": ["leaderworkersets"],
+             "operations": list(operations), "scope": "Namespaced"}]
+
+
 _QUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]}
 _UNQUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}
 
@@ -90,7 +104,9 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
     hooks = []
     for prefix, path, rules in (("mjob", MUTATE_JOB, _jobs_rule(["CREATE"])),
                                 ("mjobset", MUTATE_JOBSET, _jobsets_rule(["CREATE"])),
-                                ("mpytorchjob", MUTATE_PYTORCHJOB, _pytorchjobs_rule(["CREATE"]))):
+                                ("mpytorchjob", MUTATE_PYTORCHJOB, _pytorchjobs_rule(["CREATE"])),
+                                ("mmpijob", MUTATE_MPIJOB, _mpijobs_rule(["CREATE"])),
+                                ("mleaderworkerset", MUTATE_LWS, _lws_rule(["CREATE"]))):
         hooks.append(dict(common, name=f"{prefix}.toposched.io", clientConfig=client(path), rules=rules,
                           failurePolicy="Fail", timeoutSeconds=5, objectSelector=_QUEUED))
         if default_queue:
@@ -111,6 +127,12 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
                   timeoutSeconds=5, rules=_jobsets_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED),
              dict(common, name="vpytorchjob.toposched.io", clientConfig=client(VALIDATE_PYTORCHJOB),
                   failurePolicy="Fail", timeoutSeconds=5, rules=_pytorchjobs_rule(["CREATE", "UPDATE"]),
+                  objectSelector=_QUEUED),
+             dict(common, name="vmpijob.toposched.io", clientConfig=client(VALIDATE_MPIJOB),
+                  failurePolicy="Fail", timeoutSeconds=5, rules=_mpijobs_rule(["CREATE", "UPDATE"]),
+                  objectSelector=_QUEUED),
+             dict(common, name="vleaderworkerset.toposched.io", clientConfig=client(VALIDATE_LWS),
+                  failurePolicy="Fail", timeoutSeconds=5, rules=_lws_rule(["CREATE", "UPDATE"]),
                   objectSelector=_QUEUED)]
     for kind, plural in KUEUE_PLURALS.items():
         hooks.append(dict(

@@ -1,12 +1,16 @@
-"""Mutation of batch/v1 Jobs, JobSets and PyTorchJobs: plain dicts in, an RFC 6902 JSON Patch
-(list of ops) out. No I/O.
+"""Mutation of batch/v1 Jobs, JobSets, PyTorchJobs, MPIJobs and LeaderWorkerSets: plain dicts
+in, an RFC 6902 JSON Patch (list of ops) out. No I/O.
 
 At CREATE only (as Kueue's job webhooks), for a job managed by a queue:
 
 * LocalQueue defaulting (Kueue v0.17 GA): a Job without ``kueue.x-k8s.io/queue-name`` in a
   namespace that has a LocalQueue named ``default`` gets the label ``default``.
-* ``spec.suspend: true`` (``spec.runPolicy.suspend`` for a PyTorchJob) — the controller
-  unsuspends it when the Workload is admitted.
+* ``spec.suspend: true`` (``spec.runPolicy.suspend`` for a PyTorchJob or MPIJob) — the
+  controller unsuspends it when the Workload is admitted. A LeaderWorkerSet has no suspend:
+  as Kueue's LWS webhook, its pod templates get ``kueue.x-k8s.io/pod-suspending-parent`` and
+  ``kueue.x-k8s.io/pod-group-serving`` (and ``kueue.x-k8s.io/pod-index-offset: "1"`` on the
+  workers when there is a leader and no PodSet group), the WorkloadPriorityClass label when the
+  LWS has one; its pods are then held by the extender until their group's Workload is admitted.
 * ``schedulerName: toposched`` in every pod template (a Job's ``spec.template``, each of a
   JobSet's ``spec.replicatedJobs[i].template.spec.template``) — the second kube-scheduler
   profile with the extender binds its pods.
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.view import ClusterView
+from scheduler.core.topology_request import ANN_GROUP_NAME
 from scheduler.core.workload import (
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
@@ -37,6 +42,13 @@ from scheduler.core.workload import (
 
 DEFAULT_LOCAL_QUEUE = "default"
 DEFAULT_PRIORITY_CLASS = "default"
+# Kueue's pod-group constants (pkg/controller/jobs/pod/constants) the LWS webhook writes.
+ANN_POD_SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
+ANN_POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
+ANN_POD_INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"
+LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
+RUN_POLICY_KINDS = ("PyTorchJob", "MPIJob")
+REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
 
 
 def escape(key: str) -> str:
@@ -62,15 +74,22 @@ def _set_label(job: Mapping[str, Any], ops: list[dict[str, Any]], key: str, valu
 
 
 def pod_template_paths(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(JSON pointer, pod template) of every pod template of a Job, JobSet or PyTorchJob."""
+    """(JSON pointer, pod template) of every pod template of a Job, JobSet, PyTorchJob, MPIJob or
+    LeaderWorkerSet (leader first)."""
     spec = obj.get("spec") or {}
-    if obj.get("kind") == "JobSet":
+    kind = obj.get("kind")
+    if kind == "JobSet":
         return [(f"/spec/replicatedJobs/{i}/template/spec/template",
                  ((rj.get("template") or {}).get("spec") or {}).get("template") or {})
                 for i, rj in enumerate(spec.get("replicatedJobs") or ())]
-    if obj.get("kind") == "PyTorchJob":
-        return [(f"/spec/pytorchReplicaSpecs/{escape(t)}/template", (rs or {}).get("template") or {})
-                for t, rs in sorted((spec.get("pytorchReplicaSpecs") or {}).items())]
+    if kind in REPLICA_SPECS:
+        field = REPLICA_SPECS[str(kind)]
+        return [(f"/spec/{field}/{escape(t)}/template", (rs or {}).get("template") or {})
+                for t, rs in sorted((spec.get(field) or {}).items())]
+    if kind == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        return [(f"/spec/leaderWorkerTemplate/{name}", lwt[name] or {})
+                for name in ("leaderTemplate", "workerTemplate") if lwt.get(name) is not None]
     return [("/spec/template", spec.get("template") or {})]
 
 
@@ -78,7 +97,7 @@ def suspend_path(obj: Mapping[str, Any]) -> tuple[str, bool]:
     """(JSON pointer of the suspend flag, whether it is set): ``spec.runPolicy.suspend`` for
     Kubeflow jobs, ``spec.suspend`` for Jobs and JobSets."""
     spec = obj.get("spec") or {}
-    if obj.get("kind") == "PyTorchJob":
+    if obj.get("kind") in RUN_POLICY_KINDS:
         return "/spec/runPolicy/suspend", (spec.get("runPolicy") or {}).get("suspend") is True
     return "/spec/suspend", spec.get("suspend") is True
 
@@ -102,12 +121,50 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
     if (not labels.get(LABEL_PRIORITY_CLASS) and view is not None
             and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
         _set_label(job, ops, LABEL_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS)
+    if job.get("kind") == "LeaderWorkerSet":
+        _lws_pod_template_defaults(job, ops)
+    else:
+        _suspend(job, ops)
+    _scheduler_names(job, ops, out.warnings, scheduler_name)
+    return out
+
+
+def _suspend(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> None:
     pointer, suspended = suspend_path(job)
     if not suspended:
         if pointer == "/spec/runPolicy/suspend" and "runPolicy" not in (job.get("spec") or {}):
             ops.append({"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}})
         else:
             ops.append({"op": "add", "path": pointer, "value": True})
+
+
+def _lws_pod_template_defaults(lws: Mapping[str, Any], ops: list[dict[str, Any]]) -> None:
+    """Kueue's LWS webhook ``podTemplateSpecDefault`` on the leader and worker templates (the
+    WorkloadPriorityClass label: the LWS's own, or the one defaulted by this mutation)."""
+    labels = (lws.get("metadata") or {}).get("labels") or {}
+    added = next((o["value"] for o in ops if o["path"] == "/metadata/labels"), None) or {}
+    priority = labels.get(LABEL_PRIORITY_CLASS) or added.get(LABEL_PRIORITY_CLASS) or next(
+        (o["value"] for o in ops if o["path"] == "/metadata/labels/kueue.x-k8s.io~1priority-class"), None)
+    for pointer, template in pod_template_paths(lws):
+        meta = template.get("metadata") or {}
+        annotations = dict(meta.get("annotations") or {})
+        wanted = {ANN_POD_SUSPENDING_PARENT: LWS_FRAMEWORK, ANN_POD_GROUP_SERVING: "true"}
+        has_leader = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("leaderTemplate") is not None
+        if pointer.endswith("workerTemplate") and has_leader and ANN_GROUP_NAME not in annotations:
+            wanted[ANN_POD_INDEX_OFFSET] = "1"
+        new_labels = dict(meta.get("labels") or {})
+        if priority:
+            new_labels[LABEL_PRIORITY_CLASS] = priority
+        if "metadata" not in template:
+            ops.append({"op": "add", "path": f"{pointer}/metadata", "value": {}})
+        if new_labels != (meta.get("labels") or {}):
+            ops.append({"op": "add", "path": f"{pointer}/metadata/labels", "value": new_labels})
+        if {**annotations, **wanted} != annotations:
+            ops.append({"op": "add", "path": f"{pointer}/metadata/annotations", "value": {**annotations, **wanted}})
+
+
+def _scheduler_names(job: Mapping[str, Any], ops: list[dict[str, Any]], warnings: list[str],
+                     scheduler_name: str) -> None:
     for pointer, template in pod_template_paths(job):
         pod_spec = template.get("spec")
         current = (pod_spec or {}).get("schedulerName")
@@ -119,9 +176,8 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
             ops.append({"op": "add", "path": f"{pointer}/spec/schedulerName", "value": scheduler_name})
         if current and current != "default-scheduler":
             field = pointer.strip("/").replace("/", ".") + ".spec.schedulerName"
-            out.warnings.append(f"toposched: {field} {current!r} replaced by "
-                                f"{scheduler_name!r} (jobs of a Kueue queue are placed by toposched)")
-    return out
+            warnings.append(f"toposched: {field} {current!r} replaced by "
+                            f"{scheduler_name!r} (jobs of a Kueue queue are placed by toposched)")
 
 
 def apply_patch(obj: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:

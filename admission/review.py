@@ -29,10 +29,16 @@ MUTATE_JOBSET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
 VALIDATE_JOBSET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
 MUTATE_PYTORCHJOB = "/mutate-kubeflow-org-v1-pytorchjob"
 VALIDATE_PYTORCHJOB = "/validate-kubeflow-org-v1-pytorchjob"
+MUTATE_MPIJOB = "/mutate-kubeflow-org-v2beta1-mpijob"
+VALIDATE_MPIJOB = "/validate-kubeflow-org-v2beta1-mpijob"
+MUTATE_LWS = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+VALIDATE_LWS = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 # path -> the kind it serves (the object's own ``kind`` may be absent in a review)
 JOB_KINDS = {MUTATE_JOB: "Job", VALIDATE_JOB: "Job", MUTATE_JOBSET: "JobSet", VALIDATE_JOBSET: "JobSet",
-             MUTATE_PYTORCHJOB: "PyTorchJob", VALIDATE_PYTORCHJOB: "PyTorchJob"}
-MUTATE_PATHS = (MUTATE_JOB, MUTATE_JOBSET, MUTATE_PYTORCHJOB)
+             MUTATE_PYTORCHJOB: "PyTorchJob", VALIDATE_PYTORCHJOB: "PyTorchJob",
+             MUTATE_MPIJOB: "MPIJob", VALIDATE_MPIJOB: "MPIJob",
+             MUTATE_LWS: "LeaderWorkerSet", VALIDATE_LWS: "LeaderWorkerSet"}
+MUTATE_PATHS = (MUTATE_JOB, MUTATE_JOBSET, MUTATE_PYTORCHJOB, MUTATE_MPIJOB, MUTATE_LWS)
 KUEUE_KINDS = {"topology": "Topology", "resourceflavor": "ResourceFlavor",
                "clusterqueue": "ClusterQueue", "localqueue": "LocalQueue"}
 KUEUE_PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors",

@@ -44,6 +44,10 @@ SCHEMAS: Mapping[str, Mapping[str, Any]] = {
         {"name": "str", "replicas": "int", "template": {"metadata": _METADATA, "spec": _JOB_SPEC}}]}},
     "PyTorchJob": {"metadata": _METADATA, "spec": {"runPolicy": {"suspend": "bool"}, "pytorchReplicaSpecs": {
         MAP: {"replicas": "int", "template": _POD_TEMPLATE}}}},
+    "MPIJob": {"metadata": _METADATA, "spec": {"runPolicy": {"suspend": "bool"}, "mpiReplicaSpecs": {
+        MAP: {"replicas": "int", "template": _POD_TEMPLATE}}}},
+    "LeaderWorkerSet": {"metadata": _METADATA, "spec": {"replicas": "int", "leaderWorkerTemplate": {
+        "size": "int", "leaderTemplate": _POD_TEMPLATE, "workerTemplate": _POD_TEMPLATE}}},
     "Topology": {"metadata": _METADATA, "spec": {"levels": _LEVELS}},
     "ResourceFlavor": {"metadata": _METADATA, "spec": {"nodeLabels": _STRING_MAP, "topologyName": "str",
                                                        "nodeTaints": [{}], "tolerations": [{}]}},

@@ -23,6 +23,7 @@ from admission.fielderrors import FieldError, forbidden
 from scheduler.core.workload import LABEL_QUEUE_NAME, owned_by_managed_parent
 
 DEFAULT_CONTROLLER_NAMESPACE = "toposched-system"
+RUN_POLICY_KINDS = ("PyTorchJob", "MPIJob")  # Kubeflow jobs keep suspend under spec.runPolicy
 CONTROLLER_SERVICE_ACCOUNT = "toposched-controller"
 
 
@@ -37,14 +38,14 @@ DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({controller_username()})
 
 def suspend_field(kind: str) -> str:
     """Where the kind keeps its suspend flag (Kubeflow jobs under ``runPolicy``)."""
-    return "spec.runPolicy.suspend" if kind == "PyTorchJob" else "spec.suspend"
+    return "spec.runPolicy.suspend" if kind in RUN_POLICY_KINDS else "spec.suspend"
 
 
 def is_suspended(obj: Mapping[str, Any], kind: str) -> bool:
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return False
-    if kind == "PyTorchJob":
+    if kind in RUN_POLICY_KINDS:
         run_policy = spec.get("runPolicy")
         return isinstance(run_policy, Mapping) and run_policy.get("suspend") is True
     return spec.get("suspend") is True

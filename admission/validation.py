@@ -456,6 +456,10 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
     return verdict
 
 
+MULTI_POD_SET_KINDS = ("JobSet", "PyTorchJob", "MPIJob", "LeaderWorkerSet")
+MANAGED_KINDS = ("Job", *MULTI_POD_SET_KINDS)
+
+
 def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
     """The validating webhook's decision for a batch/v1 Job carrying the queue label.
 
@@ -463,7 +467,7 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     the controller's own updates (unsuspend, node selectors) must not be blocked because a
     queue was deleted after the job was accepted.
     """
-    if job.get("kind") in ("JobSet", "PyTorchJob"):
+    if job.get("kind") in MULTI_POD_SET_KINDS:
         return validate_multi_pod_set_job(job, view, old)
     verdict = Verdict()
     template = (job.get("spec") or {}).get("template") or {}
@@ -484,38 +488,80 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
 
 def manifest_errors(obj: Obj) -> list[str]:
     """The webhook's checks that need no cluster (Kueue's annotation and PodSet-group rules) of
-    a Job, JobSet or PyTorchJob manifest, one line each; ``toposched place`` and gRPC ``Place``
-    refuse a manifest the webhook would deny, with the same words. Other kinds: none."""
-    if obj.get("kind") not in ("Job", "JobSet", "PyTorchJob"):
+    a Job, JobSet, PyTorchJob, MPIJob or LeaderWorkerSet manifest, one line each; ``toposched
+    place`` and gRPC ``Place`` refuse a manifest the webhook would deny, with the same words.
+    Other kinds: none."""
+    if obj.get("kind") not in MANAGED_KINDS:
         return []
     return [str(err) for err in validate_job(obj).errors]
 
 
-def _pod_set_annotations(obj: Obj, kind: str) -> list[tuple[str, Mapping[str, str], int]]:
-    """(annotations path, pod template annotations, pod count) per pod set of a JobSet
-    (replicated jobs) or a PyTorchJob (replica types)."""
+@dataclass(frozen=True)
+class _PodSetOf:
+    """One pod set of a multi-pod-set job: its name, where its template is, the template, count."""
+
+    name: str
+    template_path: str
+    template: Obj
+    count: int
+
+    @property
+    def annotations_path(self) -> str:
+        return f"{self.template_path}.metadata.annotations"
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return (self.template.get("metadata") or {}).get("annotations") or {}
+
+
+def _replica_pod_sets(spec: Obj, field_name: str, order: Sequence[str]) -> list[_PodSetOf]:
+    specs = spec.get(field_name) or {}
+    known = [t for t in order if specs.get(t) is not None]
     out = []
-    spec = obj.get("spec") or {}
-    if kind == "PyTorchJob":
-        for replica_type, rs in sorted((spec.get("pytorchReplicaSpecs") or {}).items()):
-            ann = (((rs or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
-            replicas = (rs or {}).get("replicas")
-            out.append((f"spec.pytorchReplicaSpecs[{replica_type}].template.metadata.annotations", ann,
-                        1 if replicas is None else int(replicas)))
-        return out
-    for i, rj in enumerate(spec.get("replicatedJobs") or ()):
-        job_spec = (rj.get("template") or {}).get("spec") or {}
-        ann = ((job_spec.get("template") or {}).get("metadata") or {}).get("annotations") or {}
-        count = int(rj.get("replicas", 1) or 0) * job_pod_count({"spec": job_spec})
-        out.append((f"spec.replicatedJobs[{i}].template.spec.template.metadata.annotations", ann, count))
+    for replica_type in known + sorted(t for t in specs if t not in order):
+        rs = specs.get(replica_type) or {}
+        replicas = rs.get("replicas")
+        out.append(_PodSetOf(replica_type.lower(), f"spec.{field_name}[{replica_type}].template",
+                             rs.get("template") or {}, 1 if replicas is None else int(replicas)))
     return out
 
 
+def _pod_sets_of(obj: Obj, kind: str) -> list[_PodSetOf]:
+    """The pod sets of a JobSet (replicated jobs), a PyTorchJob or MPIJob (replica types, in
+    Kueue's order) or a LeaderWorkerSet group (leader, worker / main), with their paths."""
+    spec = obj.get("spec") or {}
+    if kind == "PyTorchJob":
+        return _replica_pod_sets(spec, "pytorchReplicaSpecs", ("Master", "Worker"))
+    if kind == "MPIJob":
+        return _replica_pod_sets(spec, "mpiReplicaSpecs", ("Launcher", "Worker"))
+    if kind == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        size = 1 if lwt.get("size") is None else int(lwt["size"])
+        base = "spec.leaderWorkerTemplate"
+        if lwt.get("leaderTemplate") is None:
+            return [_PodSetOf("main", f"{base}.workerTemplate", lwt.get("workerTemplate") or {}, size)]
+        return [_PodSetOf("leader", f"{base}.leaderTemplate", lwt["leaderTemplate"] or {}, 1),
+                _PodSetOf("worker", f"{base}.workerTemplate", lwt.get("workerTemplate") or {}, size - 1)]
+    out = []
+    for i, rj in enumerate(spec.get("replicatedJobs") or ()):
+        job_spec = (rj.get("template") or {}).get("spec") or {}
+        count = int(rj.get("replicas", 1) or 0) * job_pod_count({"spec": job_spec})
+        out.append(_PodSetOf(str(rj.get("name") or f"replicatedJobs[{i}]"),
+                             f"spec.replicatedJobs[{i}].template.spec.template", job_spec.get("template") or {}, count))
+    return out
+
+
+def _pod_set_annotations(obj: Obj, kind: str) -> list[tuple[str, Mapping[str, str], int]]:
+    """(annotations path, pod template annotations, pod count) per pod set."""
+    return [(ps.annotations_path, ps.annotations, ps.count) for ps in _pod_sets_of(obj, kind)]
+
+
 def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
-    """A JobSet or PyTorchJob carrying the queue label: Kueue's annotation checks on every pod
-    set's template, and that the priority class, LocalQueue and ClusterQueue exist. The level,
-    quota and topology fit checks of :func:`validate_job_against_cluster` cover one pod set and
-    are not run for these (yet): one that cannot fit stays pending with Kueue's message."""
+    """A JobSet, PyTorchJob, MPIJob or LeaderWorkerSet carrying the queue label: Kueue's
+    annotation checks on every pod set's template, that the priority class, LocalQueue and
+    ClusterQueue exist, and the fit checks of :func:`validate_job_against_cluster` for every
+    pod set (level exists, its quota and topology can ever fit) plus the whole job's quota
+    (:func:`_multi_pod_set_fit`)."""
     verdict = Verdict()
     kind = str(job.get("kind"))
     pod_sets = _pod_set_annotations(job, kind)
@@ -531,8 +577,67 @@ def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: O
             [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job, kind)]))
     if verdict.errors or old is not None or view is None:
         return verdict
-    _queue_checks(job, view, verdict)
+    found = _queue_checks(job, view, verdict)
+    if found is not None and not verdict.errors:
+        verdict.extend(_multi_pod_set_fit(job, kind, view, found))
     return verdict
+
+
+def _relocated(err: FieldError, ps: _PodSetOf) -> FieldError:
+    """A single-pod-set check's error moved to the pod set's own template path and words."""
+    path = err.path.replace("spec.template", ps.template_path, 1) if err.path.startswith("spec.template") else err.path
+    detail = err.detail.replace("the job (", f"pod set \"{ps.name}\" (", 1)
+    fix = err.fix.replace("lower spec.parallelism", "lower the pod set's count", 1)
+    return FieldError(path, err.kind, detail, err.value, fix)
+
+
+def _multi_pod_set_fit(job: Obj, kind: str, view: ClusterView, found: tuple[str, str, Obj]) -> Verdict:
+    """Every pod set on its own through :data:`JOB_FIT_STEPS` (each must fit a flavor of the
+    ClusterQueue, so each is a necessary condition), then the pod sets' summed requests against
+    everything the ClusterQueue could ever get in all its flavors together. Pod sets of one
+    PodSet group are not yet checked jointly (the controller's placement is)."""
+    queue, cq_name, cq = found
+    verdict = Verdict()
+    quota = empty_quota(view.cluster_queues, view.cohorts, cq_name, cq)
+    sums: dict[str, int] = {}
+    for ps in _pod_sets_of(job, kind):
+        if ps.count <= 0:
+            continue
+        ctx = _JobFit(view=view, queue=queue, cq_name=cq_name, cq=cq, count=ps.count,
+                      per_pod=pod_spec_requests(ps.template.get("spec") or {}),
+                      req=_PodSetRequest.read(ps.annotations), flavor_names=_flavor_names(cq), template=ps.template,
+                      quota=quota)
+        one = Verdict()
+        for step in JOB_FIT_STEPS:
+            if step(ctx, one) == Step.STOP:
+                break
+        verdict.errors.extend(_relocated(err, ps) for err in one.errors)
+        verdict.warnings.extend(f"pod set \"{ps.name}\": {w}" for w in one.warnings)
+        for r, v in ctx.totals.items():
+            sums[r] = sums.get(r, 0) + v
+    if not verdict.errors:
+        verdict.errors.extend(_summed_quota_errors(job, kind, cq_name, cq, quota, sums))
+    return verdict
+
+
+def _summed_quota_errors(job: Obj, kind: str, cq_name: str, cq: Obj, quota: QuotaState,
+                         sums: Mapping[str, int]) -> list[FieldError]:
+    """The whole job's requests against the most its ClusterQueue could ever get per resource,
+    all flavors of the resource group together (nominal + borrowable)."""
+    errors = []
+    pods = sum(ps.count for ps in _pod_sets_of(job, kind))
+    for g_index, group in enumerate((cq.get("spec") or {}).get("resourceGroups") or ()):
+        for r in (str(r) for r in group.get("coveredResources") or ()):
+            if r not in sums:
+                continue
+            cap = sum(sum(quota_limits(quota, cq_name, str(fl.get("name")), r)) for fl in group.get("flavors") or ())
+            if sums[r] > cap:
+                errors.append(plain(
+                    "spec", f"the {kind} ({pods} pod(s)) can never be admitted by ClusterQueue \"{cq_name}\" "
+                    f"(resourceGroups[{g_index}]): {r} {_fmt(sums[r], r)} for all pod sets together > "
+                    f"{_fmt(cap, r)} (every flavor's nominal + borrowable quota)",
+                    "lower the replicas or the per-pod requests, or use another queue"))
+    return errors
 
 
 # ---- Kueue objects ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ KUEUE_TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 KUEUE_LEADER_LEASE = "c1f6bfd2.kueue.x-k8s.io"  # Kueue's default leaderElection.resourceName
 # The job kinds toposched's controller starts and stops (scheduler/kube/jobs.py); a pending
 # Workload of another kind (Pod groups, RayJob, ...) could be admitted but never started.
-ADOPTABLE_OWNER_KINDS = frozenset({"Job", "JobSet", "PyTorchJob"})
+ADOPTABLE_OWNER_KINDS = frozenset({"Job", "JobSet", "PyTorchJob", "MPIJob"})
 
 Obj = Mapping[str, Any]
 

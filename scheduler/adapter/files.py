@@ -144,7 +144,8 @@ ManifestCheck = Callable[[Mapping[str, Any]], list[str]]
 
 
 def load_workload(path: Path | str, check: ManifestCheck | None = None) -> WorkloadSpec:
-    """The first managed object in the file: a batch/v1 Job, JobSet, PyTorchJob or Kueue Workload."""
+    """The first managed object in the file: a batch/v1 Job, JobSet, PyTorchJob, MPIJob,
+    LeaderWorkerSet or Kueue Workload."""
     return workload_from_documents(load_documents(path, "workload file"), "workload file", path, check)
 
 

@@ -30,10 +30,14 @@ JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"  # child Job's index within it
 KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
 PYTORCH_REPLICA_SPECS = "pytorchReplicaSpecs"
 PYTORCH_REPLICA_TYPES = ("Master", "Worker")
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"  # leader 0, workers 1..size-1
+LWS_LEADER_POD_SET, LWS_WORKER_POD_SET = "leader", "worker"
+MPI_REPLICA_SPECS = "mpiReplicaSpecs"
+MPI_REPLICA_TYPES = ("Launcher", "Worker")  # Kueue's orderedReplicaTypes for kubeflow.org/v2beta1 MPIJob
 
 # Kinds Kueue manages that toposched has no integration for yet: named in the error, so a
 # user knows it is a gap of toposched, not a mistake in the manifest.
-NOT_BUILT_KINDS = ("LeaderWorkerSet", "MPIJob")
+NOT_BUILT_KINDS = ("HyperPodPyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob", "RayJob")
 
 
 def topology_request_from_template(template: Mapping[str, Any], pod_index_label: str | None,
@@ -47,11 +51,13 @@ def topology_request_from_template(template: Mapping[str, Any], pod_index_label:
     return (request_to_kueue(request) or None) if request is not None else None
 
 
-def _pod_set(name: str, count: int, template: Mapping[str, Any], pod_index_label: str,
-             sub_group: tuple[str, int] | None = None) -> dict[str, Any]:
+def _pod_set(name: str, count: int, template: Mapping[str, Any], pod_index_label: str | None,
+             sub_group: tuple[str, int] | None = None, spec_only: bool = False) -> dict[str, Any]:
     copied = copy.deepcopy(dict(template))
-    ps: dict[str, Any] = {"name": name, "count": count, "template": copied}
     request = topology_request_from_template(copied, pod_index_label, sub_group)
+    if spec_only:  # Kueue's pod-group integrations (LWS) keep only the template's spec
+        copied = {"spec": copied.get("spec") or {}}
+    ps: dict[str, Any] = {"name": name, "count": count, "template": copied}
     if request:
         ps["topologyRequest"] = request
     return ps
@@ -96,14 +102,41 @@ def kubeflow_pod_sets(job: Mapping[str, Any], replica_specs_field: str = PYTORCH
     return out
 
 
+def lws_pod_sets(lws: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """leaderworkerset.x-k8s.io/v1 LeaderWorkerSet, one group (Kueue's LWS integration builds the
+    same pod sets for each group's Workload): with a leader template, ``leader`` (1 pod, no pod
+    index label) and ``worker`` (size - 1 pods); without, ``main`` (size pods). Workers are ranked
+    by ``leaderworkerset.sigs.k8s.io/worker-index``; the templates keep only their spec."""
+    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    size = lwt.get("size")
+    count = 1 if size is None else int(size)
+    out = []
+    worker_name = DEFAULT_POD_SET
+    leader = lwt.get("leaderTemplate")
+    if leader is not None:
+        worker_name, count = LWS_WORKER_POD_SET, count - 1
+        out.append(_pod_set(LWS_LEADER_POD_SET, 1, leader, None, spec_only=True))
+    out.append(_pod_set(worker_name, count, lwt.get("workerTemplate") or {}, LWS_WORKER_INDEX, spec_only=True))
+    return out
+
+
+def mpijob_pod_sets(job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """kubeflow.org/v2beta1 MPIJob (Kueue's mpijob integration): pod sets ``launcher`` and
+    ``worker`` (those present, in that order; count = replicas, default 1), TAS ranks by
+    ``training.kubeflow.org/replica-index``."""
+    return kubeflow_pod_sets(job, MPI_REPLICA_SPECS, MPI_REPLICA_TYPES)
+
+
 # Kinds whose pod sets come from :func:`jobset_pod_sets` & co. (Job and Workload are read by
 # the core directly: their pod sets need no integration).
 POD_SETS_OF: Mapping[str, Callable[[Mapping[str, Any]], list[dict[str, Any]]]] = {
     "JobSet": jobset_pod_sets,
     "PyTorchJob": kubeflow_pod_sets,
+    "MPIJob": mpijob_pod_sets,
+    "LeaderWorkerSet": lws_pod_sets,
 }
-PLACEABLE_KINDS = ("Job", "JobSet", "PyTorchJob", "Workload")
-EXPECTED_KINDS = "a batch/v1 Job, a JobSet, a PyTorchJob or a Kueue Workload"
+PLACEABLE_KINDS = ("Job", "JobSet", "PyTorchJob", "MPIJob", "LeaderWorkerSet", "Workload")
+EXPECTED_KINDS = "a batch/v1 Job, a JobSet, a PyTorchJob, an MPIJob, a LeaderWorkerSet or a Kueue Workload"
 
 
 def is_placeable(obj: Mapping[str, Any]) -> bool:

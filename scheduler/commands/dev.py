@@ -53,6 +53,12 @@ def register(sub: Any) -> None:
     up.add_argument("--pytorchjob", action="store_true",
                     help="also run the Kubeflow training-operator v1.9.3 (PyTorchJob only; built once, ~1.5 min) so "
                     "PyTorchJobs can be submitted (examples/jobs/pytorchjob-master-workers.yaml)")
+    up.add_argument("--lws", action="store_true",
+                    help="also run the LeaderWorkerSet v0.8.0 controller (built once, ~1.5 min) so LeaderWorkerSets "
+                    "can be submitted (examples/jobs/lws-leader-workers.yaml)")
+    up.add_argument("--mpijob", action="store_true",
+                    help="also run the Kubeflow mpi-operator v0.8.0 (MPIJob v2beta1; built once, ~1.5 min) so "
+                    "MPIJobs can be submitted (examples/jobs/mpijob-launcher-workers.yaml)")
     up.add_argument("--kueue-config", type=Path, metavar="FILE", default=None,
                     help="Kueue's Configuration file for toposched's controller (fairSharing, waitForPodsReady, "
                     "featureGates, ...; see `toposched controller --help`)")
@@ -90,7 +96,8 @@ def run_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster(directory, Ports.fixed(args.port)).start()
     try:
         _create_objects(cluster, nodes, queues)
-        _start_job_operators(cluster, jobset=args.jobset, pytorchjob=args.pytorchjob)
+        _start_job_operators(cluster, jobset=args.jobset, pytorchjob=args.pytorchjob, lws=args.lws,
+                             mpijob=args.mpijob)
         components = start_toposched(cluster, StackPorts.after(args.port), controller_args=controller_args)
     except BaseException:
         cluster.stop()
@@ -139,8 +146,10 @@ def _create_objects(cluster: LocalCluster, nodes: list[dict[str, Any]], queues: 
     apply_objects(api, queues)
 
 
-def _start_job_operators(cluster: LocalCluster, *, jobset: bool, pytorchjob: bool) -> None:
-    """The optional JobSet controller and Kubeflow training-operator (each built on first use)."""
+def _start_job_operators(cluster: LocalCluster, *, jobset: bool, pytorchjob: bool, lws: bool = False,
+                         mpijob: bool = False) -> None:
+    """The optional JobSet, LeaderWorkerSet controllers and Kubeflow training-operator,
+    mpi-operator (each built on first use)."""
     if jobset:
         from scheduler.devcluster.jobset import JOBSET_VERSION, start_jobset
 
@@ -153,6 +162,18 @@ def _start_job_operators(cluster: LocalCluster, *, jobset: bool, pytorchjob: boo
         print(f"starting the Kubeflow training-operator {TRAINING_OPERATOR_VERSION} (first run builds it: "
               "~1.5 min) ...", file=sys.stderr, flush=True)
         start_training_operator(cluster)
+    if lws:
+        from scheduler.devcluster.lws import LWS_VERSION, start_lws
+
+        print(f"starting the LeaderWorkerSet {LWS_VERSION} controller (first run builds it: ~1.5 min) ...",
+              file=sys.stderr, flush=True)
+        start_lws(cluster)
+    if mpijob:
+        from scheduler.devcluster.mpioperator import MPI_OPERATOR_VERSION, start_mpi_operator
+
+        print(f"starting the Kubeflow mpi-operator {MPI_OPERATOR_VERSION} (first run builds it: ~1.5 min) ...",
+              file=sys.stderr, flush=True)
+        start_mpi_operator(cluster)
 
 
 def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: Any, nodes: list[dict[str, Any]],
@@ -173,6 +194,10 @@ def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: A
         print("  kubectl apply -f examples/jobs/jobset-leader-workers.yaml")
     if args.pytorchjob:
         print("  kubectl apply -f examples/jobs/pytorchjob-master-workers.yaml")
+    if args.lws:
+        print("  kubectl apply -f examples/jobs/lws-leader-workers.yaml")
+    if args.mpijob:
+        print("  kubectl apply -f examples/jobs/mpijob-launcher-workers.yaml")
     print("  toposched dev down   # when done")
 
 

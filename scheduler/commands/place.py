@@ -32,9 +32,12 @@ from scheduler.errors import UserError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("place", help="compute a topology-aware placement for a Job, JobSet, PyTorchJob or Workload")
+    p = sub.add_parser("place", help="compute a topology-aware placement for a Job, JobSet, PyTorchJob, MPIJob, "
+                       "LeaderWorkerSet or Workload")
     p.add_argument("--nodes", type=Path, help="Nodes (kubectl get nodes -o yaml); required without --server")
-    p.add_argument("--workload", type=Path, required=True, help="a batch/v1 Job, JobSet, PyTorchJob or Kueue Workload")
+    p.add_argument("--workload", type=Path, required=True,
+                   help="a batch/v1 Job, JobSet, PyTorchJob, MPIJob, LeaderWorkerSet (one group's Workload) "
+                   "or Kueue Workload")
     p.add_argument(
         "--topology", type=Path, help="a Kueue Topology (default: HyperPod network layers + hostname)"
     )

@@ -18,6 +18,7 @@ from scheduler.core.topology_request import (
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 # A pod is a TAS pod (Kueue pkg/util/tas IsTAS) iff it carries one of these annotations.
+TAS_GROUP_POD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 TAS_POD_ANNOTATIONS = (ANN_REQUIRED, ANN_PREFERRED, ANN_SLICE_REQUIRED, ANN_SLICE_CONSTRAINTS, ANN_UNCONSTRAINED)
 
 
@@ -99,7 +100,9 @@ class PodInfo:
 
     @property
     def is_tas(self) -> bool:
-        return any(key in self.annotations for key in TAS_POD_ANNOTATIONS)
+        """Counted from its Workload's assignment, not as foreign usage: a pod with a TAS
+        annotation, or a pod-group pod (an LWS group's) named by Kueue's prebuilt-workload label."""
+        return any(key in self.annotations for key in TAS_POD_ANNOTATIONS) or TAS_GROUP_POD_LABEL in self.labels
 
 
 def _taints_from_k8s(items: Sequence[Mapping[str, Any]] | None) -> tuple[Taint, ...]:

@@ -31,6 +31,10 @@ LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 # What Kueue (and toposched) put on the pods of an admitted workload: which Workload, which pod set.
 ANN_WORKLOAD = "kueue.x-k8s.io/workload"
 LABEL_PODSET = "kueue.x-k8s.io/podset"
+# Kueue's pod-group labels: the prebuilt Workload a pod belongs to, and its pod set (role).
+LABEL_PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
+ANN_ROLE_HASH = "kueue.x-k8s.io/role-hash"
+ANN_POD_INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"
 # The kube-scheduler profile (pod spec.schedulerName) whose pods go through toposched's extender:
 # the webhook sets it, the controller checks it, the extender config names it.
 SCHEDULER_NAME = "toposched"
@@ -215,11 +219,12 @@ def workload_from_object(obj: Mapping[str, Any]) -> WorkloadSpec:
 
 
 # (apiVersion group, kind) of parents whose child Jobs are managed through the parent.
-MANAGED_PARENTS = {("jobset.x-k8s.io", "JobSet")}
+# (the mpi-operator's launcher Job is owned by its MPIJob)
+MANAGED_PARENTS = {("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "MPIJob")}
 
 
 def owned_by_managed_parent(obj: Mapping[str, Any]) -> bool:
-    """A Job created by a JobSet (its controller owner): the parent is the managed object, so
+    """A Job created by a JobSet or an MPIJob (its controller owner): the parent is the managed object, so
     neither the webhook nor the controller manages the child (Kueue skips such jobs too)."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
         group = str(ref.get("apiVersion") or "").partition("/")[0]

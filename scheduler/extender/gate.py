@@ -12,8 +12,12 @@ Which pods count as managed (docs/extender.md, "Whose pods"): a pod routed to to
 
 1. carries ``kueue.x-k8s.io/workload``: the slot book decides (admitted Workload or not);
 2. carries the ``kueue.x-k8s.io/queue-name`` label itself; or
-3. whose controller owner chain (a Job, the JobSet that owns that Job, a PyTorchJob) carries
-   the ``kueue.x-k8s.io/queue-name`` label.
+3. whose controller owner chain (a Job, the JobSet or MPIJob that owns that Job, a PyTorchJob,
+   an MPIJob) carries the ``kueue.x-k8s.io/queue-name`` label;
+4. a pod of a queued LeaderWorkerSet (``kueue.x-k8s.io/pod-suspending-parent`` set by the
+   webhook in its templates): held until the controller has labelled it with its group's
+   Workload (``kueue.x-k8s.io/prebuilt-workload-name``), then the slot book decides. This is
+   toposched's stand-in for Kueue's ``kueue.x-k8s.io/admission`` scheduling gate.
 
 Fail closed: when the owner cannot be read (API unreachable, no RBAC) or no longer exists, the
 pod is refused with a "retrying" message rather than let through unchecked.
@@ -31,7 +35,10 @@ from typing import Any
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
 
 # (API group, kind) of the owners whose queue label makes their pods managed.
-QUEUED_OWNER_KINDS = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "PyTorchJob")})
+QUEUED_OWNER_KINDS = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "PyTorchJob"),
+                                ("kubeflow.org", "MPIJob")})
+# Kueue's pod-group annotation the webhook writes into a queued LeaderWorkerSet's templates.
+ANN_POD_SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 # pod -> Job -> JobSet is the longest chain among them.
 MAX_OWNER_DEPTH = 3
 
@@ -59,6 +66,7 @@ class Refusal(StrEnum):
     QUEUED_OWNER = "QueuedOwnerWithoutWorkload"
     OWNER_NOT_FOUND = "OwnerNotFound"
     OWNER_UNREADABLE = "OwnerUnreadable"
+    GROUP_UNLABELLED = "PodGroupWithoutWorkload"
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,11 @@ def judge(pod: Mapping[str, Any], lookup: OwnerLookup | None) -> GateVerdict | N
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
     pod_name = f"{namespace}/{meta.get('name') or ''}"
+    parent = (meta.get("annotations") or {}).get(ANN_POD_SUSPENDING_PARENT)
+    if parent:
+        return GateVerdict(Refusal.GROUP_UNLABELLED, (
+            f"toposched: pod {pod_name} belongs to a pod group of {parent} and waits for toposched's controller "
+            "to name its group's Workload (label kueue.x-k8s.io/prebuilt-workload-name); retrying"))
     queue = _queue_label(pod)
     if queue:
         return GateVerdict(Refusal.QUEUE_LABEL, _unstarted(pod_name, "a queue", queue, "the pod"))

@@ -35,7 +35,15 @@ from scheduler.core.health import DEFAULT_POLICY, Health, HealthPolicy, node_hea
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS
 from scheduler.core.topology_request import TopologyRequestError, request_from_kueue
-from scheduler.core.workload import ANN_WORKLOAD, DEFAULT_POD_SET, LABEL_PODSET, SCHEDULER_NAME
+from scheduler.core.workload import (
+    ANN_POD_INDEX_OFFSET,
+    ANN_ROLE_HASH,
+    ANN_WORKLOAD,
+    DEFAULT_POD_SET,
+    LABEL_PODSET,
+    LABEL_PREBUILT_WORKLOAD,
+    SCHEDULER_NAME,
+)
 
 MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
@@ -63,10 +71,17 @@ class PodRef:
     node_name: str | None = None
     terminal: bool = False
     labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+    index_offset: int = 0  # kueue.x-k8s.io/pod-index-offset
 
     @property
     def group(self) -> Group | None:
         return (self.namespace, self.workload, self.pod_set) if self.workload else None
+
+
+def _group_role(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """A pod of a pod group (a LeaderWorkerSet group): Kueue's role-hash annotation names its
+    pod set (``leader``/``worker``/``main``), set with the prebuilt-workload label."""
+    return annotations.get(ANN_ROLE_HASH) if labels.get(LABEL_PREBUILT_WORKLOAD) else None
 
 
 def pod_ref(pod: Mapping[str, Any]) -> PodRef:
@@ -81,11 +96,12 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef:
         name=meta.get("name") or "",
         uid=meta.get("uid") or "",
         scheduler_name=spec.get("schedulerName") or "default-scheduler",
-        workload=annotations.get(ANN_WORKLOAD) or None,
-        pod_set=labels.get(LABEL_PODSET) or DEFAULT_POD_SET,
+        workload=annotations.get(ANN_WORKLOAD) or labels.get(LABEL_PREBUILT_WORKLOAD) or None,
+        pod_set=labels.get(LABEL_PODSET) or _group_role(labels, annotations) or DEFAULT_POD_SET,
         node_name=spec.get("nodeName") or None,
         terminal=(status.get("phase") in ("Succeeded", "Failed")),
         labels=labels,
+        index_offset=_uint(annotations.get(ANN_POD_INDEX_OFFSET)) or 0,
     )
 
 
@@ -99,12 +115,14 @@ class RankRule:
     sub_group_index_label: str | None = None
     sub_group_count: int | None = None
 
-    def rank_of(self, labels: Mapping[str, str], pod_set_size: int) -> int | None:
+    def rank_of(self, labels: Mapping[str, str], pod_set_size: int, offset: int = 0) -> int | None:
         """The pod's rank, or None when it cannot be used (missing, not a number, out of
-        range): Kueue's ``readRanksForLabels`` bounds."""
+        range): Kueue's ``readRanksForLabels`` bounds. ``offset``: Kueue's
+        ``kueue.x-k8s.io/pod-index-offset`` (an LWS's workers count from 1: the leader is 0)."""
         index = _uint(labels.get(self.pod_index_label))
-        if index is None:
+        if index is None or index < offset:
             return None
+        index -= offset
         if self.sub_group_index_label is None:
             return index if index < pod_set_size else None
         groups = self.sub_group_count or 0
@@ -201,6 +219,8 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         reason = "is not Admitted (condition Admitted is not True)"
     elif finished is not None and finished.get("status") == "True":
         reason = "is Finished"
+    elif (_condition(obj, "Evicted") or {}).get("status") == "True":
+        reason = "is being evicted (condition Evicted is True)"
     pod_sets: dict[str, Assignment] = {}
     errors: dict[str, str] = {}
     rules = {str(ps.get("name") or DEFAULT_POD_SET): _rank_rule(ps.get("topologyRequest"))
@@ -603,7 +623,7 @@ class SlotBook:
         rule = assignment.rank_rule
         if rule is None:
             return None, None
-        rank = rule.rank_of(pod.labels, assignment.total)
+        rank = rule.rank_of(pod.labels, assignment.total, pod.index_offset)
         if rank is None:
             return None, None
         dom = assignment.domain_of_rank(rank)

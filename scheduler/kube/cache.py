@@ -40,6 +40,8 @@ class ClusterCache:
     workload_priority_classes: inf.Informer
     priority_classes: inf.Informer
     jobs: dict[str, inf.Informer]
+    # LeaderWorkerSets (scheduler.kube.lws): not a suspendable job, so not in ``jobs``.
+    leaderworkersets: inf.Informer | None = None
 
     @classmethod
     def create(cls, api: inf.Api) -> ClusterCache:
@@ -61,12 +63,15 @@ class ClusterCache:
             jobs={key: inf.Informer(api, integ.resource, label_selector="kueue.x-k8s.io/queue-name",
                                     optional=integ.resource.group != "batch")
                   for key, integ in INTEGRATIONS.items()},
+            leaderworkersets=inf.Informer(api, inf.LEADERWORKERSETS, label_selector="kueue.x-k8s.io/queue-name",
+                                          optional=True),
         )
 
     def all(self) -> list[inf.Informer]:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
-                self.priority_classes, *self.jobs.values()]
+                self.priority_classes, *self.jobs.values(),
+                *([self.leaderworkersets] if self.leaderworkersets is not None else [])]
 
     def start(self, on_change: Callable[[], None], timeout_s: float = 60) -> None:
         for informer in self.all():

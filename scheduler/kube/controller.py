@@ -9,7 +9,9 @@ through the same phases as Kueue treats them: admitted, never started (nothing t
 finished by whoever set their ``Finished`` condition (their quota is released by the next
 snapshot), and on eviction released at once (nothing to stop) with the same requeue backoff.
 
-1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference);
+1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference), one
+                          per LeaderWorkerSet group, whose pods are labelled with it
+                          (``scheduler.kube.lws``);
    ``suspend_unadmitted`` a managed job running without an admitted Workload is suspended
                           again (Kueue's "Not admitted by cluster queue").
 2. ``sync_finished``      a finished Job finishes its Workload (quota is released).
@@ -54,11 +56,13 @@ from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import (
     INTEGRATIONS,
     LABEL_JOB_UID,
+    LWS_KEY,
     JobIntegration,
     PodSetStart,
     managed_integrations,
     workload_for_job,
 )
+from scheduler.kube.lws import LwsGroups, is_group_workload
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
@@ -122,6 +126,7 @@ class Controller:
                                                 unreachable_grace_s=node_unreachable_grace_s,
                                                 storm_policy=storm_policy)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
+        self.lws = LwsGroups(cache, self.writer, self.isolation, self.resolve_priority)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
@@ -184,6 +189,9 @@ class Controller:
         self.isolation.for_each("ensure_workloads", [entry for uid, entry in self._job_index().items()
                                                      if uid not in by_owner],
                                 lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1])
+        if LWS_KEY in self.managed_kinds:
+            self.lws.ensure()
+            self.lws.label_pods()
 
     def _ensure_workload(self, integration: JobIntegration, job: Obj) -> None:
         if (job.get("metadata") or {}).get("deletionTimestamp") or owned_by_managed_parent(job):
@@ -266,6 +274,10 @@ class Controller:
 
     def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
         entry = jobs.get(_owner_uid(wl) or "")
+        if entry is None and is_group_workload(wl):
+            if self.lws.stop_group(wl):  # a LeaderWorkerSet group: its pods go first
+                self._release(wl, None)
+            return
         if entry is None:
             # An ownerless Workload (created directly, as Kueue's perf runner and external
             # frameworks do) has nothing to stop: released at once, with the same backoff as

@@ -56,6 +56,8 @@ NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs")
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs")
+MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs")
+LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"

@@ -1,10 +1,11 @@
 """Job integrations: how a kind of job becomes a Workload, and how it is started/stopped.
 
-batch/v1 Job, JobSet (jobset.x-k8s.io/v1alpha2) and Kubeflow PyTorchJob (kubeflow.org/v1) are
-implemented, as Kueue's integrations do them. Others (HyperPod's HyperPodPyTorchJob,
-LeaderWorkerSet, MPIJob) plug in the same way: implement :class:`JobIntegration` (pod sets,
-suspend field, finished conditions) and register in :data:`INTEGRATIONS`; nothing else in the
-controller knows a job's kind.
+batch/v1 Job, JobSet (jobset.x-k8s.io/v1alpha2), Kubeflow PyTorchJob (kubeflow.org/v1) and
+MPIJob (kubeflow.org/v2beta1) are implemented, as Kueue's integrations do them. LeaderWorkerSet
+is not a suspendable job (one Workload per group, pods held by the extender): it has its own
+module, :mod:`scheduler.kube.lws`. Others (HyperPod's HyperPodPyTorchJob) plug in the same way:
+implement :class:`JobIntegration` (pod sets, suspend field, finished conditions) and register in
+:data:`INTEGRATIONS`; nothing else in the controller knows a job's kind.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.adapter.jobkinds import batch_job_pod_sets, jobset_pod_sets, kubeflow_pod_sets
+from scheduler.adapter.jobkinds import (
+    MPI_REPLICA_SPECS,
+    MPI_REPLICA_TYPES,
+    batch_job_pod_sets,
+    jobset_pod_sets,
+    kubeflow_pod_sets,
+)
 from scheduler.core.defrag import DEFRAG_ANNOTATIONS
 from scheduler.core.topology_request import ANN_UNCONSTRAINED
 from scheduler.core.workload import (
@@ -25,7 +32,7 @@ from scheduler.core.workload import (
     job_min_parallelism,
     kueue_workload_name,
 )
-from scheduler.kube.informer import JOBS, JOBSETS, PYTORCHJOBS, Resource
+from scheduler.kube.informer import JOBS, JOBSETS, MPIJOBS, PYTORCHJOBS, Resource
 
 LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 # HyperPod auto-resume (on the job's metadata).
@@ -316,7 +323,8 @@ class PyTorchJobJob:
     group = "kubeflow.org"
     resource = PYTORCHJOBS
     replica_specs_field = "pytorchReplicaSpecs"
-    ordered_replica_types = ("Master", "Worker")
+    ordered_replica_types: tuple[str, ...] = ("Master", "Worker")
+    failed_message = "PyTorchJob failed"
 
     def _replicas(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         specs = (job.get("spec") or {}).get(self.replica_specs_field) or {}
@@ -359,7 +367,7 @@ class PyTorchJobJob:
         return self.is_suspended(job) and self.active_pods(job) == 0
 
     def finish_state(self, job: Mapping[str, Any]) -> FinishState:
-        return finish_from_conditions(job, "Succeeded", "Failed", None, "PyTorchJob failed")
+        return finish_from_conditions(job, "Succeeded", "Failed", None, self.failed_message)
 
     def active_pods(self, job: Mapping[str, Any]) -> int:
         statuses = (job.get("status") or {}).get("replicaStatuses") or {}
@@ -371,20 +379,40 @@ class PyTorchJobJob:
                    for c in (job.get("status") or {}).get("conditions") or ())
 
 
-INTEGRATIONS: dict[str, JobIntegration] = {
-    "batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob(), "kubeflow.org/PyTorchJob": PyTorchJobJob()}
+class MPIJobJob(PyTorchJobJob):
+    """kubeflow.org/v2beta1 MPIJob, as Kueue's mpijob integration: pod sets ``launcher`` and
+    ``worker`` (those present, in that order; count = replicas, default 1), TAS ranks by
+    ``training.kubeflow.org/replica-index``, suspended through ``spec.runPolicy.suspend``,
+    finished by the Succeeded / Failed conditions, active pods from ``status.replicaStatuses``.
+    The mpi-operator creates the launcher as a batch/v1 Job owned by the MPIJob: that Job is
+    the MPIJob's, never managed on its own (``owned_by_managed_parent``)."""
 
-# Kueue's ``integrations.frameworks`` names -> the integrations above.
+    kind = "MPIJob"
+    resource = MPIJOBS
+    replica_specs_field = MPI_REPLICA_SPECS
+    ordered_replica_types = MPI_REPLICA_TYPES
+    failed_message = "MPIJob failed"
+
+
+INTEGRATIONS: dict[str, JobIntegration] = {
+    "batch/Job": BatchJob(), "jobset.x-k8s.io/JobSet": JobSetJob(), "kubeflow.org/PyTorchJob": PyTorchJobJob(),
+    "kubeflow.org/MPIJob": MPIJobJob()}
+
+# LeaderWorkerSet is managed by scheduler.kube.lws (not a suspendable job), under this key.
+LWS_KEY = "leaderworkerset.x-k8s.io/LeaderWorkerSet"
+# Kueue's ``integrations.frameworks`` names -> the integrations above (and LWS).
 KUEUE_FRAMEWORKS: dict[str, str] = {
     "batch/job": "batch/Job", "jobset.x-k8s.io/jobset": "jobset.x-k8s.io/JobSet",
-    "kubeflow.org/pytorchjob": "kubeflow.org/PyTorchJob"}
+    "kubeflow.org/pytorchjob": "kubeflow.org/PyTorchJob", "kubeflow.org/mpijob": "kubeflow.org/MPIJob",
+    "leaderworkerset.x-k8s.io/leaderworkerset": LWS_KEY}
 
 
 def managed_integrations(frameworks: Sequence[str]) -> frozenset[str]:
-    """The :data:`INTEGRATIONS` keys a Kueue ``integrations.frameworks`` list enables; an empty
-    list (no Configuration) keeps toposched's default: every integration it has."""
+    """The :data:`INTEGRATIONS` keys (and :data:`LWS_KEY`) a Kueue ``integrations.frameworks``
+    list enables; an empty list (no Configuration) keeps toposched's default: every integration
+    it has."""
     if not frameworks:
-        return frozenset(INTEGRATIONS)
+        return frozenset(INTEGRATIONS) | {LWS_KEY}
     return frozenset(KUEUE_FRAMEWORKS[f] for f in frameworks if f in KUEUE_FRAMEWORKS)
 
 

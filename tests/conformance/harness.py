@@ -34,14 +34,23 @@ from scheduler.core.fakecluster import generate_nodes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL, LocalCluster
 from scheduler.devcluster.jobset import jobset_crd_file
+from scheduler.devcluster.lws import lws_crd_file
+from scheduler.devcluster.mpioperator import mpijob_crd_file
 from scheduler.devcluster.peers import wait_crds_established
-from scheduler.kube.informer import JOBS, JOBSETS, NODES, PODS, WORKLOADS, Api
+from scheduler.kube.informer import JOBS, JOBSETS, LEADERWORKERSETS, MPIJOBS, NODES, PODS, WORKLOADS, Api, Resource
 
 ENGINES = ("kueue", "toposched")
 LAYER = "topology.k8s.aws/network-node-layer-"
 HOSTNAME = "kubernetes.io/hostname"
 TOPOLOGY = "hyperpod-default"
 FLAVOR = "ml.p5.48xlarge"
+# Group key ``kinds``: job kinds beyond Job/JobSet whose CRD is installed and which the engine
+# manages (Kueue: its integration of that name; toposched's are always on). No operator of the
+# kind runs: admission is what the scenarios compare, and it needs only the object.
+KINDS: dict[str, tuple[str, Resource, Callable[[], Path], str]] = {
+    "lws": ("LeaderWorkerSet", LEADERWORKERSETS, lws_crd_file, "leaderworkerset.x-k8s.io/leaderworkerset"),
+    "mpijob": ("MPIJob", MPIJOBS, mpijob_crd_file, "kubeflow.org/mpijob"),
+}
 LEVEL_ALIASES = {"layer-1": LAYER + "1", "layer-2": LAYER + "2", "layer-3": LAYER + "3", "hostname": HOSTNAME}
 ANN = "kueue.x-k8s.io/podset-"
 
@@ -224,6 +233,61 @@ def jobset_object(j: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def mpijob_object(j: Mapping[str, Any]) -> dict[str, Any]:
+    """An MPIJob (kubeflow.org/v2beta1) from a compact row::
+
+        {name: m, team: team-a, launcher: {gpus: 0}, workers: {pods: 4, gpus: 8, required: layer-2}}
+    Each replica type's template is a :func:`job_object` row's (``pods`` = replicas)."""
+    team = j.get("team", "team-a")
+    ns = team_namespace(team)
+    specs = {}
+    for replica_type, key in (("Launcher", "launcher"), ("Worker", "workers")):
+        if key in j:
+            row = {"name": j["name"], "team": team, **j[key]}
+            specs[replica_type] = {"replicas": int(row.get("pods", 1)),
+                                   "template": job_object(row)["spec"]["template"]}
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": j["name"], "namespace": ns,
+                         "labels": {"kueue.x-k8s.io/queue-name": j.get("queue", f"{ns}-localqueue")}},
+            "spec": {"slotsPerWorker": 8, "mpiReplicaSpecs": specs}}
+
+
+def lws_object(j: Mapping[str, Any]) -> dict[str, Any]:
+    """A LeaderWorkerSet from a compact row (one Workload per group, named ``<name>-<index>`` in
+    the outcomes)::
+
+        {name: s, team: team-a, replicas: 1, size: 4, gpus: 8, required: layer-2, group: lw,
+         leader: {gpus: 4, required: layer-2}}
+    ``leader`` (a :func:`job_object` row) adds a leader template; ``group`` names the PodSet
+    group of leader and workers."""
+    team = j.get("team", "team-a")
+    ns = team_namespace(team)
+    worker = job_object({"name": j["name"], "team": team, **{k: v for k, v in j.items() if k != "leader"}})
+    lwt: dict[str, Any] = {"size": int(j.get("size", 1)), "workerTemplate": worker["spec"]["template"]}
+    if j.get("leader") is not None:
+        lwt["leaderTemplate"] = job_object({"name": j["name"], "team": team, **j["leader"]})["spec"]["template"]
+    for template in (lwt["workerTemplate"], lwt.get("leaderTemplate")):
+        if template is not None and j.get("group"):
+            template["metadata"]["annotations"][ANN + "group-name"] = j["group"]
+        if template is not None:
+            template["spec"]["restartPolicy"] = "Always"
+    # What LWS's own defaulting webhook would fill in (no LWS controller runs here; the CRD's
+    # schema requires the rollout strategy type).
+    lwt["restartPolicy"] = "RecreateGroupOnPodRestart"
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": j["name"], "namespace": ns,
+                         "labels": {"kueue.x-k8s.io/queue-name": j.get("queue", f"{ns}-localqueue")}},
+            "spec": {"replicas": int(j.get("replicas", 1)), "leaderWorkerTemplate": lwt,
+                     "startupPolicy": "LeaderCreated", "networkConfig": {"subdomainPolicy": "Shared"},
+                     "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {
+                         "maxUnavailable": 1, "maxSurge": 0, "partition": 0}}}}
+
+
+OBJECTS: dict[str, tuple[Resource, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
+    "Job": (JOBS, job_object), "JobSet": (JOBSETS, jobset_object),
+    "MPIJob": (MPIJOBS, mpijob_object), "LeaderWorkerSet": (LEADERWORKERSETS, lws_object)}
+
+
 # ---------------------------------------------------------------------------- observation
 @dataclass
 class JobOutcome:
@@ -301,6 +365,7 @@ class Run:
     namespaces: list[str]
     extra: Any = None
     jobsets: bool = False  # the JobSet CRD is installed (and the engine manages JobSets)
+    kinds: tuple[str, ...] = ()  # keys of KINDS installed and managed
     outcomes: dict[str, JobOutcome] = field(default_factory=dict)
     deleted_nodes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -322,11 +387,15 @@ class Run:
         return out
 
     def workload_of(self, wls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """job name -> its Workload (by controller ownerReference)."""
+        """job name -> its Workload (by ownerReference); a LeaderWorkerSet group's is
+        ``<name>-<group index>``."""
         out: dict[str, dict[str, Any]] = {}
         for wl in wls:
             for ref in (wl["metadata"].get("ownerReferences") or []):
-                if ref.get("kind") in ("Job", "JobSet"):
+                if ref.get("kind") == "LeaderWorkerSet":
+                    index = (wl["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/component-workload-index")
+                    out[f"{ref['name']}-{index}"] = dict(wl)
+                elif ref.get("kind") in ("Job", "JobSet", "MPIJob"):
                     out[ref["name"]] = dict(wl)
         return out
 
@@ -387,17 +456,24 @@ class Run:
     def create_job(self, row: Mapping[str, Any], kind: str = "Job") -> None:
         if row.get("avoid_nodes"):
             row = {**row, "avoid_hosts": [self.nodes[int(i)]["metadata"]["name"] for i in row["avoid_nodes"]]}
-        obj = jobset_object(row) if kind == "JobSet" else job_object(row)
-        out = self.outcomes.setdefault(row["name"], JobOutcome(row["name"]))
+        resource, build = OBJECTS[kind]
+        obj = build(row)
+        names = [row["name"]]
+        if kind == "LeaderWorkerSet":
+            names = [f"{row['name']}-{i}" for i in range(int(row.get("replicas", 1)))]
+        for name in names:
+            self.outcomes.setdefault(name, JobOutcome(name))
         try:
-            self.api.create(JOBSETS if kind == "JobSet" else JOBS, obj, obj["metadata"]["namespace"])
+            self.api.create(resource, obj, obj["metadata"]["namespace"])
         except client.ApiException as exc:
             import json
 
             try:
-                out.rejected = json.loads(exc.body).get("message", "")[:300]
+                rejected = json.loads(exc.body).get("message", "")[:300]
             except (ValueError, TypeError):
-                out.rejected = str(exc.body)[:300]
+                rejected = str(exc.body)[:300]
+            for name in names:  # every group of a LeaderWorkerSet
+                self.outcomes[name].rejected = rejected
 
     def finish_job(self, name: str, team: str = "team-a") -> None:
         """Make the job's running pods succeed (KWOK stage), then wait for the Job to complete."""
@@ -471,7 +547,8 @@ class Run:
         for p in self.api.list(PODS, "default", labelSelector="toposched.dev/conformance=occupy").get("items", []):
             self.api.delete(PODS, p["metadata"]["name"], "default", gracePeriodSeconds=0)
         for ns in self.namespaces:
-            for resource in (JOBS, JOBSETS) if self.jobsets else (JOBS,):
+            kinds = [KINDS[k][1] for k in self.kinds]
+            for resource in [JOBS, *([JOBSETS] if self.jobsets else []), *kinds]:
                 for job in self.api.list(resource, ns).get("items", []):
                     try:
                         self.api.delete(resource, job["metadata"]["name"], ns, propagationPolicy="Background")
@@ -545,7 +622,7 @@ class Run:
 
 def start_run(engine: str, directory: Path, description: Mapping[str, Any], queues: Mapping[str, Any],
               controller_args: tuple[str, ...] = (), jobsets: bool = False,
-              kueue_config: Mapping[str, Any] | None = None) -> Run:
+              kueue_config: Mapping[str, Any] | None = None, kinds: tuple[str, ...] = ()) -> Run:
     """A fresh control plane with the group's nodes and queues, and one engine. ``jobsets``:
     install the JobSet CRD first and let the engine manage JobSets (Kueue's jobset
     integration; toposched's is always on). No JobSet controller runs: admission is what the
@@ -569,11 +646,14 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
         objs = queue_objects(queues)
         if jobsets:
             _install_jobset_crd(kube)
+        for kind in kinds:
+            _install_crd(kube, KINDS[kind][2]())
         if engine == "kueue":
             from scheduler.devcluster.kueue import start_kueue
 
-            extra = start_kueue(cluster, integrations=("batch/job", "jobset.x-k8s.io/jobset") if jobsets
-                                else ("batch/job",), config_overlay=kueue_config)
+            frameworks = ("batch/job", *(("jobset.x-k8s.io/jobset",) if jobsets else ()),
+                          *(KINDS[k][3] for k in kinds))
+            extra = start_kueue(cluster, integrations=frameworks, config_overlay=kueue_config)
             apply_objects(kube, objs)
         else:
             from scheduler.devcluster.stack import StackPorts, start_toposched
@@ -585,7 +665,7 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
                 controller_args += ("--kueue-config", str(_write_kueue_config(directory, kueue_config)))
             start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
         namespaces = [team_namespace(t) for t in sorted(queues.get("teams") or {})]
-        run = Run(engine, cluster, api, kube, nodes, namespaces, extra, jobsets)
+        run = Run(engine, cluster, api, kube, nodes, namespaces, extra, jobsets, tuple(kinds))
         run._wait_nodes_ready()
         # a team marked ``underCycle`` sits under a cohort cycle: Kueue never activates it
         _wait_queues_active(api, [f"{team_namespace(t)}-clusterqueue" for t, spec in sorted(queues["teams"].items())
@@ -604,7 +684,11 @@ def _write_kueue_config(directory: Path, overlay: Mapping[str, Any]) -> Path:
 
 
 def _install_jobset_crd(kube: client.ApiClient) -> None:
-    crds = list(yaml.safe_load_all(jobset_crd_file().read_text()))
+    _install_crd(kube, jobset_crd_file())
+
+
+def _install_crd(kube: client.ApiClient, path: Path) -> None:
+    crds = list(yaml.safe_load_all(path.read_text()))
     apply_objects(kube, crds)
     wait_crds_established(kube, crds)
 
@@ -644,6 +728,10 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
             run.create_job(step["job"])
         elif "jobset" in step:
             run.create_job(step["jobset"], kind="JobSet")
+        elif "mpijob" in step:
+            run.create_job(step["mpijob"], kind="MPIJob")
+        elif "lws" in step:
+            run.create_job(step["lws"], kind="LeaderWorkerSet")
         elif "jobs" in step:  # several at once (same cycle)
             for row in step["jobs"]:
                 run.create_job(row)

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 RESULTS = HERE / "results"
 GROUPS = ("placement", "quota", "failure", "groups", "policies", "podsready", "fairsharing",
-          "fairsharing-initial", "domainpreempt", "tasgates")
+          "fairsharing-initial", "domainpreempt", "tasgates", "kinds")
 
 
 def load_group(name: str) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def run_group(engine: str, group: str, only: set[str] | None = None, keep: bool 
     directory = Path(tempfile.mkdtemp(prefix=f"conformance-{engine}-{group}-"))
     t0 = time.monotonic()
     run = start_run(engine, directory, spec["cluster"], spec["queues"], jobsets=bool(spec.get("jobsets")),
-                    kueue_config=spec.get("kueue_config"))
+                    kueue_config=spec.get("kueue_config"), kinds=tuple(spec.get("kinds") or ()))
     out: dict[str, Any] = {"_node_labels": run.node_labels}
     log(f"[{engine}/{group}] control plane + engine up in {time.monotonic() - t0:.1f}s ({directory})")
     try:

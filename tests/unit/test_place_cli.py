@@ -148,7 +148,8 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
         (
             "--workload",
             "kind: Deployment\nmetadata: {name: d}\n",
-            "kind: expected a batch/v1 Job, a JobSet, a PyTorchJob or a Kueue Workload, got 'Deployment'",
+            "kind: expected a batch/v1 Job, a JobSet, a PyTorchJob, an MPIJob, a LeaderWorkerSet or a Kueue Workload, "
+            "got 'Deployment'",
         ),
         ("--workload", "kind: Job\nmetadata: {name: j}\nspec: {}\n", "spec.template"),
         ("--workload", "", "empty"),
