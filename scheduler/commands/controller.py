@@ -40,6 +40,9 @@ def register(sub: Any) -> None:
     add_kueue_config_argument(p)
     p.add_argument("--time-budget-ms", type=float, default=100.0, help="CP-SAT time budget per placement")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
+    p.add_argument("--cycles-per-pass", type=int, default=8,
+                   help="Kueue scheduling cycles run back to back in one reconcile pass, each seeing the "
+                   "admissions of the ones before (default 8; 1 = one head per ClusterQueue per pass)")
     p.add_argument("--node-failure-grace-seconds", type=float, default=3.0,
                    help="an assigned node with an explicit failure (HyperPod Unschedulable* health label, fault "
                    "label, HMA taint, NotReady) must stay so this long before its workload is hot-swapped or "
@@ -185,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
                             is_leader=fence, config=config)
+    controller.cycles_per_pass = max(1, args.cycles_per_pass)
     metrics = ControllerMetrics()
     controller.metrics = metrics
     controller.observers.append(metrics.observe)

@@ -623,6 +623,10 @@ def _settle(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decision]:
 
 def run_cycle(snapshot: Snapshot) -> list[Decision]:
     """One Kueue-style admission cycle. Same snapshot -> same decisions."""
+    return _one_cycle(snapshot)[0]
+
+
+def _one_cycle(snapshot: Snapshot) -> tuple[list[Decision], _Cycle]:
     cyc = _Cycle(snapshot)
     decisions = _drain_stopped_queues(cyc)
     queued = _route_pending(cyc, decisions)
@@ -631,7 +635,44 @@ def run_cycle(snapshot: Snapshot) -> list[Decision]:
     preempted: set[str] = set()
     for e in entries:
         decisions.extend(_settle(cyc, e, preempted))
-    return decisions
+    return decisions, cyc
+
+
+def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
+    """Kueue's scheduler runs cycle after cycle: each takes one head per ClusterQueue and sees
+    the previous cycles' admissions assumed in its cache; a BestEffortFIFO head that did not fit
+    is parked as inadmissible until capacity is released. This runs such cycles back to back on
+    one snapshot, so one pass admits every head that fits one after the other instead of one per
+    ClusterQueue (issue 18 item 5: small jobs queued behind each other in one ClusterQueue waited
+    a pass each). Stops after a cycle that neither admits nor parks a head (the next would
+    decide the same), or that preempts or evicts (the evictions come first), or after
+    ``max_cycles``. Returns every cycle's admissions, preemptions and
+    evictions, and the last pending decision of each workload still pending. Same snapshot ->
+    same decisions."""
+    kept: dict[str, Decision] = {}
+    actions: list[Decision] = []
+    snap = snapshot
+    for _ in range(max(1, max_cycles)):
+        decisions, cyc = _one_cycle(snap)
+        admitted = False
+        for d in decisions:
+            if isinstance(d, Pending):
+                kept[d.workload] = d
+            else:
+                actions.append(d)
+                kept.pop(d.workload, None)
+                admitted = admitted or isinstance(d, Admit)
+        parked = {d.workload for d in decisions if isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE
+                  and d.cluster_queue in snap.cluster_queues
+                  and snap.cluster_queues[d.cluster_queue].queueing_strategy != STRICT_FIFO} - snap.inadmissible
+        if not (admitted or parked) or any(isinstance(d, Preempt | Evict) for d in decisions):
+            break  # nothing changed for the next cycle, or evictions must happen first
+        # The next cycle's cache: this cycle's admissions hold quota and topology (cyc.trees
+        # carry them), its BestEffortFIFO misses are parked.
+        snap = replace(after_decisions(snap, decisions), trees=cyc.trees,
+                       inadmissible=snap.inadmissible | frozenset(parked))
+    admitted_keys = {d.workload for d in actions}
+    return [*actions, *(d for key, d in kept.items() if key not in admitted_keys)]
 
 
 def admitted_from_decision(decision: Admit, pending: PendingWorkload, now: float) -> AdmittedWorkload:

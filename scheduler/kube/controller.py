@@ -38,7 +38,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycle
+from scheduler.core.cycle import Pending, Snapshot, after_decisions, run_cycles
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
@@ -85,6 +85,7 @@ NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
 NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
 
 is_finished = st.is_finished
+DEFAULT_CYCLES_PER_PASS = 8
 has_reservation = st.has_reservation
 is_evicting = st.is_evicting
 
@@ -131,6 +132,9 @@ class Controller:
         self.observers: list[Observer] = self.writer.observers
         # Admission attempts and per-pass gauges (scheduler.kube.metrics); off unless set.
         self.metrics: CycleMetrics = NoMetrics()
+        # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
+        # head per ClusterQueue per pass (``--cycles-per-pass``).
+        self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
@@ -395,7 +399,7 @@ class Controller:
         decided, reasons = snapshot, []
         if snapshot.pending and not self.unreadable.holds_admission():
             self.queue_objects.announce_work(snapshot, self.isolation)
-            decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
+            decisions = self.metrics.admission_attempt(lambda: run_cycles(snapshot, self.cycles_per_pass))
             reasons = [d for d in decisions if isinstance(d, Pending)]
             actions = [d for d in decisions if not isinstance(d, Pending)]
             apply_decisions(self.writer, self.queue_state, snapshot, actions, self.clock(), self.isolation)

@@ -11,16 +11,23 @@ as with percentageOfNodesToScore=100), prioritize gets the nodes filter passed. 
 ``--requests`` calls per verb and size, after a short warm-up.
 
 Throughput part (``--cluster``): its own local control plane (etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler, KWOK) with ``--cluster-nodes`` fake nodes and the
-extender as a process. The nodes are waited for until Ready and free of the node-lifecycle
-controller's not-ready taint (an unsettled node is invisible to kube-scheduler's own filters,
-which once made the extender look twice as costly as it is). Then ``--rounds`` rounds of two
-phases: A, kube-scheduler with the toposched profile and no extender; B, the same profile
-calling the extender, pods of an admitted Workload spread over the whole cluster. In each phase
-the pods are created while no profile serves them, then kube-scheduler is restarted with the
-phase's configuration; pods/s = pods / (last bind - first bind) as a pod watch sees the binds,
-with the gaps between binds (a stall is a gap over 100 ms). The median of the rounds' B/A
-ratios is the figure. Everything it starts is stopped at the end.
+kube-controller-manager, kube-scheduler, KWOK) with ``--cluster-nodes`` fake nodes (or one
+fresh cluster per size of ``--series``) and two extender processes. The nodes are waited for
+until Ready and free of the node-lifecycle controller's not-ready taint (an unsettled node is
+invisible to kube-scheduler's own filters, which once made the extender look twice as costly as
+it is). Then ``--rounds`` rounds of three phases, seconds apart: A, kube-scheduler with the
+toposched profile and no extender; B, the same profile calling the extender with
+``--binder extender`` (filter, prioritize, bind); C, with ``--binder kube-scheduler`` (filter
+only: it passes one node and reserves its slot; kube-scheduler binds). B and C place pods of an
+admitted Workload whose assignment is spread over the whole cluster. In each phase the pods are
+created while no profile serves them, then kube-scheduler is restarted with the phase's
+configuration; pods/s = pods / (last bind - first bind) as a pod watch sees the binds, with the
+gaps between binds (a stall is a gap over 100 ms); the phase's pods are then deleted. Small
+clusters pack several pods a node. The median of the rounds' ratios is the figure, printed with
+the load average. ``--profile DIR`` records each extender with py-spy during its phases.
+Everything it starts is stopped at the end.
+
+    python scripts/bench/extender.py --skip-latency --cluster --series 100,1300,5000,10000 --rounds 3
 """
 
 from __future__ import annotations
@@ -210,7 +217,6 @@ def latency(n_nodes: int, n_assigned: int, requests: int) -> list[tuple[str, flo
 
 STALL_S = 0.1  # a gap between two binds longer than this is a stall, not a scheduling cycle
 BINDER_PHASES = {"extender": "B", "kube-scheduler": "C"}  # extender --binder mode -> phase
-PHASES = 1 + len(BINDER_PHASES)
 
 
 def wait_ready(port: int, log: str) -> None:
@@ -238,12 +244,12 @@ def over_assignment(pods_inf: Any, ns: str, names: list[str], counts: dict[str, 
     return sum(max(0, k - counts.get(node, 0)) for node, k in on.items())
 
 
-def pods_per_node(n_nodes: int, n_pods: int, rounds: int) -> tuple[int, int]:
-    """(pods, pods per node): every phase's pods must fit (8 GPUs a node); small clusters pack
-    several pods a node (each asking 8 / per-node GPUs), and the pods are capped at capacity."""
-    need = PHASES * rounds * n_pods
-    per_node = next((k for k in (1, 2, 4, 8) if k * n_nodes >= need), 8)
-    return min(n_pods, per_node * n_nodes // (PHASES * rounds)), per_node
+def pods_per_node(n_nodes: int, n_pods: int) -> tuple[int, int]:
+    """(pods, pods per node): a phase's pods must fit (8 GPUs a node; each phase's pods are
+    deleted after it); small clusters pack several pods a node (each asking 8 / per-node GPUs),
+    and the pods are capped at capacity."""
+    per_node = next((k for k in (1, 2, 4, 8) if k * n_nodes >= n_pods), 8)
+    return min(n_pods, per_node * n_nodes), per_node
 
 
 def loadavg() -> str:
@@ -293,7 +299,7 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
     from scheduler.kube.informer import PODS, WORKLOADS, Api, Informer, wait_synced
     from scheduler.kube.status import admit_status
 
-    n_pods, per_node = pods_per_node(n_nodes, n_pods, rounds)
+    n_pods, per_node = pods_per_node(n_nodes, n_pods)
     gpus = 8 // per_node
     results: list[tuple[float, float, float, str]] = []
     tmp = Path(tempfile.mkdtemp(prefix="toposched-bench-extender-"))
@@ -357,6 +363,14 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda b: core.create_namespaced_pod(ns, b), bodies))
             return names
+
+        def delete_pods(names: list[str]) -> None:
+            """Free the phase's capacity for the next one (force delete; KWOK runs no kubelet)."""
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda n: core.delete_namespaced_pod(n, ns, grace_period_seconds=0), names))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and any(pods_inf.get(f"{ns}/{n}") for n in names):
+                time.sleep(0.2)
 
         def run_phase(label: str, names: list[str], config: dict[str, Any]) -> float:
             t_restart = time.monotonic()
@@ -429,7 +443,9 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
             print(f" round {r + 1}/{rounds}", flush=True)
             # A: the toposched profile without the extender (kube-scheduler alone, default binder).
             cluster.reconfigure_scheduler(base)  # no profile serves toposched pods while they are created
-            rates = [run_phase("A: profile, no extender", create_pods(f"a{r}", None), without_extender)]
+            names = create_pods(f"a{r}", None)
+            rates = [run_phase("A: profile, no extender", names, without_extender)]
+            delete_pods(names)
             for mode, label in BINDER_PHASES.items():
                 # The same profile calling the extender; pods of an admitted Workload whose
                 # assignment is spread over the whole cluster.
@@ -444,6 +460,7 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
                 finally:
                     profiler.stop()
                 print(f"  {label} pods over their assigned slots: {over_assignment(pods_inf, ns, names, counts)}")
+                delete_pods(names)
             results.append((rates[0], rates[1], rates[2], loadavg()))
             if rates[0]:
                 print(f"  ratios B/A {rates[1] / rates[0]:.2f}, C/A {rates[2] / rates[0]:.2f} (load {loadavg()})",
@@ -498,7 +515,7 @@ def main() -> int:
         rb = statistics.median(row[1] / row[0] for row in rows)
         rc = statistics.median(row[2] / row[0] for row in rows)
         med = [statistics.median(row[k] for row in rows) for k in range(3)]
-        print(f"  {size:6} {pods_per_node(size, args.pods, args.rounds)[0]:5} {med[0]:9.1f} {med[1]:9.1f} "
+        print(f"  {size:6} {pods_per_node(size, args.pods)[0]:5} {med[0]:9.1f} {med[1]:9.1f} "
               f"{med[2]:9.1f} {rb:5.2f} {rc:5.2f} {100 * (1 - rb):5.0f}% {100 * (1 - rc):5.0f}%  "
               f"{', '.join(f'{row[2] / row[0]:.2f}' for row in rows)}; {' | '.join(row[3] for row in rows)}")
     return 0
