@@ -560,9 +560,7 @@ class SlotBook:
             if self.choose_node and len(out.passed) > 1:
                 # The nodes left out are absent from the answer: kube-scheduler counts an absent
                 # node as unschedulable for this cycle; the next filter call decides afresh.
-                scores = self._scores(pod, group, assignment, out.passed)
-                best = max(scores, key=lambda hs: hs[1])[0]  # first of the best, in kube-scheduler's order
-                out.passed = [best]
+                out.passed = [self._most_compact(pod, group, assignment, out.passed)]
             if self.choose_node and out.passed:
                 self.reservations[pod.uid] = Reservation(group, out.passed[0], pod.uid, self.clock(), True)
             return out
@@ -660,6 +658,28 @@ class SlotBook:
                 continue
             scores.append((name, _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)))
         return scores
+
+    def _most_compact(self, pod: PodRef, group: Group, assignment: Assignment, passed: Sequence[str]) -> str:
+        """The first of the passed nodes prioritize would score highest (callers hold the lock).
+        Every passed node is in the assignment, and nodes of one compact path score alike, so
+        each path is scored once."""
+        levels = self.compact_levels_of(assignment)
+        path_of = self._path_reader(levels)
+        occupants = self._occupants(group)
+        occupants.pop(pod.uid, None)
+        prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
+        free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
+        best_free = max(free_by_path.values(), default=0)
+        by_path: dict[Domain | None, int] = {None: 0}
+        best_name, best_score = passed[0], -1
+        for name in passed:
+            npath = path_of(name)
+            score = by_path.get(npath)
+            if score is None:
+                score = by_path[npath] = _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)  # type: ignore[arg-type]
+            if score > best_score:
+                best_name, best_score = name, score
+        return best_name
 
     def compact_levels_of(self, assignment: Assignment) -> tuple[str, ...]:
         """The levels compactness is judged on: those of the Topology of the pod set's flavor,

@@ -47,7 +47,9 @@ def test_compact_choice_follows_placed_siblings() -> None:
     bound = pod("sib", node_name="a1", phase="Running")
     b = choosing_book({"a1": 1, "a2": 1, "b1": 1})
     b.observe_pod(pod_ref(bound))
-    assert b.filter(pod_ref(pod("p0")), ["b1", "a2", "a1"]).passed == ["a2"]
+    scores = b.prioritize(pod_ref(pod("p0")), ["b1", "a2"])  # the free assigned nodes
+    assert max(scores, key=lambda hs: hs[1])[0] == "a2"
+    assert b.filter(pod_ref(pod("p0")), ["b1", "a2", "a1"]).passed == ["a2"]  # prioritize's choice
 
 
 def test_slot_freed_when_the_pod_is_deleted_or_the_reservation_expires() -> None:
