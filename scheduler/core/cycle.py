@@ -638,6 +638,9 @@ def _one_cycle(snapshot: Snapshot) -> tuple[list[Decision], _Cycle]:
     return decisions, cyc
 
 
+MAX_IDLE_CYCLES = 2
+
+
 def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
     """Kueue's scheduler runs cycle after cycle: each takes one head per ClusterQueue and sees
     the previous cycles' admissions assumed in its cache; a BestEffortFIFO head that did not fit
@@ -645,13 +648,15 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
     one snapshot, so one pass admits every head that fits one after the other instead of one per
     ClusterQueue (issue 18 item 5: small jobs queued behind each other in one ClusterQueue waited
     a pass each). Stops after a cycle that neither admits nor parks a head (the next would
-    decide the same), or that preempts or evicts (the evictions come first), or after
-    ``max_cycles``. Returns every cycle's admissions, preemptions and
+    decide the same), after :data:`MAX_IDLE_CYCLES` cycles in a row that admit nothing (the next
+    pass goes on; a cycle costs a routing of every pending Workload), after one that preempts
+    or evicts (the evictions come first), or after ``max_cycles``. Returns every cycle's admissions, preemptions and
     evictions, and the last pending decision of each workload still pending. Same snapshot ->
     same decisions."""
     kept: dict[str, Decision] = {}
     actions: list[Decision] = []
     snap = snapshot
+    idle = 0  # cycles in a row that admitted nothing (each routes every pending Workload)
     for _ in range(max(1, max_cycles)):
         decisions, cyc = _one_cycle(snap)
         admitted = False
@@ -665,8 +670,10 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
         parked = {d.workload for d in decisions if isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE
                   and d.cluster_queue in snap.cluster_queues
                   and snap.cluster_queues[d.cluster_queue].queueing_strategy != STRICT_FIFO} - snap.inadmissible
-        if not (admitted or parked) or any(isinstance(d, Preempt | Evict) for d in decisions):
-            break  # nothing changed for the next cycle, or evictions must happen first
+        idle = 0 if admitted else idle + 1
+        if not (admitted or parked) or idle >= MAX_IDLE_CYCLES or any(isinstance(d, Preempt | Evict)
+                                                                      for d in decisions):
+            break  # nothing changed for the next cycle, nothing fits lately, or evictions come first
         # The next cycle's cache: this cycle's admissions hold quota and topology (cyc.trees
         # carry them), its BestEffortFIFO misses are parked.
         snap = replace(after_decisions(snap, decisions), trees=cyc.trees,
