@@ -132,7 +132,8 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
     queues = {"teams": {t: {"gpu": total_gpus // len(teams), "cohort": "bench", "withinClusterQueue": policy,
                             "reclaimWithinCohort": "Any" if args.preemption else "Never"} for t in teams}}
     directory = Path(tempfile.mkdtemp(prefix=f"vs-kueue-{engine}-"))
-    run = start_run(*VARIANTS.get(engine, (engine, ())), directory, description, queues)
+    base, controller_args = VARIANTS.get(engine, (engine, ()))
+    run = start_run(base, directory, description, queues, controller_args=controller_args)
     labels = run.node_labels
     api = run.api
     tracks: dict[str, Track] = {}
