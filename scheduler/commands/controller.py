@@ -44,6 +44,9 @@ def register(sub: Any) -> None:
                    help=f"placement beyond Kueue (docs/beyond-kueue.md): {', '.join(POLICIES)} (default: kueue, "
                         "Kueue's placement exactly)")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
+    p.add_argument("--cycles-per-pass", type=int, default=8,
+                   help="Kueue scheduling cycles run back to back in one reconcile pass, each seeing the "
+                   "admissions of the ones before (default 8; 1 = one head per ClusterQueue per pass)")
     p.add_argument("--node-failure-grace-seconds", type=float, default=3.0,
                    help="an assigned node with an explicit failure (HyperPod Unschedulable* health label, fault "
                    "label, HMA taint, NotReady) must stay so this long before its workload is hot-swapped or "
@@ -213,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")
         controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
                                            args.defrag_interval_seconds)
+    controller.cycles_per_pass = max(1, args.cycles_per_pass)
     metrics = ControllerMetrics()
     controller.metrics = metrics
     controller.observers.append(metrics.observe)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,11 @@ from scheduler.logsetup import add_log_format_argument
 # about 0.1 s instead of 1.5 s (scheduler.cli imports every command module to register it).
 
 log = logging.getLogger("toposched.extender")
+
+# The GIL switch interval (default 5 ms): a request thread whose socket read or write returns
+# waits up to this long for the GIL while an informer thread decodes a watch event, and
+# kube-scheduler waits for every filter answer (its scheduling cycle is serial).
+SWITCH_INTERVAL_S = 0.001
 
 
 def register(sub: Any) -> None:
@@ -39,6 +45,16 @@ def register(sub: Any) -> None:
         "--scheduler-name",
         default="toposched",
         help="schedulerName of the pods this extender places (default toposched)",
+    )
+    p.add_argument(
+        "--binder",
+        choices=("extender", "kube-scheduler"),
+        default="extender",
+        help="who binds toposched's pods (default extender: filter offers every free assigned node, "
+        "prioritize ranks them, bind takes the slot). kube-scheduler: filter passes the one most "
+        "compact free node and takes its slot there (kube-scheduler's cycle is serial), kube-scheduler "
+        "skips scoring and binds itself: one HTTP call per pod instead of three (docs/extender.md). "
+        "--print-config follows it",
     )
     p.add_argument("--sync-timeout", type=float, default=120, help="seconds to wait for the informers")
     p.add_argument(
@@ -72,9 +88,10 @@ def run(args: argparse.Namespace) -> int:
         host = "127.0.0.1" if args.bind in ("0.0.0.0", "::") else args.bind
         port = args.port or cfg.DEFAULT_PORT
         doc = (
-            cfg.toposched_scheduler_config(port, host, scheduler_name=args.scheduler_name)
+            cfg.toposched_scheduler_config(port, host, scheduler_name=args.scheduler_name, binder=args.binder)
             if args.print_config == "entry"
-            else cfg.dedicated_scheduler_config(None, port, host, scheduler_name=args.scheduler_name)
+            else cfg.dedicated_scheduler_config(None, port, host, scheduler_name=args.scheduler_name,
+                                                binder=args.binder)
         )
         print(yaml.safe_dump(doc, sort_keys=False), end="")
         return 0
@@ -82,8 +99,10 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.extender.logic import SlotBook
     from scheduler.extender.server import ExtenderHTTPServer, ExtenderService
 
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     api = _api(args.kubeconfig)
-    service = ExtenderService(api, SlotBook(scheduler_name=args.scheduler_name))
+    book = SlotBook(scheduler_name=args.scheduler_name, choose_node=args.binder == "kube-scheduler")
+    service = ExtenderService(api, book)
     try:
         server = ExtenderHTTPServer(service.extender, args.bind, args.port)
     except OSError as exc:

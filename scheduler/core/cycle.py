@@ -249,7 +249,9 @@ def quota_in_use(snap: Snapshot) -> QuotaState:
 
 
 class _Cycle:
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, *, own_trees: bool = False) -> None:
+        """``own_trees``: the snapshot's trees are this cycle's to change (run_cycles hands
+        over the trees of the cycle before), so they are not cloned."""
         self.snap = snap
         self.quota = quota_in_use(snap)
         self.prio: dict[str, int] = {}
@@ -257,7 +259,7 @@ class _Cycle:
             self.prio[w.key] = resolve_priority(
                 w.spec, snap.workload_priority_classes, snap.priority_classes, w.priority
             )
-        self.trees = {name: tree.clone() for name, tree in sorted(snap.trees.items())}
+        self.trees = {name: tree if own_trees else tree.clone() for name, tree in sorted(snap.trees.items())}
         self.levels = {name: tree.levels for name, tree in self.trees.items()}
         self.admitted = sorted(snap.admitted, key=lambda w: w.key)
         self.gates = PlacementGates.from_gates(snap.config.feature_gates.enabled)
@@ -959,9 +961,15 @@ def _fair_next(cyc: _Cycle, remaining: Sequence[_Entry]) -> _Entry:
 
 def run_cycle(snapshot: Snapshot) -> list[Decision]:
     """One Kueue-style admission cycle. Same snapshot -> same decisions."""
-    cyc = _Cycle(snapshot)
+    return _one_cycle(snapshot)[0]
+
+
+def _one_cycle(snapshot: Snapshot, routed: Queues | None = None) -> tuple[list[Decision], _Cycle, Queues]:
+    """One cycle; ``routed``: the pending Workloads already queued on their ClusterQueues (a
+    later cycle of run_cycles: routing depends on nothing a cycle changes)."""
+    cyc = _Cycle(snapshot, own_trees=routed is not None)
     decisions = _drain_stopped_queues(cyc)
-    queued = _route_pending(cyc, decisions)
+    queued = _route_pending(cyc, decisions) if routed is None else routed
     entries = _nominate_heads(cyc, queued, decisions)
     entries.sort(key=_admission_order)
     preempted: set[str] = set()
@@ -969,7 +977,54 @@ def run_cycle(snapshot: Snapshot) -> list[Decision]:
         e = _fair_next(cyc, entries) if cyc.fair else entries[0]
         entries.remove(e)
         decisions.extend(_settle(cyc, e, preempted))
-    return decisions
+    return decisions, cyc, queued
+
+
+MAX_IDLE_CYCLES = 2
+
+
+def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
+    """Kueue's scheduler runs cycle after cycle: each takes one head per ClusterQueue and sees
+    the previous cycles' admissions assumed in its cache; a BestEffortFIFO head that did not fit
+    is parked as inadmissible until capacity is released. This runs such cycles back to back on
+    one snapshot, so one pass admits every head that fits one after the other instead of one per
+    ClusterQueue (issue 18 item 5: small jobs queued behind each other in one ClusterQueue waited
+    a pass each). Stops after a cycle that neither admits nor parks a head (the next would
+    decide the same), after :data:`MAX_IDLE_CYCLES` cycles in a row that admit nothing (the next
+    pass goes on), after one that preempts
+    or evicts (the evictions come first), or after ``max_cycles``. Returns every cycle's admissions, preemptions and
+    evictions, and the last pending decision of each workload still pending. Same snapshot ->
+    same decisions."""
+    kept: dict[str, Decision] = {}
+    actions: list[Decision] = []
+    snap = snapshot
+    idle = 0  # cycles in a row that admitted nothing
+    routed: Queues | None = None
+    for _ in range(max(1, max_cycles)):
+        decisions, cyc, queued = _one_cycle(snap, routed)
+        admitted = False
+        for d in decisions:
+            if isinstance(d, Pending):
+                kept[d.workload] = d
+            else:
+                actions.append(d)
+                kept.pop(d.workload, None)
+                admitted = admitted or isinstance(d, Admit)
+        parked = {d.workload for d in decisions if isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE
+                  and d.cluster_queue in snap.cluster_queues
+                  and snap.cluster_queues[d.cluster_queue].queueing_strategy != STRICT_FIFO} - snap.inadmissible
+        idle = 0 if admitted else idle + 1
+        if not (admitted or parked) or idle >= MAX_IDLE_CYCLES or any(isinstance(d, Preempt | Evict)
+                                                                      for d in decisions):
+            break  # nothing changed for the next cycle, nothing fits lately, or evictions come first
+        # The next cycle's cache: this cycle's admissions hold quota and topology (cyc.trees
+        # carry them), its BestEffortFIFO misses are parked.
+        snap = replace(after_decisions(snap, decisions), trees=cyc.trees,
+                       inadmissible=snap.inadmissible | frozenset(parked))
+        taken = {d.workload for d in decisions if isinstance(d, Admit)}
+        routed = {cq: [item for item in items if item[1].key not in taken] for cq, items in queued.items()}
+    admitted_keys = {d.workload for d in actions}
+    return [*actions, *(d for key, d in kept.items() if key not in admitted_keys)]
 
 
 def admitted_from_decision(decision: Admit, pending: PendingWorkload, now: float) -> AdmittedWorkload:

@@ -34,6 +34,7 @@ from typing import Any
 from scheduler.core.workload import SCHEDULER_NAME
 
 DEFAULT_PORT = 8888
+BINDERS = ("extender", "kube-scheduler")
 GPU = "nvidia.com/gpu"
 
 
@@ -47,15 +48,24 @@ def extender_entry(
     ignorable: bool = False,
     managed_resources: Sequence[str] = (GPU,),
     node_cache_capable: bool = True,
+    binder: str = "extender",
 ) -> dict[str, Any]:
-    """One ``extenders[]`` entry. ``managed_resources=()`` sends every pod of every profile."""
+    """One ``extenders[]`` entry. ``managed_resources=()`` sends every pod of every profile.
+
+    ``binder="kube-scheduler"``: only ``filterVerb``; the extender (run with ``--binder
+    kube-scheduler``) passes one node per pod and reserves its slot in filter, kube-scheduler
+    skips scoring (one feasible node) and binds with its own binder. ``"extender"``: filter
+    offers every free assigned node, prioritize ranks them, the extender binds."""
     if weight < 1:
         raise ValueError(f"extender weight must be a positive integer, got {weight}")
+    if binder not in BINDERS:
+        raise ValueError(f"binder must be one of {', '.join(BINDERS)}, got {binder!r}")
+    verbs = {"filterVerb": "filter"}
+    if binder == "extender":
+        verbs.update(prioritizeVerb="prioritize", bindVerb="bind")
     entry: dict[str, Any] = {
         "urlPrefix": url_prefix or f"http://{host}:{port}",
-        "filterVerb": "filter",
-        "prioritizeVerb": "prioritize",
-        "bindVerb": "bind",
+        **verbs,
         "weight": weight,
         "nodeCacheCapable": node_cache_capable,
         "ignorable": ignorable,

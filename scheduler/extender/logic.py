@@ -369,6 +369,7 @@ class SlotBook:
         reservation_ttl_s: float = 120.0,
         unassigned_detail_max: int = 1000,
         clock: Callable[[], float] = time.monotonic,
+        choose_node: bool = False,
     ) -> None:
         self.scheduler_name = scheduler_name
         self.health_policy = health_policy
@@ -380,6 +381,13 @@ class SlotBook:
         # 5,000-entry map is most of the request's cost on both sides.
         self.unassigned_detail_max = unassigned_detail_max
         self.clock = clock
+        # kube-scheduler binds (no bindVerb): filter passes one node, the most compact free one,
+        # and reserves its slot for the pod there and then. kube-scheduler's scheduling cycle is
+        # serial and a single feasible node is taken without scoring, so the next pod's filter
+        # sees the slot taken; the reservation holds until the informer shows the pod bound (or
+        # deleted), or expires after reservation_ttl_s. Without it (the extender binds) filter
+        # offers every free assigned node and bind reserves.
+        self.choose_node = choose_node
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeInfo] = {}
         self.health: dict[str, Health] = {}
@@ -569,6 +577,12 @@ class SlotBook:
             for name in names:
                 _record(out, name, self._filter_node(run, name), run.detail)
             out.error = _full_slots_error(run, out)
+            if self.choose_node and len(out.passed) > 1:
+                # The nodes left out are absent from the answer: kube-scheduler counts an absent
+                # node as unschedulable for this cycle; the next filter call decides afresh.
+                out.passed = [self._most_compact(pod, group, assignment, out.passed)]
+            if self.choose_node and out.passed:
+                self.reservations[pod.uid] = Reservation(group, out.passed[0], pod.uid, self.clock(), True)
             return out
 
     def _filter_run(self, pod: PodRef, group: Group, assignment: Assignment,
@@ -644,21 +658,48 @@ class SlotBook:
             assignment, _ = self._resolve(pod, group)
             if assignment is None:
                 return [(n, 0) for n in names]
-            levels = self.compact_levels_of(assignment)
-            path_of = self._path_reader(levels)
-            occupants = self._occupants(group)
-            occupants.pop(pod.uid, None)
-            prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
-            free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
-            best_free = max(free_by_path.values(), default=0)
-            scores: list[tuple[str, int]] = []
-            for name in names:
-                npath = path_of(name)
-                if npath is None or self._node_domain(name, assignment) is None:
-                    scores.append((name, 0))
-                    continue
-                scores.append((name, _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)))
-            return scores
+            return self._scores(pod, group, assignment, names)
+
+    def _scores(self, pod: PodRef, group: Group, assignment: Assignment,
+                names: Sequence[str]) -> list[tuple[str, int]]:
+        """Prioritize's scores (callers hold the lock)."""
+        levels = self.compact_levels_of(assignment)
+        path_of = self._path_reader(levels)
+        occupants = self._occupants(group)
+        occupants.pop(pod.uid, None)
+        prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
+        free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
+        best_free = max(free_by_path.values(), default=0)
+        scores: list[tuple[str, int]] = []
+        for name in names:
+            npath = path_of(name)
+            if npath is None or self._node_domain(name, assignment) is None:
+                scores.append((name, 0))
+                continue
+            scores.append((name, _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)))
+        return scores
+
+    def _most_compact(self, pod: PodRef, group: Group, assignment: Assignment, passed: Sequence[str]) -> str:
+        """The first of the passed nodes prioritize would score highest (callers hold the lock).
+        Every passed node is in the assignment, and nodes of one compact path score alike, so
+        each path is scored once."""
+        levels = self.compact_levels_of(assignment)
+        path_of = self._path_reader(levels)
+        occupants = self._occupants(group)
+        occupants.pop(pod.uid, None)
+        prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
+        free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
+        best_free = max(free_by_path.values(), default=0)
+        by_path: dict[Domain | None, int] = {None: 0}
+        best_name, best_score = passed[0], -1
+        for name in passed:
+            npath = path_of(name)
+            score = by_path.get(npath)
+            if score is None:
+                score = by_path[npath] = _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)  # type: ignore[arg-type]
+            if score > best_score:
+                best_name, best_score = name, score
+        return best_name
 
     def compact_levels_of(self, assignment: Assignment) -> tuple[str, ...]:
         """The levels compactness is judged on: those of the Topology of the pod set's flavor,

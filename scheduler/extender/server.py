@@ -416,8 +416,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
+        # Headers and body in one write (end_headers would flush the headers on their own): one
+        # send per answer, so one GIL hand-back instead of two while informer threads decode
+        # watch events (kube-scheduler waits for filter on every pod).
+        buffered: list[bytes] = getattr(self, "_headers_buffer")  # noqa: B009 - set by send_response
+        head = b"".join(buffered) + b"\r\n"
+        buffered.clear()
+        self.wfile.write(head + data)
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         ext = self.server.extender

@@ -148,6 +148,8 @@ class FilterArgs:
         pod = check_pod(field(args, "Pod"))
         names_in = field(args, "NodeNames")
         if names_in is not None:
+            if isinstance(names_in, list) and all(type(n) is str for n in names_in):
+                return cls(pod, names_in, None)  # the usual body: no per-name path to format
             names = [_string(n, f"NodeNames[{i}]") for i, n in enumerate(_list(names_in, "NodeNames"))]
             return cls(pod, names, None)
         node_list = _object(field(args, "Nodes"), "Nodes")

@@ -40,7 +40,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycle
+from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
@@ -89,6 +89,8 @@ def _owner_uid(workload: Mapping[str, Any]) -> str | None:
 # Kueue's jobframework stop messages (event reason "Stopped").
 NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
 NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
+
+DEFAULT_CYCLES_PER_PASS = 8
 
 
 class Controller:
@@ -139,6 +141,9 @@ class Controller:
         self.metrics: CycleMetrics = NoMetrics()
         # Opt-in defragmentation (--defrag): moves checkpointable workloads within a budget.
         self.defrag: DefragExecutor | None = None
+        # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
+        # head per ClusterQueue per pass (``--cycles-per-pass``).
+        self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
@@ -413,7 +418,7 @@ class Controller:
         decided, reasons = snapshot, []
         if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
             self.queue_objects.announce_work(snapshot, self.isolation)
-            decisions = self.metrics.admission_attempt(lambda: run_cycle(snapshot))
+            decisions = self.metrics.admission_attempt(lambda: run_cycles(snapshot, self.cycles_per_pass))
             reasons = [d for d in decisions if isinstance(d, Pending)]
             actions = [d for d in decisions if not isinstance(d, Pending)]
             apply_decisions(self.writer, self.queue_state, snapshot, actions, self.clock(), self.isolation)

@@ -11,16 +11,23 @@ as with percentageOfNodesToScore=100), prioritize gets the nodes filter passed. 
 ``--requests`` calls per verb and size, after a short warm-up.
 
 Throughput part (``--cluster``): its own local control plane (etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler, KWOK) with ``--cluster-nodes`` fake nodes and the
-extender as a process. The nodes are waited for until Ready and free of the node-lifecycle
-controller's not-ready taint (an unsettled node is invisible to kube-scheduler's own filters,
-which once made the extender look twice as costly as it is). Then ``--rounds`` rounds of two
-phases: A, kube-scheduler with the toposched profile and no extender; B, the same profile
-calling the extender, pods of an admitted Workload spread over the whole cluster. In each phase
-the pods are created while no profile serves them, then kube-scheduler is restarted with the
-phase's configuration; pods/s = pods / (last bind - first bind) as a pod watch sees the binds,
-with the gaps between binds (a stall is a gap over 100 ms). The median of the rounds' B/A
-ratios is the figure. Everything it starts is stopped at the end.
+kube-controller-manager, kube-scheduler, KWOK) with ``--cluster-nodes`` fake nodes (or one
+fresh cluster per size of ``--series``) and two extender processes. The nodes are waited for
+until Ready and free of the node-lifecycle controller's not-ready taint (an unsettled node is
+invisible to kube-scheduler's own filters, which once made the extender look twice as costly as
+it is). Then ``--rounds`` rounds of three phases, seconds apart: A, kube-scheduler with the
+toposched profile and no extender; B, the same profile calling the extender with
+``--binder extender`` (filter, prioritize, bind); C, with ``--binder kube-scheduler`` (filter
+only: it passes one node and reserves its slot; kube-scheduler binds). B and C place pods of an
+admitted Workload whose assignment is spread over the whole cluster. In each phase the pods are
+created while no profile serves them, then kube-scheduler is restarted with the phase's
+configuration; pods/s = pods / (last bind - first bind) as a pod watch sees the binds, with the
+gaps between binds (a stall is a gap over 100 ms); the phase's pods are then deleted. Small
+clusters pack several pods a node. The median of the rounds' ratios is the figure, printed with
+the load average. ``--profile DIR`` records each extender with py-spy during its phases.
+Everything it starts is stopped at the end.
+
+    python scripts/bench/extender.py --skip-latency --cluster --series 100,1300,5000,10000 --rounds 3
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ import argparse
 import datetime as dt
 import http.client
 import json
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -58,12 +67,13 @@ def description(n: int) -> dict[str, Any]:
     }
 
 
-def assignment(hosts: list[str], per_node: int = 1) -> dict[str, Any]:
+def assignment(hosts: list[str] | dict[str, int], per_node: int = 1) -> dict[str, Any]:
+    counts = hosts if isinstance(hosts, dict) else dict.fromkeys(hosts, per_node)
     placement = PodSetPlacement(
         "main",
-        per_node * len(hosts),
+        sum(counts.values()),
         (HOSTNAME_LABEL,),
-        tuple(DomainAssignment((h,), per_node) for h in sorted(hosts)),
+        tuple(DomainAssignment((h,), counts[h]) for h in sorted(counts)),
     )
     return encode_v1beta2(placement)
 
@@ -97,12 +107,13 @@ def workload_obj(ns: str, name: str, ta: dict[str, Any], count: int) -> dict[str
     }
 
 
-def pod_obj(ns: str, name: str, workload: str | None, scheduler: str = "toposched") -> dict[str, Any]:
+def pod_obj(ns: str, name: str, workload: str | None, scheduler: str = "toposched",
+            gpus: int = 8) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": f"uid-{name}"}
     if workload:
         meta["annotations"] = {"kueue.x-k8s.io/workload": workload}
         meta["labels"] = {"kueue.x-k8s.io/podset": "main"}
-    gpu = {"nvidia.com/gpu": "8"}
+    gpu = {"nvidia.com/gpu": str(gpus)}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -205,13 +216,79 @@ def latency(n_nodes: int, n_assigned: int, requests: int) -> list[tuple[str, flo
 
 
 STALL_S = 0.1  # a gap between two binds longer than this is a stall, not a scheduling cycle
+BINDER_PHASES = {"extender": "B", "kube-scheduler": "C"}  # extender --binder mode -> phase
+
+
+def wait_ready(port: int, log: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"extender not ready: see {log}")
+
+
+def over_assignment(pods_inf: Any, ns: str, names: list[str], counts: dict[str, int]) -> int:
+    """Pods bound beyond their node's assigned count (the slot guarantee says 0)."""
+    on: dict[str, int] = {}
+    for n in names:
+        pod = pods_inf.get(f"{ns}/{n}")
+        node = pod and pod["spec"].get("nodeName")
+        if node:
+            on[node] = on.get(node, 0) + 1
+    return sum(max(0, k - counts.get(node, 0)) for node, k in on.items())
+
+
+def pods_per_node(n_nodes: int, n_pods: int) -> tuple[int, int]:
+    """(pods, pods per node): a phase's pods must fit (8 GPUs a node; each phase's pods are
+    deleted after it); small clusters pack several pods a node (each asking 8 / per-node GPUs),
+    and the pods are capped at capacity."""
+    per_node = next((k for k in (1, 2, 4, 8) if k * n_nodes >= n_pods), 8)
+    return min(n_pods, per_node * n_nodes), per_node
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+class Profiler:
+    """py-spy recording the extender's Python stacks during the B phases (raw collapsed stacks,
+    one file per phase, under ``directory``); off when ``directory`` is None."""
+
+    def __init__(self, directory: Path | None, pid: int) -> None:
+        self.directory, self.pid = directory, pid
+        self.proc: Any = None
+
+    def start(self, label: str) -> None:
+        if self.directory is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        out = self.directory / f"{label}.txt"
+        self.proc = subprocess.Popen(["py-spy", "record", "-p", str(self.pid), "-r", "200", "-f", "raw",
+                                      "-o", str(out), "--threads", "--nonblocking"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(timeout=60)
+            self.proc = None
 
 
 def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
-               debug_extender: bool = False) -> None:
+               debug_extender: bool = False, profile_dir: Path | None = None) -> list[tuple[float, float, float, str]]:
+    """Rounds of A, B, C at ``n_nodes``: the (A, B, C pods/s, load average) of each round."""
     from kubernetes import client
 
-    from scheduler.devcluster.apply import create_nodes, wait_nodes_settled
+    from scheduler.devcluster.apply import create_nodes, node_is_settled, wait_nodes_settled
     from scheduler.devcluster.controlplane import (
         FAKE_NODE_LABEL,
         LocalCluster,
@@ -222,12 +299,16 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
     from scheduler.kube.informer import PODS, WORKLOADS, Api, Informer, wait_synced
     from scheduler.kube.status import admit_status
 
+    n_pods, per_node = pods_per_node(n_nodes, n_pods)
+    gpus = 8 // per_node
+    results: list[tuple[float, float, float, str]] = []
     tmp = Path(tempfile.mkdtemp(prefix="toposched-bench-extender-"))
     cluster = LocalCluster(tmp)
     t0 = time.monotonic()
     cluster.start()
     try:
-        print(f"\ncontrol plane up in {time.monotonic() - t0:.1f}s ({tmp})", flush=True)
+        print(f"\n== {n_nodes} nodes, {n_pods} pods a phase ({per_node} a node, {gpus} GPU each), load {loadavg()}")
+        print(f"control plane up in {time.monotonic() - t0:.1f}s ({tmp})", flush=True)
         api_client = cluster.api_client()
         api = Api(api_client)
         nodes = generate_nodes(description(n_nodes))
@@ -238,26 +319,28 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
         # Every phase must see the same, settled cluster: a fresh node keeps the not-ready taint
         # until the node-lifecycle controller lifts it, and assigned nodes still tainted would
         # stall phase B/C pods (seen: one pod filtered 9 times while its last slots settled).
-        wait_nodes_settled(api_client, [n["metadata"]["name"] for n in nodes], timeout_s=300)
+        try:
+            wait_nodes_settled(api_client, [n["metadata"]["name"] for n in nodes], timeout_s=300)
+        except TimeoutError as exc:  # a loaded machine: leave the stragglers out of the assignments
+            raw = client.CoreV1Api(api_client).list_node(_preload_content=False)
+            settled = {n["metadata"]["name"] for n in json.loads(raw.data)["items"] if node_is_settled(n)}
+            nodes = [n for n in nodes if n["metadata"]["name"] in settled]
+            print(f"  {exc}; {len(nodes)} settled nodes are used", flush=True)
         print(f"{n_nodes} fake nodes created and Ready in {time.monotonic() - t0:.1f}s", flush=True)
         core = client.CoreV1Api(api_client)
         ns = "bench"
         core.create_namespace({"metadata": {"name": ns}})
-        port = free_port()
-        ext = cluster.start_process(
-            "toposched-extender",
-            [
-                sys.executable,
-                "-m",
-                "scheduler.cli",
-                *(["-v"] if debug_extender else []),
-                "extender",
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-                "--port",
-                str(port),
-            ],
-        )
+        # Two extender processes, one per binder mode: B (the extender binds) and C (kube-scheduler
+        # binds, filter picks the node); the idle one costs next to nothing.
+        ports = {mode: free_port() for mode in BINDER_PHASES}
+        exts = {
+            mode: cluster.start_process(
+                f"toposched-extender-{mode}",
+                [sys.executable, "-m", "scheduler.cli", *(["-v"] if debug_extender else []), "extender",
+                 "--kubeconfig", str(cluster.kubeconfig), "--port", str(ports[mode]), "--binder", mode],
+            )
+            for mode in BINDER_PHASES
+        }
         kubeconfig = cluster.dir / "scheduler.kubeconfig"
         base = default_scheduler_config(kubeconfig)
         profile = toposched_profile()
@@ -273,29 +356,27 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
         pods_inf.add_handler(on_pod)
         pods_inf.start()
         wait_synced([pods_inf])
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/readyz")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        else:
-            raise SystemExit(f"extender not ready: see {ext.log}")
+        for mode, port in ports.items():
+            wait_ready(port, exts[mode].log)
 
         def create_pods(prefix: str, workload: str | None) -> list[str]:
             names = [f"{prefix}-{i}" for i in range(n_pods)]
             bodies = []
             for name in names:
-                body = pod_obj(ns, name, workload)
+                body = pod_obj(ns, name, workload, gpus=gpus)
                 del body["metadata"]["uid"]
                 bodies.append(body)
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda b: core.create_namespaced_pod(ns, b), bodies))
             return names
+
+        def delete_pods(names: list[str]) -> None:
+            """Free the phase's capacity for the next one (force delete; KWOK runs no kubelet)."""
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda n: core.delete_namespaced_pod(n, ns, grace_period_seconds=0), names))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and any(pods_inf.get(f"{ns}/{n}") for n in names):
+                time.sleep(0.2)
 
         def run_phase(label: str, names: list[str], config: dict[str, Any]) -> float:
             t_restart = time.monotonic()
@@ -324,18 +405,29 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
             )
             return rate
 
-        def admit_on_free_hosts(workload: str) -> list[str]:
-            """A Workload admitted on n_pods free nodes spread over the cluster (one pod each)."""
-            used = {p["spec"].get("nodeName") for p in list(pods_inf.store.values())}
-            free_hosts = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in used]
-            hosts = free_hosts[:: max(1, len(free_hosts) // n_pods)][:n_pods]
-            ta = assignment(hosts)
-            wl = api.create(WORKLOADS, workload_obj(ns, workload, ta, len(hosts)), ns)
+        def admit_on_free_hosts(workload: str) -> dict[str, int]:
+            """A Workload admitted on n_pods free slots spread over the cluster (per_node a node
+            at most)."""
+            used: dict[str, int] = {}
+            for p in list(pods_inf.store.values()):
+                if p["spec"].get("nodeName"):
+                    used[p["spec"]["nodeName"]] = used.get(p["spec"]["nodeName"], 0) + 1
+            free = {n["metadata"]["name"]: per_node - used.get(n["metadata"]["name"], 0) for n in nodes}
+            free_hosts = [h for h, k in free.items() if k > 0]
+            stride = max(1, len(free_hosts) // -(-n_pods // per_node))
+            counts: dict[str, int] = {}
+            for h in free_hosts[::stride] + free_hosts:
+                if sum(counts.values()) >= n_pods:
+                    break
+                if h not in counts:
+                    counts[h] = min(free[h], n_pods - sum(counts.values()))
+            ta = assignment(counts)
+            wl = api.create(WORKLOADS, workload_obj(ns, workload, ta, n_pods), ns)
             psa = {
                 "name": "main",
                 "flavors": {"nvidia.com/gpu": "rf"},
-                "resourceUsage": {"nvidia.com/gpu": str(8 * len(hosts))},
-                "count": len(hosts),
+                "resourceUsage": {"nvidia.com/gpu": str(gpus * n_pods)},
+                "count": n_pods,
                 "topologyAssignment": ta,
             }
             api.merge_patch(
@@ -346,43 +438,50 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
                 subresource="status",
             )
             time.sleep(2)  # the extender's informer sees the admission
-            return hosts
+            return counts
 
         without_extender = default_scheduler_config(kubeconfig, [profile])
-        with_extender = default_scheduler_config(kubeconfig, [profile], [extender_entry(port)])
-        # Rounds of A then B: the shared machine's load drifts, so each round's ratio compares
+        configs = {mode: default_scheduler_config(kubeconfig, [profile], [extender_entry(port, binder=mode)])
+                   for mode, port in ports.items()}
+        # Rounds of A, B, C: the shared machine's load drifts, so each round's ratios compare
         # phases that ran seconds apart; the median round is the figure.
-        ratios: list[float] = []
         for r in range(rounds):
             print(f" round {r + 1}/{rounds}", flush=True)
             # A: the toposched profile without the extender (kube-scheduler alone, default binder).
             cluster.reconfigure_scheduler(base)  # no profile serves toposched pods while they are created
-            rate_a = run_phase("A: profile, no extender", create_pods(f"a{r}", None), without_extender)
-            # B: the same profile calling the extender (filter, prioritize, bind); pods of an
-            # admitted Workload whose assignment is spread over the whole cluster.
-            cluster.reconfigure_scheduler(base)
-            hosts = set(admit_on_free_hosts(f"wl-{r}"))
-            names_b = create_pods(f"b{r}", f"wl-{r}")
-            rate_b = run_phase("B: profile + extender", names_b, with_extender)
-            wrong = [n for n in names_b if (p := pods_inf.get(f"{ns}/{n}")) and p["spec"].get("nodeName") not in hosts]
-            print(f"  B pods off their assigned node: {len(wrong)}")
-            if rate_a:
-                ratios.append(rate_b / rate_a)
-                print(f"  ratio B/A {rate_b / rate_a:.2f}", flush=True)
-        if ratios:
-            med = statistics.median(ratios)
-            print(f"  throughput ratio B/A: median {med:.2f} over {len(ratios)} round(s) "
-                  f"(each: {', '.join(f'{v:.2f}' for v in ratios)}); the extender costs {100 * (1 - med):.0f}% "
-                  f"of kube-scheduler throughput (aim < 20%)")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/stats")
-            print(f"  extender server-side: {json.loads(conn.getresponse().read())['requests']}")
-        except OSError:
-            pass
+            names = create_pods(f"a{r}", None)
+            rates = [run_phase("A: profile, no extender", names, without_extender)]
+            delete_pods(names)
+            for mode, label in BINDER_PHASES.items():
+                # The same profile calling the extender; pods of an admitted Workload whose
+                # assignment is spread over the whole cluster.
+                cluster.reconfigure_scheduler(base)
+                tag = f"{label.lower()}{r}"
+                counts = admit_on_free_hosts(f"wl-{tag}")
+                names = create_pods(tag, f"wl-{tag}")
+                profiler = Profiler(profile_dir and profile_dir / f"{n_nodes}-{mode}", exts[mode].pid)
+                profiler.start(f"round{r + 1}")
+                try:
+                    rates.append(run_phase(f"{label}: extender, {mode} binds", names, configs[mode]))
+                finally:
+                    profiler.stop()
+                print(f"  {label} pods over their assigned slots: {over_assignment(pods_inf, ns, names, counts)}")
+                delete_pods(names)
+            results.append((rates[0], rates[1], rates[2], loadavg()))
+            if rates[0]:
+                print(f"  ratios B/A {rates[1] / rates[0]:.2f}, C/A {rates[2] / rates[0]:.2f} (load {loadavg()})",
+                      flush=True)
+        for mode, port in ports.items():
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/stats")
+                print(f"  extender ({mode} binds) server-side: {json.loads(conn.getresponse().read())['requests']}")
+            except OSError:
+                pass
         pods_inf.stop()
     finally:
         cluster.stop()
+    return results
 
 
 def main() -> int:
@@ -395,6 +494,11 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=300, help="pods per throughput phase")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per throughput phase")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the A/B throughput phases")
+    ap.add_argument("--series", default="",
+                    help="comma-separated node counts: one fresh cluster each (e.g. 100,1300,5000,10000), "
+                         "then a table of A and B pods/s and the cost")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="record the extender with py-spy during every B phase (raw stacks under this directory)")
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--debug-extender", action="store_true",
                     help="run the extender with -v (one log line per request and filter decision)")
@@ -402,11 +506,24 @@ def main() -> int:
     if not args.skip_latency:
         for size in (int(s) for s in args.sizes.split(",")):
             latency(size, min(args.assigned, size), args.requests)
-    if args.cluster and 2 * args.rounds * args.pods > args.cluster_nodes:
-        ap.error(f"--rounds {args.rounds} x 2 phases x --pods {args.pods} need that many free nodes; "
-                 f"--cluster-nodes is {args.cluster_nodes}")
-    if args.cluster:
-        throughput(args.cluster_nodes, args.pods, args.timeout, args.rounds, args.debug_extender)
+    if not args.cluster:
+        return 0
+    sizes = [int(s) for s in args.series.split(",")] if args.series else [args.cluster_nodes]
+    table = [(size, throughput(size, args.pods, args.timeout, args.rounds, args.debug_extender, args.profile))
+             for size in sizes]
+    print("\nseries (median over rounds; each round runs A, B, C seconds apart; cost = 1 - median ratio)")
+    print(f"  {'nodes':>6} {'pods':>5} {'A pods/s':>9} {'B pods/s':>9} {'C pods/s':>9} {'B/A':>5} {'C/A':>5} "
+          f"{'B cost':>6} {'C cost':>6}  rounds C/A; load after each round")
+    for size, rows in table:
+        if not rows or not all(row[0] for row in rows):
+            print(f"  {size:6} (no complete round)")
+            continue
+        rb = statistics.median(row[1] / row[0] for row in rows)
+        rc = statistics.median(row[2] / row[0] for row in rows)
+        med = [statistics.median(row[k] for row in rows) for k in range(3)]
+        print(f"  {size:6} {pods_per_node(size, args.pods)[0]:5} {med[0]:9.1f} {med[1]:9.1f} "
+              f"{med[2]:9.1f} {rb:5.2f} {rc:5.2f} {100 * (1 - rb):5.0f}% {100 * (1 - rc):5.0f}%  "
+              f"{', '.join(f'{row[2] / row[0]:.2f}' for row in rows)}; {' | '.join(row[3] for row in rows)}")
     return 0
 
 

@@ -113,6 +113,7 @@ class Result:
     preempted: int = 0
     # --fair-sharing: (seconds since start, {team: [weightedShare, admitted GPUs]})
     shares: list[tuple[float, dict[str, list[float]]]] = field(default_factory=list)
+    by_job: dict[str, float] = field(default_factory=dict)  # job name -> time to admission (s)
 
     def figures(self) -> dict[str, float]:
         q = sorted(self.tta) or [0.0]
@@ -143,7 +144,9 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
         queues["teams"][team]["fairWeight"] = weight
     fair = {"fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
     directory = Path(tempfile.mkdtemp(prefix=f"vs-kueue-{engine}-"))
-    run = start_run(engine, directory, description, queues, kueue_config=fair if args.fair_sharing else None)
+    base, controller_args = VARIANTS.get(engine, (engine, ()))
+    run = start_run(base, directory, description, queues, controller_args=controller_args,
+                    kueue_config=fair if args.fair_sharing else None)
     labels = run.node_labels
     api = run.api
     tracks: dict[str, Track] = {}
@@ -209,6 +212,7 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
             if tr.admitted is not None:
                 result.admitted += 1
                 result.tta.append(tr.admitted - tr.created)
+                result.by_job[tr.row.name] = tr.admitted - tr.created
                 if tr.row.pods > 1:
                     result.l3.append(tr.l3_spanned)
     finally:
@@ -240,6 +244,38 @@ def _print_shares(engine: str, res: Result, teams: list[str]) -> None:
         print("  mean GPUs: " + ", ".join(f"{t} {v:.1f}" for t, v in means.items()))
 
 
+# Engine variants (name -> harness engine, controller arguments): the controller before
+# back-to-back cycles (issue 18 item 5), for A/B runs of the change.
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {"toposched-1cycle": ("toposched", ("--cycles-per-pass", "1"))}
+
+
+def job_class(row: JobRow) -> str:
+    """The breakdown key of a job: its size and topology mode."""
+    if row.pods == 1:
+        return f"1 pod x {row.gpus} GPU"
+    return f"{row.pods} pods {row.mode}"
+
+
+def breakdown(rows: list[JobRow], results: dict[str, Result]) -> list[str]:
+    """Median time to admission per job class and per team, for each engine, and the ratio."""
+    engines = list(results)
+    keys: dict[str, list[JobRow]] = {}
+    for row in rows:
+        keys.setdefault(f"class {job_class(row)}", []).append(row)
+        keys.setdefault(f"team {row.team}", []).append(row)
+    lines = [f"  {'jobs':28} {'n':>4} " + " ".join(f"{e + ' p50':>18}" for e in engines)
+             + "".join(f"  {e}/{engines[0]}" for e in engines[1:])]
+    for key in sorted(keys, key=lambda k: (k.split()[0], -len(keys[k]), k)):
+        medians = []
+        for e in engines:
+            vals = [results[e].by_job[r.name] for r in keys[key] if r.name in results[e].by_job]
+            medians.append(statistics.median(vals) if vals else float("nan"))
+        ratios = "".join(f"  {m / medians[0]:{len(e) + len(engines[0]) + 1}.2f}" if medians[0] else ""
+                         for e, m in zip(engines[1:], medians[1:], strict=True))
+        lines.append(f"  {key:28} {len(keys[key]):4} " + " ".join(f"{m:17.2f}s" for m in medians) + ratios)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=2000)
@@ -252,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-s", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--timeout-s", type=float, default=1800)
-    ap.add_argument("--engine", action="append", choices=("kueue", "toposched"))
+    ap.add_argument("--engine", action="append", choices=("kueue", "toposched", *VARIANTS),
+                    help="engines in run order (default kueue, toposched); toposched-1cycle: one "
+                         "admission cycle per pass, the controller before issue 18 item 5")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--preemption", action="store_true",
                     help="ClusterQueues preempt (withinClusterQueue LowerPriority, reclaimWithinCohort Any); "
@@ -274,8 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     engines = args.engine or ["kueue", "toposched"]
     figures: dict[str, dict[str, float]] = {}
     series: dict[str, Any] = {}
+    results: dict[str, Result] = {}
     for engine in engines:
-        res = run_engine(engine, args, rows)
+        res = results[engine] = run_engine(engine, args, rows)
         figures[engine] = res.figures()
         if args.fair_sharing:
             _print_shares(engine, res, teams)
@@ -285,13 +324,21 @@ def main(argv: list[str] | None = None) -> int:
               f"admissions/s={f['admissions_per_s']:.2f} tta_p50={f['tta_p50_s']:.2f}s tta_p99={f['tta_p99_s']:.2f}s "
               f"gpu_util={100 * f['gpu_utilisation']:.1f}% mean_l3_domains={f['mean_l3_domains_multinode']:.2f}",
               flush=True)
-    if len(figures) == 2:
-        k, t = figures["kueue"], figures["toposched"]
-        ratios = {key: (t[key] / k[key] if k[key] else float("nan")) for key in k}
-        print("ratio toposched/kueue: " + " ".join(f"{key}={val:.2f}" for key, val in ratios.items()))
-        figures["ratio"] = ratios
+    if "kueue" in figures:
+        k = figures["kueue"]
+        for name in [e for e in figures if e != "kueue"]:
+            t = figures[name]
+            ratios = {key: (t[key] / k[key] if k[key] else float("nan")) for key in k}
+            print(f"ratio {name}/kueue: " + " ".join(f"{key}={val:.2f}" for key, val in ratios.items()))
+            figures[f"ratio {name}"] = ratios
+    print("time to admission by job class and team (median):")
+    print("\n".join(breakdown(rows, results)))
     if args.json:
-        args.json.write_text(json.dumps({**figures, **({"shares": series} if series else {})}, indent=2))
+        out: dict[str, Any] = dict(figures)
+        out["by_job"] = {e: r.by_job for e, r in results.items()}
+        if series:
+            out["shares"] = series
+        args.json.write_text(json.dumps(out, indent=2))
     return 0
 
 

@@ -1,0 +1,78 @@
+"""``--binder kube-scheduler``: filter passes one node (the most compact free one) and takes its
+slot there, since kube-scheduler then binds without asking the extender. Serial filters of one
+group never get the same slot; the slot is the pod's own until it binds elsewhere, is deleted or
+the reservation expires."""
+
+from __future__ import annotations
+
+from scheduler.core.nodes import node_from_k8s
+from scheduler.extender.config import extender_entry
+from scheduler.extender.logic import SlotBook, pod_ref, workload_view
+from tests.unit.extender.test_logic import ALL, NODES, pod, v1beta2, workload
+
+
+def choosing_book(assign: dict[str, int], *, now: list[float] | None = None) -> SlotBook:
+    clock = (lambda: now[0]) if now is not None else (lambda: 0.0)
+    b = SlotBook(choose_node=True, clock=clock, reservation_ttl_s=10)
+    for n in NODES:
+        b.upsert_node(node_from_k8s(n))
+    b.upsert_workload(workload_view(workload(assignments={"main": v1beta2(assign)})))
+    return b
+
+
+def test_serial_filters_fill_every_slot_once_then_refuse() -> None:
+    b = choosing_book({"a1": 2, "b1": 1, "sick": 1})
+    chosen = []
+    for i in range(3):
+        out = b.filter(pod_ref(pod(f"p{i}")), ALL)
+        assert len(out.passed) == 1, out
+        chosen.append(out.passed[0])
+    assert sorted(chosen) == ["a1", "a1", "b1"]  # 2 + 1 healthy slots, each taken once
+    fourth = b.filter(pod_ref(pod("p3")), ALL)
+    assert fourth.passed == []
+    assert "are taken" in fourth.error  # an Error: retried after backoff, not parked
+
+
+def test_the_same_pod_asking_again_keeps_its_slot() -> None:
+    b = choosing_book({"a1": 1, "b1": 1})
+    first = b.filter(pod_ref(pod("p0")), ALL).passed
+    again = b.filter(pod_ref(pod("p0")), ALL).passed
+    assert first == again  # its own reservation does not count against it
+    other = b.filter(pod_ref(pod("p1")), ALL).passed
+    assert other and other != first
+
+
+def test_compact_choice_follows_placed_siblings() -> None:
+    # One sibling bound on a1 (layer-3 x): the free slot on a2 (same x) beats b1 (y).
+    bound = pod("sib", node_name="a1", phase="Running")
+    b = choosing_book({"a1": 1, "a2": 1, "b1": 1})
+    b.observe_pod(pod_ref(bound))
+    scores = b.prioritize(pod_ref(pod("p0")), ["b1", "a2"])  # the free assigned nodes
+    assert max(scores, key=lambda hs: hs[1])[0] == "a2"
+    assert b.filter(pod_ref(pod("p0")), ["b1", "a2", "a1"]).passed == ["a2"]  # prioritize's choice
+
+
+def test_slot_freed_when_the_pod_is_deleted_or_the_reservation_expires() -> None:
+    now = [0.0]
+    b = choosing_book({"a1": 1}, now=now)
+    assert b.filter(pod_ref(pod("p0")), ALL).passed == ["a1"]
+    assert b.filter(pod_ref(pod("p1")), ALL).passed == []
+    b.forget_pod(pod_ref(pod("p0")))
+    assert b.filter(pod_ref(pod("p1")), ALL).passed == ["a1"]
+    now[0] = 11.0  # p1 never bound: its reservation expires
+    assert b.filter(pod_ref(pod("p2")), ALL).passed == ["a1"]
+
+
+def test_bound_pod_replaces_its_reservation() -> None:
+    b = choosing_book({"a1": 1, "b1": 1})
+    assert b.filter(pod_ref(pod("p0")), ALL).passed == ["a1"]
+    b.observe_pod(pod_ref(pod("p0", node_name="a1", phase="Running")))
+    assert b.occupancy(("ns", "wl", "main")) == {"a1": 1}
+    assert b.filter(pod_ref(pod("p1")), ALL).passed == ["b1"]
+
+
+def test_extender_binds_by_default_and_kube_scheduler_binds_with_filter_only() -> None:
+    assert {"prioritizeVerb", "bindVerb"} <= set(extender_entry())
+    entry = extender_entry(binder="kube-scheduler")
+    assert entry["filterVerb"] == "filter"
+    assert "prioritizeVerb" not in entry and "bindVerb" not in entry
