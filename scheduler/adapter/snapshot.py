@@ -72,7 +72,7 @@ def _namespace(obj: Obj) -> str:
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    config: KueueConfig = KUEUE_DEFAULTS,
-                   placement_options: PlacementOptions | None = None) -> Snapshot:
+                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
     Kueue (default: none, Kueue's placement)."""
@@ -104,5 +104,6 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         time_budget_s=time_budget_s,
         config=config,
         placement_options=placement_options or PlacementOptions(),
+        domain_preemption=domain_preemption,
         compact_defaults=compact_defaults(objects.cluster_queues),
     )

@@ -43,6 +43,11 @@ def register(sub: Any) -> None:
     p.add_argument("--placement-policy", default=POLICY_KUEUE, metavar="POLICY[,POLICY]",
                    help=f"placement beyond Kueue (docs/beyond-kueue.md): {', '.join(POLICIES)} (default: kueue, "
                         "Kueue's placement exactly)")
+    p.add_argument("--no-domain-preemption", dest="domain_preemption", action="store_false",
+                   help="turn off domain-clearing preemption (docs/beyond-kueue-preemption.md): when Kueue's "
+                        "classical preemption finds no victims, or frees capacity only spread over several "
+                        "domains, toposched clears one whole domain of the requested level; off: Kueue's "
+                        "classical preemption only")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
     p.add_argument("--cycles-per-pass", type=int, default=8,
                    help="Kueue scheduling cycles run back to back in one reconcile pass, each seeing the "
@@ -207,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
     cache = ClusterCache.create(api)
     controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
                             placement_options=placement_options(args.placement_policy),
+                            domain_preemption=args.domain_preemption,
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),

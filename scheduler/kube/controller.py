@@ -100,7 +100,7 @@ class Controller:
                  requeue_backoff: RequeueBackoff | None = None,
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS,
-                 placement_options: PlacementOptions | None = None) -> None:
+                 placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
@@ -117,6 +117,9 @@ class Controller:
         self.managed_kinds = managed_integrations(config.frameworks)
         self.time_budget_s = time_budget_s
         self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
+        # Domain-clearing preemption and sticky targets (core/domain_preemption.py); off: Kueue's
+        # classical preemption only (--no-domain-preemption).
+        self.domain_preemption = domain_preemption
         self.resync_s = resync_s
         self.leading = threading.Event()
         self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
@@ -439,6 +442,7 @@ class Controller:
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
                                   placement_options=self.placement_options,
+                                  domain_preemption=self.domain_preemption,
                                   exclude=self.unreadable.current(self.cache.workloads.items()),
                                   config=self.config)
         try:

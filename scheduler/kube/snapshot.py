@@ -47,9 +47,10 @@ def cluster_objects(cache: Any, exclude: frozenset[str] = frozenset()) -> Cluste
 def build_snapshot(cache: Any, now: Any, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    exclude: frozenset[str] = frozenset(), config: KueueConfig = KUEUE_DEFAULTS,
-                   placement_options: PlacementOptions | None = None) -> Snapshot:
+                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> Snapshot:
     """The informer caches as one immutable core ``Snapshot`` (converted by ``scheduler.adapter``)."""
     return adapter_snapshot.build_snapshot(cluster_objects(cache, exclude), now, solver=solver,
                                            time_budget_s=time_budget_s, inadmissible=inadmissible,
                                            health_policy=health_policy, config=config,
-                                           placement_options=placement_options)
+                                           placement_options=placement_options,
+                                           domain_preemption=domain_preemption)

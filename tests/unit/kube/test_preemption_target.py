@@ -4,6 +4,9 @@ snapshot, removed once the workload is admitted. In-memory API, fake clock."""
 
 from __future__ import annotations
 
+import argparse
+
+from scheduler.commands import controller as cmd
 from scheduler.core.cycle import Pending
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
 from scheduler.kube.apply import apply_decisions
@@ -46,3 +49,18 @@ def test_target_is_removed_once_admitted_there(harness: Harness) -> None:
     harness.sync()
     assert harness.job("train")["spec"]["template"]["spec"]["nodeSelector"][BLOCK] == "b1"
     assert len(harness.api.objects(WORKLOADS, NS)) == 1
+
+
+def test_no_domain_preemption_reaches_the_cycle(harness: Harness) -> None:
+    # --no-domain-preemption: the controller's snapshots turn domain clearing and sticky targets off.
+    assert harness.controller._snapshot().domain_preemption
+    harness.controller.domain_preemption = False
+    assert not harness.controller._snapshot().domain_preemption
+
+
+def test_the_controller_flag() -> None:
+    sub = argparse.ArgumentParser().add_subparsers()
+    cmd.register(sub)
+    parser = sub.choices["controller"]
+    assert parser.parse_args([]).domain_preemption
+    assert not parser.parse_args(["--no-domain-preemption"]).domain_preemption
