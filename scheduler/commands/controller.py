@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
                    help=f"placement beyond Kueue (docs/beyond-kueue.md): {', '.join(POLICIES)} (default: kueue, "
                         "Kueue's placement exactly)")
     p.add_argument("--no-domain-preemption", dest="domain_preemption", action="store_false",
-                   help="turn off domain-clearing preemption (docs/beyond-kueue-preemption.md): when Kueue's "
+                   help="turn off domain-clearing preemption (docs/beyond-kueue.md): when Kueue's "
                         "classical preemption finds no victims, or frees capacity only spread over several "
                         "domains, toposched clears one whole domain of the requested level; off: Kueue's "
                         "classical preemption only")
@@ -84,7 +84,7 @@ def register(sub: Any) -> None:
                    "kueue-system/c1f6bfd2.kueue.x-k8s.io) keeps being renewed: a Kueue controller that comes back "
                    "after the switch never admits next to toposched (docs/install.md, Adopting toposched where "
                    "Kueue runs); needs get on that Lease")
-    d = p.add_argument_group("defragmentation (opt-in; docs/beyond-kueue-preemption.md)")
+    d = p.add_argument_group("defragmentation (opt-in; docs/beyond-kueue.md)")
     d.add_argument("--defrag", action="store_true",
                    help="move checkpointable workloads (HyperPod auto-resume, toposched.io/checkpointable) so that "
                    "whole domains open for pending multi-node jobs, as `toposched defrag` plans it")

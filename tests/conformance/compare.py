@@ -150,7 +150,7 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
 
 def clears_domain(scenario: Mapping[str, Any], kj: Mapping[str, Mapping[str, Any]],
                   tj: Mapping[str, Mapping[str, Any]], node_labels: Mapping[str, Mapping[str, str]]) -> list[str]:
-    """Mode ``clears_domain`` (domain-clearing preemption, docs/beyond-kueue-preemption.md): the
+    """Mode ``clears_domain`` (domain-clearing preemption, docs/beyond-kueue.md): the
     scenario's ``preemptor`` is admitted by toposched inside ONE domain of ``level`` while Kueue
     leaves it pending or spans more domains of ``level``; toposched preempts no more workloads
     than Kueue, or, when Kueue preempted none, no more than the scenario's ``victims_at_most``."""
