@@ -13,7 +13,8 @@ behind the verdict:
   else the lowest level) and how many of its pods it can take now and with no admitted
   workloads;
 - health: how many nodes ``node_health`` excludes, by reason;
-- queue: position in the ClusterQueue (priority, then queue time);
+- queue: position in the ClusterQueue (LocalQueue usage when Admission Fair Sharing orders it,
+  then priority, then queue time);
 - fair sharing (when the Configuration enables it): the weighted share of every ClusterQueue
   of the cohort tree now and with its head admitted, and which heads the fair-sharing
   tournament would admit before this one;
@@ -425,6 +426,11 @@ def to_text(result: Mapping[str, Any]) -> str:
     if q:
         lines.append(f"Queue: position {q['position']} of {q['pending']} pending in {q['clusterQueue']} "
                      f"({q['strategy']}, priority {q['priority']}; {q['ahead']} ahead of it).")
+        lq_usage = q.get("admissionFairSharing")
+        if lq_usage:
+            others = ", ".join(f"{lq} {u:g}" for lq, u in lq_usage["others"].items()) or "none pending"
+            lines.append(f"  Admission fair sharing orders this ClusterQueue by LocalQueue usage first: "
+                         f"{lq_usage['localQueue']} {lq_usage['usage']:g} (lower goes first; others: {others}).")
     quota = result.get("quota")
     if quota:
         state = "borrowing" if quota["borrowing"] else "not borrowing"

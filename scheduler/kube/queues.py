@@ -81,10 +81,12 @@ def afs_status_fields(obj: Mapping[str, Any], admitted: Sequence[AdmittedWorkloa
                      now.timestamp(), config)
     if due is None:
         return {}
-    current = dict((obj.get("status") or {}).get("fairSharing") or {})
+    # Kueue writes the whole LocalQueueFairSharingStatus: weightedShare (required) stays 0 on
+    # LocalQueues; consumedResources is required too ({} when nothing was consumed).
+    current = {"weightedShare": 0, **((obj.get("status") or {}).get("fairSharing") or {})}
     consumed = {name: afs.format_decimal_si(value) for name, value in sorted(due.consumed.items())}
     current["admissionFairSharingStatus"] = {
-        **({"consumedResources": consumed} if consumed else {}),
+        "consumedResources": consumed,
         "lastUpdate": st.timestamp(dt.datetime.fromtimestamp(due.last_update, dt.UTC))}
     return {"fairSharing": current}
 
