@@ -20,11 +20,13 @@ Pure: no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from scheduler.core.config import KueueConfig
 from scheduler.core.resources import uses_milli_units
+from scheduler.core.workload import WorkloadSpec
 
 USAGE_BASED = "UsageBasedAdmissionFairSharing"
 NO_AFS = "NoAdmissionFairSharing"
@@ -141,6 +143,26 @@ def add_resources(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, f
     out = dict(a)
     for name, value in b.items():
         out[name] = out.get(name, 0.0) + value
+    return out
+
+
+class _Admitted(Protocol):
+    @property
+    def spec(self) -> WorkloadSpec: ...
+    @property
+    def usage(self) -> Mapping[tuple[str, str], int]: ...
+
+
+def with_entry_penalties(usages: Mapping[str, LocalQueueUsage], admitted: Iterable[_Admitted],
+                         config: KueueConfig) -> dict[str, LocalQueueUsage]:
+    """The usages after ``admitted`` got their quota in this pass: each adds its entry penalty to
+    its LocalQueue (Kueue's scheduler pushes it when it assumes the workload)."""
+    out = dict(usages)
+    for w in admitted:
+        key = f"{w.spec.namespace}/{w.spec.queue_name}"
+        lq = out.get(key, LocalQueueUsage())
+        penalty = add_resources(lq.penalty, entry_penalty(total_requests(w.usage), config))
+        out[key] = LocalQueueUsage(lq.consumed, penalty, lq.weight, lq.last_update)
     return out
 
 

@@ -1047,6 +1047,10 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
                        inadmissible=snap.inadmissible | frozenset(parked))
         taken = {d.workload for d in decisions if isinstance(d, Admit)}
         routed = {cq: [item for item in items if item[1].key not in taken] for cq, items in queued.items()}
+        if afs.enabled(snap.config) and taken:  # Kueue pushes the entry penalty on assume: re-order
+            snap = replace(snap, lq_usage=afs.with_entry_penalties(
+                snap.lq_usage, [w for w in snap.admitted if w.key in taken], snap.config))
+            routed = None
     admitted_keys = {d.workload for d in actions}
     return [*actions, *(d for key, d in kept.items() if key not in admitted_keys)]
 

@@ -13,10 +13,10 @@ import pytest
 from scheduler.core import afs
 from scheduler.core.afs import USAGE_BASED, LocalQueueUsage
 from scheduler.core.config import AdmissionFairSharing, FeatureGates, KueueConfig
-from scheduler.core.cycle import Admit, run_cycle
+from scheduler.core.cycle import Admit, run_cycle, run_cycles
 from scheduler.core.preemption import candidates_ordering
 
-from ._admission import NS, admitted, cq, lqs, pending, snapshot, wl
+from ._admission import NS, admitted, cq, lqs, pending, rq, snapshot, wl
 
 HL5 = AdmissionFairSharing(enabled=True, usage_half_life_time_s=300, usage_sampling_interval_s=300)
 
@@ -134,3 +134,16 @@ def test_preemption_candidates_higher_local_queue_usage_first() -> None:
     assert [w.key.split("/")[1] for w in classic] == ["o", "a", "b"]
     with_afs = candidates_ordering([a, b, other], "cq", priority, lambda w: usages.get(w.spec.queue_name))
     assert [w.key.split("/")[1] for w in with_afs] == ["o", "b", "a"]  # lqB uses more: b first
+
+
+def test_back_to_back_cycles_apply_the_entry_penalty_of_each_admission() -> None:
+    # Room for three of four 10-cpu workloads. lqB uses a little less, so b1 goes first; its
+    # entry penalty (10 cpu * alpha(5m, 5m) = 5) then puts lqB behind lqA for the next head.
+    config = KueueConfig(admission_fair_sharing=HL5)
+    spec = replace(cq("cq", {"f": {"cpu": rq(30)}}), admission_mode=USAGE_BASED)
+    pend = [pending(wl(n, 10, queue=q, created=i)) for i, (n, q) in
+            enumerate((("a1", "lqA"), ("a2", "lqA"), ("b1", "lqB"), ("b2", "lqB")))]
+    snap = snapshot(cluster_queues={"cq": spec}, local_queues=lqs(("lqA", "cq"), ("lqB", "cq")), pending=pend,
+                    config=config, lq_usage={f"{NS}/lqA": usage(2), f"{NS}/lqB": usage(1.8)})
+    got = [d.workload.split("/")[1] for d in run_cycles(snap) if isinstance(d, Admit)]
+    assert got == ["b1", "a1", "b2"]
