@@ -128,7 +128,7 @@ class QueueObjectsWriter:
             qs = lq_status.get(inf.object_key(obj))
             if qs is not None:
                 fields = status_fields(obj, qs, now)
-                if afs.enabled(snapshot.config):
+                if afs.enabled(snapshot.config) and qs.active.active:  # Kueue: Active LocalQueues only
                     fields.update(afs_status_fields(obj, per_lq.get(inf.object_key(obj), []), now, snapshot.config))
                 self._write_status(self.cache.local_queues, inf.LOCAL_QUEUES, obj, fields)
 

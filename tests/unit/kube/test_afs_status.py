@@ -42,6 +42,8 @@ def _harness() -> Harness:
             {"name": "gpu", "resources": [{"name": GPU, "nominalQuota": "16"}]}]}]}})
     for lq in ("lq-a", "lq-b"):
         h.api.create(LOCAL_QUEUES, {"metadata": {"name": lq, "namespace": NS}, "spec": {"clusterQueue": "afs"}}, NS)
+    h.api.create(LOCAL_QUEUES, {"metadata": {"name": "lq-held", "namespace": NS},
+                                "spec": {"clusterQueue": "afs", "stopPolicy": "Hold"}}, NS)
     h.api.create(WORKLOADS, _workload("a-running", "lq-a", 8, "2026-01-01T00:00:00Z"), NS)
     h.sync()
     return h
@@ -62,6 +64,7 @@ def test_status_initialized_then_decayed_every_sampling_interval() -> None:
     _sync(h)  # uninitialized: starts from the current admitted usage
     assert _afs_status(h, "lq-a") == {"consumedResources": {GPU: "8"}, "lastUpdate": "2026-01-01T00:00:00Z"}
     assert _afs_status(h, "lq-b") == {"consumedResources": {}, "lastUpdate": "2026-01-01T00:00:00Z"}
+    assert _afs_status(h, "lq-held") == {}  # Kueue's reconciler stops at an inactive LocalQueue
     h.clock.advance(120)
     _sync(h)  # before the sampling interval: unchanged
     assert _afs_status(h, "lq-a")["lastUpdate"] == "2026-01-01T00:00:00Z"
