@@ -13,7 +13,8 @@ behind the verdict:
   else the lowest level) and how many of its pods it can take now and with no admitted
   workloads;
 - health: how many nodes ``node_health`` excludes, by reason;
-- queue: position in the ClusterQueue (priority, then queue time);
+- queue: position in the ClusterQueue (LocalQueue usage when Admission Fair Sharing orders it,
+  then priority, then queue time);
 - fair sharing (when the Configuration enables it): the weighted share of every ClusterQueue
   of the cohort tree now and with its head admitted, and which heads the fair-sharing
   tournament would admit before this one;
@@ -33,6 +34,7 @@ from typing import Any
 
 from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
+from scheduler.core import afs
 from scheduler.core.compact import remaining_s
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Pending, Preempt, Snapshot, quota_in_use, run_cycle
@@ -40,7 +42,7 @@ from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
 from scheduler.core.fairsharing import Contender, fair_order, node_weights, share_rows
 from scheduler.core.health import node_health
 from scheduler.core.podsready import PODS_READY
-from scheduler.core.queueing import PendingWorkload, order_key, resolve_priority
+from scheduler.core.queueing import OrderKey, PendingWorkload, order_key, resolve_priority
 from scheduler.core.quota import QuotaState, assign_flavors
 from scheduler.core.resources import format_quantity, with_pod_slot
 from scheduler.core.topology import DRAINED_REASON, is_drained
@@ -181,14 +183,24 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
     cq = full.cluster_queues.get(cq_name)
     # ---- queue position
     prio = resolve_priority(pw.spec, full.workload_priority_classes, full.priority_classes, pw.priority)
-    me = order_key(prio, pw.timestamp, pw.key)
+    mode = cq.admission_mode if cq else ""
+
+    def lq_of(o: PendingWorkload) -> str:
+        return f"{o.spec.namespace}/{o.spec.queue_name}"
+
+    me = order_key(prio, pw.timestamp, pw.key, afs.order_usage(config, full.lq_usage, mode, lq_of(pw)))
     lq_cq = {k: v.cluster_queue for k, v in full.local_queues.items()}
-    same = [o for o in full.pending if cq_name and lq_cq.get(f"{o.spec.namespace}/{o.spec.queue_name}") == cq_name]
+    same = [o for o in full.pending if cq_name and lq_cq.get(lq_of(o)) == cq_name]
     ahead = sum(1 for o in same if o.key != key and order_key(
         resolve_priority(o.spec, full.workload_priority_classes, full.priority_classes, o.priority),
-        o.timestamp, o.key) < me)
+        o.timestamp, o.key, afs.order_usage(config, full.lq_usage, mode, lq_of(o))) < me)
     out["queue"] = {"clusterQueue": cq_name, "priority": prio, "position": ahead + 1, "ahead": ahead,
                     "pending": len(same), "strategy": cq.queueing_strategy if cq else ""}
+    if afs.orders_by_usage(config, mode):
+        out["queue"]["admissionFairSharing"] = {
+            "localQueue": lq_of(pw), "usage": afs.local_queue_usage(full.lq_usage, lq_of(pw), config),
+            "others": {lq: afs.local_queue_usage(full.lq_usage, lq, config)
+                       for lq in sorted({lq_of(o) for o in same} - {lq_of(pw)})}}
     # ---- quota
     if cq is not None:
         out["quota"] = _quota(quota_in_use(full), cq, pw.spec, full.cluster_queues)
@@ -209,7 +221,7 @@ def _head(full: Snapshot, quota: QuotaState, cq_name: str, pw: PendingWorkload,
 def _cohort_heads(full: Snapshot, quota: QuotaState, cq_name: str, pw: PendingWorkload) -> dict[str, Contender]:
     """The head of every ClusterQueue in ``cq_name``'s cohort tree, ``pw`` as its own queue's."""
     levels = {name: tree.levels for name, tree in full.trees.items()}
-    queued: dict[str, list[tuple[tuple[int, float, str], PendingWorkload]]] = {}
+    queued: dict[str, list[tuple[OrderKey, PendingWorkload]]] = {}
     for o in full.pending:
         lq = full.local_queues.get(f"{o.spec.namespace}/{o.spec.queue_name}")
         if lq is None or lq.cluster_queue not in full.cluster_queues or lq.cluster_queue == cq_name:
@@ -414,6 +426,11 @@ def to_text(result: Mapping[str, Any]) -> str:
     if q:
         lines.append(f"Queue: position {q['position']} of {q['pending']} pending in {q['clusterQueue']} "
                      f"({q['strategy']}, priority {q['priority']}; {q['ahead']} ahead of it).")
+        lq_usage = q.get("admissionFairSharing")
+        if lq_usage:
+            others = ", ".join(f"{lq} {u:g}" for lq, u in lq_usage["others"].items()) or "none pending"
+            lines.append(f"  Admission fair sharing orders this ClusterQueue by LocalQueue usage first: "
+                         f"{lq_usage['localQueue']} {lq_usage['usage']:g} (lower goes first; others: {others}).")
     quota = result.get("quota")
     if quota:
         state = "borrowing" if quota["borrowing"] else "not borrowing"

@@ -312,9 +312,6 @@ def parse_kueue_config(doc: object) -> LoadedConfig:
         wait_for_pods_ready=_wait_for_pods_ready(obj.get("waitForPodsReady"), v1beta1),
         frameworks=_frameworks(obj.get("integrations"), not_supported),
     )
-    if config.admission_fair_sharing.enabled:
-        # read and validated, but LocalQueue usage does not order workloads yet (docs/quota-and-preemption.md)
-        not_supported.append("admissionFairSharing")
     process = tuple(sorted(k for k in PROCESS_SETTINGS if k in obj))
     return LoadedConfig(config, process, tuple(sorted(not_supported)), inert)
 

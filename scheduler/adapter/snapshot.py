@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from scheduler.adapter.afs import lq_usages
 from scheduler.adapter.cluster import core_nodes, core_pods, empty_flavor_trees, subtract_admitted
 from scheduler.adapter.objects import (
     FINISHED,
@@ -106,4 +107,5 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         placement_options=placement_options or PlacementOptions(),
         domain_preemption=domain_preemption,
         compact_defaults=compact_defaults(objects.cluster_queues),
+        lq_usage=lq_usages(objects.local_queues, admitted, config),
     )

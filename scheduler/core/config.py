@@ -31,6 +31,8 @@ GATE_DEFAULTS: dict[str, bool] = {
     "PrioritySortingWithinCohort": True,
     "FairSharingPrioritizeNonBorrowing": True,
     "FairSharingPreemptWithinNominal": True,
+    # Admission Fair Sharing (scheduler/core/afs.py): beta, on in v0.17.
+    "AdmissionFairSharing": True,
     # TAS placement (docs/placement.md, "Kueue's TAS features"):
     "TASProfileMixed": True,  # beta on since v0.15: LeastFreeCapacity for unconstrained requests
     "TASBalancedPlacement": False,  # alpha since v0.15

@@ -25,7 +25,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from scheduler.core import compact
+from scheduler.core import afs, compact
+from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
 from scheduler.core.domain_preemption import (
     ClearContext,
@@ -43,6 +44,7 @@ from scheduler.core.preemption import (
     AdmittedWorkload,
     DomainRequest,
     FitCheck,
+    LqUsage,
     Target,
     TASUsage,
     classical_targets,
@@ -55,6 +57,7 @@ from scheduler.core.queueing import (
     REQUEUE_IMMEDIATE,
     REQUEUE_INADMISSIBLE,
     LocalQueueSpec,
+    OrderKey,
     PendingWorkload,
     cluster_queue_readiness,
     heads,
@@ -135,6 +138,8 @@ class Snapshot:
     # the ClusterQueues' default bounded wait for a compact placement (core/compact.py).
     placement_options: PlacementOptions = PlacementOptions()
     compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
+    # Admission Fair Sharing state per LocalQueue "ns/name" (core/afs.py), from LocalQueue status.
+    lq_usage: Mapping[str, LocalQueueUsage] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- decisions
@@ -274,6 +279,19 @@ class _Cycle:
 
     def priority_of(self, w: AdmittedWorkload) -> int:
         return self.prio[w.key]
+
+    def lq_usage(self) -> LqUsage | None:
+        """Admission Fair Sharing's candidate tie-break (core/afs.py): None when AFS is off."""
+        snap = self.snap
+        if not afs.enabled(snap.config):
+            return None
+
+        def usage(w: AdmittedWorkload) -> float | None:
+            cq = snap.cluster_queues.get(w.cluster_queue)
+            if cq is None or not afs.orders_by_usage(snap.config, cq.admission_mode):
+                return None
+            return afs.local_queue_usage(snap.lq_usage, f"{w.spec.namespace}/{w.spec.queue_name}", snap.config)
+        return usage
 
     def _inactive_cluster_queues(self) -> set[str]:
         """Not Active (stopped, terminating, missing flavor or topology: the condition
@@ -440,7 +458,8 @@ class _Cycle:
         ``quantity`` of one flavor-resource, and whose workloads would go."""
         def simulate(fr: FlavorResource, quantity: int) -> int:
             needs = frozenset({fr})
-            plan = preemption_plan(priority, timestamp, cq, self.quota, self.admitted, needs, self.priority_of)
+            plan = preemption_plan(priority, timestamp, cq, self.quota, self.admitted, needs, self.priority_of,
+                                   self.lq_usage())
 
             def fits(state: QuotaState, _victims: Sequence[AdmittedWorkload], allow_borrowing: bool) -> bool:
                 return state.fits(cq.name, {fr: quantity}, allow_borrowing)
@@ -519,7 +538,8 @@ class _Cycle:
         if self.fair:
             return self._fair_targets(entry, needs, fits)
         plan = preemption_plan(
-            entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
+            entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of,
+            self.lq_usage(),
         )
         request = self._domain_request(entry, by_flavor)
         if request is not None:
@@ -594,7 +614,8 @@ class _Cycle:
         psf = next(p for p in entry.assignment.pod_sets if p.name == ps.name)
         needs = frozenset(fr for fr in psf.usage if fr[0] == request.flavor)
         plan = preemption_plan(
-            entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of
+            entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of,
+            self.lq_usage(),
         )
         if not plan:
             return []
@@ -613,7 +634,7 @@ class _Cycle:
         config = self.snap.config
         return fair_targets(
             candidates, entry.cq.name, self.quota, self.weights, needs, entry.assignment.usage, fits,
-            self.priority_of, config.fair_sharing.preemption_strategies, config.feature_gates,
+            self.priority_of, config.fair_sharing.preemption_strategies, config.feature_gates, self.lq_usage(),
         )
 
     @staticmethod
@@ -811,7 +832,7 @@ def _route(snapshot: Snapshot, inactive: set[str], pw: PendingWorkload) -> Clust
     return cq
 
 
-Queues = dict[str, list[tuple[tuple[int, float, str], PendingWorkload]]]
+Queues = dict[str, list[tuple[OrderKey, PendingWorkload]]]
 
 
 def _route_pending(cyc: _Cycle, decisions: list[Decision]) -> Queues:
@@ -827,8 +848,11 @@ def _route_pending(cyc: _Cycle, decisions: list[Decision]) -> Queues:
         prio = resolve_priority(
             pw.spec, snapshot.workload_priority_classes, snapshot.priority_classes, pw.priority
         )
-        queued.setdefault(routed.name, []).append((order_key(prio, pw.timestamp, pw.key), pw))
+        usage = afs.order_usage(snapshot.config, snapshot.lq_usage, routed.admission_mode,
+                                f"{pw.spec.namespace}/{pw.spec.queue_name}")
+        queued.setdefault(routed.name, []).append((order_key(prio, pw.timestamp, pw.key, usage), pw))
     return queued
+
 
 
 def _nominate_heads(cyc: _Cycle, queued: Queues, decisions: list[Decision]) -> list[_Entry]:
@@ -1023,6 +1047,10 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
                        inadmissible=snap.inadmissible | frozenset(parked))
         taken = {d.workload for d in decisions if isinstance(d, Admit)}
         routed = {cq: [item for item in items if item[1].key not in taken] for cq, items in queued.items()}
+        if afs.enabled(snap.config) and taken:  # Kueue pushes the entry penalty on assume: re-order
+            snap = replace(snap, lq_usage=afs.with_entry_penalties(
+                snap.lq_usage, [w for w in snap.admitted if w.key in taken], snap.config))
+            routed = None
     admitted_keys = {d.workload for d in actions}
     return [*actions, *(d for key, d in kept.items() if key not in admitted_keys)]
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.core.config import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, FeatureGates
 from scheduler.core.preemption import (
@@ -50,6 +51,7 @@ from scheduler.core.preemption import (
     IN_COHORT_RECLAMATION,
     AdmittedWorkload,
     FitCheck,
+    LqUsage,
     Target,
     candidate_order_key,
     fill_back,
@@ -295,7 +297,7 @@ class _TargetOrdering:
     """Kueue's ``TargetClusterQueueOrdering``: target ClusterQueues, highest share first."""
 
     def __init__(self, shares: Shares, preemptor_cq: str, candidates: Sequence[AdmittedWorkload],
-                 order: Callable[[AdmittedWorkload], tuple[object, ...]]) -> None:
+                 order: Callable[[AdmittedWorkload], Any]) -> None:
         self.shares = shares
         self.quota = shares.quota
         self.preemptor = cq_node(preemptor_cq)
@@ -358,7 +360,7 @@ class _TargetOrdering:
         return best_cq
 
     def _head_first(self, a: str, b: str) -> bool:
-        return self.order(self.targets[a][0]) < self.order(self.targets[b][0])
+        return bool(self.order(self.targets[a][0]) < self.order(self.targets[b][0]))
 
     def _almost_lca(self, node: str, lca: str) -> str:
         while (up := self.quota.parent[node]) != lca:
@@ -402,7 +404,7 @@ class _FairSearch:
     cq: str
     usage: Mapping[FlavorResource, int]
     fits: FitCheck
-    order: Callable[[AdmittedWorkload], tuple[object, ...]]
+    order: Callable[[AdmittedWorkload], Any]
     targets: list[Target] = field(default_factory=list)
 
     def take(self, w: AdmittedWorkload, reason: str) -> bool:
@@ -462,6 +464,7 @@ def fair_targets(
     priority: Callable[[AdmittedWorkload], int],
     strategies: Sequence[str],
     gates: FeatureGates,
+    lq_usage: LqUsage | None = None,
 ) -> list[Target]:
     """Kueue's ``fairPreemptions`` for a preemptor of ClusterQueue ``cq`` needing ``usage``:
     the targets (empty when the strategies cannot make it fit). ``candidates``: Kueue's
@@ -469,8 +472,8 @@ def fair_targets(
     if not candidates:
         return []
 
-    def order(w: AdmittedWorkload) -> tuple[object, ...]:
-        return candidate_order_key(w, cq, priority)
+    def order(w: AdmittedWorkload) -> Any:
+        return candidate_order_key(w, cq, priority, lq_usage)
 
     ordered = sorted(candidates, key=order)
     work = quota.clone()

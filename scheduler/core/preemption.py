@@ -28,9 +28,10 @@ minimises the set again so nothing is evicted that is not needed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -117,19 +118,50 @@ def preemption_message(preemptor: WorkloadSpec, reason: str, preemptor_path: str
     )
 
 
+# Admission Fair Sharing: the LocalQueue usage of a candidate (core/afs.py), None when its
+# ClusterQueue is not ordered by usage (Kueue's ``Info.LocalQueueFSUsage`` nil).
+LqUsage = Callable[[AdmittedWorkload], float | None]
+
+
+def _afs_compare(a: AdmittedWorkload, b: AdmittedWorkload, lq_usage: LqUsage) -> int:
+    """Kueue ``CandidatesOrdering`` step 3 (AFS on): two candidates of the same ClusterQueue
+    from different LocalQueues, both with a usage: the higher usage first."""
+    if a.cluster_queue != b.cluster_queue or a.spec.queue_name == b.spec.queue_name:
+        return 0
+    ua, ub = lq_usage(a), lq_usage(b)
+    if ua is None or ub is None or ua == ub:
+        return 0
+    return -1 if ua > ub else 1
+
+
 def candidate_order_key(
-    w: AdmittedWorkload, own_cq: str, priority: Callable[[AdmittedWorkload], int]
-) -> tuple[bool, bool, int, float, str, str]:
+    w: AdmittedWorkload, own_cq: str, priority: Callable[[AdmittedWorkload], int], lq_usage: LqUsage | None = None
+) -> Any:
     """Kueue ``CandidatesOrdering``: evicted first; other ClusterQueues before the preemptor's;
-    lower priority first; most recently quota-reserved first; UID (then key) ascending."""
-    return (not w.evicted, w.cluster_queue == own_cq, priority(w), -w.reserved_at, w.uid, w.key)
+    (Admission Fair Sharing on) higher LocalQueue usage first within a ClusterQueue; lower
+    priority first; most recently quota-reserved first; UID (then key) ascending. A tuple
+    without AFS; a comparison key with it (the AFS step compares only some pairs)."""
+    def base(x: AdmittedWorkload) -> tuple[bool, bool, int, float, str, str]:
+        return (not x.evicted, x.cluster_queue == own_cq, priority(x), -x.reserved_at, x.uid, x.key)
+
+    if lq_usage is None:
+        return base(w)
+
+    def compare(a: AdmittedWorkload, b: AdmittedWorkload) -> int:
+        ka, kb = base(a), base(b)
+        if ka[:2] != kb[:2]:
+            return -1 if ka[:2] < kb[:2] else 1
+        return _afs_compare(a, b, lq_usage) or (-1 if ka[2:] < kb[2:] else (1 if ka[2:] > kb[2:] else 0))
+
+    return functools.cmp_to_key(compare)(w)
 
 
 def candidates_ordering(
-    candidates: Sequence[AdmittedWorkload], own_cq: str, priority: Callable[[AdmittedWorkload], int]
+    candidates: Sequence[AdmittedWorkload], own_cq: str, priority: Callable[[AdmittedWorkload], int],
+    lq_usage: LqUsage | None = None,
 ) -> list[AdmittedWorkload]:
     """The candidates in Kueue's order (:func:`candidate_order_key`)."""
-    return sorted(candidates, key=lambda w: candidate_order_key(w, own_cq, priority))
+    return sorted(candidates, key=lambda w: candidate_order_key(w, own_cq, priority, lq_usage))
 
 
 def _uses(w: AdmittedWorkload, needs: frozenset[FlavorResource]) -> bool:
@@ -300,6 +332,7 @@ def preemption_plan(
     admitted: Sequence[AdmittedWorkload],
     needs: frozenset[FlavorResource],
     priority: Callable[[AdmittedWorkload], int],
+    lq_usage: LqUsage | None = None,
 ) -> list[Attempt]:
     """The candidates of a preemptor, in Kueue's order, split into its attempts (empty when
     nothing may be preempted). Both :func:`tas_targets` and :func:`classical_targets` walk it."""
@@ -308,7 +341,7 @@ def preemption_plan(
     )
     if not candidates:
         return []
-    ordered = candidates_ordering(candidates, cq.name, priority)
+    ordered = candidates_ordering(candidates, cq.name, priority, lq_usage)
     return plan_attempts(ordered, cq, quota, needs, preemptor_priority, priority)
 
 

@@ -134,13 +134,17 @@ def resolve_priority(
     return base
 
 
-def order_key(priority: int, timestamp: float, key: str) -> tuple[int, float, str]:
-    """Sort key inside a ClusterQueue: priority desc, timestamp asc, then key."""
-    return (-priority, timestamp, key)
+OrderKey = tuple[float, int, float, str]
+
+
+def order_key(priority: int, timestamp: float, key: str, lq_usage: float = 0.0) -> OrderKey:
+    """Sort key inside a ClusterQueue: the LocalQueue's usage asc when Admission Fair Sharing
+    orders the ClusterQueue (core/afs.py; 0 otherwise), then priority desc, timestamp asc, key."""
+    return (lq_usage, -priority, timestamp, key)
 
 
 def heads(
-    queued: Mapping[str, Sequence[tuple[tuple[int, float, str], PendingWorkload]]],
+    queued: Mapping[str, Sequence[tuple[OrderKey, PendingWorkload]]],
     inadmissible: frozenset[str] | set[str],
     strategies: Mapping[str, str],
     now: float,
@@ -150,7 +154,7 @@ def heads(
     out: dict[str, PendingWorkload] = {}
     for cq in sorted(queued):
         strict = strategies.get(cq) == "StrictFIFO"
-        best: tuple[tuple[int, float, str], PendingWorkload] | None = None
+        best: tuple[OrderKey, PendingWorkload] | None = None
         for item in queued[cq]:
             pw = item[1]
             if pw.held or (pw.requeue_at is not None and pw.requeue_at > now):

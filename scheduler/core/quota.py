@@ -109,6 +109,8 @@ class ClusterQueueSpec:
     terminating: bool = False
     # ``spec.fairSharing.weight`` (Kueue default 1; 0 = always at a disadvantage).
     fair_weight: float = 1.0
+    # ``spec.admissionScope.admissionMode`` (Admission Fair Sharing, core/afs.py); "" = absent.
+    admission_mode: str = ""
 
     def flavor_names(self) -> list[str]:
         return [f.name for g in self.resource_groups for f in g.flavors]

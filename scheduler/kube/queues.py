@@ -4,7 +4,10 @@ under toposched as under Kueue:
 
 * ``status`` of every ClusterQueue and LocalQueue (``core.queue_status`` computes it; written
   through the status subresource only when it changed, with Kueue's condition semantics), and
-  ``status.fairSharing`` of ClusterQueues and Cohort objects (fair sharing on; removed when off).
+  ``status.fairSharing`` of ClusterQueues and Cohort objects (fair sharing on; removed when off),
+  and LocalQueue ``status.fairSharing.admissionFairSharingStatus`` (Admission Fair Sharing on:
+  ``consumedResources`` decayed with ``usageHalfLifeTime``, sampled every
+  ``usageSamplingInterval`` or right after an admission in that LocalQueue; ``core.afs``).
 * the ``kueue.x-k8s.io/resource-in-use`` finalizer: added to ClusterQueues, ResourceFlavors and
   Topologies; removed from one being deleted only when nothing uses it any more (a ClusterQueue
   holds no reservation, no ClusterQueue names the flavor, no flavor names the topology), so
@@ -20,7 +23,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from scheduler.adapter.afs import admitted_usage, by_local_queue, newly_admitted, state_of
+from scheduler.core import afs
+from scheduler.core.config import KueueConfig
 from scheduler.core.cycle import Snapshot
+from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
 from scheduler.core.queueing import ACTIVE
 from scheduler.kube import informer as inf
@@ -65,6 +72,25 @@ def cluster_queue_status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: dt
     return {**status_fields(obj, qs, now), "fairSharing": _fair_sharing(qs.weighted_share)}
 
 
+def afs_status_fields(obj: Mapping[str, Any], admitted: Sequence[AdmittedWorkload], now: dt.datetime,
+                      config: KueueConfig) -> dict[str, Any]:
+    """``status.fairSharing.admissionFairSharingStatus`` of a LocalQueue when a sample is due
+    (Kueue's LocalQueue controller, ``core.afs.sample``); {} when nothing changes."""
+    state = state_of(obj)
+    due = afs.sample(state, admitted_usage(admitted), newly_admitted(admitted, state.last_update if state else None),
+                     now.timestamp(), config)
+    if due is None:
+        return {}
+    # Kueue writes the whole LocalQueueFairSharingStatus: weightedShare (required) stays 0 on
+    # LocalQueues; consumedResources is required too ({} when nothing was consumed).
+    current = {"weightedShare": 0, **((obj.get("status") or {}).get("fairSharing") or {})}
+    consumed = {name: afs.format_decimal_si(value) for name, value in sorted(due.consumed.items())}
+    current["admissionFairSharingStatus"] = {
+        "consumedResources": consumed,
+        "lastUpdate": st.timestamp(dt.datetime.fromtimestamp(due.last_update, dt.UTC))}
+    return {"fairSharing": current}
+
+
 def _changed(obj: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
     current = obj.get("status") or {}
     return any(current.get(k) != v for k, v in fields.items())
@@ -96,10 +122,15 @@ class QueueObjectsWriter:
                 self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj,
                                    cluster_queue_status_fields(obj, qs, now))
 
+        per_lq = by_local_queue(snapshot.admitted) if afs.enabled(snapshot.config) else {}
+
         def local_queue(obj: Obj) -> None:
             qs = lq_status.get(inf.object_key(obj))
             if qs is not None:
-                self._write_status(self.cache.local_queues, inf.LOCAL_QUEUES, obj, status_fields(obj, qs, now))
+                fields = status_fields(obj, qs, now)
+                if afs.enabled(snapshot.config) and qs.active.active:  # Kueue: Active LocalQueues only
+                    fields.update(afs_status_fields(obj, per_lq.get(inf.object_key(obj), []), now, snapshot.config))
+                self._write_status(self.cache.local_queues, inf.LOCAL_QUEUES, obj, fields)
 
         shares = cohort_shares(snapshot)
 

@@ -75,6 +75,7 @@ def cluster_queue_to_core(cq: ClusterQueue) -> CoreClusterQueue:
         spec.stop_policy,
         terminating=cq.metadata.deletion_timestamp is not None,
         fair_weight=fair_weight(spec.fair_sharing),
+        admission_mode=spec.admission_scope.admission_mode if spec.admission_scope else "",
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.api.engine import EngineSnapshot
-from scheduler.core.config import FairSharing, KueueConfig
+from scheduler.core.config import AdmissionFairSharing, FairSharing, KueueConfig
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.explain import explain, to_text
 from tests.unit.test_explain import CLUSTER, FLAVOR, GPU, TOPOLOGY, cq, lq, workload
@@ -58,3 +58,28 @@ def test_first_in_fair_order_and_fair_sharing_off() -> None:
     assert not [r for r in out["reasons"] if r["reason"] == "FairSharing"]
     off = explain(fair_snap(), "team-a", "a-new", solver="greedy")
     assert "fairSharing" not in off
+
+
+def test_admission_fair_sharing_shows_the_local_queue_usage() -> None:
+    # One ClusterQueue ordered by LocalQueue usage; team-a's LocalQueue consumed 16 GPUs,
+    # team-b's 2: b-new goes first although a-new is older.
+    afs_cq = cq("cq-x", 16, None)
+    afs_cq["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    queues = [lq("team-a", "cq-x"), lq("team-b", "cq-x")]
+    for q, gpus in zip(queues, ("16", "2"), strict=True):
+        q["status"] = {"fairSharing": {"weightedShare": 0, "admissionFairSharingStatus": {
+            "consumedResources": {GPU: gpus}, "lastUpdate": "2026-01-01T00:00:00Z"}}}
+    snap = EngineSnapshot(nodes=generate_nodes(CLUSTER), flavors=[FLAVOR], topologies=[TOPOLOGY],
+                          workloads=[workload("a-new", 1, ns="team-a", created="2026-01-01T00:01:00Z"),
+                                     workload("b-new", 1, ns="team-b", created="2026-01-01T00:02:00Z")],
+                          cluster_queues=[afs_cq], local_queues=queues,
+                          namespaces=[{"metadata": {"name": n}} for n in ("team-a", "team-b")])
+    config = KueueConfig(admission_fair_sharing=AdmissionFairSharing(enabled=True, usage_half_life_time_s=3600))
+    out = explain(snap, "team-a", "a-new", solver="greedy", config=config)
+    assert (out["queue"]["position"], out["queue"]["ahead"]) == (2, 1)
+    assert out["queue"]["admissionFairSharing"] == {"localQueue": "team-a/q", "usage": 16.0,
+                                                    "others": {"team-b/q": 2.0}}
+    assert ("Admission fair sharing orders this ClusterQueue by LocalQueue usage first: team-a/q 16 "
+            "(lower goes first; others: team-b/q 2)") in to_text(out)
+    plain = explain(snap, "team-a", "a-new", solver="greedy")  # no admissionFairSharing in the Configuration
+    assert plain["queue"]["position"] == 1 and "admissionFairSharing" not in plain["queue"]
