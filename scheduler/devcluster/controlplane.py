@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -66,19 +67,32 @@ _CONTROLLER_MANAGER_TUNING_FLAGS = (
 )
 
 
+# Ports this process has handed out: clusters started side by side (the conformance suite
+# runs two at once) must not be given the same port between choosing it and binding it.
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports. All sockets stay bound until every port is
-    chosen: binding port 0 one socket at a time can hand out the same port twice."""
+    """``count`` distinct free loopback ports, none handed out before by this process. All
+    sockets stay bound until every port is chosen: binding port 0 one socket at a time can
+    hand out the same port twice."""
     socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((LOOPBACK, 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    with _HANDED_OUT_LOCK:
+        try:
+            chosen: list[int] = []
+            while len(chosen) < count:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind((LOOPBACK, 0))
+                socks.append(s)
+                port = int(s.getsockname()[1])
+                if port not in _HANDED_OUT:
+                    chosen.append(port)
+            _HANDED_OUT.update(chosen)
+            return chosen
+        finally:
+            for s in socks:
+                s.close()
 
 
 def free_port() -> int:

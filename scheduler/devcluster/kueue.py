@@ -122,7 +122,7 @@ METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 HARNESS_FEATURE_GATES: dict[str, bool] = {"VisibilityOnDemand": False}
 
 
-def _ensure_metrics_cert() -> None:
+def ensure_metrics_cert() -> None:
     if (METRICS_CERT_DIR / "tls.crt").is_file() and (METRICS_CERT_DIR / "tls.key").is_file():
         return
     try:
@@ -153,7 +153,7 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
     :func:`kueue_configuration`."""
 
     binary = ensure_kueue()
-    _ensure_metrics_cert()
+    ensure_metrics_cert()
     ports = ports or KueuePorts.dynamic()
     kdir = cluster.dir / "kueue"
     cert_dir = kdir / "certs"

@@ -620,6 +620,23 @@ class Run:
         self.cluster.stop()
 
 
+def ensure_kueue_prerequisites() -> None:
+    """Everything runs build or download on first use (binaries, CRD files, Kueue's metrics
+    certificate), done once up front so runs started side by side never build the same thing
+    at the same time."""
+    from scheduler.devcluster import binaries
+    from scheduler.devcluster.kueue import ensure_kueue, ensure_metrics_cert
+
+    binaries.ensure_k8s_binaries()
+    binaries.ensure_kwok()
+    binaries.etcd_binary()
+    binaries.kueue_crd_files()
+    ensure_kueue()
+    ensure_metrics_cert()
+    for crd_file in (jobset_crd_file, lws_crd_file, mpijob_crd_file):
+        crd_file()
+
+
 def start_run(engine: str, directory: Path, description: Mapping[str, Any], queues: Mapping[str, Any],
               controller_args: tuple[str, ...] = (), jobsets: bool = False,
               kueue_config: Mapping[str, Any] | None = None, kinds: tuple[str, ...] = ()) -> Run:
