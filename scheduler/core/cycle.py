@@ -21,7 +21,6 @@ The snapshot is never modified: quota state and trees are cloned at the start.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -99,7 +98,7 @@ from scheduler.core.reasons import (
 from scheduler.core.spreading import LABEL_JOB_UID, GroupOccupancy, SpreadCounts, count_spread, group_key
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import CompactWait
-from scheduler.core.workload import PodSetSpec, WorkloadSpec
+from scheduler.core.workload import PodSetSpec, WorkloadSpec, json_object_annotation
 
 # ---------------------------------------------------------------------- snapshot
 
@@ -764,14 +763,8 @@ ANN_PREVIOUS_DOMAINS = "toposched.dev/previous-domains"
 def previous_domains(spec: WorkloadSpec) -> dict[str, dict[str, str]] | None:
     """The domains a requeued workload held before its eviction (annotation written by the
     controller: JSON ``{"<pod set>": {"<level label>": "<value>"}}``), or None."""
-    raw = spec.annotations.get(ANN_PREVIOUS_DOMAINS)
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = json_object_annotation(spec.annotations, ANN_PREVIOUS_DOMAINS)
+    if data is None:
         return None
     return {str(ps): {str(k): str(v) for k, v in sel.items()} for ps, sel in data.items() if isinstance(sel, dict)}
 

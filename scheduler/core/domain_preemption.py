@@ -48,6 +48,7 @@ from scheduler.core.preemption import (
 from scheduler.core.quota import FlavorResource, QuotaState
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import TopologyTree
+from scheduler.core.workload import json_object_annotation
 
 ANN_PREEMPTION_TARGET = "toposched.io/preemption-target"
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
@@ -77,14 +78,8 @@ class DomainTarget:
 
 def parse_target(annotations: Mapping[str, str]) -> DomainTarget | None:
     """The sticky target recorded on a Workload, or None (absent or malformed: ignored)."""
-    raw = annotations.get(ANN_PREEMPTION_TARGET)
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("domain"), dict):
+    data = json_object_annotation(annotations, ANN_PREEMPTION_TARGET)
+    if data is None or not isinstance(data.get("domain"), dict):
         return None
     fields = (data.get("podSet"), data.get("flavor"), data.get("level"))
     if not all(isinstance(f, str) and f for f in fields):

@@ -8,6 +8,7 @@ min(parallelism, completions)).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -103,6 +104,19 @@ def pod_set_from_template(
         spreading=spreading_from_annotations(meta.get("annotations") or {}),
         compact=compact_wait_from_annotations(meta.get("annotations") or {}),
     )
+
+
+def json_object_annotation(annotations: Mapping[str, str], key: str) -> dict[str, Any] | None:
+    """A JSON object toposched recorded in an annotation (previous domains, the preemption
+    target); None when absent or not a JSON object (a hand-edited value is ignored, not fatal)."""
+    raw = annotations.get(key)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity | None:

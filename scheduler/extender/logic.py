@@ -663,13 +663,7 @@ class SlotBook:
     def _scores(self, pod: PodRef, group: Group, assignment: Assignment,
                 names: Sequence[str]) -> list[tuple[str, int]]:
         """Prioritize's scores (callers hold the lock)."""
-        levels = self.compact_levels_of(assignment)
-        path_of = self._path_reader(levels)
-        occupants = self._occupants(group)
-        occupants.pop(pod.uid, None)
-        prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
-        free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
-        best_free = max(free_by_path.values(), default=0)
+        path_of, prefixes, free_by_path, best_free = self._scoring(pod, group, assignment)
         scores: list[tuple[str, int]] = []
         for name in names:
             npath = path_of(name)
@@ -683,13 +677,7 @@ class SlotBook:
         """The first of the passed nodes prioritize would score highest (callers hold the lock).
         Every passed node is in the assignment, and nodes of one compact path score alike, so
         each path is scored once."""
-        levels = self.compact_levels_of(assignment)
-        path_of = self._path_reader(levels)
-        occupants = self._occupants(group)
-        occupants.pop(pod.uid, None)
-        prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
-        free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
-        best_free = max(free_by_path.values(), default=0)
+        path_of, prefixes, free_by_path, best_free = self._scoring(pod, group, assignment)
         by_path: dict[Domain | None, int] = {None: 0}
         best_name, best_score = passed[0], -1
         for name in passed:
@@ -700,6 +688,18 @@ class SlotBook:
             if score > best_score:
                 best_name, best_score = name, score
         return best_name
+
+    def _scoring(self, pod: PodRef, group: Group, assignment: Assignment) -> tuple[
+            Callable[[str], Domain | None], list[set[Domain]], dict[Domain, int], int]:
+        """What a compactness score of ``pod``'s candidate nodes needs: the node -> path reader,
+        the prefixes its group's other pods occupy, the free slots per path and the most free."""
+        levels = self.compact_levels_of(assignment)
+        path_of = self._path_reader(levels)
+        occupants = self._occupants(group)
+        occupants.pop(pod.uid, None)
+        prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
+        free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
+        return path_of, prefixes, free_by_path, max(free_by_path.values(), default=0)
 
     def compact_levels_of(self, assignment: Assignment) -> tuple[str, ...]:
         """The levels compactness is judged on: those of the Topology of the pod set's flavor,
