@@ -28,6 +28,7 @@ from typing import Any
 from scheduler.core import podsready as pr
 from scheduler.core.config import WaitForPodsReady
 from scheduler.kube import status as st
+from scheduler.kube.defrag import REASON as DEFRAGMENTATION
 from scheduler.kube.informer import WORKLOADS, object_key
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.jobs import JobIntegration
@@ -197,8 +198,9 @@ class PodsReadyHandler:
 def requeues_at_once(evicted_reason: str) -> bool:
     """Kueue's job reconciler sets ``Requeued=True`` on release only after a preemption or a
     node failure; any other eviction (a stop, a PodsReady timeout, a deactivation) leaves
-    ``Requeued=False``, held until the queue restarts or the backoff ends."""
-    return evicted_reason in ("Preempted", "NodeFailures")
+    ``Requeued=False``, held until the queue restarts or the backoff ends. A toposched
+    defragmentation move is a preemption in all but name: the moved job queues again at once."""
+    return evicted_reason in ("Preempted", "NodeFailures", DEFRAGMENTATION)
 
 
 # Kueue's workload controller lifts a stop's hold when the queue runs again.

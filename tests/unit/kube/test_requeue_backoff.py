@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from scheduler.core.failures import RequeueBackoff
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
@@ -58,6 +60,24 @@ def test_preemption_requeues_at_once(harness: Harness) -> None:
     harness.admitted("train", 1)
     released = evict_and_release(harness, "Preempted")
     assert "requeueState" not in released["status"]
+
+
+def test_a_defragmentation_move_requeues_at_once_and_readmits(harness: Harness) -> None:
+    """A defrag move is toposched's own preemption: Requeued=True on release, admitted again
+    in the next cycle (an e2e run once held it Requeued=False like a PodsReady timeout)."""
+    harness.admitted("train", 1)
+    released = evict_and_release(harness, "Defragmentation")
+    assert st.condition_true(released, st.REQUEUED)
+    harness.controller.reconcile()
+    harness.sync()
+    assert st.condition_true(harness.workload(), st.ADMITTED)
+
+
+@pytest.mark.parametrize("reason", ["PodsReadyTimeout", "ClusterQueueStopped"])
+def test_other_evictions_are_held(harness: Harness, reason: str) -> None:
+    harness.admitted("train", 1)
+    released = evict_and_release(harness, reason)
+    assert (st.find_condition(released, st.REQUEUED) or {}).get("status") == "False"
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:
