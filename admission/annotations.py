@@ -17,7 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from admission.fielderrors import OMIT, FieldError, forbidden, invalid, plain, required
+from admission.fielderrors import OMIT, FieldError, duplicate, forbidden, invalid, plain, required
+from admission.labelkeys import label_key_problems
+from admission.spreading import group_spreading_errors, spreading_errors
+from scheduler.core.config import FeatureGates
+from scheduler.core.spreading import ANN_SPREADING
 from scheduler.core.topology_request import (
     ANN_COMPACT_LEVEL,
     ANN_GROUP_NAME,
@@ -41,37 +45,18 @@ from scheduler.core.topology_request import (
 )
 
 PODSET_PREFIX = "kueue.x-k8s.io/podset-"
-KNOWN_PODSET_KEYS = TOPOLOGY_ANNOTATIONS
+KNOWN_PODSET_KEYS = (*TOPOLOGY_ANNOTATIONS, ANN_SPREADING)
+NO_OVERRIDES = FeatureGates()  # Kueue's defaults, for callers without a Configuration
 TEMPLATE_ANNOTATIONS = "spec.template.metadata.annotations"
 LEVEL_ANNOTATIONS = (ANN_REQUIRED, ANN_PREFERRED, ANN_UNCONSTRAINED)
 CONSTRAINTS_FIX = 'write a JSON array such as [{"topology": "topology.k8s.aws/network-node-layer-3", "size": 8}]'
 
 _GO_UINT64_RE = re.compile(r"^[0-9]+$", re.ASCII)  # str.isdigit() is also true for "²" and "٣"
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _OMIT: Any = OMIT
 
 
 def annotation_path(path: str, key: str) -> str:
     return f"{path}[{key}]"
-
-
-# ---- label keys (metav1validation.ValidateLabelName semantics) -------------------------
-def label_key_problems(key: str) -> list[str]:
-    if not key:
-        return ["name part must be non-empty"]
-    problems = []
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and not prefix:
-        problems.append("prefix part must be non-empty")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
-        problems.append("prefix part must be a lowercase RFC 1123 subdomain (e.g. 'topology.k8s.aws')")
-    if len(name) > 63:
-        problems.append("name part must be no more than 63 characters")
-    if not _NAME_RE.match(name):
-        problems.append("name part must consist of alphanumeric characters, '-', '_' or '.', "
-                        "and must start and end with an alphanumeric character")
-    return problems
 
 
 def level_key_errors(value: str, path: str) -> list[FieldError]:
@@ -85,6 +70,7 @@ class _Annotations:
     values: Mapping[str, str]
     count: int | None  # pods in the pod set, when known
     path: str
+    spreading: bool = False  # the TASTopologySpreading gate
 
     def has(self, key: str) -> bool:
         return key in self.values
@@ -230,8 +216,8 @@ def _constraint_layers(items: list[tuple[str, int]], cpath: str, count: int | No
             errs.append(invalid(f"{epath}.size", size, "must be greater than or equal to 1",
                                 "use a size of at least 1"))
         if level in seen:
-            errs.append(FieldError(f"{epath}.topology", "Duplicate value", f"{level} (also at index {seen[level]})",
-                                   fix="each layer must name a different level"))
+            errs.append(duplicate(f"{epath}.topology", f"{level} (also at index {seen[level]})",
+                                  "each layer must name a different level"))
         else:
             seen[level] = i
     for i in range(len(items) - 1):
@@ -271,24 +257,31 @@ def compact_wait_errors(annotations: Mapping[str, Any], path: str) -> list[Field
     return level_key_errors(wanted.level, annotation_path(path, ANN_COMPACT_LEVEL))
 
 
+def _spreading(a: _Annotations) -> list[FieldError]:
+    """Kueue validates the spreading annotation only while its gate is on (inert otherwise)."""
+    return spreading_errors(a.values, a.path, label_key_problems) if a.spreading else []
+
+
 # In Kueue's order, so the messages come out as they always did.
 CHECKS: tuple[Check, ...] = (
     _one_level_annotation, _level_keys, _group_name, _unconstrained, _slice_size, _slice_pairing,
-    _constraints, _group_of_one,
+    _constraints, _spreading, _group_of_one,
 )
 
 
 def validate_topology_annotations(annotations: Mapping[str, Any], count: int | None,
-                                  path: str = TEMPLATE_ANNOTATIONS, *, single_pod_set: bool = True) -> list[FieldError]:
+                                  path: str = TEMPLATE_ANNOTATIONS, *, single_pod_set: bool = True,
+                                  gates: FeatureGates = NO_OVERRIDES) -> list[FieldError]:
     """Kueue's syntactic checks of one pod template's TAS annotations, plus unknown keys.
     ``single_pod_set`` False (JobSet, PyTorchJob): a group name may pair this pod set with
-    another; :func:`validate_pod_set_groups` checks the groups across the pod sets."""
+    another; :func:`validate_pod_set_groups` checks the groups across the pod sets. ``gates``:
+    the Kueue Configuration's feature gates (TASTopologySpreading switches the spreading checks)."""
     values, unreadable = _bounded_values(annotations, path)
     errs = _unknown_keys([k for k in annotations if isinstance(k, str)], path) + unreadable
     errs += compact_wait_errors(annotations, path)
     if unreadable:
         return errs  # a value that is not text, or too long: nothing more is read from it
-    checked = _Annotations(values, count, path)
+    checked = _Annotations(values, count, path, gates.enabled("TASTopologySpreading"))
     for check in CHECKS if single_pod_set else tuple(c for c in CHECKS if c is not _group_of_one):
         errs.extend(check(checked))
     return errs
@@ -304,10 +297,12 @@ class PodSetAnnotations:
     count: int
 
 
-def validate_pod_set_groups(pod_sets: Sequence[PodSetAnnotations]) -> list[FieldError]:
+def validate_pod_set_groups(pod_sets: Sequence[PodSetAnnotations],
+                            gates: FeatureGates = NO_OVERRIDES) -> list[FieldError]:
     """Kueue's ``ValidatePodSetGroupingTopology``: pod sets sharing a group name (with a
     required or preferred level) form groups of exactly two, one of them a single pod, that
-    ask for the same required or preferred level. Kueue's messages, in its order."""
+    ask for the same required or preferred level (and, with TASTopologySpreading on, carry the
+    same spreading annotation). Kueue's messages, in its order."""
     groups: dict[str, list[PodSetAnnotations]] = {}
     for ps in pod_sets:
         name = ps.annotations.get(ANN_GROUP_NAME)
@@ -327,6 +322,8 @@ def validate_pod_set_groups(pod_sets: Sequence[PodSetAnnotations]) -> list[Field
                       f"{first.count} replica(s) and {second.count} replica(s) in the group")
             errs += [invalid(annotation_path(m.path, ANN_GROUP_NAME), name, detail,
                              "make one of the two pod sets a single pod (the leader)") for m in members]
+        if gates.enabled("TASTopologySpreading"):
+            errs += group_spreading_errors(name, (first.path, first.annotations), (second.path, second.annotations))
         if not _same_level(first.annotations, second.annotations):
             template = (f"must specify '{ANN_REQUIRED}' or '{ANN_PREFERRED}' topology consistent with '{{}}' "
                         f"in group '{name}'")

@@ -33,11 +33,10 @@ class FieldError:
 
     def __str__(self) -> str:
         body = self.detail
-        if self.kind:
-            if self.value is not OMIT:
-                body = f"{self.kind}: {_render_value(self.value)}: {self.detail}"
-            else:
-                body = f"{self.kind}: {self.detail}"
+        if self.kind:  # as field.Error.ErrorBody: ": <detail>" only when there is one
+            body = self.kind if self.value is OMIT else f"{self.kind}: {_render_value(self.value)}"
+            if self.detail:
+                body = f"{body}: {self.detail}"
         text = f"{self.path}: {body}"
         return f"{text}; {self.fix}" if self.fix else text
 
@@ -52,6 +51,19 @@ def required(path: str, detail: str, fix: str = "") -> FieldError:
 
 def forbidden(path: str, detail: str, fix: str = "") -> FieldError:
     return FieldError(path, "Forbidden", detail, OMIT, fix)
+
+
+def duplicate(path: str, value: Any, fix: str = "") -> FieldError:
+    return FieldError(path, "Duplicate value", "", value, fix)
+
+
+def not_supported(path: str, value: Any, supported: tuple[str, ...], fix: str = "") -> FieldError:
+    return FieldError(path, "Unsupported value", "supported values: " + ", ".join(json.dumps(v) for v in supported),
+                      value, fix)
+
+
+def too_many(path: str, count: int, most: int, fix: str = "") -> FieldError:
+    return FieldError(path, "Too many", f"must have at most {most} items", count, fix)
 
 
 def plain(path: str, detail: str, fix: str = "") -> FieldError:

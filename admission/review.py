@@ -13,12 +13,14 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from admission.annotations import NO_OVERRIDES
 from admission.fielderrors import Verdict
 from admission.mutation import mutate_job
 from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
+from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
 
 log = logging.getLogger(__name__)
@@ -142,10 +144,11 @@ def _unsuspend_refusal(uid: str, kind: str, req: Mapping[str, Any], obj: Mapping
 
 def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
            scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
-           controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS) -> dict[str, Any]:
+           controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+           gates: FeatureGates = NO_OVERRIDES) -> dict[str, Any]:
     """Decide one AdmissionReview. Raises :class:`ReviewError` for a malformed body or unknown path.
     ``controller_users``: the usernames of toposched's controller, the only one that may unsuspend
-    a queued job."""
+    a queued job. ``gates``: the feature gates of the Kueue Configuration the controller runs with."""
     if not isinstance(review, Mapping) or review.get("kind") != "AdmissionReview":
         raise ReviewError("body is not an AdmissionReview")
     req = review.get("request")
@@ -190,7 +193,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         if refusal is not None:
             return refusal
         try:
-            verdict = validate_job(obj, view, old if operation == "UPDATE" else None)
+            verdict = validate_job(obj, view, old if operation == "UPDATE" else None, gates)
         except Exception as exc:
             return _validation_failed(uid, obj, JOB_KINDS[path], exc, api_version, managed=_is_managed(obj))
     elif path in KUEUE_PATHS:
@@ -207,8 +210,8 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
 
 
 def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str = SCHEDULER_NAME,
-           default_queue: bool = True,
-           controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS) -> tuple[int, dict[str, Any]]:
+           default_queue: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+           gates: FeatureGates = NO_OVERRIDES) -> tuple[int, dict[str, Any]]:
     """One HTTP request body in, (HTTP status, AdmissionReview) out; never raises.
 
     A body that is not a usable AdmissionReview gets HTTP 400 with an AdmissionReview whose
@@ -224,7 +227,7 @@ def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str 
     if json_depth(body) > MAX_JSON_DEPTH:
         return 400, _bad_request(uid, f"request body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return 200, handle(path, body, view, scheduler_name, default_queue, controller_users)
+        return 200, handle(path, body, view, scheduler_name, default_queue, controller_users, gates)
     except ReviewError as exc:
         return 400, _bad_request(uid, str(exc))
     except Exception as exc:  # a bug of ours: refuse, and say so

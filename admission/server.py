@@ -19,9 +19,11 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from admission import review
+from admission.annotations import NO_OVERRIDES
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
+from scheduler.core.config import FeatureGates
 from scheduler.http.bounded import BoundedHTTPServer, Refuser
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
@@ -156,8 +158,10 @@ class WebhookApp:
     """Decisions plus the cluster view they read. Without an ``Api`` it serves an empty view."""
 
     def __init__(self, api: Api | None, scheduler_name: str = "toposched", default_queue: bool = True,
-                 watch_nodes: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS) -> None:
+                 watch_nodes: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+                 gates: FeatureGates = NO_OVERRIDES) -> None:
         self.api = api
+        self.gates = gates
         self.scheduler_name = scheduler_name
         self.default_queue = default_queue
         self.controller_users = frozenset(controller_users)
@@ -229,7 +233,8 @@ class WebhookApp:
         """One request body in, (HTTP status, AdmissionReview) out; never raises."""
         if self.informers:
             self._rebind()
-        return review.answer(path, raw, self.view, self.scheduler_name, self.default_queue, self.controller_users)
+        return review.answer(path, raw, self.view, self.scheduler_name, self.default_queue, self.controller_users,
+                             self.gates)
 
 
 class WebhookServer:

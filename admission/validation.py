@@ -23,17 +23,19 @@ from typing import Any
 
 from admission.annotations import (
     KNOWN_PODSET_KEYS,
+    NO_OVERRIDES,
     PODSET_PREFIX,
     TEMPLATE_ANNOTATIONS,
     PodSetAnnotations,
     annotation_path,
-    label_key_problems,
     validate_pod_set_groups,
     validate_topology_annotations,
 )
-from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required
+from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required, too_many
 from admission.fit import NEVER, WARN, empty_quota, pod_set_shape, quota_limits, topology_fit
+from admission.labelkeys import label_key_problems
 from admission.view import ClusterView
+from scheduler.core.config import FeatureGates
 from scheduler.core.nodes import pod_spec_requests
 from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity
@@ -460,15 +462,16 @@ MULTI_POD_SET_KINDS = ("JobSet", "PyTorchJob", "MPIJob", "LeaderWorkerSet")
 MANAGED_KINDS = ("Job", *MULTI_POD_SET_KINDS)
 
 
-def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
+def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None,
+                 gates: FeatureGates = NO_OVERRIDES) -> Verdict:
     """The validating webhook's decision for a batch/v1 Job carrying the queue label.
 
     On UPDATE (``old`` given) only changed topology annotations are checked, never the cluster:
     the controller's own updates (unsuspend, node selectors) must not be blocked because a
-    queue was deleted after the job was accepted.
+    queue was deleted after the job was accepted. ``gates``: the Kueue Configuration's.
     """
     if job.get("kind") in MULTI_POD_SET_KINDS:
-        return validate_multi_pod_set_job(job, view, old)
+        return validate_multi_pod_set_job(job, view, old, gates)
     verdict = Verdict()
     template = (job.get("spec") or {}).get("template") or {}
     ann = (template.get("metadata") or {}).get("annotations") or {}
@@ -477,7 +480,7 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
         if {k: v for k, v in old_ann.items() if k.startswith(PODSET_PREFIX)} == \
                 {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}:
             return verdict
-    verdict.errors.extend(validate_topology_annotations(ann, job_pod_count(job)))
+    verdict.errors.extend(validate_topology_annotations(ann, job_pod_count(job), gates=gates))
     if old is None:
         verdict.errors.extend(partial_admission_errors(job))
     if verdict.errors or old is not None or view is None:
@@ -486,14 +489,14 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     return verdict
 
 
-def manifest_errors(obj: Obj) -> list[str]:
+def manifest_errors(obj: Obj, gates: FeatureGates = NO_OVERRIDES) -> list[str]:
     """The webhook's checks that need no cluster (Kueue's annotation and PodSet-group rules) of
     a Job, JobSet, PyTorchJob, MPIJob or LeaderWorkerSet manifest, one line each; ``toposched
     place`` and gRPC ``Place`` refuse a manifest the webhook would deny, with the same words.
     Other kinds: none."""
     if obj.get("kind") not in MANAGED_KINDS:
         return []
-    return [str(err) for err in validate_job(obj).errors]
+    return [str(err) for err in validate_job(obj, gates=gates).errors]
 
 
 @dataclass(frozen=True)
@@ -556,7 +559,8 @@ def _pod_set_annotations(obj: Obj, kind: str) -> list[tuple[str, Mapping[str, st
     return [(ps.annotations_path, ps.annotations, ps.count) for ps in _pod_sets_of(obj, kind)]
 
 
-def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
+def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None,
+                               gates: FeatureGates = NO_OVERRIDES) -> Verdict:
     """A JobSet, PyTorchJob, MPIJob or LeaderWorkerSet carrying the queue label: Kueue's
     annotation checks on every pod set's template, that the priority class, LocalQueue and
     ClusterQueue exist, and the fit checks of :func:`validate_job_against_cluster` for every
@@ -571,10 +575,10 @@ def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: O
         pod_sets = [(path, ann, count) for path, ann, count in pod_sets
                     if before.get(path) != {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}]
     for path, ann, count in pod_sets:
-        verdict.errors.extend(validate_topology_annotations(ann, count, path, single_pod_set=False))
+        verdict.errors.extend(validate_topology_annotations(ann, count, path, single_pod_set=False, gates=gates))
     if old is None:  # groups span pod sets: checked on the whole job, at creation
         verdict.errors.extend(validate_pod_set_groups(
-            [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job, kind)]))
+            [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job, kind)], gates))
     if verdict.errors or old is not None or view is None:
         return verdict
     found = _queue_checks(job, view, verdict)
@@ -650,8 +654,7 @@ def validate_topology(obj: Obj, old: Obj | None = None) -> Verdict:
                                        "list the node label keys from widest to narrowest"))
         return verdict
     if len(levels) > 16:
-        verdict.errors.append(FieldError(path, "Too many", f"{len(levels)}: must have at most 16 items",
-                                         fix="drop levels"))
+        verdict.errors.append(too_many(path, len(levels), 16, "drop levels"))
     for i, level in enumerate(levels):
         for p in label_key_problems(level):
             verdict.errors.append(invalid(f"{path}[{i}].nodeLabel", level, p, "use a node label key"))

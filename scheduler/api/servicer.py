@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import Any
 
 import grpc
@@ -137,7 +138,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             return structured_workload(request.workload.structured)
         try:
             return _files.workload_from_documents(_docs(request.workload.manifest, "workload.manifest"), "field",
-                                                  "workload.manifest", manifest_errors)
+                                                  "workload.manifest",
+                                                  partial(manifest_errors, gates=self.engine.config.feature_gates))
         except UserError as err:
             raise _user_error_to_field(err) from err
 

@@ -85,10 +85,8 @@ def run_up(args: argparse.Namespace) -> int:
     directory = args.dir or default_dir()
     description, nodes = _fake_nodes(args.cluster)
     queues = _load_queues(args.queues)
-    controller_args: tuple[str, ...] = ()
     if args.kueue_config is not None:
         read_kueue_config(args.kueue_config)  # a bad file costs nothing: checked before anything starts
-        controller_args = ("--kueue-config", str(args.kueue_config.resolve()))
     _check_toposched_ports(args.port)
     started = time.monotonic()
     print(f"starting the local control plane in {directory} (first run builds Kubernetes: ~5-15 min) ...",
@@ -98,7 +96,8 @@ def run_up(args: argparse.Namespace) -> int:
         _create_objects(cluster, nodes, queues)
         _start_job_operators(cluster, jobset=args.jobset, pytorchjob=args.pytorchjob, lws=args.lws,
                              mpijob=args.mpijob)
-        components = start_toposched(cluster, StackPorts.after(args.port), controller_args=controller_args)
+        components = start_toposched(cluster, StackPorts.after(args.port), kueue_config=(
+            args.kueue_config.resolve() if args.kueue_config is not None else None))
     except BaseException:
         cluster.stop()
         raise

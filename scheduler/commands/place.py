@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +87,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--flavor needs --server (offline placement uses --topology)")
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods) if args.pods else []
-    workload = load_workload(args.workload, manifest_errors)
+    config = kueue_config(args)
+    workload = load_workload(args.workload, partial(manifest_errors, gates=config.feature_gates))
     topology = load_topology(args.topology) if args.topology else None
     tree = build_tree(nodes, pods, topology)
-    placement = compute_placement(tree, workload, args.solver, args.time_budget_ms, kueue_config(args))
+    placement = compute_placement(tree, workload, args.solver, args.time_budget_ms, config)
     return _print(args, to_json(tree, placement))
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands._metrics import start_metrics
 from scheduler.errors import UserError
 from scheduler.logsetup import add_log_format_argument
@@ -80,6 +81,7 @@ def register(sub: Any) -> None:
                    help="serve Prometheus /metrics (AdmissionReview latency, docs/metrics.md)"
                    " on this port (default 0: off)")
     p.add_argument("--metrics-bind", default="127.0.0.1", help="address of /metrics (0.0.0.0 in a Pod)")
+    add_kueue_config_argument(p)  # its featureGates switch Kueue's gated checks (TASTopologySpreading)
     add_log_format_argument(p)
     p.set_defaults(func=run)
 
@@ -155,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     api = _api(args.kubeconfig)
     app = WebhookApp(api, scheduler_name=args.scheduler_name, default_queue=not args.no_default_queue,
                      watch_nodes=not args.no_watch_nodes,
-                     controller_users=args.controller_user or [controller_username(args.namespace)])
+                     controller_users=args.controller_user or [controller_username(args.namespace)],
+                     gates=kueue_config(args).feature_gates)
     port = args.port
     if port == 0 and not args.webhook_url and not args.no_register:
         from scheduler.devcluster.controlplane import free_port

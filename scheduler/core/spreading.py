@@ -42,7 +42,13 @@ _QUANTITY = re.compile(r"^([+-]?[0-9]*\.?[0-9]+)(m?)$")
 
 
 class SpreadingError(ValueError):
-    """An annotation value the scheduler cannot use at all (Kueue's parse errors)."""
+    """An annotation value the scheduler cannot use at all (Kueue's parse errors). ``part``
+    says which of Kueue's error kinds it is: ``rules`` (rule count), ``selectors`` (a selector
+    that is not a label selector requirement) or ``json`` (anything else)."""
+
+    def __init__(self, message: str, part: str = "json") -> None:
+        super().__init__(message)
+        self.part = part
 
 
 @dataclass(frozen=True)
@@ -104,16 +110,19 @@ def _rule(raw: Any) -> SpreadingRule:
 
 
 def _selector(raw: Any) -> tuple[str, str, tuple[str, ...]]:
-    if not isinstance(raw, Mapping):
-        raise SpreadingError("topology spreading workloadLabelSelectors is not a valid label selector")
-    return str(raw.get("key", "")), str(raw.get("operator", "")), tuple(str(v) for v in raw.get("values") or ())
+    values = (raw.get("values") or []) if isinstance(raw, Mapping) else None
+    if not isinstance(values, list):
+        raise SpreadingError("topology spreading workloadLabelSelectors is not a valid label selector", "selectors")
+    return str(raw.get("key", "")), str(raw.get("operator", "")), tuple(str(v) for v in values)
 
 
 def parse_spreading(text: str) -> SpreadingSpec:
     """Kueue's ``ParseSpreadingAnnotation``: what makes the value unusable raises
-    :class:`SpreadingError`; per-field checks are :func:`validate_spreading`'s."""
+    :class:`SpreadingError`; the webhook's per-field checks are in ``admission.spreading``."""
     try:
         doc = json.loads(text)
+    except RecursionError as exc:  # a hostile value nested thousands deep
+        raise SpreadingError("failed to parse topology spreading annotation: nested too deeply") from exc
     except ValueError as exc:
         raise SpreadingError(f"failed to parse topology spreading annotation: {exc}") from exc
     if not isinstance(doc, Mapping):
@@ -121,48 +130,12 @@ def parse_spreading(text: str) -> SpreadingSpec:
     rules = doc.get("rules") or []
     if not isinstance(rules, list) or not MIN_RULES <= len(rules) <= MAX_RULES:
         count = len(rules) if isinstance(rules, list) else 0
-        raise SpreadingError(f"topology spreading rules must contain between 1 and 2 entries: got {count}")
-    selectors = tuple(_selector(s) for s in doc.get("workloadLabelSelectors") or ())
+        raise SpreadingError(f"topology spreading rules must contain between 1 and 2 entries: got {count}", "rules")
+    raw_selectors = doc.get("workloadLabelSelectors") or []
+    if not isinstance(raw_selectors, list):
+        raise SpreadingError("topology spreading workloadLabelSelectors is not a valid label selector", "selectors")
+    selectors = tuple(_selector(s) for s in raw_selectors)
     return SpreadingSpec(selectors, tuple(_rule(r) for r in rules))
-
-
-def validate_spreading(path: str, text: str) -> list[str]:
-    """Kueue's webhook checks of the annotation (``ValidateSpreadingAnnotation``), as
-    Kubernetes field errors under ``path``."""
-    try:
-        spec = parse_spreading(text)
-    except SpreadingError as err:
-        where = path
-        if str(err).startswith("topology spreading rules"):
-            return [f"{where}: Invalid value: {json.dumps(text)}: {err}"]
-        return [f"{where}: Invalid value: {json.dumps(text)}: must be a valid JSON object: {err}"]
-    errors: list[str] = []
-    sel_path = f"{path}.workloadLabelSelectors"
-    if len(spec.selectors) > MAX_SELECTORS:
-        errors.append(f"{sel_path}: Too many: {len(spec.selectors)}: must have at most {MAX_SELECTORS} items")
-    for i, (_, op, values) in enumerate(spec.selectors):
-        if op != "In":
-            errors.append(f'{sel_path}[{i}].operator: Unsupported value: "{op}": supported values: "In"')
-        elif not values:
-            errors.append(f'{sel_path}[{i}].values: Required value: must contain at least one value for the "In" '
-                          "operator")
-    seen: dict[str, int] = {}
-    for i, rule in enumerate(spec.rules):
-        entry = f"{path}.rules[{i}]"
-        if not rule.topology_key:
-            errors.append(f'{entry}.topologyKey: Invalid value: "": name part must be non-empty')
-        if not 0 < rule.max_share_milli < 1000:
-            errors.append(f'{entry}.maxShareAllowingPlacement: Invalid value: "{rule.share_text}": must be greater '
-                          "than 0 and less than 1")
-        if rule.mode not in (REQUIRED, PREFERRED):
-            errors.append(f'{entry}.enforcementMode: Unsupported value: "{rule.mode}": supported values: '
-                          f'"{REQUIRED}", "{PREFERRED}"')
-        if rule.topology_key in seen:
-            errors.append(f'{entry}.topologyKey: Duplicate value: "{rule.topology_key} (also at index '
-                          f'{seen[rule.topology_key]})"')
-        else:
-            seen[rule.topology_key] = i
-    return errors
 
 
 def spreading_from_annotations(annotations: Mapping[str, Any]) -> SpreadingSpec | None:

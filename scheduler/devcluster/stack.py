@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from scheduler.devcluster import certs, peers, processes
 from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_ports
@@ -31,9 +32,12 @@ class StackPorts:
 
 
 def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args: Iterable[str] = (),
-                    components: Iterable[str] = COMPONENTS, timeout_s: float = 90) -> list[str]:
+                    components: Iterable[str] = COMPONENTS, timeout_s: float = 90,
+                    kueue_config: Path | None = None) -> list[str]:
     """Start the components, wait until each answers, and give kube-scheduler the
-    ``toposched`` profile with our extender. Returns the names started."""
+    ``toposched`` profile with our extender. Returns the names started. ``kueue_config``: Kueue's
+    Configuration file, given to the controller and the webhook (its gates switch checks)."""
+    config_args = ("--kueue-config", str(kueue_config)) if kueue_config is not None else ()
     wanted = set(components)
     kubeconfig = str(cluster.kubeconfig)
     python = [sys.executable, "-m", "scheduler.cli"]
@@ -49,13 +53,13 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
         proc = cluster.start_process("toposched-webhook", [*python, "webhook", "--kubeconfig", kubeconfig,
                                                            "--port", str(ports.webhook),
                                                            "--cert-dir", str(cluster.dir / "webhook-certs"),
-                                                           "--controller-user", controller_user])
+                                                           "--controller-user", controller_user, *config_args])
         started.append((proc, f"https://127.0.0.1:{ports.webhook}/readyz"))
     if "toposched-controller" in wanted:
         proc = cluster.start_process("toposched-controller", [
             *python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(ports.controller_health),
             "--grpc-port", str(ports.grpc),
-            *controller_args])
+            *config_args, *controller_args])
         started.append((proc, f"http://127.0.0.1:{ports.controller_health}/readyz"))
     for proc, url in started:
         peers.wait_http_ready(url, proc, timeout_s, verify_tls=False)

@@ -678,9 +678,8 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
             apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": "toposched-system"}}])
             apply_objects(kube, objs)
-            if kueue_config:
-                controller_args += ("--kueue-config", str(_write_kueue_config(directory, kueue_config)))
-            start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
+            config_file = _write_kueue_config(directory, kueue_config) if kueue_config else None
+            start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args, kueue_config=config_file)
         namespaces = [team_namespace(t) for t in sorted(queues.get("teams") or {})]
         run = Run(engine, cluster, api, kube, nodes, namespaces, extra, jobsets, tuple(kinds))
         run._wait_nodes_ready()

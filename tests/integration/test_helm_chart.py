@@ -352,9 +352,10 @@ def test_kueue_guard_adds_the_flag_and_a_role_on_that_one_lease(helm: Path, tmp_
         helm_template(helm, {"kueueGuard": {"lease": "no-slash"}}, tmp_path)
 
 
-def test_kueue_config_is_mounted_and_read_by_the_controller(helm: Path, tmp_path: Path,
-                                                            chart_objects: list[Obj]) -> None:
-    assert not any(a.startswith("--kueue-config") for a in _container(chart_objects, "controller")["args"])
+def test_kueue_config_is_mounted_and_read_by_the_controller_and_webhook(helm: Path, tmp_path: Path,
+                                                                        chart_objects: list[Obj]) -> None:
+    for component in ("controller", "webhook"):
+        assert not any(a.startswith("--kueue-config") for a in _container(chart_objects, component)["args"])
     kueue_file = ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: kueue-system\n"
                   "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
                   "waitForPodsReady:\n  timeout: 10m\n")
@@ -367,6 +368,12 @@ def test_kueue_config_is_mounted_and_read_by_the_controller(helm: Path, tmp_path
     assert {"name": "grpc-tls", "mountPath": "/etc/toposched/grpc-tls", "readOnly": True} in controller["volumeMounts"]
     volumes = _deployment(objects, "controller")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "kueue-config", "configMap": {"name": "toposched-kueue-config"}} in volumes
+    webhook = _container(objects, "webhook")  # its featureGates switch Kueue's gated checks
+    assert "--kueue-config=/etc/toposched/kueue-config/config.yaml" in webhook["args"]
+    assert {"name": "kueue-config", "mountPath": "/etc/toposched/kueue-config", "readOnly": True} in \
+        webhook["volumeMounts"]
+    assert {"name": "kueue-config", "configMap": {"name": "toposched-kueue-config"}} in \
+        _deployment(objects, "webhook")["spec"]["template"]["spec"]["volumes"]
     data = by_key(objects)[("ConfigMap", "toposched-kueue-config", NS)]["data"]["config.yaml"]
     loaded = load_kueue_config_text(data)  # what the controller reads at start-up
     assert loaded.config.fair_sharing.enabled and loaded.config.wait_for_pods_ready.timeout_s == 600

@@ -71,7 +71,7 @@ ANNOTATION_CASES: list[tuple[str, dict[str, str], int, list[str]]] = [
     ("constraints divisibility", {SC: f'[{{"topology": "{L2}", "size": 8}}, {{"topology": "{L3}", "size": 3}}]'}, 16,
      [f"{A}[{SC}][1].size: Invalid value: 3: must evenly divide the parent layer size 8"]),
     ("constraints duplicate", {SC: f'[{{"topology": "{L2}", "size": 8}}, {{"topology": "{L2}", "size": 4}}]'}, 16,
-     [f"{A}[{SC}][1].topology: Duplicate value: {L2} (also at index 0)"]),
+     [f'{A}[{SC}][1].topology: Duplicate value: "{L2} (also at index 0)"']),
     ("constraints size zero", {SC: f'[{{"topology": "{L2}", "size": 0}}]'}, 16,
      [f"{A}[{SC}][0].size: Invalid value: 0: must be greater than or equal to 1"]),
     ("constraints with slice annotations", {SC: f'[{{"topology": "{L2}", "size": 8}}]', SR: L2, SS: "8"}, 16,

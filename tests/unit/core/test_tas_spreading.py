@@ -1,8 +1,8 @@
 # ruff: noqa: E501  (Kueue's messages are long single lines)
 """Topology spreading (``TASTopologySpreading``, Kueue's v0.20 cycle), restated from Kueue main's
 ``tas_spread_tree_count_test.go`` (counting), ``tas_spreading_test.go`` (``findLevelWithFitDomains``
-with spreading) and ``spreading_validation.go`` (webhook messages); and through the cycle: a
-second replica of a group is spread away from the first."""
+with spreading); and through the cycle: a second replica of a group is spread away from the
+first. The webhook's checks of the annotation: ``tests/unit/test_admission_spreading.py``."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from scheduler.core.spreading import (
     count_spread,
     group_key,
     parse_spreading,
-    validate_spreading,
 )
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, pod_set_from_template
@@ -68,21 +67,21 @@ def test_parse_errors(value: str, message: str) -> None:
         parse_spreading(value)
 
 
-def test_webhook_messages() -> None:
-    path = "spec.template.metadata.annotations[kueue.x-k8s.io/podset-topology-spreading]"
-    value = json.dumps({"workloadLabelSelectors": [{"key": "app", "operator": "NotIn", "values": ["x"]},
-                                                   {"key": "b", "operator": "In", "values": []}],
-                        "rules": [{"topologyKey": RACK, "maxShareAllowingPlacement": "1", "enforcementMode": "Soft"},
-                                  {"topologyKey": RACK, "maxShareAllowingPlacement": "0.5"}]})
-    assert validate_spreading(path, value) == [
-        f"{path}.workloadLabelSelectors: Too many: 2: must have at most 1 items",
-        f'{path}.workloadLabelSelectors[0].operator: Unsupported value: "NotIn": supported values: "In"',
-        f'{path}.workloadLabelSelectors[1].values: Required value: must contain at least one value for the "In" operator',
-        f'{path}.rules[0].maxShareAllowingPlacement: Invalid value: "1": must be greater than 0 and less than 1',
-        f'{path}.rules[0].enforcementMode: Unsupported value: "Soft": supported values: "Required", "Preferred"',
-        f'{path}.rules[1].topologyKey: Duplicate value: "{RACK} (also at index 0)"',
-    ]
-    assert validate_spreading(path, _spec((RACK, "0.5", "Preferred"))) == []
+@pytest.mark.parametrize(("value", "part"), [
+    ("[" * 5000 + "]" * 5000, "json"),  # nested past the parser's recursion limit
+    (json.dumps({"rules": [{"topologyKey": "a", "maxShareAllowingPlacement": "0.5"}], "workloadLabelSelectors": 5}),
+     "selectors"),
+    (json.dumps({"rules": [{"topologyKey": "a", "maxShareAllowingPlacement": "0.5"}],
+                 "workloadLabelSelectors": [{"key": "a", "operator": "In", "values": 5}]}), "selectors"),
+    (json.dumps({"rules": [{"topologyKey": "a", "maxShareAllowingPlacement": [1]}]}), "json"),
+    (json.dumps({"rules": "a"}), "rules"),
+])
+def test_hostile_values_are_parse_errors_never_crashes(value: str, part: str) -> None:
+    """Whatever a user writes, the parser raises SpreadingError (the controller then ignores the
+    annotation, the webhook names the field): never TypeError or RecursionError."""
+    with pytest.raises(SpreadingError) as err:
+        parse_spreading(value)
+    assert err.value.part == part
 
 
 def test_pod_template_annotation_is_read() -> None:
