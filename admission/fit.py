@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,9 +26,12 @@ from scheduler.adapter.cluster import core_nodes
 from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, empty_quota_state
 from scheduler.core.health import HealthPolicy
 from scheduler.core.nodes import NodeInfo, Toleration, pod_spec_requests, tolerations_from_k8s
+from scheduler.core.placement.planner import place_workload
+from scheduler.core.placement.types import PlacementGates
 from scheduler.core.quota import ClusterQueueSpec, CohortSpec, QuotaState
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import IntArray, TopologyTree
+from scheduler.core.workload import PodSetSpec
 
 Obj = Mapping[str, Any]
 OK, WARN, NEVER = "ok", "warn", "never"
@@ -162,6 +165,22 @@ def topology_fit(trees: EmptyTrees, shape: PodSetShape, flavor_name: str, topolo
                        f"{every} such pod(s) even when empty")
     if healthy < count:
         return WARN, f"{count} pod(s) fit in ResourceFlavor \"{flavor_name}\" only if unhealthy nodes recover"
+    return OK, ""
+
+
+def group_fit(trees: EmptyTrees, members: Sequence[PodSetSpec], flavor: Obj,
+              gates: PlacementGates) -> tuple[str, str]:
+    """(OK | WARN | NEVER, message) for a PodSet group (leader + workers) in this TAS flavor:
+    the core places the two pod sets jointly, as the controller will, on the empty trees (each
+    pod set fitting alone is not enough: the leader's node must leave room for the workers of
+    its domain). The message of NEVER is the placement's own (Kueue's words)."""
+    flavor_tolerations = tolerations_from_k8s((flavor.get("spec") or {}).get("tolerations"))
+    pod_sets = [replace(ps, tolerations=ps.tolerations + flavor_tolerations) for ps in members]
+    every = place_workload(trees.every, pod_sets, solver="greedy", gates=gates)
+    if not every.fits:
+        return NEVER, every.reason
+    if not place_workload(trees.healthy, pod_sets, solver="greedy", gates=gates).fits:
+        return WARN, "fits only if unhealthy nodes recover"
     return OK, ""
 
 

@@ -32,14 +32,17 @@ from admission.annotations import (
     validate_topology_annotations,
 )
 from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required, too_many
-from admission.fit import NEVER, WARN, empty_quota, pod_set_shape, quota_limits, topology_fit
+from admission.fit import NEVER, OK, WARN, empty_quota, group_fit, pod_set_shape, quota_limits, topology_fit
 from admission.labelkeys import label_key_problems
 from admission.view import ClusterView
+from scheduler.adapter.jobkinds import workload_from_manifest
 from scheduler.core.config import FeatureGates
 from scheduler.core.nodes import pod_spec_requests
+from scheduler.core.placement.types import PlacementGates
 from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity
 from scheduler.core.topology_request import (
+    ANN_GROUP_NAME,
     ANN_PREFERRED,
     ANN_REQUIRED,
     ANN_SLICE_CONSTRAINTS,
@@ -52,6 +55,7 @@ from scheduler.core.workload import (
     ANN_JOB_MIN_PARALLELISM,
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
+    PodSetSpec,
     job_min_parallelism,
     job_pod_count,
 )
@@ -583,7 +587,7 @@ def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: O
         return verdict
     found = _queue_checks(job, view, verdict)
     if found is not None and not verdict.errors:
-        verdict.extend(_multi_pod_set_fit(job, kind, view, found))
+        verdict.extend(_multi_pod_set_fit(job, kind, view, found, gates))
     return verdict
 
 
@@ -595,11 +599,12 @@ def _relocated(err: FieldError, ps: _PodSetOf) -> FieldError:
     return FieldError(path, err.kind, detail, err.value, fix)
 
 
-def _multi_pod_set_fit(job: Obj, kind: str, view: ClusterView, found: tuple[str, str, Obj]) -> Verdict:
+def _multi_pod_set_fit(job: Obj, kind: str, view: ClusterView, found: tuple[str, str, Obj],
+                       gates: FeatureGates = NO_OVERRIDES) -> Verdict:
     """Every pod set on its own through :data:`JOB_FIT_STEPS` (each must fit a flavor of the
     ClusterQueue, so each is a necessary condition), then the pod sets' summed requests against
-    everything the ClusterQueue could ever get in all its flavors together. Pod sets of one
-    PodSet group are not yet checked jointly (the controller's placement is)."""
+    everything the ClusterQueue could ever get in all its flavors together, then each PodSet
+    group placed jointly (:func:`_groups_fit`)."""
     queue, cq_name, cq = found
     verdict = Verdict()
     quota = empty_quota(view.cluster_queues, view.cohorts, cq_name, cq)
@@ -621,6 +626,63 @@ def _multi_pod_set_fit(job: Obj, kind: str, view: ClusterView, found: tuple[str,
             sums[r] = sums.get(r, 0) + v
     if not verdict.errors:
         verdict.errors.extend(_summed_quota_errors(job, kind, cq_name, cq, quota, sums))
+    if not verdict.errors:
+        verdict.extend(_groups_fit(job, kind, view, cq_name, cq, gates))
+    return verdict
+
+
+def _group_members(job: Obj) -> dict[str, list[PodSetSpec]]:
+    """The job's PodSet groups (name -> its two pod sets), as the controller's Workload has them."""
+    try:
+        pod_sets = workload_from_manifest(job).pod_sets
+    except (ValueError, TypeError):  # the syntax checks before this have said what is wrong
+        return {}
+    groups: dict[str, list[PodSetSpec]] = {}
+    for ps in pod_sets:
+        name = ps.topology.group_name if ps.topology is not None else None
+        if name and ps.count > 0:
+            groups.setdefault(name, []).append(ps)
+    return {name: members for name, members in groups.items() if len(members) == 2}
+
+
+def _groups_fit(job: Obj, kind: str, view: ClusterView, cq_name: str, cq: Obj, gates: FeatureGates) -> Verdict:
+    """Each PodSet group (leader + workers) placed jointly in one domain by the core on the
+    empty cluster, flavor by flavor (the first that holds it ends the search): an error when no
+    TAS flavor of the ClusterQueue ever can, a warning when it fits only counting unhealthy nodes."""
+    verdict = Verdict()
+    paths = {ps.name: ps.annotations_path for ps in _pod_sets_of(job, kind)}
+    placement_gates = PlacementGates.from_gates(gates.enabled)
+    for group, members in _group_members(job).items():
+        request = members[0].topology
+        level = (request.required or request.preferred) if request is not None else None
+        failed: list[tuple[str, str, str]] = []
+        for fname in _flavor_names(cq):
+            flavor = view.flavor(fname) or {}
+            topo_name = str((flavor.get("spec") or {}).get("topologyName") or "")
+            topo = view.topology(topo_name) if topo_name else None
+            if topo is None or level not in _levels(topo):
+                continue  # not topology-aware, or without the level: the per-pod-set checks said so
+            node_labels = dict((flavor.get("spec") or {}).get("nodeLabels") or {})
+            trees = view.empty_trees(topo_name, tuple(_levels(topo)), node_labels)
+            outcome, message = group_fit(trees, members, flavor, placement_gates)
+            if outcome == OK:
+                failed = []
+                break
+            failed.append((fname, outcome, message))
+        if not failed:
+            continue
+        first, second = members
+        what = (f"PodSet group \"{group}\" ({first.name}: {first.count} pod(s), {second.name}: {second.count} "
+                f"pod(s))")
+        if any(outcome == WARN for _, outcome, _ in failed):
+            verdict.warnings.append(f"{what} fits in ClusterQueue \"{cq_name}\" only if unhealthy nodes recover")
+            continue
+        verdict.errors.append(plain(
+            annotation_path(paths.get(first.name, "spec"), ANN_GROUP_NAME),
+            f"{what} can never be admitted by ClusterQueue \"{cq_name}\" even on an empty cluster: "
+            + "; ".join(f"flavor \"{f}\": {m}" for f, _, m in failed),
+            f"a group's pod sets are placed together in one {level} domain: lower the workers' count or "
+            "per-pod requests, or ask for a wider level"))
     return verdict
 
 

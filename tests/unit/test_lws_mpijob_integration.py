@@ -242,3 +242,31 @@ def test_the_examples_pass_the_webhooks_rules_and_place_as_documented() -> None:
     mpi = yaml.safe_load((root / "mpijob-launcher-workers.yaml").read_text())
     assert manifest_errors(mpi) == []
     assert [(ps.name, ps.count) for ps in workload_from_manifest(mpi).pod_sets] == [("launcher", 1), ("worker", 4)]
+
+
+def test_fit_checks_place_a_podset_group_jointly() -> None:
+    """Leader (1 node) + 4 workers (4 nodes), each pod set alone fits a layer-3 domain of 4
+    nodes; as a PodSet group they must share one, and never can: denied, naming the group and
+    the placement's own words. Without the group name they may split: admitted."""
+    view = cluster(gpu_quota=64)
+    denied = validate_job(lws(size=5, ann={R: L3, G: "g"}), view)
+    (err,) = denied.errors
+    assert err.path == f"spec.leaderWorkerTemplate.leaderTemplate.metadata.annotations[{G}]"
+    assert str(err).startswith(f'{err.path}: PodSet group "g" (leader: 1 pod(s), worker: 4 pod(s)) can never be '
+                               'admitted by ClusterQueue "cq-a" even on an empty cluster: flavor "p5": ')
+    assert "one topology.k8s.aws/network-node-layer-3 domain" in str(err)  # the fix names the level
+    assert validate_job(lws(size=5, ann={R: L3}), view).allowed
+    fits = validate_job(lws(size=4, ann={R: L3, G: "g"}), view)
+    assert fits.allowed and not fits.warnings, (text(fits), fits.warnings)
+
+
+def test_fit_checks_warn_when_a_group_fits_only_on_unhealthy_nodes() -> None:
+    """The workers select rack r1 (n4-n6 Ready, n7 not): 3 workers alone fit its healthy
+    nodes, the group of 4 only if n7 recovers. (As Kueue, the group is placed with the
+    workers' node selector and tolerations; the leader adds only its requests.)"""
+    group = lws(size=4, ann={R: L3, G: "g"})
+    group["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["nodeSelector"] = {L3: "r1"}
+    verdict = validate_job(group, cluster(gpu_quota=64))
+    assert verdict.allowed, text(verdict)
+    assert verdict.warnings == ['PodSet group "g" (leader: 1 pod(s), worker: 3 pod(s)) fits in ClusterQueue "cq-a" '
+                                'only if unhealthy nodes recover'], verdict.warnings
