@@ -90,22 +90,35 @@ def _fit_level(prob: Problem, count: int) -> int:
     return -1
 
 
+def slice_layers(prob: Problem) -> dict[int, int]:
+    """Every slice layer as level -> size: the outer one and, for a multi-layer request
+    (``podset-slice-required-topology-constraints``), the inner ones. Each size divides the one
+    above it, so whole slices in every domain of every layer's level can always be grouped into
+    the request's nested slices."""
+    layers = {lvl: size for lvl, size in prob.inner.items() if size > 1}
+    if prob.slice_size > 1:
+        layers[prob.slice_level] = prob.slice_size
+    return layers
+
+
 def slice_step(prob: Problem) -> int:
-    """Pods per leaf must be a multiple of this: the slice size when slices are leaves."""
-    return prob.slice_size if prob.slice_size > 1 and prob.slice_level == len(prob.tree.levels) - 1 else 1
+    """Pods per leaf must be a multiple of this: the size of the layer whose slices are leaves."""
+    return slice_layers(prob).get(len(prob.tree.levels) - 1, 1)
 
 
 def slices_respected(prob: Problem, leaf_pods: Mapping[int, int]) -> bool:
-    """Every slice-level domain holds whole slices and the total is the pod set's count."""
+    """Every domain of every slice layer's level holds whole slices of that layer, and the
+    total is the pod set's count."""
     if sum(leaf_pods.values()) != prob.pod_set.count:
         return False
-    if prob.slice_size <= 1:
-        return True
-    per_domain: dict[int, int] = {}
-    for leaf, pods in leaf_pods.items():
-        dom = prob.tree.ancestor(leaf, prob.slice_level)
-        per_domain[dom] = per_domain.get(dom, 0) + pods
-    return all(pods % prob.slice_size == 0 for pods in per_domain.values())
+    for lvl, size in slice_layers(prob).items():
+        per_domain: dict[int, int] = {}
+        for leaf, pods in leaf_pods.items():
+            dom = prob.tree.ancestor(leaf, lvl)
+            per_domain[dom] = per_domain.get(dom, 0) + pods
+        if any(pods % size for pods in per_domain.values()):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -428,24 +441,23 @@ def _leaf_groups(
 
 
 def _whole_slices(model: cp_model.CpModel, prob: Problem, cands: _Candidates, leaf_vars: _LeafVars) -> None:
-    """Slices above the leaves: the pods under each slice-level domain are a multiple of the
-    slice size (a slice never straddles two such domains). Leaf-level slices are handled per
-    group (multiples of the size per leaf)."""
-    if prob.slice_size <= 1 or slice_step(prob) > 1:
-        return
+    """Slices above the leaves, layer by layer: the pods under each domain of the layer's level
+    are a multiple of its size (a slice never straddles two such domains). Leaf-level slices
+    are handled per group (multiples of the size per leaf)."""
     tree = prob.tree
     parents = np.array(leaf_vars.parents, dtype=np.int64)
-    if cands.parent_level > prob.slice_level:
-        slice_doms = _lift(tree, parents, cands.parent_level, prob.slice_level)
-    else:
-        slice_doms = parents
-    by_domain: dict[int, list[cp_model.IntVar]] = {}
-    for dom, pods in zip(slice_doms.tolist(), leaf_vars.pods, strict=True):
-        by_domain.setdefault(int(dom), []).append(pods)
     count = prob.pod_set.count
-    for dom, pods_vars in by_domain.items():
-        slices = model.new_int_var(0, count // prob.slice_size, f"slices{dom}")
-        model.add(sum(pods_vars) == prob.slice_size * slices)
+    for lvl, size in sorted(slice_layers(prob).items()):
+        if lvl == len(tree.levels) - 1:
+            continue
+        # a leaf group's parent is one level above the leaves, so at or below every such layer
+        doms = _lift(tree, parents, cands.parent_level, lvl) if cands.parent_level > lvl else parents
+        by_domain: dict[int, list[cp_model.IntVar]] = {}
+        for dom, pods in zip(doms.tolist(), leaf_vars.pods, strict=True):
+            by_domain.setdefault(int(dom), []).append(pods)
+        for dom, pods_vars in by_domain.items():
+            slices = model.new_int_var(0, count // size, f"slices{lvl}_{dom}")
+            model.add(sum(pods_vars) == size * slices)
 
 
 def _minimize(

@@ -47,15 +47,15 @@ _AUTO_MIN_CANDIDATE_LEAVES = 2
 
 
 def _cpsat_eligible(prob: greedy.Problem) -> bool:
-    """Required / preferred requests on a tree with levels to choose among; slices when there
-    is one slice layer that divides the count (inner layers and partial slices stay greedy).
-    Preferred node affinity scoring is not modelled: such pod sets stay greedy."""
+    """Required / preferred requests on a tree with levels to choose among; slices (one layer
+    or a multi-layer request) when the outer slice size divides the count (partial slices stay
+    greedy). Preferred node affinity scoring and spreading are not modelled: such pod sets
+    stay greedy."""
     if prob.mode not in ("required", "preferred") or len(prob.tree.levels) <= 1:
         return False
     if prob.scores is not None or prob.spread is not None:
         return False
-    constraints = prob.pod_set.topology.slice_constraints if prob.pod_set.topology else ()
-    return len(constraints) <= 1 and prob.pod_set.count % prob.slice_size == 0
+    return prob.pod_set.count % prob.slice_size == 0
 
 
 def place_workload(

@@ -54,3 +54,50 @@ def test_cpsat_slices_whole_and_never_worse(seed: int) -> None:
     fit = prob.fit.counts
     assert all(mine[leaf] <= fit[leaf] for leaf in mine)
     assert cpsat.objective(tree, fit, mine) <= cpsat.objective(tree, fit, _leaf_pods(tree, plain.pod_sets[0]))
+
+
+def _whole_per_layer(tree, leaf_pods, layers) -> bool:  # type: ignore[no-untyped-def]
+    """Independent of cpsat: every domain of every layer's level holds a multiple of its size."""
+    for level, size in layers:
+        lvl = LEVELS3.index(level)
+        per: dict[int, int] = {}
+        for leaf, pods in leaf_pods.items():
+            per[tree.ancestor(leaf, lvl)] = per.get(tree.ancestor(leaf, lvl), 0) + pods
+        if any(p % size for p in per.values()):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cpsat_multi_layer_slices_whole_and_never_worse(seed: int) -> None:
+    """podset-slice-required-topology-constraints (block or rack slices made of rack or host
+    slices): CP-SAT runs, every layer's slices are whole, the required level is held, and the
+    answer is never worse than greedy (Kueue) by the objective."""
+    rng = random.Random(1000 + seed)
+    nodes = [node(f"n{i}", f"b{rng.randint(1, 3)}", f"r{rng.randint(1, 4)}", rng.randint(0, 8))
+             for i in range(rng.randint(3, 14))]
+    tree = tree_of(nodes)
+    inner = rng.choice([1, 2])
+    outer_size = inner * rng.choice([2, 3])
+    outer_level, inner_level = rng.choice([(BLOCK, RACK), (BLOCK, HOST), (RACK, HOST)])
+    layers = ((outer_level, outer_size), (inner_level, inner))
+    mode = rng.choice(["required", "preferred"])
+    level = rng.choice([lvl for lvl in LEVELS3 if LEVELS3.index(lvl) <= LEVELS3.index(outer_level)])
+    constraints = tuple(SliceConstraint(lv, sz) for lv, sz in layers)
+    ps = PodSetSpec("main", outer_size * rng.randint(1, 3), {"cpu": 1000},
+                    TopologyRequest(**{mode: level}, slice_constraints=constraints, layered_slices=True))
+    plain = place_workload(tree, [ps], solver="greedy")
+    solved = place_workload(tree, [ps], solver="cpsat", time_budget_s=1.0)
+    assert solved.fits == plain.fits
+    if not plain.fits:
+        assert solved.reason == plain.reason
+        return
+    assert solved.solver == "cpsat"
+    mine = _leaf_pods(tree, solved.pod_sets[0])
+    assert sum(mine.values()) == ps.count and _whole_per_layer(tree, mine, layers)
+    if mode == "required":
+        assert len({tree.ancestor(leaf, LEVELS3.index(level)) for leaf in mine}) == 1
+    prob = greedy.prepare(tree, ps)
+    fit = prob.fit.counts
+    assert all(mine[leaf] <= fit[leaf] for leaf in mine)
+    assert cpsat.objective(tree, fit, mine) <= cpsat.objective(tree, fit, _leaf_pods(tree, plain.pod_sets[0]))
