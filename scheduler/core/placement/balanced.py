@@ -17,7 +17,7 @@ Only for preferred requests (not required, not unconstrained / implied / slice-o
 4. Below, every parent splits its own count (no re-packing across parents).
 
 When no group has a threshold above zero, or a step fails, the caller falls back to BestFit.
-PodSet groups (leader + workers) are not balanced here (greedy joint placement).
+PodSet groups (leader + workers): the same steps with the leader, in :mod:`group_balanced`.
 """
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.core.placement import greedy
+from scheduler.core.placement import greedy, group_balanced
 from scheduler.core.placement import spread as spread_mod
+from scheduler.core.placement.group_counts import Counts, counts_from_leaves
 from scheduler.core.placement.types import DEFAULT_GATES, PlacementError, PlacementGates
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.spreading import SpreadCounts, SpreadingSpec
@@ -68,22 +69,11 @@ def leader_and_workers(pod_sets: Sequence[PodSetSpec]) -> tuple[PodSetSpec | Non
 
 
 @dataclass
-class _Counts:
-    """Phase-1 counts per level (mutable: phase 2 overwrites the chosen domains' entries, as
-    Kueue overwrites its domain objects)."""
-
-    state: list[IntArray]
-    with_leader: list[IntArray]
-    leader: list[IntArray]
-    slices: list[IntArray]
-    slices_with_leader: list[IntArray]
-
-
-@dataclass
 class GroupResult:
     leader_pods: dict[int, int]  # leaf -> 1 (empty when the group has no leader)
     worker_pods: dict[int, int]  # leaf -> pods
     workers: greedy.Problem  # the workers' resolved request (levels, per-pod requests, counts)
+    balanced: bool = False  # Kueue's balanced placement chose the domains (not the joint BestFit)
 
 
 def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSpec, free: IntArray,
@@ -98,13 +88,18 @@ def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSp
     leader_count = 1 if leader is not None else 0
     sizes_below = _slice_sizes_below(prob)
     counts = _phase_one(prob, leader, free, sizes_below)
-    search = _Search(prob, counts, leader_count)
-    fit_level, chosen = search.find_level(prob.level)
-    leaves = search.descend(fit_level, chosen, sizes_below)
+    balanced = group_balanced.place(prob, counts, leader_count, sizes_below) if gates.balanced else None
+    if balanced is not None:  # Kueue's balanced placement chose the domains and their shares
+        counts, fit_level, chosen = balanced
+        leaves = _Search(prob, counts, leader_count).descend(fit_level, chosen, sizes_below, per_parent=True)
+    else:
+        search = _Search(prob, counts, leader_count)
+        fit_level, chosen = search.find_level(prob.level)
+        leaves = search.descend(fit_level, chosen, sizes_below)
     last = len(tree.levels) - 1  # phase 2 wrote each chosen leaf's share into the counts
     leader_pods = {d: int(counts.leader[last][d]) for d in leaves if counts.leader[last][d] > 0} if leader else {}
     worker_pods = {d: int(counts.state[last][d]) for d in leaves if counts.state[last][d] > 0}
-    return GroupResult(leader_pods, worker_pods, prob)
+    return GroupResult(leader_pods, worker_pods, prob, balanced is not None)
 
 
 def _slice_sizes_below(prob: greedy.Problem) -> dict[int, int]:
@@ -118,8 +113,8 @@ def _slice_sizes_below(prob: greedy.Problem) -> dict[int, int]:
 
 
 def _phase_one(prob: greedy.Problem, leader: PodSetSpec | None, free: IntArray,
-               sizes_below: Mapping[int, int]) -> _Counts:
-    tree, n_levels = prob.tree, len(prob.tree.levels)
+               sizes_below: Mapping[int, int]) -> Counts:
+    tree = prob.tree
     state = prob.fit.counts.astype(np.int64)
     if leader is None:
         leader_fits = np.zeros_like(state)
@@ -132,47 +127,13 @@ def _phase_one(prob: greedy.Problem, leader: PodSetSpec | None, free: IntArray,
         after = free - leader_fits[:, None] * tree.request_vector(leader_per_pod)[None, :]
         beside = tree.leaf_fit(prob.per_pod, ws.node_selector, ws.tolerations, free=after).counts
         with_leader = np.where(leader_fits > 0, beside, state).astype(np.int64)
-    empty = np.zeros(0, dtype=np.int64)
-    out = _Counts([empty] * n_levels, [empty] * n_levels, [empty] * n_levels, [empty] * n_levels,
-                  [empty] * n_levels)
-    last = n_levels - 1
-    out.state[last], out.with_leader[last], out.leader[last] = state, with_leader, leader_fits
-    at_slice = last == prob.slice_level
-    out.slices[last] = state // prob.slice_size if at_slice else np.zeros_like(state)
-    out.slices_with_leader[last] = with_leader // prob.slice_size if at_slice else np.zeros_like(state)
-    for lvl in range(last - 1, -1, -1):
-        _bubble_up(tree, out, lvl, sizes_below.get(lvl + 1), prob.slice_level, prob.slice_size)
-    return out
-
-
-def _bubble_up(tree: TopologyTree, out: _Counts, lvl: int, inner: int | None, slice_level: int,
-               slice_size: int) -> None:
-    """One parent level from its children (Kueue's ``fillInCountsHelper``)."""
-    starts = tree.child_start[lvl]
-    child_state, child_with = out.state[lvl + 1], out.with_leader[lvl + 1]
-    if inner:
-        child_state = (child_state // inner) * inner
-        child_with = (child_with // inner) * inner
-    state = np.add.reduceat(child_state, starts) if len(starts) else np.zeros(0, dtype=np.int64)
-    loss = np.minimum.reduceat(child_state - child_with, starts) if len(starts) else state
-    slices = np.add.reduceat(out.slices[lvl + 1], starts) if len(starts) else state
-    slice_loss = (np.minimum.reduceat(out.slices[lvl + 1] - out.slices_with_leader[lvl + 1], starts)
-                  if len(starts) else state)
-    out.state[lvl] = state.astype(np.int64)
-    out.with_leader[lvl] = (state - loss).astype(np.int64)
-    out.leader[lvl] = (np.maximum.reduceat(out.leader[lvl + 1], starts) if len(starts) else state).astype(np.int64)
-    if lvl == slice_level:
-        out.slices[lvl] = out.state[lvl] // slice_size
-        out.slices_with_leader[lvl] = out.with_leader[lvl] // slice_size
-    else:
-        out.slices[lvl] = slices.astype(np.int64)
-        out.slices_with_leader[lvl] = (slices - slice_loss).astype(np.int64)
+    return counts_from_leaves(tree, state, with_leader, leader_fits, prob.slice_level, prob.slice_size, sizes_below)
 
 
 class _Search:
-    """Phase 2 over :class:`_Counts`, Kueue's steps one for one."""
+    """Phase 2 over :class:`Counts`, Kueue's steps one for one."""
 
-    def __init__(self, prob: greedy.Problem, counts: _Counts, leader_count: int) -> None:
+    def __init__(self, prob: greedy.Problem, counts: Counts, leader_count: int) -> None:
         self.prob, self.c, self.leader_count = prob, counts, leader_count
         self.best_fit = prob.best_fit
         self.slice_count = prob.pod_set.count // prob.slice_size
@@ -301,19 +262,22 @@ class _Search:
         return results
 
     # --------------------------------------------------------------- phase 2b
-    def descend(self, fit_level: int, chosen: list[int], sizes_below: Mapping[int, int]) -> list[int]:
+    def descend(self, fit_level: int, chosen: list[int], sizes_below: Mapping[int, int],
+                per_parent: bool = False) -> list[int]:
         """Kueue's level-by-level descent; returns the chosen leaves (their counts are in
-        ``state`` / ``leader`` of the last level)."""
+        ``state`` / ``leader`` of the last level). ``per_parent`` (balanced placement): every
+        parent splits its own share from the fit level down, never re-packed across parents."""
         prob, tree = self.prob, self.prob.tree
         count, size, last = prob.pod_set.count, prob.slice_size, len(tree.levels) - 1
         current = self.minimum(fit_level, chosen, count, self.leader_count, size, True)
         lvl = fit_level
-        while lvl < min(last, prob.slice_level):
+        while lvl < min(last, prob.slice_level) and not per_parent:
             kids = self.sorted_plain(lvl + 1, self.allowed(lvl + 1, self.children(lvl, current)))
             current = self.minimum(lvl + 1, kids, count, self.leader_count, size, True)
             lvl += 1
         while lvl < last:
-            unit = sizes_below.get(lvl + 1, 1)
+            # Kueue's sliceSizeOnLevel: the slice size above the slice level, then inner layers or 1
+            unit = size if lvl < prob.slice_level else sizes_below.get(lvl + 1, 1)
             nxt: list[int] = []
             for parent in current:
                 kids = self.sorted_plain(lvl + 1, self.allowed(lvl + 1, self.children(lvl, [parent])))

@@ -171,7 +171,8 @@ def _place_group(tree: TopologyTree, pod_sets: Sequence[PodSetSpec], members: Se
     result = groups.place_group(tree, leader, workers, free, gates, (spec, counts) if spec and counts else None)
     leader_per_pod = with_pod_slot(leader.requests)
     worker_pods, improved = result.worker_pods, False
-    if solver != "greedy" and _cpsat_eligible(result.workers):
+    # A balanced answer is kept as it is (CP-SAT minimises domains, not imbalance), as for one pod set.
+    if solver != "greedy" and not result.balanced and _cpsat_eligible(result.workers):
         worker_pods, improved = _improve_group_workers(tree, result, leader_per_pod, free,
                                                        max(deadline - time.monotonic(), 0.0), use)
     greedy.consume(tree, free, leader_per_pod, result.leader_pods)
