@@ -17,6 +17,8 @@ Objects are the dicts the API server returns, so the measured path is the contro
 - garbage collection: ``scheduler.kube.gcpolicy.GcPolicy.after_pass`` after every pass, as the
   controller command installs it; its first call (after the cold pass) collects and freezes
   what survived, reported alone as ``freeze`` (between passes, so in no pass's figure).
+- ``cpu50`` / ``cpu99``: the process's CPU time of a warm pass (snapshot + cycle), which the
+  machine's load does not inflate as it does the wall-clock figures.
 
 Each point runs in its own process (``--point``) so its peak RSS (``ru_maxrss``) is its own;
 ``--cycles`` cycles per point: the first is reported alone (``cold``: every object converted,
@@ -110,14 +112,15 @@ def percentile(values: Sequence[float], q: float) -> float:
 def measure_point(nodes: int, pending: int, cycles: int, seed: int) -> dict[str, Any]:
     objects = cluster_objects(nodes, pending, seed)
     now = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
-    builds, runs, per_decision, admits, decided = [], [], [], 0, 0
+    builds, runs, per_decision, cpu, admits, decided = [], [], [], [], 0, 0
     gc_policy, gc_ms = GcPolicy(), 0.0  # as the controller command installs it (Controller.reconcile)
     for _ in range(cycles):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         snapshot = build_snapshot(objects, now, solver="greedy")
         t1 = time.perf_counter()
         decisions = run_cycle(snapshot)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
+        cpu.append((c2 - c0) * 1000)  # this process's CPU time: the machine's load does not count
         builds.append((t1 - t0) * 1000)
         runs.append((t2 - t1) * 1000)
         decided = len(decisions)
@@ -130,13 +133,15 @@ def measure_point(nodes: int, pending: int, cycles: int, seed: int) -> dict[str,
     # others reuse the conversions of unchanged objects, as the controller's later passes do.
     cold = builds[0] + runs[0]
     builds, runs, per_decision = builds[1:] or builds, runs[1:] or runs, per_decision[1:] or per_decision
+    cpu = cpu[1:] or cpu
     return {"nodes": nodes, "pending": pending, "cycles": cycles, "decisions": decided, "admits": admits,
             "cold_ms": cold, "freeze_ms": gc_ms, "snapshot_ms_p50": statistics.median(builds),
             "cycle_ms_p50": statistics.median(runs),
             "cycle_ms_p99": percentile(runs, 0.99), "total_ms_p99": percentile(
                 [b + r for b, r in zip(builds, runs, strict=True)], 0.99),
             "per_decision_ms_p50": statistics.median(per_decision),
-            "per_decision_ms_p99": percentile(per_decision, 0.99), "rss_mib": rss_mib}
+            "per_decision_ms_p99": percentile(per_decision, 0.99), "cpu_ms_p50": statistics.median(cpu),
+            "cpu_ms_p99": percentile(cpu, 0.99), "rss_mib": rss_mib}
 
 
 def print_row(row: dict[str, Any]) -> None:
@@ -144,7 +149,7 @@ def print_row(row: dict[str, Any]) -> None:
           f"{row['freeze_ms']:>7.0f} {row['snapshot_ms_p50']:>11.0f} {row['cycle_ms_p50']:>9.0f} "
           f"{row['cycle_ms_p99']:>9.0f} "
           f"{row['total_ms_p99']:>9.0f} {row['per_decision_ms_p50']:>8.1f} {row['per_decision_ms_p99']:>8.1f} "
-          f"{row['rss_mib']:>7.0f}", flush=True)
+          f"{row['cpu_ms_p50']:>7.0f} {row['cpu_ms_p99']:>7.0f} {row['rss_mib']:>7.0f}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -164,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"load {' '.join(Path('/proc/loadavg').read_text().split()[:3])}; {args.cycles} cycles per point")
     print(f"{'nodes':>6} {'pending':>7} {'decisions':>9} {'admits':>6} {'cold':>7} {'freeze':>7} {'snapshot50':>11} "
           f"{'cycle50':>9} "
-          f"{'cycle99':>9} {'total99':>9} {'perdec50':>8} {'perdec99':>8} {'rssMiB':>7}   (ms)")
+          f"{'cycle99':>9} {'total99':>9} {'perdec50':>8} {'perdec99':>8} {'cpu50':>7} {'cpu99':>7} "
+          f"{'rssMiB':>7}   (ms)")
     for nodes in node_counts:
         for pending in (int(n) for n in args.pending.split(",")):
             proc = subprocess.run([sys.executable, __file__, "--point", str(nodes), str(pending),
