@@ -12,6 +12,8 @@ names. Modules:
 - :mod:`~scheduler.adapter.queues`: ClusterQueues, Cohorts, LocalQueues, ResourceFlavors,
   Topologies, priority classes, namespace labels.
 - :mod:`~scheduler.adapter.workloads`: pending and admitted Workloads (TAS usage decoded once).
+- :mod:`~scheduler.adapter.pending_queues`: the pending Workloads' per-LocalQueue queues, kept
+  from one snapshot to the next (only changed Workloads move).
 - :mod:`~scheduler.adapter.snapshot`: ``build_snapshot(objects, now)`` -> ``core.cycle.Snapshot``.
 - :mod:`~scheduler.adapter.views`: ``EngineSnapshot``, raw objects with cached core views (gRPC,
   explain).

@@ -22,6 +22,7 @@ from scheduler.adapter.objects import (
     by_name,
     condition_true,
 )
+from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
@@ -64,6 +65,8 @@ def split_workloads(workloads: tuple[Obj, ...] | list[Obj]) -> WorkloadsByState:
 # their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet a pending
 # Workload rarely changes between passes. Its namespace's labels are part of the stamp.
 _PENDING_MEMO: VersionMemo[PendingWorkload] = VersionMemo()
+# ... and so do their queues: ordering them sorted every pending Workload each pass.
+_QUEUE_MEMO = QueueMemo()
 
 
 def _namespace(obj: Obj) -> str:
@@ -86,6 +89,12 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     admitted = tuple(admitted_workload(wl, frozenset(trees)) for wl in workloads.holding)
     subtract_admitted(trees, admitted)
     ns_labels = namespace_labels(objects.namespaces)
+    # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
+    ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
+    pending = tuple(_PENDING_MEMO.convert(
+        workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
+        lambda wl: ns_stamps.get(_namespace(wl), ())))
+    wpc, pc = priority_values(objects.workload_priority_classes), priority_values(objects.priority_classes)
     return Snapshot(
         now=now.timestamp(),
         cluster_queues=cluster_queue_specs(objects.cluster_queues),
@@ -93,12 +102,11 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         local_queues={local_queue_key(o): local_queue_spec(o) for o in objects.local_queues},
         flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
         trees=trees,
-        pending=tuple(_PENDING_MEMO.convert(
-            workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
-            lambda wl: tuple(sorted(ns_labels.get(_namespace(wl), {}).items())))),
+        pending=pending,
+        queues=_QUEUE_MEMO.queues(pending, wpc, pc),
         admitted=admitted,
-        workload_priority_classes=priority_values(objects.workload_priority_classes),
-        priority_classes=priority_values(objects.priority_classes),
+        workload_priority_classes=wpc,
+        priority_classes=pc,
         inadmissible=inadmissible,
         namespace_labels=ns_labels,
         solver=solver,

@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
     from scheduler.kube.defrag import DefragExecutor
+    from scheduler.kube.gcpolicy import GcPolicy
     from scheduler.kube.informer import Api
     from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
     from scheduler.kube.leader import LeaseElector, WriteFence
@@ -223,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
                                            args.defrag_interval_seconds)
     controller.cycles_per_pass = max(1, args.cycles_per_pass)
+    controller.gc_policy = GcPolicy()  # this process holds the caches: freeze what survives a pass
     metrics = ControllerMetrics()
     controller.metrics = metrics
     controller.observers.append(metrics.observe)

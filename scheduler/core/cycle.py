@@ -56,11 +56,12 @@ from scheduler.core.queueing import (
     REQUEUE_IMMEDIATE,
     REQUEUE_INADMISSIBLE,
     LocalQueueSpec,
-    OrderKey,
+    PendingQueues,
     PendingWorkload,
+    Queued,
     cluster_queue_readiness,
     heads,
-    order_key,
+    pending_queues,
     resolve_priority,
 )
 from scheduler.core.quota import (
@@ -139,6 +140,9 @@ class Snapshot:
     compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
     # Admission Fair Sharing state per LocalQueue "ns/name" (core/afs.py), from LocalQueue status.
     lq_usage: Mapping[str, LocalQueueUsage] = field(default_factory=dict)
+    # ``pending`` already grouped and ordered per LocalQueue (the adapter keeps them between
+    # passes); used only when it describes this ``pending`` (see ``snapshot_queues``).
+    queues: PendingQueues | None = field(default=None, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------- decisions
@@ -825,27 +829,39 @@ def _route(snapshot: Snapshot, inactive: set[str], pw: PendingWorkload) -> Clust
     return cq
 
 
-Queues = dict[str, list[tuple[OrderKey, PendingWorkload]]]
+# ClusterQueue -> its routed LocalQueues: (AFS order usage, the LocalQueue's workloads in order).
+Queues = dict[str, list[tuple[float, Sequence[Queued]]]]
 
 
-def _route_pending(cyc: _Cycle, decisions: list[Decision]) -> Queues:
+def snapshot_queues(snapshot: Snapshot) -> PendingQueues:
+    """``snapshot.pending`` by LocalQueue in Kueue's order: the snapshot's own ``queues`` when
+    they were built for this very ``pending`` and these priority classes, else built now."""
+    queues = snapshot.queues
+    if queues is not None and queues.describes(snapshot.pending, snapshot.workload_priority_classes,
+                                               snapshot.priority_classes):
+        return queues
+    return pending_queues(snapshot.pending, snapshot.workload_priority_classes, snapshot.priority_classes)
+
+
+def _route_pending(cyc: _Cycle, queues: PendingQueues, decisions: list[Decision]) -> Queues:
     """Step 1 for every pending workload: queue it on its ClusterQueue in Kueue's order, or
-    report why it cannot be queued."""
+    report why it cannot be queued (in key order). Routing depends only on the LocalQueue, so
+    each LocalQueue is routed once, its workloads staying in their order."""
     snapshot = cyc.snap
     queued: Queues = {}
-    for pw in sorted(snapshot.pending, key=lambda p: p.key):
-        routed = _route(snapshot, cyc.inactive, pw)
+    refused: list[Pending] = []
+    for lq_key, items in sorted(queues.by_local_queue.items()):
+        routed = _route(snapshot, cyc.inactive, items[0][1])
         if isinstance(routed, Pending):
-            decisions.append(routed)
+            for _, pw in items:
+                why = _route(snapshot, cyc.inactive, pw)
+                assert isinstance(why, Pending)  # the same LocalQueue, the same answer
+                refused.append(why)
             continue
-        prio = resolve_priority(
-            pw.spec, snapshot.workload_priority_classes, snapshot.priority_classes, pw.priority
-        )
-        usage = afs.order_usage(snapshot.config, snapshot.lq_usage, routed.admission_mode,
-                                f"{pw.spec.namespace}/{pw.spec.queue_name}")
-        queued.setdefault(routed.name, []).append((order_key(prio, pw.timestamp, pw.key, usage), pw))
+        usage = afs.order_usage(snapshot.config, snapshot.lq_usage, routed.admission_mode, lq_key)
+        queued.setdefault(routed.name, []).append((usage, items))
+    decisions.extend(sorted(refused, key=lambda d: d.workload))
     return queued
-
 
 
 def _nominate_heads(cyc: _Cycle, queued: Queues, decisions: list[Decision]) -> list[_Entry]:
@@ -981,12 +997,13 @@ def run_cycle(snapshot: Snapshot) -> list[Decision]:
     return _one_cycle(snapshot)[0]
 
 
-def _one_cycle(snapshot: Snapshot, routed: Queues | None = None) -> tuple[list[Decision], _Cycle, Queues]:
-    """One cycle; ``routed``: the pending Workloads already queued on their ClusterQueues (a
-    later cycle of run_cycles: routing depends on nothing a cycle changes)."""
-    cyc = _Cycle(snapshot, own_trees=routed is not None)
+def _one_cycle(snapshot: Snapshot, own_trees: bool = False) -> tuple[list[Decision], _Cycle, PendingQueues]:
+    """One cycle; also returns the queues it ordered ``snapshot.pending`` in, for the next
+    cycle of run_cycles. ``own_trees``: as for ``_Cycle``."""
+    cyc = _Cycle(snapshot, own_trees=own_trees)
     decisions = _drain_stopped_queues(cyc)
-    queued = _route_pending(cyc, decisions) if routed is None else routed
+    queues = snapshot_queues(snapshot)
+    queued = _route_pending(cyc, queues, decisions)
     entries = _nominate_heads(cyc, queued, decisions)
     entries.sort(key=_admission_order)
     preempted: set[str] = set()
@@ -994,7 +1011,7 @@ def _one_cycle(snapshot: Snapshot, routed: Queues | None = None) -> tuple[list[D
         e = _fair_next(cyc, entries) if cyc.fair else entries[0]
         entries.remove(e)
         decisions.extend(_settle(cyc, e, preempted))
-    return decisions, cyc, queued
+    return decisions, cyc, queues
 
 
 MAX_IDLE_CYCLES = 2
@@ -1016,9 +1033,8 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
     actions: list[Decision] = []
     snap = snapshot
     idle = 0  # cycles in a row that admitted nothing
-    routed: Queues | None = None
-    for _ in range(max(1, max_cycles)):
-        decisions, cyc, queued = _one_cycle(snap, routed)
+    for n in range(max(1, max_cycles)):
+        decisions, cyc, queues = _one_cycle(snap, own_trees=n > 0)
         admitted = False
         for d in decisions:
             if isinstance(d, Pending):
@@ -1035,15 +1051,14 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
                                                                       for d in decisions):
             break  # nothing changed for the next cycle, nothing fits lately, or evictions come first
         # The next cycle's cache: this cycle's admissions hold quota and topology (cyc.trees
-        # carry them), its BestEffortFIFO misses are parked.
-        snap = replace(after_decisions(snap, decisions), trees=cyc.trees,
+        # carry them), its BestEffortFIFO misses are parked. Its queues are this cycle's less
+        # the admitted workloads (after_decisions), so it does not order them again.
+        snap = replace(after_decisions(replace(snap, queues=queues), decisions), trees=cyc.trees,
                        inadmissible=snap.inadmissible | frozenset(parked))
         taken = {d.workload for d in decisions if isinstance(d, Admit)}
-        routed = {cq: [item for item in items if item[1].key not in taken] for cq, items in queued.items()}
         if afs.enabled(snap.config) and taken:  # Kueue pushes the entry penalty on assume: re-order
             snap = replace(snap, lq_usage=afs.with_entry_penalties(
                 snap.lq_usage, [w for w in snap.admitted if w.key in taken], snap.config))
-            routed = None
     admitted_keys = {d.workload for d in actions}
     return [*actions, *(d for key, d in kept.items() if key not in admitted_keys)]
 
@@ -1083,7 +1098,11 @@ def after_decisions(snapshot: Snapshot, decisions: Sequence[Decision]) -> Snapsh
     if not admits:
         return snapshot
     pending = tuple(p for p in snapshot.pending if p.key not in admits)
-    admitted = tuple(admitted_from_decision(admits[p.key], p, snapshot.now)
-                     for p in snapshot.pending if p.key in admits)
-    return replace(snapshot, pending=pending, admitted=(*snapshot.admitted, *admitted))
+    taken = [p for p in snapshot.pending if p.key in admits]
+    admitted = tuple(admitted_from_decision(admits[p.key], p, snapshot.now) for p in taken)
+    queues = snapshot.queues
+    if queues is not None:  # kept up to date when they describe the pending workloads, else dropped
+        queues = (queues.without(taken, pending) if queues.describes(
+            snapshot.pending, snapshot.workload_priority_classes, snapshot.priority_classes) else None)
+    return replace(snapshot, pending=pending, admitted=(*snapshot.admitted, *admitted), queues=queues)
 

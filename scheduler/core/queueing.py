@@ -143,28 +143,102 @@ def order_key(priority: int, timestamp: float, key: str, lq_usage: float = 0.0) 
     return (lq_usage, -priority, timestamp, key)
 
 
+LocalOrder = tuple[int, float, str]  # (-priority, timestamp, key)
+Queued = tuple[LocalOrder, PendingWorkload]
+
+
+def local_order(pw: PendingWorkload, workload_priority_classes: Mapping[str, int],
+                priority_classes: Mapping[str, int]) -> LocalOrder:
+    """Kueue's order inside one LocalQueue: priority desc, timestamp asc, then key. Inside a
+    ClusterQueue the LocalQueue's AFS usage comes first (:func:`order_key`), and it is the same
+    for every workload of a LocalQueue, so this order is that of the ClusterQueue per LocalQueue."""
+    prio = resolve_priority(pw.spec, workload_priority_classes, priority_classes, pw.priority)
+    return (-prio, pw.timestamp, pw.key)
+
+
+def local_queue_of(pw: PendingWorkload) -> str:
+    """The LocalQueue "ns/name" a pending workload is submitted to."""
+    return f"{pw.spec.namespace}/{pw.spec.queue_name}"
+
+
+@dataclass(frozen=True)
+class PendingQueues:
+    """``pending`` grouped by LocalQueue (:func:`local_queue_of`), each group in
+    :func:`local_order` under the given priority classes. A cycle routes and orders a
+    LocalQueue at once instead of every workload in it; the shell may keep one between passes
+    and update it (``scheduler.adapter.pending_queues``) instead of re-sorting every pending
+    workload: :meth:`describes` is how a cycle checks that the one it is handed is for its
+    snapshot (else it builds its own with :func:`pending_queues`)."""
+
+    pending: Sequence[PendingWorkload]
+    workload_priority_classes: Mapping[str, int]
+    priority_classes: Mapping[str, int]
+    by_local_queue: Mapping[str, tuple[Queued, ...]]
+
+    def describes(self, pending: Sequence[PendingWorkload], workload_priority_classes: Mapping[str, int],
+                  priority_classes: Mapping[str, int]) -> bool:
+        """Built for exactly this ``pending`` sequence (the same object) and these classes."""
+        return (self.pending is pending and self.workload_priority_classes == workload_priority_classes
+                and self.priority_classes == priority_classes)
+
+    def without(self, removed: Collection[PendingWorkload], pending: Sequence[PendingWorkload]) -> PendingQueues:
+        """These queues for ``pending``, which is :attr:`pending` less ``removed``."""
+        groups = dict(self.by_local_queue)
+        keys = {pw.key for pw in removed}
+        for lq in {local_queue_of(pw) for pw in removed}:
+            kept = tuple(item for item in groups[lq] if item[1].key not in keys)
+            if kept:
+                groups[lq] = kept
+            else:
+                del groups[lq]
+        return PendingQueues(pending, self.workload_priority_classes, self.priority_classes, groups)
+
+
+def pending_queues(pending: Sequence[PendingWorkload], workload_priority_classes: Mapping[str, int],
+                   priority_classes: Mapping[str, int]) -> PendingQueues:
+    """The queues of ``pending``, built from scratch."""
+    groups: dict[str, list[Queued]] = {}
+    for pw in pending:
+        groups.setdefault(local_queue_of(pw), []).append(
+            (local_order(pw, workload_priority_classes, priority_classes), pw))
+    return PendingQueues(pending, workload_priority_classes, priority_classes,
+                         {lq: tuple(sorted(items, key=_first)) for lq, items in groups.items()})
+
+
+def _first(item: Queued) -> LocalOrder:
+    return item[0]
+
+
+# A ClusterQueue's queue: its LocalQueues, each with its order usage (order_key's first part).
+ClusterQueueQueue = Sequence[tuple[float, Sequence[Queued]]]
+
+
 def heads(
-    queued: Mapping[str, Sequence[tuple[OrderKey, PendingWorkload]]],
+    queued: Mapping[str, ClusterQueueQueue],
     inadmissible: frozenset[str] | set[str],
     strategies: Mapping[str, str],
     now: float,
 ) -> dict[str, PendingWorkload]:
-    """The head of every ClusterQueue: the first workload in order that is not in backoff and
-    (BestEffortFIFO only) not parked as inadmissible."""
+    """The head of every ClusterQueue: the first workload in :func:`order_key` order that is
+    not in backoff and (BestEffortFIFO only) not parked as inadmissible. Each LocalQueue is in
+    order, so its first such workload is its candidate; the head is the least candidate by
+    (usage, local order)."""
     out: dict[str, PendingWorkload] = {}
     for cq in sorted(queued):
         strict = strategies.get(cq) == "StrictFIFO"
-        best: tuple[OrderKey, PendingWorkload] | None = None
-        for item in queued[cq]:
-            pw = item[1]
-            if pw.held or (pw.requeue_at is not None and pw.requeue_at > now):
-                continue
-            if not strict and pw.key in inadmissible:
-                continue
-            if best is None or item[0] < best[0]:
-                best = item
-        if best is not None:
-            out[cq] = best[1]
+        best: tuple[float, LocalOrder] | None = None
+        best_pw: PendingWorkload | None = None
+        for usage, items in queued[cq]:
+            for order, pw in items:
+                if pw.held or (pw.requeue_at is not None and pw.requeue_at > now):
+                    continue
+                if not strict and pw.key in inadmissible:
+                    continue
+                if best is None or (usage, order) < best:
+                    best, best_pw = (usage, order), pw
+                break  # the rest of this LocalQueue comes after it
+        if best_pw is not None:
+            out[cq] = best_pw
     return out
 
 

@@ -51,6 +51,7 @@ from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
+from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import (
@@ -147,6 +148,9 @@ class Controller:
         # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
         # head per ClusterQueue per pass (``--cycles-per-pass``).
         self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS
+        # Process-wide garbage-collection tuning (scheduler.kube.gcpolicy); off unless the
+        # controller command sets it, since it changes the collector for the whole process.
+        self.gc_policy: GcPolicy | None = None
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
@@ -467,6 +471,8 @@ class Controller:
         self.metrics.reconciled(snapshot, self.cache.workloads.items())
         if self.defrag is not None:
             self.defrag.run(self._snapshot)
+        if self.gc_policy is not None:
+            self.gc_policy.after_pass()
 
     def stop(self) -> None:
         self._stop.set()
