@@ -11,12 +11,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from admission import review
+from admission.annotations import NO_OVERRIDES
+from scheduler.core.config import FeatureGates
 from tests.unit.test_admission_validation import L2, L3, SC, G, R, cluster, job
 
 ANNOTATIONS = [
     "kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology",
     "kueue.x-k8s.io/podset-unconstrained-topology", "kueue.x-k8s.io/podset-slice-required-topology",
     "kueue.x-k8s.io/podset-slice-size", SC, "kueue.x-k8s.io/podset-group-name", "kueue.x-k8s.io/podset-other",
+    "kueue.x-k8s.io/podset-topology-spreading",
 ]
 LEVELS = ["topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname",
           "no such level", ""]
@@ -31,8 +34,16 @@ def deep(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
+SPREADING = st.builds(
+    lambda selectors, rules: json.dumps({"workloadLabelSelectors": selectors, "rules": rules}),
+    st.one_of(JSONISH, st.lists(st.fixed_dictionaries({"key": SCALARS, "operator": st.one_of(
+        st.sampled_from(["In", "NotIn"]), SCALARS), "values": st.one_of(st.lists(SCALARS, max_size=2), SCALARS)}),
+        max_size=2)),
+    st.one_of(JSONISH, st.lists(st.fixed_dictionaries({"topologyKey": st.one_of(st.sampled_from(LEVELS), SCALARS)},
+        optional={"maxShareAllowingPlacement": st.one_of(st.sampled_from(["0.5", "1", "0", "500m", "1e-3"]), SCALARS),
+                  "enforcementMode": st.one_of(st.sampled_from(["Required", "Preferred"]), SCALARS)}), max_size=3)))
 ANNOTATION_VALUE = st.one_of(
-    st.sampled_from(LEVELS), SCALARS, JSONISH,
+    st.sampled_from(LEVELS), SCALARS, JSONISH, SPREADING,
     st.integers(1, 400).map(deep),
     st.builds(lambda levels, size: json.dumps([{"topology": lv, "size": size} for lv in levels]),
               st.lists(st.sampled_from(LEVELS), max_size=3), st.one_of(st.integers(-3, 9), st.text(max_size=3))),
@@ -68,13 +79,15 @@ def reviews(obj: Any, kind: Any, operation: Any) -> dict[str, Any]:
 
 
 PATHS = [review.VALIDATE_JOB, review.MUTATE_JOB, review.VALIDATE_JOBSET, review.MUTATE_JOBSET,
-         review.VALIDATE_PYTORCHJOB, review.MUTATE_PYTORCHJOB]
+         review.VALIDATE_PYTORCHJOB, review.MUTATE_PYTORCHJOB, review.VALIDATE_MPIJOB, review.VALIDATE_LWS]
+# The gates the webhook's --kueue-config may switch on (TASTopologySpreading turns on its checks).
+GATES = st.sampled_from([FeatureGates(), FeatureGates({"TASTopologySpreading": True, "TASBalancedPlacement": True})])
 VIEW = cluster()
 INTERNAL = ("internal error", "could not validate")
 
 
-def check(path: str, body: dict[str, Any]) -> None:
-    code, out = review.answer(path, json.dumps(body).encode(), VIEW)
+def check(path: str, body: dict[str, Any], gates: FeatureGates = NO_OVERRIDES) -> None:
+    code, out = review.answer(path, json.dumps(body).encode(), VIEW, gates=gates)
     assert out["kind"] == "AdmissionReview" and out["response"]["uid"] == "fuzz", out
     resp = out["response"]
     texts = [(resp.get("status") or {}).get("message", "")] + list(resp.get("warnings") or ())
@@ -84,14 +97,19 @@ def check(path: str, body: dict[str, Any]) -> None:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(PATHS), obj=jobs(),
        kind=st.one_of(st.just({"group": "batch", "version": "v1", "kind": "Job"}), SCALARS, JSONISH),
-       operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", ""]))
-@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: "²"}), kind={"kind": "Job"}, operation="CREATE")
+       operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", ""]), gates=GATES)
+@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: "²"}), kind={"kind": "Job"}, operation="CREATE",
+         gates=FeatureGates())
 @example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L2, SC: '{"a":' * 300 + "1" + "}" * 300}), kind={"kind": "Job"},
-         operation="CREATE")
-@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: 7}), kind={"kind": "Job"}, operation="CREATE")
-@example(path=review.MUTATE_JOB, obj=job(4, ann={R: L3}), kind="Job", operation="CREATE")
-def test_any_job_review_gets_a_decided_answer(path: str, obj: dict[str, Any], kind: Any, operation: str) -> None:
-    check(path, reviews(obj, kind, operation))
+         operation="CREATE",
+         gates=FeatureGates())
+@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: 7}), kind={"kind": "Job"}, operation="CREATE",
+         gates=FeatureGates())
+@example(path=review.MUTATE_JOB, obj=job(4, ann={R: L3}), kind="Job", operation="CREATE",
+         gates=FeatureGates())
+def test_any_job_review_gets_a_decided_answer(path: str, obj: dict[str, Any], kind: Any, operation: str,
+                                              gates: FeatureGates) -> None:
+    check(path, reviews(obj, kind, operation), gates)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
