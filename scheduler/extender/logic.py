@@ -325,6 +325,17 @@ class _FilterRun:
     not_assigned: NodeVerdict
 
 
+def _worth_a_verdict(run: _FilterRun, names: Sequence[str]) -> Sequence[str]:
+    """The names :func:`_record` may keep. On the fast path (hostname-only assignment, cached
+    nodes) a large request does not list unassigned nodes, so a cached node whose hostname is
+    not assigned is dropped here by one lookup instead of a full verdict (10,000-node requests
+    carry a few hundred assigned ones at most); kube-scheduler's order is kept."""
+    if run.hosts is None or run.detail:
+        return names
+    hosts, assigned = run.hosts, {dom[0] for dom in run.assignment.counts}
+    return [n for n in names if (host := hosts.get(n)) is None or host in assigned]
+
+
 def _record(out: FilterOutcome, name: str, verdict: NodeVerdict, detail: bool) -> None:
     status = verdict.status
     if status is NodeStatus.PASSES:
@@ -574,7 +585,7 @@ class SlotBook:
                 return FilterOutcome([], error=problem, ours=True)
             run = self._filter_run(pod, group, assignment, payload_nodes, len(names))
             out = FilterOutcome([], ours=True)
-            for name in names:
+            for name in _worth_a_verdict(run, names):
                 _record(out, name, self._filter_node(run, name), run.detail)
             out.error = _full_slots_error(run, out)
             if self.choose_node and len(out.passed) > 1:

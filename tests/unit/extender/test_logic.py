@@ -387,6 +387,26 @@ def test_large_candidate_lists_omit_unassigned_nodes() -> None:
     assert out.passed == ["a1"] and list(out.unresolvable) == ["sick"] and out.failed == {}
 
 
+def test_large_candidate_lists_decide_exactly_as_small_ones_for_assigned_and_unknown_nodes() -> None:
+    """The large-list path skips unassigned cached nodes before any verdict; everything else —
+    an assigned node whose hostname label differs from its name, a full slot, an unhealthy
+    assigned node, a name the informer has not seen — is decided as in a small list, in
+    kube-scheduler's order."""
+    renamed = node("n-7", "x")
+    renamed["metadata"]["labels"][HOSTNAME_LABEL] = "host-7"
+    taken = pod("t", node_name="a2")
+    b = book({"host-7": 1, "a2": 1, "sick": 1, "b2": 1}, extra_pods=(taken,))
+    b.upsert_node(node_from_k8s(renamed))
+    names = ["ghost", *ALL, "n-7"]
+    small = b.filter(pod_ref(pod("p")), names)
+    b.unassigned_detail_max = 3
+    large = b.filter(pod_ref(pod("p")), names)
+    assert large.passed == small.passed == ["b2", "n-7"]
+    assert large.failed == small.failed and set(large.failed) == {"a2", "ghost"}  # slot taken; not cached yet
+    assert set(large.unresolvable) == {"sick"}
+    assert {n: small.unresolvable[n] for n in large.unresolvable} == large.unresolvable
+
+
 # ---- rank-based ordering (Kueue's topology ungater: ranks fill the assigned domains in order)
 
 INDEX = "batch.kubernetes.io/job-completion-index"
