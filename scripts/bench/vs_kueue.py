@@ -46,11 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kubernetes import client  # noqa: E402
 
+from scheduler.core.topology_request import ANN_COMPACT_LEVEL, ANN_COMPACT_MAX_DOMAINS, ANN_COMPACT_WAIT  # noqa: E402
 from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, WORKLOADS  # noqa: E402
 from tests.conformance.harness import (  # noqa: E402
     LAYER,
     assignment_hosts,
     job_object,
+    level,
     start_run,
     team_namespace,
 )
@@ -165,6 +167,8 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
             while pending_rows and outstanding < args.max_outstanding:
                 row = pending_rows.pop(0)
                 obj = job_object(row.row())
+                if engine in COMPACT_VARIANTS and row.pods > 1:
+                    obj["spec"]["template"]["metadata"]["annotations"].update(compact_wish(row, args))
                 api.create(JOBS, obj, obj["metadata"]["namespace"])
                 tracks[row.name] = Track(row, time.monotonic())
                 outstanding += 1
@@ -245,8 +249,22 @@ def _print_shares(engine: str, res: Result, teams: list[str]) -> None:
 
 
 # Engine variants (name -> harness engine, controller arguments): the controller before
-# back-to-back cycles (issue 18 item 5), for A/B runs of the change.
-VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {"toposched-1cycle": ("toposched", ("--cycles-per-pass", "1"))}
+# back-to-back cycles (issue 18 item 5), for A/B runs of the change; and toposched with every
+# issue-17 placement policy on (docs/beyond-kueue.md), whose multi-node jobs also carry the
+# bounded compact wait (COMPACT_VARIANTS: one domain of their level, ``--compact-wait`` s).
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "toposched-1cycle": ("toposched", ("--cycles-per-pass", "1")),
+    "toposched-beyond": ("toposched", ("--placement-policy", "all")),
+}
+COMPACT_VARIANTS = frozenset({"toposched-beyond"})
+
+
+def compact_wish(row: JobRow, args: argparse.Namespace) -> dict[str, str]:
+    """toposched's bounded wait for a compact placement (``toposched.io/compact-*``): one
+    layer-3 domain, or one layer-2 domain for a job larger than a layer-3 domain (a pod per node)."""
+    wanted = "layer-3" if row.pods <= args.nodes_per_domain else "layer-2"
+    return {ANN_COMPACT_LEVEL: level(wanted), ANN_COMPACT_MAX_DOMAINS: "1",
+            ANN_COMPACT_WAIT: f"{args.compact_wait:g}s"}
 
 
 def job_class(row: JobRow) -> str:
@@ -290,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=1800)
     ap.add_argument("--engine", action="append", choices=("kueue", "toposched", *VARIANTS),
                     help="engines in run order (default kueue, toposched); toposched-1cycle: one "
-                         "admission cycle per pass, the controller before issue 18 item 5")
+                         "admission cycle per pass, the controller before issue 18 item 5; toposched-beyond: "
+                         "every issue-17 placement policy and the compact wait (--compact-wait)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--preemption", action="store_true",
                     help="ClusterQueues preempt (withinClusterQueue LowerPriority, reclaimWithinCohort Any); "
@@ -300,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Kueue's fairSharing in both engines; print per-team weightedShare over time")
     ap.add_argument("--weights", default="", help="ClusterQueue fairSharing weights, e.g. team-a=2,team-b=0.5")
     ap.add_argument("--share-every-s", type=float, default=5.0)
+    ap.add_argument("--compact-wait", type=float, default=30.0, metavar="SECONDS",
+                    help="toposched-beyond: how long a multi-node job waits for one domain of its level")
     args = ap.parse_args(argv)
     import signal
 
