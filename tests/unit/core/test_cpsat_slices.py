@@ -40,18 +40,31 @@ def test_cpsat_slices_whole_and_never_worse(seed: int) -> None:
     level = rng.choice([lvl for lvl in LEVELS3 if LEVELS3.index(lvl) <= LEVELS3.index(slice_level)])
     ps = PodSetSpec("main", size * rng.randint(1, 5), {"cpu": 1000},
                     TopologyRequest(**{mode: level}, slice_constraints=(SliceConstraint(slice_level, size),)))
+    both = _greedy_and_cpsat(tree, ps)
+    if both is None:
+        return
+    plain, solved = both
+    mine = _leaf_pods(tree, solved.pod_sets[0])
+    assert cpsat.slices_respected(greedy.prepare(tree, ps), mine)
+    _assert_held_and_never_worse(tree, ps, mine, plain, mode, level)
+
+
+def _greedy_and_cpsat(tree, ps):  # type: ignore[no-untyped-def]
+    """Both answers; None when neither fits (then with the same reason)."""
     plain = place_workload(tree, [ps], solver="greedy")
     solved = place_workload(tree, [ps], solver="cpsat", time_budget_s=1.0)
     assert solved.fits == plain.fits
     if not plain.fits:
         assert solved.reason == plain.reason
-        return
-    prob = greedy.prepare(tree, ps)
-    mine = _leaf_pods(tree, solved.pod_sets[0])
-    assert cpsat.slices_respected(prob, mine)
+        return None
+    return plain, solved
+
+
+def _assert_held_and_never_worse(tree, ps, mine, plain, mode, level) -> None:  # type: ignore[no-untyped-def]
+    """A required level is one domain, no leaf over its free pods, and the objective no worse."""
     if mode == "required":
         assert len({tree.ancestor(leaf, LEVELS3.index(level)) for leaf in mine}) == 1
-    fit = prob.fit.counts
+    fit = greedy.prepare(tree, ps).fit.counts
     assert all(mine[leaf] <= fit[leaf] for leaf in mine)
     assert cpsat.objective(tree, fit, mine) <= cpsat.objective(tree, fit, _leaf_pods(tree, plain.pod_sets[0]))
 
@@ -86,18 +99,11 @@ def test_cpsat_multi_layer_slices_whole_and_never_worse(seed: int) -> None:
     constraints = tuple(SliceConstraint(lv, sz) for lv, sz in layers)
     ps = PodSetSpec("main", outer_size * rng.randint(1, 3), {"cpu": 1000},
                     TopologyRequest(**{mode: level}, slice_constraints=constraints, layered_slices=True))
-    plain = place_workload(tree, [ps], solver="greedy")
-    solved = place_workload(tree, [ps], solver="cpsat", time_budget_s=1.0)
-    assert solved.fits == plain.fits
-    if not plain.fits:
-        assert solved.reason == plain.reason
+    both = _greedy_and_cpsat(tree, ps)
+    if both is None:
         return
+    plain, solved = both
     assert solved.solver == "cpsat"
     mine = _leaf_pods(tree, solved.pod_sets[0])
     assert sum(mine.values()) == ps.count and _whole_per_layer(tree, mine, layers)
-    if mode == "required":
-        assert len({tree.ancestor(leaf, LEVELS3.index(level)) for leaf in mine}) == 1
-    prob = greedy.prepare(tree, ps)
-    fit = prob.fit.counts
-    assert all(mine[leaf] <= fit[leaf] for leaf in mine)
-    assert cpsat.objective(tree, fit, mine) <= cpsat.objective(tree, fit, _leaf_pods(tree, plain.pod_sets[0]))
+    _assert_held_and_never_worse(tree, ps, mine, plain, mode, level)
