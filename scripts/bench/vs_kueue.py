@@ -112,6 +112,8 @@ class Result:
     gpu_seconds: float = 0.0
     total_gpus: int = 0
     l3: list[int] = field(default_factory=list)
+    # multi-node jobs small enough for one layer-3 domain (a pod per node): in exactly one?
+    l3_one: list[bool] = field(default_factory=list)
     preempted: int = 0
     # --fair-sharing: (seconds since start, {team: [weightedShare, admitted GPUs]})
     shares: list[tuple[float, dict[str, list[float]]]] = field(default_factory=list)
@@ -126,6 +128,7 @@ class Result:
             "tta_p99_s": q[int(0.99 * (len(q) - 1))],
             "gpu_utilisation": self.gpu_seconds / (self.total_gpus * self.wall_s) if self.wall_s else 0.0,
             "mean_l3_domains_multinode": statistics.fmean(self.l3) if self.l3 else 0.0,
+            "share_in_one_l3_of_fitting": statistics.fmean(self.l3_one) if self.l3_one else 0.0,
         }
 
 
@@ -219,6 +222,8 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
                 result.by_job[tr.row.name] = tr.admitted - tr.created
                 if tr.row.pods > 1:
                     result.l3.append(tr.l3_spanned)
+                    if tr.row.pods <= args.nodes_per_domain:
+                        result.l3_one.append(tr.l3_spanned == 1)
     finally:
         run.stop()
         if not args.keep:
@@ -343,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         f = figures[engine]
         print(f"{engine:10s} jobs={args.jobs} admitted={res.admitted} wall={f['wall_s']:.1f}s "
               f"admissions/s={f['admissions_per_s']:.2f} tta_p50={f['tta_p50_s']:.2f}s tta_p99={f['tta_p99_s']:.2f}s "
-              f"gpu_util={100 * f['gpu_utilisation']:.1f}% mean_l3_domains={f['mean_l3_domains_multinode']:.2f}",
+              f"gpu_util={100 * f['gpu_utilisation']:.1f}% mean_l3_domains={f['mean_l3_domains_multinode']:.2f} "
+              f"in_one_l3={100 * f['share_in_one_l3_of_fitting']:.1f}%",
               flush=True)
     if "kueue" in figures:
         k = figures["kueue"]
