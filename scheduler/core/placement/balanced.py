@@ -45,20 +45,13 @@ def _greedy_count(prob: greedy.Problem, level: int, domains: IntArray, slice_cou
     return i + 1, int(order[i])
 
 
-def _children(prob: greedy.Problem, level: int, parents: IntArray) -> IntArray:
-    tree = prob.tree
-    ranges = [np.arange(int(tree.child_start[level][p]), int(tree.child_end[level][p]), dtype=np.int64)
-              for p in parents.tolist()]
-    return np.concatenate(ranges) if ranges else np.zeros(0, dtype=np.int64)
-
-
 def _pruned(prob: greedy.Problem, group: IntArray, threshold: int) -> greedy.Problem:
     """Kueue ``pruneDomainsBelowThreshold``: the group's children under the threshold, then the
     group's domains under it, lose all their capacity."""
     tree, level = prob.tree, prob.level
     counts = prob.fit.counts.copy()
     if level < len(tree.levels) - 1:
-        kids = _children(prob, level, group)
+        kids = greedy.children(prob.tree, level, group.tolist())
         low = kids[prob.units[level + 1][kids] < threshold]
         if len(low):
             counts[np.isin(tree.ancestors_array(level + 1), low)] = 0
@@ -78,13 +71,13 @@ def _best_group(prob: greedy.Problem, slice_count: int) -> tuple[int, IntArray, 
     if level == 0:
         groups = [np.arange(tree.domain_count(0), dtype=np.int64)]
     else:
-        groups = [_children(prob, level - 1, np.array([p], dtype=np.int64))
+        groups = [greedy.children(prob.tree, level - 1, [p])
                   for p in range(tree.domain_count(level - 1))]
     lower_level = level + 1 if level < prob.slice_level else level
     best: tuple[int, IntArray, greedy.Problem] | None = None
     best_threshold, best_count = 0, 0
     for group in groups:
-        lower = _children(prob, level, group) if lower_level != level else group
+        lower = greedy.children(prob.tree, level, group.tolist()) if lower_level != level else group
         used, last = _greedy_count(prob, lower_level, lower, slice_count)
         if used == 0:
             continue
@@ -102,7 +95,7 @@ def _best_group(prob: greedy.Problem, slice_count: int) -> tuple[int, IntArray, 
 
 def _entropy(prob: greedy.Problem, level: int, domain: int) -> float:
     """Shannon entropy (bits) of the free pods of ``domain``'s children."""
-    kids = _children(prob, level, np.array([domain], dtype=np.int64))
+    kids = greedy.children(prob.tree, level, [domain])
     pods = prob.pod_counts[level + 1][kids] if len(kids) else np.zeros(0, dtype=np.int64)
     total = int(pods.sum())
     if total == 0:
@@ -170,7 +163,7 @@ def place(prob: greedy.Problem) -> dict[int, int] | None:
         top = _optimal_set(pruned, level, group, slice_count, by_entropy=True)
         if top is None:
             return None
-        candidates = _children(pruned, level, np.array(top, dtype=np.int64))
+        candidates = greedy.children(pruned.tree, level, top)
         level += 1
     shares = _share(pruned, level, candidates, slice_count, threshold)
     if shares is None:

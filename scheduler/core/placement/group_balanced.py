@@ -83,8 +83,7 @@ def _evaluate(c: Counts, lvl: int, doms: list[int], slice_count: int, leaders: i
 
 
 def _children(prob: greedy.Problem, lvl: int, parents: list[int]) -> list[int]:
-    tree = prob.tree
-    return [k for p in parents for k in range(int(tree.child_start[lvl][p]), int(tree.child_end[lvl][p]))]
+    return [int(k) for k in greedy.children(prob.tree, lvl, parents)]
 
 
 @dataclass(frozen=True)
