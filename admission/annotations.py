@@ -259,7 +259,7 @@ def compact_wait_errors(annotations: Mapping[str, Any], path: str) -> list[Field
 
 def _spreading(a: _Annotations) -> list[FieldError]:
     """Kueue validates the spreading annotation only while its gate is on (inert otherwise)."""
-    return spreading_errors(a.values, a.path, label_key_problems) if a.spreading else []
+    return spreading_errors(a.values, a.path) if a.spreading else []
 
 
 # In Kueue's order, so the messages come out as they always did.

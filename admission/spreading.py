@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from admission.fielderrors import OMIT, FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
+from admission.labelkeys import label_key_problems
 from scheduler.core.spreading import (
     ANN_SPREADING,
     MAX_SELECTORS,
@@ -44,10 +45,9 @@ def _parse_error(err: SpreadingError, path: str, value: str) -> FieldError:
     return invalid(path, value, f"must be a valid JSON object: {err}", f"write a JSON object such as {EXAMPLE}")
 
 
-def spreading_errors(values: Mapping[str, str], annotations_path: str, label_key_problems: Any) -> list[FieldError]:
+def spreading_errors(values: Mapping[str, str], annotations_path: str) -> list[FieldError]:
     """The field errors of one pod template's spreading annotation (gate on). ``values``: the
-    template's bounded annotation values; ``label_key_problems``: the label-name check
-    (``metav1validation.ValidateLabelName``)."""
+    template's bounded annotation values."""
     value = values.get(ANN_SPREADING)
     if value is None:
         return []

@@ -244,18 +244,28 @@ class _JobFit:
     totals: dict[str, int] = field(default_factory=dict)  # the job's requests, all pods
 
 
+def _tas_flavor(view: ClusterView, name: str) -> tuple[Obj, str, list[str] | None] | None:
+    """(flavor, its Topology's name, that Topology's levels or None when it does not exist) of a
+    topology-aware flavor; None for a flavor that is missing or not topology-aware."""
+    flavor = view.flavor(name)
+    topo_name = ((flavor or {}).get("spec") or {}).get("topologyName") if flavor else None
+    if not topo_name:
+        return None
+    topo = view.topology(str(topo_name))
+    return flavor or {}, str(topo_name), _levels(topo) if topo is not None else None
+
+
 def _find_tas_flavors(ctx: _JobFit, verdict: Verdict) -> Step:
     """The ClusterQueue's topology-aware flavors; an explicit request needs one."""
     for name in ctx.flavor_names:
-        flavor = ctx.view.flavor(name)
-        topo_name = (flavor or {}).get("spec", {}).get("topologyName") if flavor else None
-        if not topo_name:
+        found = _tas_flavor(ctx.view, name)
+        if found is None:
             continue
-        topo = ctx.view.topology(str(topo_name))
-        if topo is None:
-            ctx.missing_topology.append((name, str(topo_name)))
+        flavor, topo_name, levels = found
+        if levels is None:
+            ctx.missing_topology.append((name, topo_name))
             continue
-        ctx.tas[name] = (flavor or {}, str(topo_name), _levels(topo))
+        ctx.tas[name] = (flavor, topo_name, levels)
     if not ctx.req.explicit or ctx.tas:
         return Step.CONTINUE
     if ctx.missing_topology:
@@ -657,13 +667,12 @@ def _groups_fit(job: Obj, kind: str, view: ClusterView, cq_name: str, cq: Obj, g
         level = (request.required or request.preferred) if request is not None else None
         failed: list[tuple[str, str, str]] = []
         for fname in _flavor_names(cq):
-            flavor = view.flavor(fname) or {}
-            topo_name = str((flavor.get("spec") or {}).get("topologyName") or "")
-            topo = view.topology(topo_name) if topo_name else None
-            if topo is None or level not in _levels(topo):
+            found = _tas_flavor(view, fname)
+            flavor, topo_name, levels = found if found is not None else ({}, "", None)
+            if levels is None or level not in levels:
                 continue  # not topology-aware, or without the level: the per-pod-set checks said so
             node_labels = dict((flavor.get("spec") or {}).get("nodeLabels") or {})
-            trees = view.empty_trees(topo_name, tuple(_levels(topo)), node_labels)
+            trees = view.empty_trees(topo_name, tuple(levels), node_labels)
             outcome, message = group_fit(trees, members, flavor, placement_gates)
             if outcome == OK:
                 failed = []
