@@ -60,7 +60,8 @@ def placement_detail(decision: Admit) -> dict[str, Any]:
 def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot, decisions: Iterable[Decision],
                     now: dt.datetime, isolation: Isolation | None = None) -> None:
     """Write each decision about a workload the cache still holds with the same uid; with
-    ``isolation``, a decision whose write fails is reported and the others are still written."""
+    ``isolation``, the Workloads are written side by side, and one whose write fails is
+    reported while the others are still written."""
     waited: dict[str, float] = {p.key: p.timestamp for p in snapshot.pending}
 
     def write(decision: Decision) -> None:
@@ -77,14 +78,26 @@ def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot,
         elif isinstance(decision, Pending):
             _pending(writer, queue_state, snapshot, wl, decision, now)
 
-    def workload_of(decision: Decision) -> Obj | None:
-        return writer.cache.workloads.get(decision.workload)
+    # One step per Workload, its decisions in cycle order; the steps of different Workloads run
+    # side by side (the writer's pool), as Kueue writes admissions in goroutines.
+    by_workload: dict[str, list[Decision]] = {}
+    for decision in decisions:
+        by_workload.setdefault(decision.workload, []).append(decision)
 
-    if isolation is None:
-        for decision in decisions:
+    def write_all(group: list[Decision]) -> None:
+        for decision in group:
             write(decision)
+
+    def workload_of(group: list[Decision]) -> Obj | None:
+        return writer.cache.workloads.get(group[0].workload)
+
+    groups = list(by_workload.values())
+    if isolation is None:
+        for group in groups:
+            write_all(group)
         return
-    isolation.for_each("admit", decisions, write, subject=lambda d: workload_of(d) or {}, workload_of=workload_of)
+    isolation.for_each("admit", groups, write_all, subject=lambda g: workload_of(g) or {}, workload_of=workload_of,
+                       concurrent=True)
 
 
 def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wait_s: float,

@@ -200,7 +200,8 @@ class Controller:
         by_owner = self._workloads_by_owner()
         self.isolation.for_each("ensure_workloads", [entry for uid, entry in self._job_index().items()
                                                      if uid not in by_owner],
-                                lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1])
+                                lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1],
+                                concurrent=True)
         if LWS_KEY in self.managed_kinds:
             self.lws.ensure()
             self.lws.label_pods()
@@ -244,7 +245,8 @@ class Controller:
         by_owner = self._workloads_by_owner()
         self.isolation.for_each("suspend_unadmitted", list(self._job_index().items()),
                                 lambda item: self._suspend_if_unadmitted(*item[1], by_owner.get(item[0])),
-                                subject=lambda item: item[1][1], workload_of=lambda item: by_owner.get(item[0]))
+                                subject=lambda item: item[1][1], workload_of=lambda item: by_owner.get(item[0]),
+                                concurrent=True)
 
     def _suspend_if_unadmitted(self, integration: JobIntegration, job: Obj, wl: Obj | None) -> None:
         meta = job.get("metadata") or {}
@@ -264,7 +266,7 @@ class Controller:
     def sync_finished(self) -> None:
         jobs = self._job_index()
         self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not st.is_finished(wl)],
-                                lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl)
+                                lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl, concurrent=True)
 
     def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
         entry = jobs.get(_owner_uid(wl) or "")
@@ -282,7 +284,8 @@ class Controller:
         self.isolation.for_each("progress_evictions",
                                 [wl for wl in self.cache.workloads.items()
                                  if st.is_evicting(wl) and not st.is_finished(wl)],
-                                lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl)
+                                lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl,
+                                concurrent=True)
 
     def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
         entry = jobs.get(_owner_uid(wl) or "")
@@ -379,7 +382,7 @@ class Controller:
                                 [wl for wl in self.cache.workloads.items()
                                  if st.has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
                                  and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)],
-                                lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl)
+                                lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl, concurrent=True)
 
     def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
         entry = jobs.get(_owner_uid(wl) or "")

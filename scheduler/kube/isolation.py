@@ -72,20 +72,28 @@ class Isolation:
 
     def for_each(self, phase: str, objects: Iterable[T], step: Callable[[T], object], *,
                  subject: Callable[[T], Mapping[str, Any]] | None = None,
-                 workload_of: Callable[[T], Obj | None] | None = None) -> list[T]:
+                 workload_of: Callable[[T], Obj | None] | None = None, concurrent: bool = False) -> list[T]:
         """Run ``step`` on every object; returns the objects whose step failed. ``subject``:
         the API object an item stands for (default: the item); ``workload_of``: the item's
-        Workload, if any (gets the condition)."""
-        failed: list[T] = []
-        for item in objects:
-            try:
-                step(item)
-            except Exception as exc:  # noqa: BLE001 - the point: nothing from one object escapes
-                failed.append(item)
-                obj = subject(item) if subject is not None else item
-                workload = workload_of(item) if workload_of is not None else None
-                self.report(phase, obj if isinstance(obj, Mapping) else {}, exc, workload)
-        return failed
+        Workload, if any (gets the condition). ``concurrent``: the steps are independent (one
+        object each) and are run side by side by the writer (:meth:`Writer.run_each`);
+        failures are reported afterwards, in item order, from this thread."""
+        items = list(objects)
+        failures: list[tuple[T, Exception]]
+        if concurrent:
+            failures = self.writer.run_each(items, step)
+        else:
+            failures = []
+            for item in items:
+                try:
+                    step(item)
+                except Exception as exc:  # noqa: BLE001 - the point: nothing from one object escapes
+                    failures.append((item, exc))
+        for item, error in failures:
+            obj = subject(item) if subject is not None else item
+            workload = workload_of(item) if workload_of is not None else None
+            self.report(phase, obj if isinstance(obj, Mapping) else {}, error, workload)
+        return [item for item, _ in failures]
 
     def report(self, phase: str, obj: Mapping[str, Any], exc: BaseException, workload: Obj | None = None) -> None:
         """Log, Event, and (when a Workload without quota exists) its QuotaReserved condition."""

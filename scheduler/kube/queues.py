@@ -114,7 +114,7 @@ class QueueObjectsWriter:
                 for obj in objects:
                     step(obj)
             else:
-                isolation.for_each(phase, objects, step)
+                isolation.for_each(phase, objects, step, concurrent=True)
 
         def cluster_queue(obj: Obj) -> None:
             qs = cq_status.get(obj["metadata"]["name"])
@@ -169,7 +169,7 @@ class QueueObjectsWriter:
             for obj in announced:
                 write(obj)
         else:
-            isolation.for_each("queue status", announced, write)
+            isolation.for_each("queue status", announced, write, concurrent=True)
 
     def _write_status(self, informer: inf.Informer, resource: inf.Resource, obj: Obj, fields: dict[str, Any]) -> None:
         if not _changed(obj, fields):
