@@ -14,6 +14,7 @@ from typing import Any
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.core.placement.options import POLICIES, POLICY_KUEUE, PlacementOptions
+from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLES_PER_PASS
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -49,9 +50,13 @@ def register(sub: Any) -> None:
                         "domains, toposched clears one whole domain of the requested level; off: Kueue's "
                         "classical preemption only")
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
-    p.add_argument("--cycles-per-pass", type=int, default=8,
+    p.add_argument("--cycles-per-pass", type=int, default=DEFAULT_CYCLES_PER_PASS,
                    help="Kueue scheduling cycles run back to back in one reconcile pass, each seeing the "
-                   "admissions of the ones before (default 8; 1 = one head per ClusterQueue per pass)")
+                   f"admissions of the ones before (default {DEFAULT_CYCLES_PER_PASS}; 1 = one head per "
+                   "ClusterQueue per pass)")
+    p.add_argument("--concurrent-writes", type=int, default=DEFAULT_CONCURRENT_WRITES,
+                   help="API writes of one reconcile phase in flight at once (admissions, pending reasons, queue "
+                   f"status, job start/stop; default {DEFAULT_CONCURRENT_WRITES}; 1 = one after the other)")
     p.add_argument("--node-failure-grace-seconds", type=float, default=3.0,
                    help="an assigned node with an explicit failure (HyperPod Unschedulable* health label, fault "
                    "label, HMA taint, NotReady) must stay so this long before its workload is hot-swapped or "
@@ -224,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
         controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
                                            args.defrag_interval_seconds)
     controller.cycles_per_pass = max(1, args.cycles_per_pass)
+    controller.writer.concurrency = max(1, args.concurrent_writes)
     controller.gc_policy = GcPolicy()  # this process holds the caches: freeze what survives a pass
     metrics = ControllerMetrics()
     controller.metrics = metrics

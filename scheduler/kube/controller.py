@@ -49,6 +49,7 @@ from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owne
 from scheduler.kube import status as st
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache, Wakeup
+from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.gcpolicy import GcPolicy
@@ -90,8 +91,6 @@ def _owner_uid(workload: Mapping[str, Any]) -> str | None:
 # Kueue's jobframework stop messages (event reason "Stopped").
 NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
 NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
-
-DEFAULT_CYCLES_PER_PASS = 8
 
 
 class Controller:

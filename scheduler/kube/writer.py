@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.kube.cache import ClusterCache
+from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import PODS, WORKLOADS, Informer, KubeApi, Resource, object_key
 from scheduler.kube.jobs import JobIntegration
@@ -41,10 +42,6 @@ Observer = Callable[[str, Obj, Mapping[str, Any]], None]
 ErrorReport = Callable[[ApiException], None]
 T = TypeVar("T")
 SKIPPED_STATUSES = (404, 409)  # gone, or a newer copy exists: the next reconcile looks again
-# Writes in flight at once within one phase. Each is one HTTP round trip of a few milliseconds
-# spent waiting on the API server, so a few threads cut a pass of hundreds of writes several
-# times over; the client's connection pool (kube/client.py) holds at least 16 connections.
-DEFAULT_CONCURRENT_WRITES = 8
 
 
 class Writer:

@@ -259,6 +259,7 @@ def _print_shares(engine: str, res: Result, teams: list[str]) -> None:
 # bounded compact wait (COMPACT_VARIANTS: one domain of their level, ``--compact-wait`` s).
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "toposched-1cycle": ("toposched", ("--cycles-per-pass", "1")),
+    "toposched-serial": ("toposched", ("--concurrent-writes", "1")),
     "toposched-beyond": ("toposched", ("--placement-policy", "all")),
 }
 COMPACT_VARIANTS = frozenset({"toposched-beyond"})
@@ -313,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=1800)
     ap.add_argument("--engine", action="append", choices=("kueue", "toposched", *VARIANTS),
                     help="engines in run order (default kueue, toposched); toposched-1cycle: one "
-                         "admission cycle per pass, the controller before issue 18 item 5; toposched-beyond: "
+                         "admission cycle per pass, the controller before issue 18 item 5; toposched-serial: "
+                         "one API write at a time (before concurrent writes); toposched-beyond: "
                          "every issue-17 placement policy and the compact wait (--compact-wait)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--preemption", action="store_true",
