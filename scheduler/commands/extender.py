@@ -17,6 +17,7 @@ from typing import Any
 
 from scheduler.commands._metrics import start_metrics
 from scheduler.errors import UserError
+from scheduler.extender.config import BINDERS, DEFAULT_BINDER
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -48,10 +49,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--binder",
-        choices=("extender", "kube-scheduler"),
-        default="extender",
-        help="who binds toposched's pods (default extender: filter offers every free assigned node, "
-        "prioritize ranks them, bind takes the slot). kube-scheduler: filter passes the one most "
+        choices=BINDERS,
+        default=DEFAULT_BINDER,
+        help=f"who binds toposched's pods (default {DEFAULT_BINDER}). extender: filter offers every free "
+        "assigned node, prioritize ranks them, bind takes the slot. kube-scheduler: filter passes the one most "
         "compact free node and takes its slot there (kube-scheduler's cycle is serial), kube-scheduler "
         "skips scoring and binds itself: one HTTP call per pod instead of three (docs/extender.md). "
         "--print-config follows it",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -10,9 +11,10 @@ from pathlib import Path
 from scheduler.devcluster import certs, peers, processes
 from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_ports
 from scheduler.errors import UserError
-from scheduler.extender.config import extender_entry, toposched_profile
+from scheduler.extender.config import BINDERS, DEFAULT_BINDER, extender_entry, toposched_profile
 
 COMPONENTS = ("toposched-extender", "toposched-webhook", "toposched-controller")
+BINDER_ENV = "TOPOSCHED_BINDER"  # who binds on the local stack, for a whole test or demo run
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,15 @@ class StackPorts:
 
 def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args: Iterable[str] = (),
                     components: Iterable[str] = COMPONENTS, timeout_s: float = 90,
-                    kueue_config: Path | None = None) -> list[str]:
+                    kueue_config: Path | None = None, binder: str | None = None) -> list[str]:
     """Start the components, wait until each answers, and give kube-scheduler the
     ``toposched`` profile with our extender. Returns the names started. ``kueue_config``: Kueue's
-    Configuration file, given to the controller and the webhook (its gates switch checks)."""
+    Configuration file, given to the controller and the webhook (its gates switch checks).
+    ``binder``: who binds toposched's pods (``extender --binder``, docs/extender.md); default
+    ``$TOPOSCHED_BINDER`` or the extender's default, so a whole test run can switch it."""
+    binder = binder or os.environ.get(BINDER_ENV) or DEFAULT_BINDER
+    if binder not in BINDERS:
+        raise UserError(f"{BINDER_ENV}={binder!r}: the binder must be one of {', '.join(BINDERS)}")
     config_args = ("--kueue-config", str(kueue_config)) if kueue_config is not None else ()
     wanted = set(components)
     kubeconfig = str(cluster.kubeconfig)
@@ -44,7 +51,7 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
     started: list[tuple[processes.Started, str]] = []
     if "toposched-extender" in wanted:
         proc = cluster.start_process("toposched-extender", [*python, "extender", "--kubeconfig", kubeconfig,
-                                                            "--port", str(ports.extender)])
+                                                            "--port", str(ports.extender), "--binder", binder])
         started.append((proc, f"http://127.0.0.1:{ports.extender}/readyz"))
     if "toposched-webhook" in wanted:
         # The controller below runs with the admin kubeconfig: the admin certificate's CN is the
@@ -66,7 +73,7 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
     if "toposched-extender" in wanted:
         cluster.reconfigure_scheduler(default_scheduler_config(
             cluster.dir / "scheduler.kubeconfig", extra_profiles=[toposched_profile()],
-            extenders=[extender_entry(ports.extender)]))
+            extenders=[extender_entry(ports.extender, binder=binder)]))
     return [p.name for p, _ in started]
 
 

@@ -35,6 +35,7 @@ from scheduler.core.workload import SCHEDULER_NAME
 
 DEFAULT_PORT = 8888
 BINDERS = ("extender", "kube-scheduler")
+DEFAULT_BINDER = "extender"
 GPU = "nvidia.com/gpu"
 
 
@@ -48,7 +49,7 @@ def extender_entry(
     ignorable: bool = False,
     managed_resources: Sequence[str] = (GPU,),
     node_cache_capable: bool = True,
-    binder: str = "extender",
+    binder: str = DEFAULT_BINDER,
 ) -> dict[str, Any]:
     """One ``extenders[]`` entry. ``managed_resources=()`` sends every pod of every profile.
 
