@@ -64,7 +64,10 @@ from scheduler.devcluster.apply import apply_objects  # noqa: E402
 from scheduler.devcluster.kueue import KueueCluster, kueue_module_dir, start_kueue  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
 
-ENGINES = ("kueue", "toposched")
+# toposched-serial: the controller with one API write at a time (before the writes of a phase
+# ran side by side), for an A/B of that change in one run.
+CONTROLLER_ARGS = {"toposched": (), "toposched-serial": ("--concurrent-writes", "1")}
+ENGINES = ("kueue", *CONTROLLER_ARGS)
 PERF_PACKAGE = "sigs.k8s.io/kueue/test/performance/scheduler"
 CONFIGS_DIR = "test/performance/scheduler/configs"
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -207,7 +210,8 @@ def start_engine(engine: str, cluster: KueueCluster) -> int:
     # webhook and extender would have nothing to do (Kueue's own webhooks do run on its side).
     apply_objects(cluster.api_client(), [{"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": "toposched-system"}}])
-    start_toposched(cluster, StackPorts.dynamic(), components=("toposched-controller",))
+    start_toposched(cluster, StackPorts.dynamic(), components=("toposched-controller",),
+                    controller_args=CONTROLLER_ARGS[engine])
     return cluster.state.processes["toposched-controller"].pid
 
 
@@ -220,7 +224,7 @@ def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: 
     profiler: subprocess.Popen[bytes] | None = None
     try:
         pid = start_engine(engine, cluster)
-        if profile and engine == "toposched":
+        if profile and engine in CONTROLLER_ARGS:
             profiler = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw",
                                          "--output", str(out_dir / "pyspy.txt"), "--nonblocking"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -290,9 +294,9 @@ def report(results: Sequence[EngineResult], rangespec: Mapping[str, Any]) -> str
                          f"{(rangespec.get('clusterQueueClassesMinUsage') or {}).get(name, '-')})")
         lines.append(f"   checker: {r.verdict}" + "".join(f"\n     {f}" for f in r.failures))
     by_engine = {r.engine: r for r in results if r.ok}
-    if {"kueue", "toposched"} <= set(by_engine):
-        k, t = by_engine["kueue"], by_engine["toposched"]
-        lines.append("== toposched / Kueue")
+    for variant in (e for e in CONTROLLER_ARGS if "kueue" in by_engine and e in by_engine):
+        k, t = by_engine["kueue"], by_engine[variant]
+        lines.append(f"== {variant} / Kueue")
         lines.append(f"   wall {t.wall_ms / max(k.wall_ms, 1):.2f}x  engine CPU "
                      f"{(t.cpu_user_ms + t.cpu_sys_ms) / max(k.cpu_user_ms + k.cpu_sys_ms, 1):.2f}x")
         for name in sorted(set(k.classes) & set(t.classes)):
