@@ -35,6 +35,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
+from scheduler.adapter.objects import VersionMemo
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -54,7 +55,7 @@ from scheduler.core.failures import (
     storms,
 )
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
-from scheduler.core.nodes import HOSTNAME_LABEL
+from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
 from scheduler.core.preemption import TASUsage
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
@@ -154,6 +155,9 @@ class NodeFailureHandler:
         # still names its topology domain, so the hot swap stays inside the domain the started
         # Job's nodeSelector pins (a replacement elsewhere could never be scheduled).
         self.last_labels: dict[str, Mapping[str, str]] = {}
+        # (host, healthy, failure kind) per node, reused while the node is unchanged: judging
+        # every node on every pass was a quarter of the pass on Kueue's 640-node perf test.
+        self._verdicts: VersionMemo[tuple[str, bool, str]] = VersionMemo()
 
     def record_nodes(self, now: float) -> dict[str, Obj]:
         """Record every node's health (and nodes that are gone); returns the nodes by host.
@@ -167,12 +171,10 @@ class NodeFailureHandler:
         nodes: dict[str, Obj] = {}
         verdicts: dict[str, tuple[bool, str]] = {}
         objs = self.cache.nodes.items()
-        for obj, info in zip(objs, core_nodes(objs), strict=True):
-            host = host_of(obj)
-            healthy = node_health(info, self.health_policy).healthy
+        for obj, (host, healthy, kind) in zip(objs, self._verdicts.convert(objs, self._judge), strict=True):
             if host not in verdicts or (healthy and not verdicts[host][0]):
                 nodes[host] = obj
-                verdicts[host] = (healthy, failure_kind(info))
+                verdicts[host] = (healthy, kind)
         for host, (healthy, kind) in verdicts.items():
             self.tracker.observe(host, healthy, now, kind)
             self.last_labels[host] = (nodes[host].get("metadata") or {}).get("labels") or {}
@@ -180,6 +182,10 @@ class NodeFailureHandler:
             if host not in nodes:
                 self.tracker.observe_deleted(host)
         return nodes
+
+    def _judge(self, node: Mapping[str, Any]) -> tuple[str, bool, str]:
+        info = node_from_k8s(node)
+        return host_of(node), node_health(info, self.health_policy).healthy, failure_kind(info)
 
     def run(self) -> None:
         """One pass over the workloads holding a reservation: record, decide, write. A workload
