@@ -37,6 +37,7 @@ SECRET_NAME = "toposched-webhook-certs"
 LEASE_NAME = "toposched-webhook"
 # A failed write (409 from a concurrent leader, API server away) is retried after this long.
 RETRY_S = 2.0
+LEASE_RELEASE_WAIT_S = 5.0  # stop() waits this long for the Lease to be given up
 
 
 class SecretSource:
@@ -58,6 +59,7 @@ class SecretSource:
         self._served: CertSet | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._lease_thread: threading.Thread | None = None
         self.secret = Informer(api, SECRETS, namespace=namespace, field_selector=f"metadata.name={secret_name}")
         self.config_informers = {kind: Informer(api, resource, field_selector=f"metadata.name={configs.CONFIG_NAME}")
                                  for kind, resource in (("MutatingWebhookConfiguration", configs.MUTATING),
@@ -76,8 +78,9 @@ class SecretSource:
             informer.add_handler(lambda *_: self._wake.set())
         for informer in (self.secret, *self.config_informers.values()):
             informer.start()
-        threading.Thread(target=self.elector.run, args=(self._wake.set, self._wake.set), name="webhook-lease",
-                         daemon=True).start()
+        self._lease_thread = threading.Thread(target=self.elector.run, args=(self._wake.set, self._wake.set),
+                                              name="webhook-lease", daemon=True)
+        self._lease_thread.start()
         threading.Thread(target=self._issue_loop, name="webhook-issuer", daemon=True).start()
 
     def stop(self) -> None:
@@ -86,6 +89,8 @@ class SecretSource:
         self.elector.stop()  # gives the Lease up, so a successor issues without waiting for expiry
         for informer in (self.secret, *self.config_informers.values()):
             informer.stop()
+        if self._lease_thread is not None:  # the Lease is released before stop returns
+            self._lease_thread.join(timeout=LEASE_RELEASE_WAIT_S)
 
     def _load_from_secret(self) -> None:
         obj = self.secret.get(f"{self.namespace}/{self.secret_name}")

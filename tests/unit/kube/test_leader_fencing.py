@@ -31,10 +31,12 @@ def test_a_leader_that_lost_contact_stops_writing_before_another_can_acquire() -
     view_a, view_b = ProcessView(server), ProcessView(server)
     a, b = elector(view_a, "a"), elector(view_b, "b")
     leading_b_at: list[float] = []
-    threading.Thread(target=a.run, args=(lambda: None, lambda: None), daemon=True).start()
+    run_a = threading.Thread(target=a.run, args=(lambda: None, lambda: None), daemon=True)
+    run_a.start()
     assert wait_for(a.is_leader.is_set, 5)
-    threading.Thread(target=b.run, args=(lambda: leading_b_at.append(time.monotonic()), lambda: None),
-                     daemon=True).start()
+    run_b = threading.Thread(target=b.run, args=(lambda: leading_b_at.append(time.monotonic()), lambda: None),
+                             daemon=True)
+    run_b.start()
     writer = Writer(view_a, ClusterCache.create(view_a), is_leader=a.is_leader.is_set, events=EventRecorder(view_a))
     stop = threading.Event()
 
@@ -57,6 +59,8 @@ def test_a_leader_that_lost_contact_stops_writing_before_another_can_acquire() -
         a.stop()
         b.stop()
         view_a.unblock.set()
+        for thread in (run_a, run_b):  # each releases its Lease (and logs it) before the test ends
+            thread.join(timeout=5)
     last_write = max(t for t, _method, _plural in view_a.writes)
     assert last_write < leading_b_at[0], f"A wrote {last_write - leading_b_at[0]:.2f}s after B led"
     assert last_write - hung_at <= TIMINGS["renew_deadline_s"] + 0.2
