@@ -35,7 +35,10 @@ from scheduler.core.workload import SCHEDULER_NAME
 
 DEFAULT_PORT = 8888
 BINDERS = ("extender", "kube-scheduler")
-DEFAULT_BINDER = "extender"
+# kube-scheduler binds by default (issue 18, item 6): filter passes one node and reserves its
+# slot, so a pod costs one extender call instead of three and no Binding POST of ours; the
+# extender binder (filter, prioritize, bind) stays available with ``--binder extender``.
+DEFAULT_BINDER = "kube-scheduler"
 GPU = "nvidia.com/gpu"
 
 

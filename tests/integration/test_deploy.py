@@ -84,7 +84,8 @@ def test_scheduler_configuration(objects: list[dict[str, Any]]) -> None:
     assert [p["schedulerName"] for p in cfg["profiles"]] == ["toposched"]
     (ext,) = cfg["extenders"]
     assert ext["urlPrefix"] == "http://127.0.0.1:8888"
-    assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")
+    # kube-scheduler binds (the default binder): filter only, and the extender runs to match.
+    assert ext["filterVerb"] == "filter" and "prioritizeVerb" not in ext and "bindVerb" not in ext
     assert ext["nodeCacheCapable"] is True and ext["ignorable"] is False and ext["httpTimeout"] == "5s"
     assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
     assert isinstance(ext["weight"], int) and ext["weight"] > 0
@@ -94,6 +95,7 @@ def test_scheduler_configuration(objects: list[dict[str, Any]]) -> None:
     containers = {c["name"]: c for c in dep["spec"]["template"]["spec"]["containers"]}
     assert {"kube-scheduler", "extender"} == set(containers)
     assert "--port=8888" in containers["extender"]["args"]
+    assert "--binder=kube-scheduler" in containers["extender"]["args"]
 
 
 def test_every_object_passes_server_side_dry_run(kube_api: client.ApiClient, objects: list[dict[str, Any]]) -> None:

@@ -293,6 +293,21 @@ def test_image_scheduling_and_profile_values(helm: Path, tmp_path: Path) -> None
     assert monitor["endpoints"][0]["port"] == "http" and monitor["endpoints"][0]["path"] == "/metrics"
 
 
+def test_binder_value_sets_the_extender_verbs_and_its_flag(helm: Path, tmp_path: Path) -> None:
+    def render(values: dict[str, Any]) -> tuple[Obj, list[str]]:
+        objects = helm_template(helm, values, tmp_path)
+        cm = by_key(objects)[("ConfigMap", "toposched-scheduler-config", NS)]
+        return yaml.safe_load(cm["data"]["config.yaml"])["extenders"][0], _container(objects, "scheduler", "extender")[
+            "args"]
+
+    entry, args = render({})  # default: kube-scheduler binds, filter only
+    assert entry["filterVerb"] == "filter" and "bindVerb" not in entry and "prioritizeVerb" not in entry
+    assert "--binder=kube-scheduler" in args
+    entry, args = render({"scheduler": {"extender": {"binder": "extender"}}})
+    assert (entry["filterVerb"], entry["prioritizeVerb"], entry["bindVerb"]) == ("filter", "prioritize", "bind")
+    assert "--binder=extender" in args
+
+
 def test_chart_applies_with_server_side_dry_run(helm: Path, tmp_path: Path, kube_api: client.ApiClient,
                                                 local_cluster: Any) -> None:
     """`kubectl apply --server-side --dry-run=server` of the default render and of the exposed-gRPC

@@ -71,8 +71,8 @@ def test_bound_pod_replaces_its_reservation() -> None:
     assert b.filter(pod_ref(pod("p1")), ALL).passed == ["b1"]
 
 
-def test_extender_binds_by_default_and_kube_scheduler_binds_with_filter_only() -> None:
-    assert {"prioritizeVerb", "bindVerb"} <= set(extender_entry())
-    entry = extender_entry(binder="kube-scheduler")
+def test_kube_scheduler_binds_by_default_with_filter_only_and_the_extender_binder_is_kept() -> None:
+    assert {"prioritizeVerb", "bindVerb"} <= set(extender_entry(binder="extender"))
+    entry = extender_entry()
     assert entry["filterVerb"] == "filter"
     assert "prioritizeVerb" not in entry and "bindVerb" not in entry

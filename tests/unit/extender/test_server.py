@@ -152,7 +152,8 @@ def test_config_helper() -> None:
     parts = toposched_scheduler_config(9999)
     ext = parts["extender"]
     assert ext["urlPrefix"] == "http://127.0.0.1:9999"
-    assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")
+    assert ext["filterVerb"] == "filter" and "bindVerb" not in ext  # kube-scheduler binds by default
+    assert toposched_scheduler_config(9999, binder="extender")["extender"]["bindVerb"] == "bind"
     assert ext["nodeCacheCapable"] is True and ext["ignorable"] is False
     assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
     assert parts["profile"]["schedulerName"] == "toposched"
