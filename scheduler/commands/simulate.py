@@ -47,7 +47,8 @@ def register(sub: Any) -> None:
     p.add_argument("--time-budget-ms", type=int, default=100, help="CP-SAT budget per placement (default 100)")
     p.add_argument("--compare", choices=COMPARE, help="also run the other policy on the same trace: "
                    "solver (greedy vs cpsat), queueing (StrictFIFO vs BestEffortFIFO), borrowing (with/without), "
-                   "placement (each --placement-policy: kueue, fragmentation-aware, degraded-last, all)")
+                   "placement (each --placement-policy: kueue, fragmentation-aware, degraded-last, "
+                   "reserve-compact, all)")
     p.add_argument("--placement-policy", default="kueue", metavar="POLICY[,POLICY]",
                    help="placement beyond Kueue, as the controller's flag (docs/beyond-kueue.md; default kueue)")
     p.add_argument("--eviction-delay", type=float, default=30.0, metavar="SECONDS",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from scheduler.core import afs, compact
+from scheduler.core import afs, compact, reservation
 from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
 from scheduler.core.domain_preemption import (
@@ -33,6 +33,7 @@ from scheduler.core.domain_preemption import (
     DomainTarget,
     clear_domain,
     parse_target,
+    selector_of,
     target_of_placement,
 )
 from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
@@ -96,6 +97,7 @@ from scheduler.core.reasons import (
     preemption_pending_message,
     quota_reserved_message,
 )
+from scheduler.core.reservation import Reservation
 from scheduler.core.spreading import LABEL_JOB_UID, GroupOccupancy, SpreadCounts, count_spread, group_key
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import CompactWait
@@ -138,6 +140,10 @@ class Snapshot:
     # the ClusterQueues' default bounded wait for a compact placement (core/compact.py).
     placement_options: PlacementOptions = PlacementOptions()
     compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
+    # reserve-compact: workload key -> its held domain as decided by an earlier cycle of the
+    # same pass (Reservation.encode(); "" = none), over its ANN_RESERVED_DOMAIN annotation,
+    # which the writer updates only after the pass (run_cycles).
+    reserved_domains: Mapping[str, str] = field(default_factory=dict)
     # Admission Fair Sharing state per LocalQueue "ns/name" (core/afs.py), from LocalQueue status.
     lq_usage: Mapping[str, LocalQueueUsage] = field(default_factory=dict)
     # ``pending`` already grouped and ordered per LocalQueue (the adapter keeps them between
@@ -204,6 +210,9 @@ class Pending:
     # controller) keep preempting for, and land in, the same domain.
     preemption_target: str = ""
     retry_at: float | None = None  # decide again by then even if nothing changes (compact wait's end)
+    # reserve-compact: the domain this compact waiter holds (Reservation.encode()), kept on the
+    # Workload as ANN_RESERVED_DOMAIN; "" = it holds none (the writer removes the annotation).
+    reserved_domain: str = ""
 
 
 Decision = Admit | Preempt | Evict | Pending
@@ -243,6 +252,7 @@ class _Entry:
     tightened: dict[str, list[PodSetSpec]] = field(default_factory=dict)  # flavor -> compact pod sets
     relaxed: str = ""
     retry_at: float | None = None
+    reservation: Reservation | None = None  # reserve-compact: the domain its compact wait holds
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:
@@ -279,9 +289,68 @@ class _Cycle:
         self.all_ready = all(w.pods_ready for w in snap.admitted)
         self.fair = snap.config.fair_sharing.enabled
         self.weights = node_weights(snap.cluster_queues, snap.cohorts) if self.fair else {}
+        # reserve-compact: holder key -> the domain its compact wait holds (updated as entries settle)
+        self.reservations = self._standing_reservations() if snap.placement_options.reserve_compact else {}
 
     def priority_of(self, w: AdmittedWorkload) -> int:
         return self.prio[w.key]
+
+    def _standing_reservations(self) -> dict[str, Reservation]:
+        """reserve-compact: the domains pending compact waiters hold (their annotation, or an
+        earlier cycle's decision in this pass), while their wait lasts."""
+        snap = self.snap
+        out: dict[str, Reservation] = {}
+        for pw in snap.pending:
+            annotations = pw.spec.annotations
+            if pw.key in snap.reserved_domains:
+                encoded = snap.reserved_domains[pw.key]
+                annotations = {reservation.ANN_RESERVED_DOMAIN: encoded} if encoded else {}
+            parsed = reservation.parse_reserved(annotations)
+            if parsed is None:
+                continue
+            target, until = parsed
+            ps = next((p for p in pw.spec.pod_sets if p.name == target.pod_set and p.count > 0), None)
+            if until <= snap.now or target.flavor not in self.trees or ps is None:
+                continue
+            prio = resolve_priority(pw.spec, snap.workload_priority_classes, snap.priority_classes, pw.priority)
+            out[pw.key] = Reservation(pw.key, prio, pw.timestamp, target, until, ps)
+        return out
+
+    def _held(self, entry: _Entry, flavor: str) -> list[Reservation]:
+        """The reservations on ``flavor`` that hold ``entry`` back (reserve-compact)."""
+        return [r for r in self.reservations.values()
+                if r.target.flavor == flavor and r.binds(entry.pw.key, entry.priority, entry.pw.timestamp)]
+
+    def _reservation_for(self, entry: _Entry, flavor: str, wish: compact.Wish, until: float) -> Reservation | None:
+        """The domain ``entry``'s compact wait holds: the one it held before while that can still
+        hold it (sticky), else the best one now (``reservation.choose_domain``) on the capacity
+        the reservations that bind it leave, where capacity of lower-priority workloads and of
+        workloads being evicted counts as freeing first."""
+        ps = next(p for p in entry.spec.pod_sets if p.name == wish.pod_set)
+        tree = self.trees[flavor]
+        before = self.reservations.get(entry.pw.key)
+        if before is not None and (before.target.flavor, before.target.pod_set, before.target.level) == (
+                flavor, ps.name, wish.wanted.level) and reservation.can_ever_hold(tree, before.target, ps):
+            return replace(before, priority=entry.priority, queued_at=entry.pw.timestamp, until=until, pod_set=ps)
+        view = reservation.hold(tree, self._held(entry, flavor), whole=False)
+        soon = view.clone()
+        for w in self.admitted:
+            if w.evicted or self.priority_of(w) < entry.priority:
+                for u in w.tas:
+                    if u.flavor == flavor:
+                        soon.remove_usage(u.placement, u.per_pod)
+        domain = reservation.choose_domain(view, soon, wish.level, ps)
+        if domain is None:
+            return None
+        target = DomainTarget(ps.name, flavor, wish.wanted.level, selector_of(tree, wish.wanted.level, domain))
+        return Reservation(entry.pw.key, entry.priority, entry.pw.timestamp, target, until, ps)
+
+    def keep_reservation(self, entry: _Entry) -> None:
+        """After ``entry`` settled: its reservation holds for the rest of the cycle, or it has none."""
+        if entry.reservation is not None:
+            self.reservations[entry.pw.key] = entry.reservation
+        else:
+            self.reservations.pop(entry.pw.key, None)
 
     def lq_usage(self) -> LqUsage | None:
         """Admission Fair Sharing's candidate tie-break (core/afs.py): None when AFS is off."""
@@ -315,9 +384,17 @@ class _Cycle:
         return by_flavor
 
     def _place(self, tree: TopologyTree, pod_sets: Sequence[PodSetSpec], implied: bool,
-               spec: WorkloadSpec | None = None, flavor: str = "", target: DomainTarget | None = None) -> Placement:
+               spec: WorkloadSpec | None = None, flavor: str = "", target: DomainTarget | None = None,
+               held: Sequence[Reservation] = ()) -> Placement:
         """``spec`` and ``flavor``: the workload being placed, for its previous domains, its
-        preemption target and its topology spreading counts (what-if placements pass neither)."""
+        preemption target and its topology spreading counts (what-if placements pass neither).
+        ``held``: reservations that bind it: placed outside their domains first, else beside
+        the holders' share (core/reservation.py)."""
+        if held:
+            steered = self._place(reservation.hold(tree, held, whole=True), pod_sets, implied, spec, flavor, target)
+            if steered.fits:
+                return steered
+            tree = reservation.hold(tree, held, whole=False)
         return place_workload(
             tree,
             pod_sets,
@@ -339,6 +416,9 @@ class _Cycle:
             target = parse_target(spec.annotations)
         if target is not None:
             return {target.pod_set: dict(target.selector)}
+        held = self.reservations.get(spec.key)  # reserve-compact: the domain its compact wait holds
+        if held is not None:
+            return {held.target.pod_set: dict(held.target.selector)}
         return previous_domains(spec)
 
     def _spread_counts(self, flavor: str, tree: TopologyTree, pod_sets: Sequence[PodSetSpec],
@@ -429,12 +509,16 @@ class _Cycle:
         by_flavor = self._tas_pod_sets(cq, assignment, spec.pod_sets)
         if assignment.mode == FIT:
             for flavor, pod_sets in sorted(by_flavor.items()):
-                placement = self._place(self.trees[flavor], pod_sets, implied, spec, flavor)
+                held = self._held(entry, flavor)
+                placement = self._place(self.trees[flavor], pod_sets, implied, spec, flavor, held=held)
                 if placement.fits:
                     for p in placement.pod_sets:
                         entry.placements[p.name] = p
                         entry.tas_flavor[p.name] = flavor
                     continue
+                if held and self._place(self.trees[flavor], pod_sets, implied, spec, flavor).fits:
+                    self._hold_back(entry, pod_sets[0].name, held)
+                    return entry
                 message = flavors_message(placement.failed_pod_set or pod_sets[0].name, placement.reason)
                 failed = PendingReason.TOPOLOGY_FAILED.value
                 if not self._place(self._empty_tree(flavor), pod_sets, implied).fits:
@@ -488,6 +572,16 @@ class _Cycle:
                 needs.update(fr for fr in psf.usage if fr[0] == flavor)
         return True
 
+    def _hold_back(self, entry: _Entry, pod_set: str, held: Sequence[Reservation]) -> None:
+        """reserve-compact: ``entry`` fits only in room ``held`` keeps for compact waiters that go
+        before it: it stays pending (no preemption: the room exists) and is decided again when
+        capacity is released or the first of those waits ends. A waiter held back keeps its own
+        reservation."""
+        entry.mode, entry.reason = NO_FIT, reservation.HELD_REASON
+        entry.message = reservation.held_message(pod_set, held)
+        entry.retry_at = min(r.until for r in held)
+        entry.reservation = self.reservations.get(entry.pw.key)
+
     def _compact(self, entry: _Entry, by_flavor: Mapping[str, list[PodSetSpec]], implied: bool) -> None:
         """toposched's bounded wait for a compact placement (core/compact.py): a pod set whose
         placement spans more domains than it asked for is placed again with its level made
@@ -495,24 +589,29 @@ class _Cycle:
         admitted as placed, with a note (after it)."""
         default = self.snap.compact_defaults.get(entry.cq.name)
         misses: list[tuple[compact.Wish, int]] = []
+        missed_on: list[str] = []  # the flavor of each miss
         for flavor, pod_sets in sorted(by_flavor.items()):
             tree = self.trees[flavor]
             found = compact.wishes(tree, pod_sets, default)
             if not found or not compact.unmet(tree, entry.placements, found):
                 continue
             strict = compact.tightened(pod_sets, found)
-            better = self._place(tree, strict, implied, entry.spec, flavor)
+            better = self._place(tree, strict, implied, entry.spec, flavor, held=self._held(entry, flavor))
             if better.fits:
                 entry.placements.update({p.name: p for p in better.pod_sets})
                 entry.tightened[flavor] = strict
                 continue
-            misses += compact.unmet(tree, entry.placements, found)
+            unmet = compact.unmet(tree, entry.placements, found)
+            misses += unmet
+            missed_on += [flavor] * len(unmet)
         if not misses:
             return
         verdict = compact.verdict(misses, entry.pw.timestamp, self.snap.now)
         if verdict.waiting:
             entry.mode, entry.reason, entry.message = NO_FIT, compact.WAITING_REASON, verdict.message
             entry.retry_at = verdict.deadline
+            if self.snap.placement_options.reserve_compact:  # hold one domain for the first unmet wish
+                entry.reservation = self._reservation_for(entry, missed_on[0], misses[0][0], verdict.deadline)
         else:
             entry.relaxed = verdict.message
 
@@ -524,7 +623,8 @@ class _Cycle:
             if not state.fits(cq, usage, allow_borrowing):
                 return False
             for flavor, pod_sets in sorted(by_flavor.items()):
-                if not self._place(self._tree_without(flavor, victims), pod_sets, implied).fits:
+                held = self._held(entry, flavor)
+                if not self._place(self._tree_without(flavor, victims), pod_sets, implied, held=held).fits:
                     return False
             return True
 
@@ -681,7 +781,8 @@ class _Cycle:
         for flavor, pod_sets in sorted(by_flavor.items()):
             tree = self._tree_without(flavor, victims) if victims else self.trees[flavor]
             target = entry.domain_choice.target if entry.domain_choice is not None else None
-            placement = self._place(tree, entry.tightened.get(flavor, pod_sets), implied, spec, flavor, target)
+            placement = self._place(tree, entry.tightened.get(flavor, pod_sets), implied, spec, flavor, target,
+                                    held=self._held(entry, flavor))
             if not placement.fits:
                 return False
             for p in placement.pod_sets:
@@ -721,6 +822,7 @@ def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pendi
         message,
         REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
         retry_at=entry.retry_at,
+        reserved_domain=entry.reservation.encode() if entry.reservation is not None else "",
     )
 
 
@@ -978,10 +1080,14 @@ def _settle_fit(cyc: _Cycle, e: _Entry) -> list[Decision]:
 def _settle(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decision]:
     """Step 5 for one entry, against the usage left by the entries before it."""
     if e.mode == NO_FIT:
-        return _settle_no_fit(cyc, e)
-    if e.mode == PREEMPT:
-        return _settle_preempt(cyc, e, preempted)
-    return _settle_fit(cyc, e)
+        decisions = _settle_no_fit(cyc, e)
+    elif e.mode == PREEMPT:
+        decisions = _settle_preempt(cyc, e, preempted)
+    else:
+        decisions = _settle_fit(cyc, e)
+    if cyc.snap.placement_options.reserve_compact:
+        cyc.keep_reservation(e)
+    return decisions
 
 
 def _fair_next(cyc: _Cycle, remaining: Sequence[_Entry]) -> _Entry:
@@ -1054,13 +1160,23 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
         # carry them), its BestEffortFIFO misses are parked. Its queues are this cycle's less
         # the admitted workloads (after_decisions), so it does not order them again.
         snap = replace(after_decisions(replace(snap, queues=queues), decisions), trees=cyc.trees,
-                       inadmissible=snap.inadmissible | frozenset(parked))
+                       inadmissible=snap.inadmissible | frozenset(parked),
+                       reserved_domains=_reserved_after(snap, decisions))
         taken = {d.workload for d in decisions if isinstance(d, Admit)}
         if afs.enabled(snap.config) and taken:  # Kueue pushes the entry penalty on assume: re-order
             snap = replace(snap, lq_usage=afs.with_entry_penalties(
                 snap.lq_usage, [w for w in snap.admitted if w.key in taken], snap.config))
     admitted_keys = {d.workload for d in actions}
     return [*actions, *(d for key, d in kept.items() if key not in admitted_keys)]
+
+
+def _reserved_after(snapshot: Snapshot, decisions: Sequence[Decision]) -> Mapping[str, str]:
+    """reserve-compact: the held domains as the pending decisions of a cycle leave them, for the
+    next cycle of the same pass (the annotations are written after the pass)."""
+    if not snapshot.placement_options.reserve_compact:
+        return snapshot.reserved_domains
+    return {**snapshot.reserved_domains,
+            **{d.workload: d.reserved_domain for d in decisions if isinstance(d, Pending)}}
 
 
 def admitted_from_decision(decision: Admit, pending: PendingWorkload, now: float) -> AdmittedWorkload:

@@ -76,9 +76,10 @@ class DomainTarget:
         return self.selector.get(self.level, "")
 
 
-def parse_target(annotations: Mapping[str, str]) -> DomainTarget | None:
-    """The sticky target recorded on a Workload, or None (absent or malformed: ignored)."""
-    data = json_object_annotation(annotations, ANN_PREEMPTION_TARGET)
+def parse_target(annotations: Mapping[str, str], key: str = ANN_PREEMPTION_TARGET) -> DomainTarget | None:
+    """The sticky target recorded on a Workload under ``key`` (the preemption target, or the
+    domain a compact wait holds: core/reservation.py), or None (absent or malformed: ignored)."""
+    data = json_object_annotation(annotations, key)
     if data is None or not isinstance(data.get("domain"), dict):
         return None
     fields = (data.get("podSet"), data.get("flavor"), data.get("level"))

@@ -17,6 +17,7 @@ from scheduler.core.compact import RELAXED_REASON
 from scheduler.core.cycle import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt, Snapshot
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
+from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.core.resources import format_quantity
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
@@ -106,8 +107,9 @@ def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wa
     updated = writer.patch_workload_status(wl, st.admit_status(wl, decision.cluster_queue, psas, now))
     if not updated:
         return
-    if ANN_PREEMPTION_TARGET in ((updated.get("metadata") or {}).get("annotations") or {}):
-        updated = record_target(writer, updated, None)  # landed: the target has served
+    for key in (ANN_PREEMPTION_TARGET, ANN_RESERVED_DOMAIN):  # landed: the target and the held domain have served
+        if key in ((updated.get("metadata") or {}).get("annotations") or {}):
+            updated = record_target(writer, updated, None, key)
     queue_state.forget(decision.workload)
     writer.event(updated, "Normal", "QuotaReserved",
                  f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
@@ -149,13 +151,14 @@ def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
         writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
 
 
-def record_target(writer: Writer, wl: Obj, target: str | None) -> Obj:
+def record_target(writer: Writer, wl: Obj, target: str | None, key: str = ANN_PREEMPTION_TARGET) -> Obj:
     """Keep the preemptor's sticky preemption target on its Workload (``None`` removes it), so
-    the next cycle, and a restarted or new leader, preempts for the same domain."""
+    the next cycle, and a restarted or new leader, preempts for the same domain. ``key``
+    :data:`ANN_RESERVED_DOMAIN`: the same for the domain a compact wait holds (reserve-compact)."""
     annotations = (wl.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANN_PREEMPTION_TARGET) == target:
+    if annotations.get(key) == target:
         return wl
-    updated = writer.patch(WORKLOADS, wl, {"metadata": {"annotations": {ANN_PREEMPTION_TARGET: target}}},
+    updated = writer.patch(WORKLOADS, wl, {"metadata": {"annotations": {key: target}}},
                            writer.cache.workloads)
     return updated or wl
 
@@ -164,6 +167,7 @@ def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Ob
              now: dt.datetime) -> None:
     if decision.preemption_target:
         wl = record_target(writer, wl, decision.preemption_target)
+    wl = record_target(writer, wl, decision.reserved_domain or None, ANN_RESERVED_DOMAIN)
     if decision.requeue == "inadmissible" and decision.cluster_queue:
         cq = snapshot.cluster_queues.get(decision.cluster_queue)
         if cq is not None and cq.queueing_strategy == "BestEffortFIFO":

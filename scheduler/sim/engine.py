@@ -71,6 +71,7 @@ from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
 from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
+from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec
@@ -422,13 +423,13 @@ class Simulator:
         progress = False
         parked = self.state.inadmissible()
         for d in decisions:
+            if isinstance(d, Pending) and d.workload in self.pending:  # as the controller's writer does
+                self._annotate(d.workload, ANN_RESERVED_DOMAIN, d.reserved_domain or None)
             if isinstance(d, Admit):
+                # landed: the preemption target and the held domain have served
+                self._annotate(d.workload, ANN_PREEMPTION_TARGET, None)
+                self._annotate(d.workload, ANN_RESERVED_DOMAIN, None)
                 pw = self.pending.pop(d.workload)
-                if ANN_PREEMPTION_TARGET in pw.spec.annotations:  # landed: the target has served
-                    spec = dataclasses.replace(pw.spec, annotations={
-                        k: v for k, v in pw.spec.annotations.items() if k != ANN_PREEMPTION_TARGET})
-                    pw = dataclasses.replace(pw, spec=spec)
-                    self.jobs[d.workload].spec = spec
                 w = admitted_from_decision(d, pw, self.now)
                 self.admitted[d.workload] = w
                 self._tas(w, +1)
@@ -457,7 +458,7 @@ class Simulator:
                     self._evict_later(d.workload, "eviction", d.reason)
                     progress = True
             elif isinstance(d, Pending) and d.preemption_target and d.workload in self.pending:
-                self._keep_target(d.workload, d.preemption_target)  # as the controller's writer does
+                self._annotate(d.workload, ANN_PREEMPTION_TARGET, d.preemption_target)  # as the controller does
             elif isinstance(d, Pending) and d.requeue == REQUEUE_INADMISSIBLE and d.cluster_queue:
                 cq = self.world.cluster_queues.get(d.cluster_queue)
                 if cq is not None and cq.queueing_strategy != STRICT_FIFO:
@@ -467,13 +468,17 @@ class Simulator:
                     progress = progress or d.workload not in parked
         return progress
 
-    def _keep_target(self, key: str, target: str) -> None:
-        """The sticky preemption target on the pending workload (the controller writes it as an
-        annotation; kube/apply.py). It stays with the job's spec until the job is admitted."""
+    def _annotate(self, key: str, annotation: str, value: str | None) -> None:
+        """Set (``None``: remove) toposched's annotation on the pending workload, as the controller
+        writes it (kube/apply.py): the sticky preemption target and the domain a compact wait
+        holds stay with the job's spec until the job is admitted."""
         pw = self.pending[key]
-        if pw.spec.annotations.get(ANN_PREEMPTION_TARGET) == target:
+        if pw.spec.annotations.get(annotation) == value:
             return
-        spec = dataclasses.replace(pw.spec, annotations={**pw.spec.annotations, ANN_PREEMPTION_TARGET: target})
+        annotations = {k: v for k, v in pw.spec.annotations.items() if k != annotation}
+        if value is not None:
+            annotations[annotation] = value
+        spec = dataclasses.replace(pw.spec, annotations=annotations)
         self.pending[key] = dataclasses.replace(pw, spec=spec)
         self.jobs[key].spec = spec
 

@@ -6,9 +6,11 @@
 - ``+compact``: the bounded wait for a compact placement (the multi-node jobs' own
   ``toposched.io/compact-*`` annotations: one layer-3 domain, or one layer-2 domain for jobs
   larger than a layer-3 domain, waiting up to ``--compact-wait``);
+- ``+reserve``: the compact wait with ``reserve-compact`` (a waiter holds the domain it waits
+  for; later jobs it goes before are steered away from it);
 - ``+fragmentation``: fragmentation-aware placement (hierarchical LeastFreeCapacity);
 - ``+degraded``: degraded domains (an unhealthy or drained node) ranked last;
-- ``all``: the three together.
+- ``all``: all of them (``--placement-policy all`` and the compact wait).
 
 Cluster: ``--nodes`` p5 nodes (8 GPUs) under layers [2, 4, N/128] x 16 nodes per layer-3
 domain (1,024 nodes: 64 layer-3 domains of 128 GPUs). Trace (``--seed``): ``--hours`` of
@@ -149,9 +151,10 @@ def without_compact(jobs: list[SimJob]) -> list[SimJob]:
 VARIANTS = (  # label, compact wait on, placement options
     ("kueue", False, PlacementOptions()),
     ("+compact", True, PlacementOptions()),
+    ("+reserve", True, PlacementOptions(reserve_compact=True)),
     ("+fragmentation", False, PlacementOptions(fragmentation_aware=True)),
     ("+degraded", False, PlacementOptions(degraded_last=True)),
-    ("all", True, PlacementOptions(fragmentation_aware=True, degraded_last=True)),
+    ("all", True, PlacementOptions.from_names("all")),
 )
 
 
@@ -200,6 +203,7 @@ ROWS = (("in one layer-3", "multi_pod_in_one_domain", "{:.1%}"),
         ("of those that fit one", "fitting_in_one_layer3", "{:.1%}"),
         ("GPU util (window)", "gpu_utilization_window", "{:.1%}"),
         ("wait p50 s", ("wait_s", "p50"), "{:.0f}"), ("wait p95 s", "wait_p95_s", "{:.0f}"),
+        ("wait p99 s", ("wait_s", "p99"), "{:.0f}"),
         ("preemptions", "preemptions", "{}"), ("GPU-h lost", "gpu_hours_lost", "{:.1f}"),
         ("free layer-3 (mean)", "free_layer3_mean", "{:.1f}"), ("free layer-2 (mean)", "free_layer2_mean", "{:.1f}"),
         ("admitted", "admitted", "{}"), ("wall s", "wall_s", "{:.0f}"))

@@ -11,6 +11,10 @@ narrows the candidates of the same placement problem; none admits anything Kueue
 - ``degraded_last``: a multi-pod pod set with a required or preferred level is first placed
   only on domains of that level with no unhealthy node (HyperPod health labels) and no drained
   node; the degraded domains are used only when nothing else fits.
+- ``reserve_compact``: a workload in its bounded wait for a compact placement
+  (:mod:`scheduler.core.compact`) holds the domain it waits for; workloads it goes before in
+  Kueue's order are steered away from it (:mod:`scheduler.core.reservation`). Acts only on
+  workloads that ask for a compact wait, so without ``toposched.io/compact-*`` it changes nothing.
 """
 
 from __future__ import annotations
@@ -20,27 +24,30 @@ from dataclasses import dataclass
 POLICY_KUEUE = "kueue"
 POLICY_FRAGMENTATION = "fragmentation-aware"
 POLICY_DEGRADED = "degraded-last"
+POLICY_RESERVE = "reserve-compact"
 POLICY_ALL = "all"
-POLICIES = (POLICY_KUEUE, POLICY_FRAGMENTATION, POLICY_DEGRADED, POLICY_ALL)
+POLICIES = (POLICY_KUEUE, POLICY_FRAGMENTATION, POLICY_DEGRADED, POLICY_RESERVE, POLICY_ALL)
 
 
 @dataclass(frozen=True)
 class PlacementOptions:
     fragmentation_aware: bool = False
     degraded_last: bool = False
+    reserve_compact: bool = False
 
     @classmethod
     def from_names(cls, names: str) -> PlacementOptions:
-        """``"kueue"`` (the default), ``"fragmentation-aware"``, ``"degraded-last"``, a comma
-        list of those, or ``"all"``. Raises ValueError naming the unknown policy."""
+        """``"kueue"`` (the default), ``"fragmentation-aware"``, ``"degraded-last"``,
+        ``"reserve-compact"``, a comma list of those, or ``"all"``. Raises ValueError naming the unknown policy."""
         wanted = {n.strip() for n in names.split(",") if n.strip()}
         unknown = sorted(wanted - set(POLICIES))
         if unknown:
             raise ValueError(f"unknown placement policy {unknown[0]!r}; expected one of {', '.join(POLICIES)}")
         every = POLICY_ALL in wanted
         return cls(fragmentation_aware=every or POLICY_FRAGMENTATION in wanted,
-                   degraded_last=every or POLICY_DEGRADED in wanted)
+                   degraded_last=every or POLICY_DEGRADED in wanted,
+                   reserve_compact=every or POLICY_RESERVE in wanted)
 
     @property
     def kueue_equivalent(self) -> bool:
-        return not (self.fragmentation_aware or self.degraded_last)
+        return not (self.fragmentation_aware or self.degraded_last or self.reserve_compact)

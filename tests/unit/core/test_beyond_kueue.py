@@ -188,7 +188,7 @@ def test_fragmentation_aware_spreads_only_when_it_must() -> None:
 
 def test_placement_policy_names() -> None:
     assert PlacementOptions.from_names("kueue").kueue_equivalent
-    assert PlacementOptions.from_names("all") == PlacementOptions(True, True)
+    assert PlacementOptions.from_names("all") == PlacementOptions(True, True, True)
     assert PlacementOptions.from_names("degraded-last") == PlacementOptions(False, True)
     with pytest.raises(ValueError, match="unknown placement policy 'nope'"):
         PlacementOptions.from_names("kueue,nope")
