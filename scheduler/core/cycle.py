@@ -333,12 +333,8 @@ class _Cycle:
                 flavor, ps.name, wish.wanted.level) and reservation.can_ever_hold(tree, before.target, ps):
             return replace(before, priority=entry.priority, queued_at=entry.pw.timestamp, until=until, pod_set=ps)
         view = reservation.hold(tree, self._held(entry, flavor), whole=False)
-        soon = view.clone()
-        for w in self.admitted:
-            if w.evicted or self.priority_of(w) < entry.priority:
-                for u in w.tas:
-                    if u.flavor == flavor:
-                        soon.remove_usage(u.placement, u.per_pod)
+        soon = self._tree_without(flavor, [w for w in self.admitted
+                                           if w.evicted or self.priority_of(w) < entry.priority], base=view)
         domain = reservation.choose_domain(view, soon, wish.level, ps)
         if domain is None:
             return None
@@ -468,8 +464,10 @@ class _Cycle:
                     tree.remove_usage(u.placement, u.per_pod)
         return tree
 
-    def _tree_without(self, flavor: str, victims: Sequence[AdmittedWorkload]) -> TopologyTree:
-        tree = self.trees[flavor].clone()
+    def _tree_without(self, flavor: str, victims: Sequence[AdmittedWorkload],
+                      base: TopologyTree | None = None) -> TopologyTree:
+        """A copy of ``base`` (default: the flavor's tree) with the victims' usage removed."""
+        tree = (base if base is not None else self.trees[flavor]).clone()
         for w in victims:
             for u in w.tas:
                 if u.flavor == flavor:
