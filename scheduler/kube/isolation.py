@@ -78,17 +78,7 @@ class Isolation:
         Workload, if any (gets the condition). ``concurrent``: the steps are independent (one
         object each) and are run side by side by the writer (:meth:`Writer.run_each`);
         failures are reported afterwards, in item order, from this thread."""
-        items = list(objects)
-        failures: list[tuple[T, Exception]]
-        if concurrent:
-            failures = self.writer.run_each(items, step)
-        else:
-            failures = []
-            for item in items:
-                try:
-                    step(item)
-                except Exception as exc:  # noqa: BLE001 - the point: nothing from one object escapes
-                    failures.append((item, exc))
+        failures = self.writer.run_each(list(objects), step, concurrent=concurrent)
         for item, error in failures:
             obj = subject(item) if subject is not None else item
             workload = workload_of(item) if workload_of is not None else None

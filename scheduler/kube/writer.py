@@ -75,11 +75,13 @@ class Writer:
             log.debug("not leading: %s of %s skipped", what, target)
         return False
 
-    def run_each(self, items: Sequence[T], step: Callable[[T], object]) -> list[tuple[T, Exception]]:
-        """Run ``step`` (the writes about one object) on every item, up to ``concurrency`` at
-        once, and wait for all; returns the items whose step raised, in item order. Steps must
-        not depend on each other's writes (each is about a different object); a step that runs
-        another ``run_each`` runs it serially (a bounded pool waiting on itself would stall)."""
+    def run_each(self, items: Sequence[T], step: Callable[[T], object], *,
+                 concurrent: bool = True) -> list[tuple[T, Exception]]:
+        """Run ``step`` (the writes about one object) on every item, with ``concurrent`` up to
+        ``concurrency`` at once, and wait for all; returns the items whose step raised, in item
+        order (nothing from one item escapes). Concurrent steps must not depend on each other's
+        writes (each is about a different object); a step that runs another ``run_each`` runs it
+        serially (a bounded pool waiting on itself would stall)."""
         def guarded(item: T) -> Exception | None:
             try:
                 step(item)
@@ -87,7 +89,7 @@ class Writer:
                 return exc
             return None
 
-        if self.concurrency <= 1 or len(items) <= 1 or getattr(self._worker, "active", False):
+        if not concurrent or self.concurrency <= 1 or len(items) <= 1 or getattr(self._worker, "active", False):
             outcomes = [guarded(item) for item in items]
         else:
             if self._pool is None:
