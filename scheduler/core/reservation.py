@@ -57,11 +57,16 @@ class Reservation:
         data["until"] = self.until
         return json.dumps(data, sort_keys=True)
 
+    @property
+    def order(self) -> tuple[int, float, str]:
+        """The holder's place in Kueue's order (higher priority, then earlier, then by key)."""
+        return -self.priority, self.queued_at, self.holder
+
     def binds(self, key: str, priority: int, queued_at: float) -> bool:
         """Whether the workload ``key`` is held back: the holder goes before it in Kueue's order."""
         if key == self.holder:
             return False
-        return (-self.priority, self.queued_at, self.holder) < (-priority, queued_at, key)
+        return self.order < (-priority, queued_at, key)
 
     def describe(self) -> str:
         return f"{self.holder} (priority {self.priority}) in {self.target.level}={self.target.name}"
@@ -126,7 +131,7 @@ def hold(tree: TopologyTree, reservations: Sequence[Reservation], whole: bool) -
     capacity of as many of the holder's pods as fit, up to its pod count (leaf by leaf in name
     order), the rest staying usable."""
     out = tree.clone()
-    for r in sorted(reservations, key=lambda r: (-r.priority, r.queued_at, r.holder)):
+    for r in sorted(reservations, key=lambda r: r.order):
         d = domain_index(tree, r.target)
         if d is None:
             continue
