@@ -24,7 +24,7 @@ import numpy as np
 
 from scheduler.adapter.cluster import core_nodes
 from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, empty_quota_state
-from scheduler.core.health import HealthPolicy
+from scheduler.core.health import HealthPolicy, recovered
 from scheduler.core.nodes import NodeInfo, Toleration, pod_spec_requests, tolerations_from_k8s
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.placement.types import PlacementGates
@@ -78,7 +78,10 @@ class EmptyTrees:
 
 def empty_trees(topology: str, levels: Sequence[str], nodes: Sequence[NodeInfo], node_labels: Mapping[str, str],
                 policy: HealthPolicy) -> EmptyTrees:
-    every = TopologyTree.build(topology, levels, nodes, flavor_node_labels=node_labels, health_policy=None)
+    # Every node as if healthy: a node that is registering (not-ready taint until its kubelet
+    # reports) or failing now is capacity the job may get once it recovers, never a reason to refuse.
+    every = TopologyTree.build(topology, levels, [recovered(n) for n in nodes], flavor_node_labels=node_labels,
+                               health_policy=None)
     healthy = TopologyTree.build(topology, levels, nodes, flavor_node_labels=node_labels, health_policy=policy)
     return EmptyTrees(every, healthy)
 

@@ -34,7 +34,7 @@ Pure and cheap: a few dict lookups per node (called for every node of 50k-node c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.core.nodes import NodeInfo, Toleration
 
@@ -66,6 +66,15 @@ KNOWN_HMA_CONDITIONS = frozenset({"NvidiaErrorReboot", "NvidiaErrorTerminate",
                                   "NeuronErrorReboot", "NeuronErrorTerminate"})
 HMA_ACTION_SUFFIXES = ("Reboot", "Replace", "Replacement", "Terminate")
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# Taints that report a node's state rather than restrict who may run there: Kubernetes' own
+# (the node-lifecycle controller and the TaintNodesByCondition admission plugin put
+# not-ready on every node as it registers, until its kubelet reports Ready) and HyperPod's
+# health taint. They go away when the node recovers, so "could this ever fit" ignores them.
+CONDITION_TAINT_KEYS = frozenset({
+    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure", "node.kubernetes.io/pid-pressure",
+    "node.kubernetes.io/network-unavailable", HEALTH_TAINT_KEY,
+})
 
 
 @dataclass(frozen=True)
@@ -190,3 +199,9 @@ class UnknownValues:
             return False
         self._seen.add(health.unknown)
         return True
+
+
+def recovered(node: NodeInfo) -> NodeInfo:
+    """The node as it will be once healthy: without the taints that report its condition."""
+    kept = tuple(t for t in node.taints if t.key not in CONDITION_TAINT_KEYS)
+    return node if len(kept) == len(node.taints) else replace(node, taints=kept)

@@ -48,3 +48,25 @@ def test_taints_need_tolerations() -> None:
     tolerated = job(4, ann={R: L3})
     tolerated["spec"]["template"]["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
     assert validate_job(tolerated, view).allowed
+
+
+def test_nodes_that_are_registering_or_unhealthy_count_as_capacity_that_will_come() -> None:
+    """Kubernetes taints every node not-ready as it registers (TaintNodesByCondition) until its
+    kubelet reports Ready; a Job created in that window was refused as "can never fit" (a CI
+    flake of test_webhook_ha). Condition taints report state, not who may run there: the job is
+    admitted with the warning that it waits for the nodes to recover."""
+    view = cluster()
+    nodes: dict[str, Any] = {k: copy.deepcopy(v) for k, v in view.nodes.items()}
+    for node in nodes.values():
+        node["spec"] = {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                                   {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}
+        node["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    view.nodes = nodes
+    verdict = validate_job(job(4, ann={R: L3}), view)
+    assert verdict.allowed, verdict.message()
+    assert any("only if unhealthy nodes recover" in w for w in verdict.warnings), verdict.warnings
+    # A taint that restricts who may run there still counts: it does not go away by itself.
+    for node in nodes.values():
+        node["spec"]["taints"].append({"key": "gpu", "value": "true", "effect": "NoSchedule"})
+    view.nodes_version += 1
+    assert "can never fit" in validate_job(job(4, ann={R: L3}), view).message()
