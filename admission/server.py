@@ -20,6 +20,7 @@ from kubernetes.client import ApiException
 
 from admission import review
 from admission.annotations import NO_OVERRIDES
+from admission.fresh import FreshViews
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
@@ -36,6 +37,7 @@ from scheduler.kube.informer import (
     Api,
     Informer,
     Resource,
+    object_key,
     wait_synced,
 )
 
@@ -154,6 +156,23 @@ def _fingerprint(node: Mapping[str, Any]) -> tuple[Any, ...]:
             tuple(sorted((t.get("key"), t.get("effect")) for t in spec.get("taints") or ())))
 
 
+# The informers' resources and the ClusterView field each one fills.
+_VIEW_FIELDS: dict[Resource, str] = {
+    LOCAL_QUEUES: "local_queues", CLUSTER_QUEUES: "cluster_queues", RESOURCE_FLAVORS: "flavors",
+    TOPOLOGIES: "topologies", WORKLOAD_PRIORITY_CLASSES: "priority_classes", COHORTS: "cohorts", NODES: "nodes",
+}
+
+
+def _denied(status: int, body: dict[str, Any]) -> bool:
+    """A decided denial (not a malformed request, not our own internal error)."""
+    response = body.get("response") or {}
+    return status == 200 and response.get("allowed") is False and (response.get("status") or {}).get("code") != 500
+
+
+def _message(body: dict[str, Any]) -> str:
+    return str(((body.get("response") or {}).get("status") or {}).get("message") or "")
+
+
 class WebhookApp:
     """Decisions plus the cluster view they read. Without an ``Api`` it serves an empty view."""
 
@@ -170,16 +189,15 @@ class WebhookApp:
         self.informers: list[Informer] = []
         self.view = ClusterView(lookup=self._lookup if api else None)
         self._node_prints: dict[str, tuple[Any, ...]] = {}
+        # Denials are decided again on a view listed after the request arrived (admission/fresh.py).
+        self.fresh: FreshViews | None = None
         if api is None:
             self.ready.set()
             return
-        stores: dict[str, Resource] = {
-            "local_queues": LOCAL_QUEUES, "cluster_queues": CLUSTER_QUEUES, "flavors": RESOURCE_FLAVORS,
-            "topologies": TOPOLOGIES, "priority_classes": WORKLOAD_PRIORITY_CLASSES, "cohorts": COHORTS,
-        }
-        if watch_nodes:
-            stores["nodes"] = NODES
-        for attr, resource in stores.items():
+        self.fresh = FreshViews(self._listed_view)
+        for resource, attr in _VIEW_FIELDS.items():
+            if resource is NODES and not watch_nodes:
+                continue
             # Cohorts only widen what can be borrowed; a Kueue without the Cohort CRD has none.
             inf = Informer(api, resource, optional=resource is COHORTS)
             setattr(self.view, attr, inf.store)
@@ -220,10 +238,21 @@ class WebhookApp:
     def _rebind(self) -> None:
         # Informer._relist replaces ``store``; keep the view pointing at the live dicts.
         for inf in self.informers:
-            attr = {LOCAL_QUEUES: "local_queues", CLUSTER_QUEUES: "cluster_queues", RESOURCE_FLAVORS: "flavors",
-                    TOPOLOGIES: "topologies", WORKLOAD_PRIORITY_CLASSES: "priority_classes",
-                    COHORTS: "cohorts", NODES: "nodes"}[inf.resource]
-            setattr(self.view, attr, inf.store)
+            setattr(self.view, _VIEW_FIELDS[inf.resource], inf.store)
+
+    def _listed_view(self) -> ClusterView:
+        """The view of the informers' resources listed from the API server now (consistent reads)."""
+        assert self.api is not None
+        view = ClusterView(lookup=self._lookup, health_policy=self.view.health_policy)
+        for inf in self.informers:
+            try:
+                items = self.api.list(inf.resource).get("items") or ()
+            except ApiException as exc:
+                if not (inf.optional and exc.status == 404):
+                    raise
+                items = ()
+            setattr(view, _VIEW_FIELDS[inf.resource], {object_key(o): o for o in items})
+        return view
 
     def stop(self) -> None:
         for inf in self.informers:
@@ -231,9 +260,25 @@ class WebhookApp:
 
     def decide(self, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         """One request body in, (HTTP status, AdmissionReview) out; never raises."""
+        arrived = time.monotonic()
         if self.informers:
             self._rebind()
-        return review.answer(path, raw, self.view, self.scheduler_name, self.default_queue, self.controller_users,
+        status, body = self._answer(path, raw, self.view)
+        if self.fresh is None or not _denied(status, body):
+            return status, body
+        try:
+            fresh = self.fresh.after(arrived)
+        except Exception as exc:  # the API server is unreachable: the cached view's answer stands
+            log.warning("could not re-read the cluster to confirm a denial (%s); answering from the watch cache", exc)
+            return status, body
+        second = self._answer(path, raw, fresh)
+        if not _denied(*second):
+            log.info("a denial decided on the watch cache was overturned by a fresh read of the cluster "
+                     "(the cache was behind the API server): %s", _message(body))
+        return second
+
+    def _answer(self, path: str, raw: bytes, view: ClusterView) -> tuple[int, dict[str, Any]]:
+        return review.answer(path, raw, view, self.scheduler_name, self.default_queue, self.controller_users,
                              self.gates)
 
 
