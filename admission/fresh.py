@@ -7,7 +7,8 @@ the Job (``kubectl apply -f dir/`` of queues and jobs together) would refuse a j
 can run. So a denial is decided again on a view listed from the API server after the request
 arrived (consistent reads), and only that answer is given.
 
-Allowed requests never pay for it. Denials share one snapshot: a snapshot whose lists started
+Allowed requests never pay for it, nor do objects refused on their own (a typo, a bad shape:
+refused without a cluster view too). Denials share one snapshot: a snapshot whose lists started
 after a request arrived answers it, one snapshot is listed at a time, and snapshots start at
 most every ``min_interval_s`` (or five times the last one's duration, on large clusters), so a
 stream of hopeless jobs costs the API server a bounded number of lists, not one per request.
@@ -28,7 +29,7 @@ INTERVAL_PER_BUILD = 5.0
 class FreshViews:
     """Single-flight, rate-limited consistent snapshots of the cluster view."""
 
-    def __init__(self, build: Callable[[], ClusterView], min_interval_s: float = 1.0,
+    def __init__(self, build: Callable[[], ClusterView], min_interval_s: float = 0.2,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
         self._build = build
         self.min_interval_s = min_interval_s

@@ -266,6 +266,8 @@ class WebhookApp:
         status, body = self._answer(path, raw, self.view)
         if self.fresh is None or not _denied(status, body):
             return status, body
+        if _denied(*self._answer(path, raw, None)):
+            return status, body  # refused on its own (syntax, shape), whatever the cluster holds
         try:
             fresh = self.fresh.after(arrived)
         except Exception as exc:  # the API server is unreachable: the cached view's answer stands
@@ -277,7 +279,7 @@ class WebhookApp:
                      "(the cache was behind the API server): %s", _message(body))
         return second
 
-    def _answer(self, path: str, raw: bytes, view: ClusterView) -> tuple[int, dict[str, Any]]:
+    def _answer(self, path: str, raw: bytes, view: ClusterView | None) -> tuple[int, dict[str, Any]]:
         return review.answer(path, raw, view, self.scheduler_name, self.default_queue, self.controller_users,
                              self.gates)
 

@@ -116,6 +116,20 @@ def test_an_allowed_job_costs_no_read() -> None:
     assert app.fresh is not None and app.fresh.built == 0
 
 
+def test_an_object_refused_on_its_own_costs_no_read() -> None:
+    api = FakeApi()
+    app = WebhookApp(api)  # type: ignore[arg-type]
+    _cluster(api, nodes=4)
+    _cache(app, api)
+    body = json.loads(_job_review(4))
+    body["request"]["object"]["spec"]["template"]["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/podset-requried-topology": L3}  # a typo: refused whatever the cluster holds
+    status, out = app.decide(review.VALIDATE_JOB, json.dumps(body).encode())
+    assert status == 200 and out["response"]["allowed"] is False
+    assert "did you mean kueue.x-k8s.io/podset-required-topology" in out["response"]["status"]["message"]
+    assert app.fresh is not None and app.fresh.built == 0
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 100.0
