@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.adapter.objects import Obj, VersionMemo, name_of
 from scheduler.adapter.queues import topology_levels
-from scheduler.adapter.workloads import admitted_workload, reserved_pod_sets
+from scheduler.adapter.workloads import admitted_workloads, reserved_pod_sets
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.placement.types import PodSetPlacement
@@ -124,6 +124,6 @@ def flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: l
     holding a reservation) subtracted."""
     trees = empty_flavor_trees(flavors, topologies, nodes, pods, health_policy)
     names = frozenset(trees)
-    subtract_admitted(trees, (admitted_workload(wl, names) for wl in holding
-                              if (wl.get("status") or {}).get("admission")))
+    subtract_admitted(trees, admitted_workloads([wl for wl in holding if (wl.get("status") or {}).get("admission")],
+                                                names))
     return trees

@@ -33,7 +33,7 @@ from scheduler.adapter.queues import (
     namespace_labels,
     priority_values,
 )
-from scheduler.adapter.workloads import admitted_workload, pending_workload
+from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
@@ -86,7 +86,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes), core_pods(objects.pods),
                                health_policy)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
-    admitted = tuple(admitted_workload(wl, frozenset(trees)) for wl in workloads.holding)
+    admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees)))
     subtract_admitted(trees, admitted)
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.

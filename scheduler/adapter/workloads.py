@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.adapter.objects import EVICTED, QUOTA_RESERVED, REQUEUED, Obj, condition_true, find_condition
+from scheduler.adapter.objects import (
+    EVICTED,
+    QUOTA_RESERVED,
+    REQUEUED,
+    Obj,
+    VersionMemo,
+    condition_true,
+    find_condition,
+)
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.podsready import PODS_READY
@@ -116,6 +124,16 @@ def _tas_usage(reserved: Iterable[ReservedPodSet], tas_flavors: frozenset[str] |
         if candidates:
             out.append(TASUsage(candidates[0], ps.placement, ps.per_pod))
     return tuple(out)
+
+
+# The controller converts every Workload holding a reservation each pass (its usage is
+# subtracted from the trees); one rarely changes between passes (issue 18: the pass is CPU-bound).
+_ADMITTED_MEMO: VersionMemo[AdmittedWorkload] = VersionMemo()
+
+
+def admitted_workloads(holding: Iterable[Obj], tas_flavors: frozenset[str]) -> list[AdmittedWorkload]:
+    """:func:`admitted_workload` of each, reused while the Workload and the TAS flavors are unchanged."""
+    return _ADMITTED_MEMO.convert(holding, lambda wl: admitted_workload(wl, tas_flavors), lambda _wl: tas_flavors)
 
 
 def admitted_workload(workload: Obj, tas_flavors: frozenset[str] | set[str] = frozenset()) -> AdmittedWorkload:
