@@ -243,18 +243,22 @@ class Controller:
         ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
         by_owner = self._workloads_by_owner()
         self.isolation.for_each("suspend_unadmitted", list(self._job_index().items()),
-                                lambda item: self._suspend_if_unadmitted(*item[1], by_owner.get(item[0])),
+                                lambda item: self._suspend_unadmitted(*item[1], by_owner.get(item[0])),
                                 subject=lambda item: item[1][1], workload_of=lambda item: by_owner.get(item[0]),
-                                concurrent=True)
+                                concurrent=True,
+                                wanted=lambda item: self._runs_unadmitted(*item[1], by_owner.get(item[0])))
 
-    def _suspend_if_unadmitted(self, integration: JobIntegration, job: Obj, wl: Obj | None) -> None:
+    @staticmethod
+    def _runs_unadmitted(integration: JobIntegration, job: Obj, wl: Obj | None) -> bool:
         meta = job.get("metadata") or {}
         if integration.is_suspended(job) or meta.get("deletionTimestamp") or owned_by_managed_parent(job):
-            return
+            return False
         if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
-            return  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
-        if wl is not None and (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl)):
-            return  # admitted (or evicted: the eviction phase stops it with the eviction's message)
+            return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
+        # Admitted (or evicted: the eviction phase stops it with the eviction's message).
+        return wl is None or not (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl))
+
+    def _suspend_unadmitted(self, integration: JobIntegration, job: Obj, wl: Obj | None) -> None:
         message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
             log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
@@ -264,18 +268,20 @@ class Controller:
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
         jobs = self._job_index()
+
+        def job_finished(wl: Obj) -> bool:
+            entry = jobs.get(_owner_uid(wl) or "")
+            return entry is not None and entry[0].finish_state(entry[1]).finished
+
         self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not st.is_finished(wl)],
-                                lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl, concurrent=True)
+                                lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl, concurrent=True,
+                                wanted=job_finished)
 
     def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
-        entry = jobs.get(_owner_uid(wl) or "")
-        if entry is None:
-            return
-        integration, job = entry
+        integration, job = jobs[_owner_uid(wl) or ""]
         state = integration.finish_state(job)
-        if state.finished:
-            if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
-                self.writer.notify("finished", wl, {"reason": state.reason})
+        if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
+            self.writer.notify("finished", wl, {"reason": state.reason})
 
     # ------------------------------------------------------------------ phase 3
     def progress_evictions(self) -> None:
@@ -381,17 +387,18 @@ class Controller:
                                 [wl for wl in self.cache.workloads.items()
                                  if st.has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
                                  and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)],
-                                lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl, concurrent=True)
+                                lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl, concurrent=True,
+                                wanted=lambda wl: self._startable(wl, jobs))
+
+    @staticmethod
+    def _startable(wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> bool:
+        """An owner job that is still suspended and whose previous run's pods are gone (never
+        two copies of a pod)."""
+        entry = jobs.get(_owner_uid(wl) or "")
+        return entry is not None and entry[0].is_suspended(entry[1]) and entry[0].can_restore(entry[1])
 
     def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
-        entry = jobs.get(_owner_uid(wl) or "")
-        if entry is None:
-            return
-        integration, job = entry
-        if not integration.is_suspended(job):
-            return
-        if not integration.can_restore(job):
-            return  # the previous run's pods are not gone yet: never two copies of a pod
+        integration, job = jobs[_owner_uid(wl) or ""]
         patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
         if not self.writer.patch_job(integration, job, patch):
             return

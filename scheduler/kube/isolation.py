@@ -72,13 +72,28 @@ class Isolation:
 
     def for_each(self, phase: str, objects: Iterable[T], step: Callable[[T], object], *,
                  subject: Callable[[T], Mapping[str, Any]] | None = None,
-                 workload_of: Callable[[T], Obj | None] | None = None, concurrent: bool = False) -> list[T]:
+                 workload_of: Callable[[T], Obj | None] | None = None, concurrent: bool = False,
+                 wanted: Callable[[T], bool] | None = None) -> list[T]:
         """Run ``step`` on every object; returns the objects whose step failed. ``subject``:
         the API object an item stands for (default: the item); ``workload_of``: the item's
         Workload, if any (gets the condition). ``concurrent``: the steps are independent (one
         object each) and are run side by side by the writer (:meth:`Writer.run_each`);
-        failures are reported afterwards, in item order, from this thread."""
-        failures = self.writer.run_each(list(objects), step, concurrent=concurrent)
+        failures are reported afterwards, in item order, from this thread. ``wanted``: a pure
+        test run here first, so that only the objects with something to write are handed to
+        the writer's pool (most objects of a pass have nothing to do, and a hand-off costs more
+        than the test); a test that raises counts as the object's failure."""
+        items = list(objects)
+        failures: list[tuple[T, Exception]] = []
+        if wanted is not None:
+            chosen = []
+            for item in items:
+                try:
+                    if wanted(item):
+                        chosen.append(item)
+                except Exception as exc:  # noqa: BLE001 - the object's failure, reported below
+                    failures.append((item, exc))
+            items = chosen
+        failures += self.writer.run_each(items, step, concurrent=concurrent)
         for item, error in failures:
             obj = subject(item) if subject is not None else item
             workload = workload_of(item) if workload_of is not None else None

@@ -123,3 +123,25 @@ def test_an_unreadable_workload_holding_quota_holds_admission(harness: Harness) 
     harness.sync()
     harness.controller.reconcile()
     assert st.condition_true(harness.api.get(WORKLOADS, second["metadata"]["name"], NS), st.ADMITTED)
+
+
+def test_only_wanted_objects_reach_the_step_and_a_failing_test_is_the_objects_failure(harness: Harness) -> None:
+    # Most objects of a pass have nothing to write: the pure test runs in the pass's thread and
+    # only the rest are handed to the writer's pool; a test that raises is reported like a step.
+    stepped: list[str] = []
+
+    def wanted(wl: dict[str, Any]) -> bool:
+        name = wl["metadata"]["name"]
+        if name == "unreadable":
+            raise KeyError("spec")
+        return name.startswith("write-")
+
+    objects = [{"kind": "Workload", "metadata": {"name": n, "namespace": NS}}
+               for n in ("skip-1", "write-1", "unreadable", "write-2", "skip-2")]
+    failed = harness.controller.isolation.for_each("test phase", objects,
+                                                   lambda wl: stepped.append(wl["metadata"]["name"]),
+                                                   concurrent=True, wanted=wanted)
+    assert sorted(stepped) == ["write-1", "write-2"]
+    assert [wl["metadata"]["name"] for wl in failed] == ["unreadable"]
+    (event,) = events_about(harness, "unreadable")
+    assert "test phase" in event["message"] and "missing field 'spec'" in event["message"]
