@@ -16,10 +16,18 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
 
-from scheduler.core.queueing import PendingQueues, PendingWorkload, Queued, local_order, local_queue_of, pending_queues
+from scheduler.core.queueing import (
+    LocalOrder,
+    PendingQueues,
+    PendingWorkload,
+    Queued,
+    local_order,
+    local_queue_of,
+    pending_queues,
+)
 
 
-def _order(item: Queued) -> tuple[int, float, str]:
+def _order(item: Queued) -> LocalOrder:
     return item[0]
 
 

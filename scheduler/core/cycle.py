@@ -979,9 +979,11 @@ def _nominate_heads(cyc: _Cycle, queued: Queues, decisions: list[Decision]) -> l
     return entries
 
 
-def _admission_order(e: _Entry) -> tuple[bool, int, float, str]:
-    """Step 4: not borrowing first, then priority desc, then queue timestamp (then key)."""
-    return (e.assignment.borrows, -e.priority, e.pw.timestamp, e.pw.key)
+def _admission_order(e: _Entry) -> tuple[bool, int, float, str, str]:
+    """Step 4: not borrowing first, then priority desc, then queue timestamp. Kueue leaves
+    ties in the order its heads came (map order: arbitrary); UID, then key, is a fixed order
+    that favours no name (as the queue order's own tie-break, ``queueing.local_order``)."""
+    return (e.assignment.borrows, -e.priority, e.pw.timestamp, e.pw.spec.uid, e.pw.key)
 
 
 def _retry_later(entry: _Entry, reason: str, code: NotAdmitted) -> Pending:

@@ -3,7 +3,7 @@
 Kueue semantics (``pkg/cache/queue``):
 
 * Order inside a ClusterQueue: priority descending, then queue-order timestamp ascending
-  (creation time, or the eviction time for a requeued workload), then key (deterministic).
+  (creation time, or the eviction time for a requeued workload), then UID as Kueue, then key.
 * One head per ClusterQueue per cycle.
 * ``StrictFIFO``: a head that cannot be admitted is requeued *immediately* and stays the
   head, blocking everything behind it (head-of-line blocking), except for a namespace
@@ -143,17 +143,20 @@ def order_key(priority: int, timestamp: float, key: str, lq_usage: float = 0.0) 
     return (lq_usage, -priority, timestamp, key)
 
 
-LocalOrder = tuple[int, float, str]  # (-priority, timestamp, key)
+LocalOrder = tuple[int, float, str, str]  # (-priority, timestamp, uid, key)
 Queued = tuple[LocalOrder, PendingWorkload]
 
 
 def local_order(pw: PendingWorkload, workload_priority_classes: Mapping[str, int],
                 priority_classes: Mapping[str, int]) -> LocalOrder:
-    """Kueue's order inside one LocalQueue: priority desc, timestamp asc, then key. Inside a
-    ClusterQueue the LocalQueue's AFS usage comes first (:func:`order_key`), and it is the same
-    for every workload of a LocalQueue, so this order is that of the ClusterQueue per LocalQueue."""
+    """Kueue's order inside one LocalQueue: priority desc, timestamp asc, then UID (v0.17
+    ``baseCompareFunc``; creation timestamps have whole seconds, so ties are common and a
+    tie-break by name would always favour the same names), then key (objects without a UID:
+    files, tests). Inside a ClusterQueue the LocalQueue's AFS usage comes first
+    (:func:`order_key`), and it is the same for every workload of a LocalQueue, so this order
+    is that of the ClusterQueue per LocalQueue."""
     prio = resolve_priority(pw.spec, workload_priority_classes, priority_classes, pw.priority)
-    return (-prio, pw.timestamp, pw.key)
+    return (-prio, pw.timestamp, pw.spec.uid, pw.key)
 
 
 def local_queue_of(pw: PendingWorkload) -> str:

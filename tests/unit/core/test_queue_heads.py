@@ -1,5 +1,5 @@
 """queueing.heads on queues grouped by LocalQueue: the head is the least workload by (LocalQueue
-usage, priority desc, timestamp, key) among those not in backoff and (BestEffortFIFO)
+usage, priority desc, timestamp, UID, key) among those not in backoff and (BestEffortFIFO)
 not parked; StrictFIFO ignores parking."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from scheduler.core.queueing import PendingWorkload, heads, pending_queues
 from scheduler.core.workload import WorkloadSpec
 
 
-def pw(name: str, priority: int, created: float, queue: str, requeue_at: float | None = None) -> PendingWorkload:
-    spec = WorkloadSpec(name=name, namespace="ns", pod_sets=(), queue_name=queue, created_at=created)
+def pw(name: str, priority: int, created: float, queue: str, requeue_at: float | None = None,
+       uid: str = "") -> PendingWorkload:
+    spec = WorkloadSpec(name=name, namespace="ns", pod_sets=(), queue_name=queue, created_at=created, uid=uid)
     return PendingWorkload(spec, priority=priority, requeue_at=requeue_at)
 
 
@@ -29,3 +30,16 @@ def test_heads_across_local_queues() -> None:
     # AFS: a LocalQueue with less usage goes first whatever the priorities
     afs = {"cq": [(2.0, groups["ns/a"]), (1.0, groups["ns/b"])]}
     assert heads(afs, frozenset({"ns/b1"}), best, now=50.0)["cq"].key == "ns/b2"
+
+
+def test_same_priority_and_second_goes_by_uid_as_kueue_not_by_name() -> None:
+    # Kueue v0.17 baseCompareFunc: priority, queue-order timestamp, then UID. Creation
+    # timestamps have whole seconds, so a burst of Workloads ties on them; by name, the
+    # "...-required-..." Workloads of Kueue's perf test always lost to "...-balanced-...".
+    pending = (pw("balanced-0", 50, 7.0, "a", uid="f0"), pw("required-0", 50, 7.0, "a", uid="0f"),
+               pw("preferred-0", 50, 7.0, "a", uid="a0"))
+    (items,) = pending_queues(pending, {}, {}).by_local_queue.values()
+    assert [i[1].spec.name for i in items] == ["required-0", "preferred-0", "balanced-0"]
+    without_uid = (pw("b", 50, 7.0, "a"), pw("a", 50, 7.0, "a"))  # files, tests: by key
+    (items,) = pending_queues(without_uid, {}, {}).by_local_queue.values()
+    assert [i[1].spec.name for i in items] == ["a", "b"]

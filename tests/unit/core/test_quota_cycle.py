@@ -325,3 +325,18 @@ def test_workload_admitted_in_a_deleted_cluster_queue_does_not_stop_the_cycle() 
                     admitted=[admitted(wl("orphan", 4, prio=0, queue="lgone"), "gone")],
                     pending=[pending(wl("x", 4, prio=9, queue="la"))])
     assert summary(run_cycle(snap)) == [("admit", "x", "a")]
+
+
+def test_heads_tied_on_priority_and_second_go_by_uid_not_by_name() -> None:
+    # Two ClusterQueues' heads both borrow and the cohort has room for one. Kueue sorts the
+    # cycle's heads by (borrowing, priority, queue timestamp) and leaves ties in arbitrary
+    # order; toposched's fixed order is the UID (as Kueue's queue order), so no name wins
+    # every tie.
+    from dataclasses import replace
+
+    cqs = {"a": cq("a", {"f": {"cpu": rq(1)}}, cohort="co"), "b": cq("b", {"f": {"cpu": rq(1)}}, cohort="co")}
+    first = replace(wl("a-job", 2, queue="la", created=5.0), uid="uid-9")
+    second = replace(wl("b-job", 2, queue="lb", created=5.0), uid="uid-1")
+    snap = snapshot(cluster_queues=cqs, local_queues=lqs(("la", "a"), ("lb", "b")),
+                    pending=[pending(first), pending(second)])
+    assert [s[:2] for s in summary(run_cycle(snap)) if s[0] == "admit"] == [("admit", "b-job")]
