@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
@@ -159,8 +160,8 @@ class Assignment:
             start += count
         return None
 
-    @property
-    def hostname_only(self) -> bool:
+    @cached_property
+    def hostname_only(self) -> bool:  # read per node in filter: computed once
         return self.levels == (HOSTNAME_LABEL,)
 
     def domain_of(self, node: NodeInfo) -> Domain | None:
@@ -316,6 +317,7 @@ class _FilterRun:
     wl: str
     pod_set: str
     assignment: Assignment
+    occupants: Mapping[str, str]  # uid -> node of the group's other pods (bound or reserved)
     used: Mapping[Domain, int]
     planned: Domain | None
     rank: int | None
@@ -334,6 +336,16 @@ def _worth_a_verdict(run: _FilterRun, names: Sequence[str]) -> Sequence[str]:
         return names
     hosts, assigned = run.hosts, {dom[0] for dom in run.assignment.counts}
     return [n for n in names if (host := hosts.get(n)) is None or host in assigned]
+
+
+def _passing_hosts(run: _FilterRun, names: Sequence[str], health: Mapping[str, Health]) -> list[str]:
+    """The names :meth:`SlotBook._filter_node` passes on the fast path (hostname-only
+    assignment, cached nodes), in kube-scheduler's order: a cached node whose hostname domain
+    has a free slot, is the rank's planned domain (if any) and is healthy."""
+    hosts, counts, used, planned = run.hosts or {}, run.assignment.counts, run.used, run.planned
+    free = {dom for dom, count in counts.items() if used.get(dom, 0) < count and planned in (None, dom)}
+    return [name for name in names
+            if (host := hosts.get(name)) is not None and (host,) in free and health[name].healthy]
 
 
 def _record(out: FilterOutcome, name: str, verdict: NodeVerdict, detail: bool) -> None:
@@ -404,6 +416,7 @@ class SlotBook:
         self.health: dict[str, Health] = {}
         self.paths: dict[str, Domain] = {}  # node -> values of compact_levels ("" when absent)
         self.hostnames: dict[str, str] = {}  # node name -> kubernetes.io/hostname label (or name)
+        self.host_nodes: dict[str, str] = {}  # the reverse: hostname -> node name
         self.workloads: dict[tuple[str, str], WorkloadView] = {}
         self.bound: dict[Group, dict[str, str]] = {}  # group -> uid -> node (informer view)
         self.pod_group: dict[str, Group | None] = {}  # uid -> group (None: not ours)
@@ -420,7 +433,11 @@ class SlotBook:
             self.nodes[node.name] = node
             self.health[node.name] = health
             self.paths[node.name] = path
-            self.hostnames[node.name] = node.labels.get(HOSTNAME_LABEL) or node.name
+            old_host = self.hostnames.get(node.name)
+            if old_host is not None and self.host_nodes.get(old_host) == node.name:
+                del self.host_nodes[old_host]
+            host = self.hostnames[node.name] = node.labels.get(HOSTNAME_LABEL) or node.name
+            self.host_nodes[host] = node.name
         return health
 
     def delete_node(self, name: str) -> None:
@@ -428,7 +445,9 @@ class SlotBook:
             self.nodes.pop(name, None)
             self.health.pop(name, None)
             self.paths.pop(name, None)
-            self.hostnames.pop(name, None)
+            host = self.hostnames.pop(name, None)
+            if host is not None and self.host_nodes.get(host) == name:
+                del self.host_nodes[host]
 
     def upsert_flavor(self, name: str, topology_name: str | None) -> None:
         with self.lock:
@@ -524,17 +543,20 @@ class SlotBook:
         return merged
 
     def _node_domain(self, name: str, assignment: Assignment) -> Domain | None:
+        if assignment.hostname_only:
+            # assignment.domain_of without the node: its hostname is kept at upsert (an
+            # unknown node counts by its name, as kube-scheduler names it)
+            key = (self.hostnames.get(name, name),)
+            return key if key in assignment.counts else None
         node = self.nodes.get(name)
-        if node is None:
-            if assignment.hostname_only:
-                key = (name,)
-                return key if key in assignment.counts else None
-            return None
-        return assignment.domain_of(node)
+        return None if node is None else assignment.domain_of(node)
 
-    def _used(self, group: Group, assignment: Assignment, exclude_uid: str) -> dict[Domain, int]:
+    def _used(self, group: Group, assignment: Assignment, exclude_uid: str,
+              occupants: Mapping[str, str] | None = None) -> dict[Domain, int]:
+        """Occupied slots per assignment domain, the pod ``exclude_uid`` left out; ``occupants``:
+        :meth:`_occupants` of the group when the caller has it already."""
         used: dict[Domain, int] = {}
-        for uid, node_name in self._occupants(group).items():
+        for uid, node_name in (self._occupants(group) if occupants is None else occupants).items():
             if uid == exclude_uid:
                 continue
             dom = self._node_domain(node_name, assignment)
@@ -585,27 +607,39 @@ class SlotBook:
                 return FilterOutcome([], error=problem, ours=True)
             run = self._filter_run(pod, group, assignment, payload_nodes, len(names))
             out = FilterOutcome([], ours=True)
-            for name in _worth_a_verdict(run, names):
-                _record(out, name, self._filter_node(run, name), run.detail)
-            out.error = _full_slots_error(run, out)
-            if self.choose_node and len(out.passed) > 1:
-                # The nodes left out are absent from the answer: kube-scheduler counts an absent
-                # node as unschedulable for this cycle; the next filter call decides afresh.
-                out.passed = [self._most_compact(pod, group, assignment, out.passed)]
+            if self.choose_node and run.hosts is not None:
+                # One node will be chosen and the others' reasons are not sent: the passing
+                # nodes alone, without a verdict each (kube-scheduler waits for this answer).
+                out.passed = _passing_hosts(run, names, self.health)
+            if not out.passed:
+                for name in _worth_a_verdict(run, names):
+                    _record(out, name, self._filter_node(run, name), run.detail)
+                out.error = _full_slots_error(run, out)
             if self.choose_node and out.passed:
+                # The nodes left out are absent from the answer: kube-scheduler counts an absent
+                # node as unschedulable for this cycle; the next filter call decides afresh. With
+                # a node chosen the failed nodes' reasons are dropped too: the pod is scheduled,
+                # so kube-scheduler would read ~60 bytes a node only to discard them (its
+                # diagnosis is used when no node is feasible, and then every reason is sent).
+                if len(out.passed) > 1:
+                    out.passed = [self._most_compact(pod, group, assignment, out.passed, run)]
+                out.failed, out.unresolvable, out.statuses = {}, {}, {}
                 self.reservations[pod.uid] = Reservation(group, out.passed[0], pod.uid, self.clock(), True)
             return out
 
     def _filter_run(self, pod: PodRef, group: Group, assignment: Assignment,
                     payload_nodes: Mapping[str, NodeInfo] | None, candidates: int) -> _FilterRun:
-        used = self._used(group, assignment, pod.uid)
+        occupants = self._occupants(group)
+        occupants.pop(pod.uid, None)
+        used = self._used(group, assignment, pod.uid, occupants)
         planned, rank = self._rank_domain(pod, assignment, used)
         wl = f"{group[0]}/{group[1]}"
         # Fast path (the common case at scale): hostname-only assignment, cached nodes. Most
         # names are not assigned and are settled by one dict lookup each.
         hosts = self.hostnames if payload_nodes is None and assignment.hostname_only else None
         return _FilterRun(
-            wl=wl, pod_set=group[2], assignment=assignment, used=used, planned=planned, rank=rank,
+            wl=wl, pod_set=group[2], assignment=assignment, occupants=occupants, used=used, planned=planned,
+            rank=rank,
             hosts=hosts, payload_nodes=payload_nodes, detail=candidates <= self.unassigned_detail_max,
             not_assigned=NodeVerdict(NodeStatus.NOT_ASSIGNED,
                                      f"not in the topology assignment of workload {wl} pod set {group[2]}"))
@@ -613,19 +647,24 @@ class SlotBook:
     def _filter_node(self, run: _FilterRun, name: str) -> NodeVerdict:
         """One node, kube-scheduler Filter style: the first check that fails decides."""
         assignment = run.assignment
-        if run.hosts is not None:
-            host = run.hosts.get(name)
-            if host is not None and (host,) not in assignment.counts:
+        host = run.hosts.get(name) if run.hosts is not None else None
+        dom: Domain | None
+        if host is not None:
+            # Fast path: a cached node of a hostname-only assignment, whose domain is its
+            # hostname; its health was judged at upsert (kept with the hostname).
+            dom = (host,)
+            if dom not in assignment.counts:
                 return run.not_assigned
-        node = run.payload_nodes.get(name) if run.payload_nodes is not None else self.nodes.get(name)
-        if node is None:
-            return NOT_CACHED
-        dom = assignment.domain_of(node)
-        if dom is None:
-            return run.not_assigned
-        health = self.health.get(name) if run.payload_nodes is None else None
-        if health is None:
-            health = node_health(node, self.health_policy)
+            health = self.health[name]
+        else:
+            node = run.payload_nodes.get(name) if run.payload_nodes is not None else self.nodes.get(name)
+            if node is None:
+                return NOT_CACHED
+            dom = assignment.domain_of(node)
+            if dom is None:
+                return run.not_assigned
+            cached = self.health.get(name) if run.payload_nodes is None else None
+            health = cached if cached is not None else node_health(node, self.health_policy)
         if not health.healthy:
             return NodeVerdict(NodeStatus.UNHEALTHY, f"unhealthy: {health.reason}")
         assigned = assignment.counts[dom]
@@ -684,11 +723,13 @@ class SlotBook:
             scores.append((name, _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)))
         return scores
 
-    def _most_compact(self, pod: PodRef, group: Group, assignment: Assignment, passed: Sequence[str]) -> str:
+    def _most_compact(self, pod: PodRef, group: Group, assignment: Assignment, passed: Sequence[str],
+                      run: _FilterRun) -> str:
         """The first of the passed nodes prioritize would score highest (callers hold the lock).
         Every passed node is in the assignment, and nodes of one compact path score alike, so
         each path is scored once."""
-        path_of, prefixes, free_by_path, best_free = self._scoring(pod, group, assignment)
+        path_of, prefixes, free_by_path, best_free = self._scoring(pod, group, assignment, run.occupants,
+                                                                   run.used)
         by_path: dict[Domain | None, int] = {None: 0}
         best_name, best_score = passed[0], -1
         for name in passed:
@@ -700,16 +741,21 @@ class SlotBook:
                 best_name, best_score = name, score
         return best_name
 
-    def _scoring(self, pod: PodRef, group: Group, assignment: Assignment) -> tuple[
-            Callable[[str], Domain | None], list[set[Domain]], dict[Domain, int], int]:
+    def _scoring(self, pod: PodRef, group: Group, assignment: Assignment,
+                 occupants: Mapping[str, str] | None = None, used: Mapping[Domain, int] | None = None,
+                 ) -> tuple[Callable[[str], Domain | None], list[set[Domain]], dict[Domain, int], int]:
         """What a compactness score of ``pod``'s candidate nodes needs: the node -> path reader,
-        the prefixes its group's other pods occupy, the free slots per path and the most free."""
+        the prefixes its group's other pods occupy, the free slots per path and the most free.
+        ``occupants`` (the group's other pods) and ``used``: a filter run's, when it has them."""
         levels = self.compact_levels_of(assignment)
         path_of = self._path_reader(levels)
-        occupants = self._occupants(group)
-        occupants.pop(pod.uid, None)
-        prefixes = _sibling_prefixes((path_of(n) for n in occupants.values()), len(levels))
-        free_by_path = self._free_by_path(group, assignment, pod.uid, levels, path_of)
+        if occupants is None:
+            occupants = self._occupants(group)
+            occupants.pop(pod.uid, None)
+        if used is None:
+            used = self._used(group, assignment, pod.uid, occupants)
+        prefixes = _sibling_prefixes({path_of(n) for n in occupants.values()}, len(levels))
+        free_by_path = self._free_by_path(assignment, used, levels, path_of)
         return path_of, prefixes, free_by_path, max(free_by_path.values(), default=0)
 
     def compact_levels_of(self, assignment: Assignment) -> tuple[str, ...]:
@@ -734,10 +780,10 @@ class SlotBook:
 
         return path_of
 
-    def _free_by_path(self, group: Group, assignment: Assignment, uid: str, levels: tuple[str, ...],
+    def _free_by_path(self, assignment: Assignment, used: Mapping[Domain, int], levels: tuple[str, ...],
                       path_of: Callable[[str], Domain | None]) -> dict[Domain, int]:
-        """Free slots of the group per lowest compact domain (summed over the assignment's domains in it)."""
-        used = self._used(group, assignment, uid)
+        """Free slots of the group per lowest compact domain (summed over the assignment's domains
+        in it), given its ``used`` slots per assignment domain."""
         free_by_path: dict[Domain, int] = {}
         for dom, count in assignment.counts.items():
             free = max(0, count - used.get(dom, 0))
@@ -751,8 +797,8 @@ class SlotBook:
     def _domain_path(self, dom: Domain, assignment: Assignment, levels: tuple[str, ...],
                      path_of: Callable[[str], Domain | None]) -> Domain | None:
         """Compact-level path of an assignment domain (via a node of the domain)."""
-        if assignment.hostname_only:
-            return path_of(dom[0])
+        if assignment.hostname_only:  # the domain is a hostname: read the path of its node
+            return path_of(self.host_nodes.get(dom[0], dom[0]))
         by_level = dict(zip(assignment.levels, dom, strict=False))
         if all(level in by_level for level in levels):
             return tuple(by_level[level] for level in levels)

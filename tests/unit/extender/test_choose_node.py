@@ -5,10 +5,12 @@ the reservation expires."""
 
 from __future__ import annotations
 
+import random
+
 from scheduler.core.nodes import node_from_k8s
 from scheduler.extender.config import extender_entry
 from scheduler.extender.logic import SlotBook, pod_ref, workload_view
-from tests.unit.extender.test_logic import ALL, NODES, pod, v1beta2, workload
+from tests.unit.extender.test_logic import ALL, INDEX, NODES, node, pod, ranked_pod, v1beta2, workload
 
 
 def choosing_book(assign: dict[str, int], *, now: list[float] | None = None) -> SlotBook:
@@ -31,6 +33,21 @@ def test_serial_filters_fill_every_slot_once_then_refuse() -> None:
     fourth = b.filter(pod_ref(pod("p3")), ALL)
     assert fourth.passed == []
     assert "are taken" in fourth.error  # an Error: retried after backoff, not parked
+
+
+def test_a_chosen_node_comes_without_the_other_nodes_reasons_which_come_when_none_is_chosen() -> None:
+    # a1's one slot is taken by p0; b1 is free: p1 gets b1 and no reasons (kube-scheduler would
+    # discard them); once b1 is taken too, p2 gets every reason and the Error that retries it.
+    b = choosing_book({"a1": 1, "b1": 1})
+    assert b.filter(pod_ref(pod("p0")), ["a1"]).passed == ["a1"]
+    second = b.filter(pod_ref(pod("p1")), ALL)
+    assert second.passed == ["b1"]
+    assert (second.failed, second.unresolvable, second.statuses) == ({}, {}, {})
+    third = b.filter(pod_ref(pod("p2")), ALL)
+    assert third.passed == []
+    assert set(third.failed) == {"a1", "b1"} and all("are taken" in why for why in third.failed.values())
+    assert third.unresolvable  # the nodes outside the assignment, each with its reason
+    assert "are taken" in third.error
 
 
 def test_the_same_pod_asking_again_keeps_its_slot() -> None:
@@ -76,3 +93,57 @@ def test_kube_scheduler_binds_by_default_with_filter_only_and_the_extender_binde
     entry = extender_entry()
     assert entry["filterVerb"] == "filter"
     assert "prioritizeVerb" not in entry and "bindVerb" not in entry
+
+
+def test_choosing_passes_exactly_the_nodes_the_verdicts_pass_on_random_books() -> None:
+    """The chooser's shortcut (no verdict per node) against the per-node verdicts of a book
+    that offers every node: same passing set, so the chosen node is one of them, and the
+    same refusal when none passes. Random slots, bound siblings, ranks, hostnames that differ
+    from node names, unhealthy and unknown nodes."""
+    for seed in range(150):
+        rnd = random.Random(seed)
+        nodes = [
+            node(
+                f"n{i}",
+                rnd.choice("xyz"),
+                ready=rnd.random() > 0.15,
+                labels={"kubernetes.io/hostname": f"h{i}"} if rnd.random() < 0.3 else None,
+            )
+            for i in range(8)
+        ]
+        hostnames = [n["metadata"]["labels"]["kubernetes.io/hostname"] for n in nodes]
+        assign = {h: rnd.randint(1, 2) for h in rnd.sample(hostnames + ["ghost"], rnd.randint(1, 5))}
+        wl = workload(assignments={"main": v1beta2(assign)})
+        if rnd.random() < 0.5:
+            wl["spec"] = {
+                "podSets": [
+                    {"name": "main", "count": sum(assign.values()), "topologyRequest": {"podIndexLabel": INDEX}}
+                ]
+            }
+        books = []
+        for choose in (False, True):
+            b = SlotBook(choose_node=choose, clock=lambda: 0.0)
+            for n in nodes:
+                b.upsert_node(node_from_k8s(n))
+            b.upsert_workload(workload_view(wl))
+            books.append(b)
+        siblings = [
+            pod(f"s{k}", node_name=rnd.choice(nodes)["metadata"]["name"], phase="Running")
+            for k in range(rnd.randint(0, 4))
+        ]
+        for b in books:
+            for s in siblings:
+                b.observe_pod(pod_ref(s))
+        names = [n["metadata"]["name"] for n in nodes] + ["unknown"]
+        rnd.shuffle(names)
+        candidate = ranked_pod("p", **({INDEX: str(rnd.randint(0, 4))} if rnd.random() < 0.5 else {}))
+        offered, chosen = (b.filter(pod_ref(candidate), names) for b in books)
+        if offered.passed:
+            assert len(chosen.passed) == 1 and chosen.passed[0] in offered.passed, seed
+        else:
+            assert (chosen.passed, chosen.failed, chosen.unresolvable, chosen.error) == (
+                offered.passed,
+                offered.failed,
+                offered.unresolvable,
+                offered.error,
+            ), seed

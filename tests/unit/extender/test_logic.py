@@ -294,6 +294,23 @@ def test_prioritize_prefers_siblings_domain_then_free_slots() -> None:
     assert all(0 <= s <= 10 for s in scores.values())
 
 
+def test_free_slots_count_where_hostnames_differ_from_node_names() -> None:
+    # Kueue's perf runner names a node node-b0-r0-n0 and labels it kubernetes.io/hostname=node-0;
+    # the assignment names hostnames, and the free slots of each are found through its node.
+    b = SlotBook()
+    for name, l3 in (("a1", "x"), ("a2", "x"), ("b1", "y"), ("b2", "y")):
+        b.upsert_node(node_from_k8s(node(name, l3, labels={HOSTNAME_LABEL: f"host-{name}"})))
+    b.upsert_workload(
+        workload_view(workload(assignments={"main": v1beta2({"host-a1": 1, "host-a2": 1, "host-b1": 2, "host-b2": 2})}))
+    )
+    fresh = dict(b.prioritize(pod_ref(pod("p")), ["a1", "a2", "b1", "b2"]))
+    assert fresh["b1"] == fresh["b2"] > fresh["a1"] == fresh["a2"]  # y: 4 free slots, x: 2
+    b.upsert_node(node_from_k8s(node("b2", "y", labels={HOSTNAME_LABEL: "host-b2-renamed"})))
+    assert "host-b2" not in b.host_nodes and b.host_nodes["host-b2-renamed"] == "b2"
+    b.delete_node("b2")
+    assert "host-b2-renamed" not in b.host_nodes
+
+
 def test_reserve_release_confirm_and_informer_reconcile() -> None:
     b = book({"a1": 1})
     p = pod_ref(pod("p"))
