@@ -749,6 +749,8 @@ class SlotBook:
                 score = by_path[npath] = _compact_score(npath, prefixes, free_by_path.get(npath, 0), best_free)  # type: ignore[arg-type]
             if score > best_score:
                 best_name, best_score = name, score
+                if score >= MAX_SCORE:  # nothing later can beat it, and the first of the best wins
+                    break
         return best_name
 
     def _scoring(self, pod: PodRef, group: Group, assignment: Assignment,
