@@ -556,17 +556,7 @@ class SlotBook:
         """Occupied slots per assignment domain, the pod ``exclude_uid`` left out; ``occupants``:
         :meth:`_occupants` of the group when the caller has it already."""
         used: dict[Domain, int] = {}
-        if occupants is None:
-            occupants = self._occupants(group)
-        if assignment.hostname_only:
-            # _node_domain's hostname case, one lookup an occupant (filter reads this per pod)
-            hostnames = self.hostnames
-            for uid, node_name in occupants.items():
-                if uid != exclude_uid:
-                    key = (hostnames.get(node_name, node_name),)
-                    used[key] = used.get(key, 0) + 1
-            return {dom: n for dom, n in used.items() if dom in assignment.counts}
-        for uid, node_name in occupants.items():
+        for uid, node_name in (self._occupants(group) if occupants is None else occupants).items():
             if uid == exclude_uid:
                 continue
             dom = self._node_domain(node_name, assignment)
@@ -797,14 +787,11 @@ class SlotBook:
         """Free slots of the group per lowest compact domain (summed over the assignment's domains
         in it), given its ``used`` slots per assignment domain."""
         free_by_path: dict[Domain, int] = {}
-        hostname_only, host_nodes = assignment.hostname_only, self.host_nodes
         for dom, count in assignment.counts.items():
             free = count - used.get(dom, 0)
             if free <= 0:
                 continue
-            # _domain_path's hostname case inline (the common one, read per filter call)
-            dom_path = (path_of(host_nodes.get(dom[0], dom[0])) if hostname_only
-                        else self._domain_path(dom, assignment, levels, path_of))
+            dom_path = self._domain_path(dom, assignment, levels, path_of)
             if dom_path is not None:
                 free_by_path[dom_path] = free_by_path.get(dom_path, 0) + free
         return free_by_path
