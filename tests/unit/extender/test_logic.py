@@ -521,3 +521,58 @@ def test_filter_statuses_carry_the_reason_codes() -> None:
     assert out.statuses["b1"] is NodeStatus.SLOTS_TAKEN
     assert out.statuses["sick"] is NodeStatus.NOT_ASSIGNED
     assert out.error.endswith("; retrying")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_occupied_counts_match_the_pods_they_count(seed: int) -> None:
+    """The per-node counts the book keeps for its bound pods, merged with the reservations,
+    equal a recount of the pods themselves (bound pod uid -> node, then each reservation of the
+    group overriding its pod's node, the excluded pod left out), after every kind of change."""
+    import random
+
+    rng = random.Random(seed)
+    b = SlotBook(choose_node=rng.random() < 0.5)
+    for n in NODES:
+        b.upsert_node(node_from_k8s(n))
+    for wl in ("wl", "wl2"):
+        b.upsert_workload(workload_view(workload(wl, assignments={"main": v1beta2({"a1": 3, "a2": 2, "b1": 2})})))
+    pods = [pod(f"p{i}", wl=rng.choice(["wl", "wl2"])) for i in range(12)]
+    groups = [("ns", "wl", "main"), ("ns", "wl2", "main")]
+
+    def recount(group: tuple[str, str, str], exclude: str) -> dict[str, int]:
+        merged = dict(b.bound.get(group) or {})
+        merged.update({uid: r.node for uid, r in b.reservations.items() if r.group == group})
+        merged.pop(exclude, None)
+        counts: dict[str, int] = {}
+        for node_name in merged.values():
+            counts[node_name] = counts.get(node_name, 0) + 1
+        return counts
+
+    for _ in range(150):
+        p = rng.choice(pods)
+        ref = pod_ref(p)
+        op = rng.choice(["bind", "bind", "unbind", "finish", "delete", "reserve", "release", "filter"])
+        if op in ("bind", "unbind", "finish"):
+            seen = pod(p["metadata"]["name"], wl=ref.workload, phase="Succeeded" if op == "finish" else "Running",
+                       node_name=rng.choice(["a1", "a2", "b1", "b2"]) if op != "unbind" else None)
+            b.observe_pod(pod_ref(seen))
+        elif op == "delete":
+            b.forget_pod(ref)
+        elif op in ("reserve", "release"):
+            b.remember(ref)
+            try:
+                res = b.reserve(ref.uid, rng.choice(["a1", "a2", "b1"]))
+            except SlotTaken:
+                continue
+            assert res is not None
+            (b.release if op == "release" else b.confirm)(res)
+        else:
+            b.filter(ref, ["a1", "a2", "b1", "b2"])
+        for group in groups:
+            bound_per_node: dict[str, int] = {}
+            for node_name in (b.bound.get(group) or {}).values():
+                bound_per_node[node_name] = bound_per_node.get(node_name, 0) + 1
+            assert b.bound_nodes.get(group, {}) == bound_per_node
+            assert b.occupancy(group) == recount(group, "")
+            for other in rng.sample(pods, 3):
+                assert b._occupied(group, pod_ref(other).uid) == recount(group, pod_ref(other).uid)
