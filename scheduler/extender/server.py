@@ -24,7 +24,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -35,6 +34,7 @@ from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, Owne
 from scheduler.extender.logic import PodRef, SlotBook, SlotTaken, pod_ref, workload_view
 from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
 from scheduler.http.bounded import BoundedHTTPServer, Refuser
+from scheduler.http.lean import LeanRequestHandler
 from scheduler.kube.informer import (
     NODES,
     PODS,
@@ -396,7 +396,7 @@ def answer(extender: Extender, verb: str, raw: bytes) -> bytes:
         return _encode(error_answer(verb, f"toposched extender {verb}: internal error ({type(exc).__name__}: {exc})"))
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LeanRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: kube-scheduler's Go client reuses connections
     server: ExtenderHTTPServer
 
