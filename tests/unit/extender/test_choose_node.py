@@ -99,15 +99,19 @@ def test_choosing_passes_exactly_the_nodes_the_verdicts_pass_on_random_books() -
     """The chooser's shortcut (no verdict per node) against the per-node verdicts of a book
     that offers every node: the chosen node is prioritize's first best of the nodes the
     verdicts pass, and the refusal is the same when none passes. Random slots, bound
-    siblings, ranks, hostnames that differ from node names, unhealthy and unknown nodes."""
-    for seed in range(150):
+    siblings, layer-2 and layer-3 domains (some nodes without a layer-3 value), ranks,
+    hostnames that differ from node names, unhealthy and unknown nodes."""
+    for seed in range(300):
         rnd = random.Random(seed)
         nodes = [
             node(
                 f"n{i}",
-                rnd.choice("xyz"),
+                rnd.choice(["x", "y", "z", ""]),  # "": a node without a layer-3 value
                 ready=rnd.random() > 0.15,
-                labels={"kubernetes.io/hostname": f"h{i}"} if rnd.random() < 0.3 else None,
+                labels={
+                    "topology.k8s.aws/network-node-layer-2": rnd.choice("pq"),
+                    **({"kubernetes.io/hostname": f"h{i}"} if rnd.random() < 0.3 else {}),
+                },
             )
             for i in range(8)
         ]
