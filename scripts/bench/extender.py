@@ -217,6 +217,13 @@ def latency(n_nodes: int, n_assigned: int, requests: int) -> list[tuple[str, flo
 
 STALL_S = 0.1  # a gap between two binds longer than this is a stall, not a scheduling cycle
 BINDER_PHASES = {"extender": "B", "kube-scheduler": "C"}  # extender --binder mode -> phase
+# KWOK's node leases: the default (40 s, renewed every 10 s, as a kubelet) is 500 writes a
+# second at 5,000 nodes and 1,000 at 10,000, made on the same 2 cores as the API server, etcd,
+# kube-scheduler and the extender. With it, B and C phases at 5,000 and 10,000 nodes had gaps
+# of up to 66 s between binds (one C phase: 2 pods/s) and 1.3 filter calls a pod; with a
+# one-hour lease, at most 0.22 s and one filter call a pod (docs/performance.md). A kubelet's
+# lease writes come from its own machine; kube-scheduler's scheduler_perf runs no heartbeats.
+NODE_LEASE_S = 3600
 
 
 def wait_ready(port: int, log: str) -> None:
@@ -303,7 +310,7 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
     gpus = 8 // per_node
     results: list[tuple[float, float, float, str]] = []
     tmp = Path(tempfile.mkdtemp(prefix="toposched-bench-extender-"))
-    cluster = LocalCluster(tmp)
+    cluster = LocalCluster(tmp, node_lease_s=NODE_LEASE_S)
     t0 = time.monotonic()
     cluster.start()
     try:
