@@ -221,7 +221,7 @@ BINDER_PHASES = {"extender": "B", "kube-scheduler": "C"}  # extender --binder mo
 # second at 5,000 nodes and 1,000 at 10,000, made on the same 2 cores as the API server, etcd,
 # kube-scheduler and the extender. With it, B and C phases at 5,000 and 10,000 nodes had gaps
 # of up to 66 s between binds (one C phase: 2 pods/s) and 1.3 filter calls a pod; with a
-# one-hour lease, at most 0.22 s and one filter call a pod (docs/performance.md). A kubelet's
+# one-hour lease, at most 0.24 s at those sizes and one filter call a pod (docs/performance.md). A kubelet's
 # lease writes come from its own machine; kube-scheduler's scheduler_perf runs no heartbeats.
 NODE_LEASE_S = 3600
 
