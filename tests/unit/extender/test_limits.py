@@ -14,28 +14,17 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.nodes import node_from_k8s
 from scheduler.extender import server as server_module
-from scheduler.extender.logic import SlotBook, workload_view
-from scheduler.extender.server import Extender, ExtenderHTTPServer
+from scheduler.extender.server import ExtenderHTTPServer
 from scheduler.extender.wire import MAX_JSON_DEPTH, BindingArgs, FilterArgs, WireError, decode_body
-from tests.unit.extender.test_logic import ALL, NODES, pod, v1beta2, workload
+from tests.unit.extender.serving import serving
+from tests.unit.extender.test_logic import ALL, pod
 
 
 @pytest.fixture
 def served() -> Iterator[ExtenderHTTPServer]:
-    book = SlotBook()
-    for n in NODES:
-        book.upsert_node(node_from_k8s(n))
-    book.upsert_workload(workload_view(workload(assignments={"main": v1beta2({"a1": 2})})))
-    ext = Extender(book, binder=lambda *_: None)
-    ext.ready.set()
-    httpd = ExtenderHTTPServer(ext, "127.0.0.1", 0, max_connections=4)
-    httpd.start()
-    try:
+    with serving({"a1": 2}, max_connections=4) as (httpd, _):
         yield httpd
-    finally:
-        httpd.stop()
 
 
 def raw_post(port: int, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:

@@ -11,29 +11,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.core.nodes import node_from_k8s
-from scheduler.extender.logic import SlotBook, workload_view
-from scheduler.extender.server import Extender, ExtenderHTTPServer
 from scheduler.http.lean import MAX_HEADERS, Headers
-from tests.unit.extender.test_logic import ALL, NODES, pod, v1beta2, workload
+from tests.unit.extender.serving import serving
+from tests.unit.extender.test_logic import ALL, pod
 
 BODY = json.dumps({"Pod": pod("p"), "NodeNames": ALL}).encode()
 
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    book = SlotBook()
-    for n in NODES:
-        book.upsert_node(node_from_k8s(n))
-    book.upsert_workload(workload_view(workload(assignments={"main": v1beta2({"a1": 2})})))
-    ext = Extender(book, binder=lambda *_: None)
-    ext.ready.set()
-    httpd = ExtenderHTTPServer(ext, "127.0.0.1", 0)
-    httpd.start()
-    try:
+    with serving({"a1": 2}) as (httpd, _):
         yield httpd.port
-    finally:
-        httpd.stop()
 
 
 def exchange(port: int, raw: bytes, answers: int = 1) -> tuple[list[tuple[int, dict[str, str], bytes]], bool]:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.nodes import node_from_k8s
 from scheduler.extender.config import dedicated_scheduler_config, extender_entry, toposched_scheduler_config
-from scheduler.extender.logic import SlotBook, workload_view
-from scheduler.extender.server import Extender, ExtenderHTTPServer
-from tests.unit.extender.test_logic import ALL, NODES, pod, v1beta2, workload
+from scheduler.extender.logic import SlotBook
+from scheduler.extender.server import Extender
+from tests.unit.extender.serving import serving
+from tests.unit.extender.test_logic import ALL, NODES, pod
 
 
 class FakeBinder:
@@ -34,19 +34,9 @@ class FakeBinder:
 
 @pytest.fixture
 def served() -> Iterator[tuple[str, Extender, FakeBinder]]:
-    book = SlotBook()
-    for n in NODES:
-        book.upsert_node(node_from_k8s(n))
-    book.upsert_workload(workload_view(workload(assignments={"main": v1beta2({"a1": 2, "b1": 1})})))
     binder = FakeBinder(fail_for={"doomed"})
-    ext = Extender(book, binder=binder)
-    ext.ready.set()
-    server = ExtenderHTTPServer(ext, "127.0.0.1", 0)
-    server.start()
-    try:
+    with serving({"a1": 2, "b1": 1}, binder) as (server, ext):
         yield f"http://127.0.0.1:{server.port}", ext, binder
-    finally:
-        server.stop()
 
 
 def post(base: str, verb: str, body: Any) -> Any:
