@@ -14,15 +14,9 @@ from typing import Any
 
 from scheduler.kube import informer as inf
 from scheduler.kube.jobs import INTEGRATIONS
+from scheduler.kube.workload_index import index_workloads
 
 Obj = dict[str, Any]
-
-
-def _rv(obj: Obj) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        return 0
 
 
 @dataclass
@@ -42,6 +36,9 @@ class ClusterCache:
     jobs: dict[str, inf.Informer]
     # LeaderWorkerSets (scheduler.kube.lws): not a suspendable job, so not in ``jobs``.
     leaderworkersets: inf.Informer | None = None
+
+    def __post_init__(self) -> None:
+        index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
 
     @classmethod
     def create(cls, api: inf.Api) -> ClusterCache:
@@ -85,17 +82,11 @@ class ClusterCache:
 
     def write_through(self, informer: inf.Informer, obj: Obj | None) -> None:
         """Put the API server's answer to our write into the cache unless a newer copy is there."""
-        if not obj:
-            return
-        key = inf.object_key(obj)
-        with informer.lock:
-            current = informer.store.get(key)
-            if current is None or _rv(obj) >= _rv(current):
-                informer.store[key] = obj
+        if obj:
+            informer.put(obj, only_if_newer=True)
 
     def forget(self, informer: inf.Informer, obj: Obj) -> None:
-        with informer.lock:
-            informer.store.pop(inf.object_key(obj), None)
+        informer.remove(inf.object_key(obj))
 
 
 class Wakeup:

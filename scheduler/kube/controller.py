@@ -47,6 +47,7 @@ from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
 from scheduler.kube import status as st
+from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
@@ -57,7 +58,6 @@ from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import (
     INTEGRATIONS,
-    LABEL_JOB_UID,
     LWS_KEY,
     JobIntegration,
     PodSetStart,
@@ -70,22 +70,12 @@ from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailure
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
+from scheduler.kube.workload_index import owner_uid
 from scheduler.kube.writer import Observer, Writer
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Clock = Callable[[], dt.datetime]
-
-
-def _owner_uid(workload: Mapping[str, Any]) -> str | None:
-    meta = workload.get("metadata") or {}
-    refs = meta.get("ownerReferences") or ()
-    for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, Mapping) and ref.get("controller"):
-            return str(ref.get("uid"))
-    labels = meta.get("labels") or {}
-    uid = labels.get(LABEL_JOB_UID) if isinstance(labels, Mapping) else None
-    return str(uid) if uid else None
 
 
 # Kueue's jobframework stop messages (event reason "Stopped").
@@ -162,14 +152,6 @@ class Controller:
                 out[str(job["metadata"]["uid"])] = (integration, job)
         return out
 
-    def _workloads_by_owner(self) -> dict[str, Obj]:
-        out: dict[str, Obj] = {}
-        for wl in self.cache.workloads.items():
-            uid = _owner_uid(wl)
-            if uid:
-                out[uid] = wl
-        return out
-
     # ------------------------------------------------------------------ phase 1
     def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
         """Kueue: the WorkloadPriorityClass label wins; else the pod template's PriorityClass;
@@ -196,9 +178,9 @@ class Controller:
         return 0, None
 
     def ensure_workloads(self) -> None:
-        by_owner = self._workloads_by_owner()
+        workloads = self.cache.workloads
         self.isolation.for_each("ensure_workloads", [entry for uid, entry in self._job_index().items()
-                                                     if uid not in by_owner],
+                                                     if wi.owned_by(workloads, uid) is None],
                                 lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1],
                                 concurrent=True)
         if LWS_KEY in self.managed_kinds:
@@ -241,12 +223,13 @@ class Controller:
         """Kueue's jobframework: a managed job that runs while its Workload is not admitted (a
         user patched ``suspend: false`` on a pending job) is suspended again, with Kueue's
         ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
-        by_owner = self._workloads_by_owner()
+        workloads = self.cache.workloads
         self.isolation.for_each("suspend_unadmitted", list(self._job_index().items()),
-                                lambda item: self._suspend_unadmitted(*item[1], by_owner.get(item[0])),
-                                subject=lambda item: item[1][1], workload_of=lambda item: by_owner.get(item[0]),
-                                concurrent=True,
-                                wanted=lambda item: self._runs_unadmitted(*item[1], by_owner.get(item[0])))
+                                lambda item: self._suspend_unadmitted(*item[1], wi.owned_by(workloads, item[0])),
+                                subject=lambda item: item[1][1],
+                                workload_of=lambda item: wi.owned_by(workloads, item[0]), concurrent=True,
+                                wanted=lambda item: self._runs_unadmitted(*item[1],
+                                                                          wi.owned_by(workloads, item[0])))
 
     @staticmethod
     def _runs_unadmitted(integration: JobIntegration, job: Obj, wl: Obj | None) -> bool:
@@ -267,18 +250,23 @@ class Controller:
 
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
+        """A Workload whose job finished is marked Finished (its quota is free at once). Walked
+        from the jobs' side: a Workload without a job has nothing to sync."""
         jobs = self._job_index()
-
-        def job_finished(wl: Obj) -> bool:
-            entry = jobs.get(_owner_uid(wl) or "")
-            return entry is not None and entry[0].finish_state(entry[1]).finished
-
-        self.isolation.for_each("sync_finished", [wl for wl in self.cache.workloads.items() if not st.is_finished(wl)],
+        workloads = self.cache.workloads
+        self.isolation.for_each("sync_finished",
+                                [wl for uid in jobs for wl in workloads.indexed(wi.OWNER, uid)
+                                 if not st.is_finished(wl)],
                                 lambda wl: self._sync_finished(wl, jobs), workload_of=lambda wl: wl, concurrent=True,
-                                wanted=job_finished)
+                                wanted=lambda wl: self._job_finished(wl, jobs))
+
+    @staticmethod
+    def _job_finished(wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> bool:
+        integration, job = jobs[owner_uid(wl) or ""]
+        return integration.finish_state(job).finished
 
     def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
-        integration, job = jobs[_owner_uid(wl) or ""]
+        integration, job = jobs[owner_uid(wl) or ""]
         state = integration.finish_state(job)
         if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
             self.writer.notify("finished", wl, {"reason": state.reason})
@@ -287,13 +275,12 @@ class Controller:
     def progress_evictions(self) -> None:
         jobs = self._job_index()
         self.isolation.for_each("progress_evictions",
-                                [wl for wl in self.cache.workloads.items()
-                                 if st.is_evicting(wl) and not st.is_finished(wl)],
+                                [wl for wl in wi.holding(self.cache.workloads) if st.is_evicting(wl)],
                                 lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl,
                                 concurrent=True)
 
     def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
-        entry = jobs.get(_owner_uid(wl) or "")
+        entry = jobs.get(owner_uid(wl) or "")
         if entry is None and is_group_workload(wl):
             if self.lws.stop_group(wl):  # a LeaderWorkerSet group: its pods go first
                 self._release(wl, None)
@@ -384,9 +371,8 @@ class Controller:
     def start_admitted(self) -> None:
         jobs = self._job_index()
         self.isolation.for_each("start_admitted",
-                                [wl for wl in self.cache.workloads.items()
-                                 if st.has_reservation(wl) and st.condition_true(wl, st.ADMITTED)
-                                 and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)],
+                                [wl for wl in wi.holding(self.cache.workloads)
+                                 if st.condition_true(wl, st.ADMITTED) and not st.condition_true(wl, st.EVICTED)],
                                 lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl, concurrent=True,
                                 wanted=lambda wl: self._startable(wl, jobs))
 
@@ -394,11 +380,11 @@ class Controller:
     def _startable(wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> bool:
         """An owner job that is still suspended and whose previous run's pods are gone (never
         two copies of a pod)."""
-        entry = jobs.get(_owner_uid(wl) or "")
+        entry = jobs.get(owner_uid(wl) or "")
         return entry is not None and entry[0].is_suspended(entry[1]) and entry[0].can_restore(entry[1])
 
     def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
-        integration, job = jobs[_owner_uid(wl) or ""]
+        integration, job = jobs[owner_uid(wl) or ""]
         patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
         if not self.writer.patch_job(integration, job, patch):
             return
@@ -410,8 +396,8 @@ class Controller:
         """Changes whenever capacity or queue configuration may have changed: then workloads
         parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
         a workload finishes or is evicted, or queue objects change)."""
-        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED), st.is_finished(w))
-                            for w in self.cache.workloads.items() if st.has_reservation(w))
+        # A Workload that finishes leaves the holding set: that changes the fingerprint too.
+        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED)) for w in wi.holding(self.cache.workloads))
         # Queue objects by spec generation (and deletion), not resourceVersion: our own status
         # and finalizer writes (kube.queues) must not count as a configuration change.
         config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("generation"),
@@ -456,7 +442,7 @@ class Controller:
                                   inadmissible=self.queue_state.inadmissible(),
                                   placement_options=self.placement_options,
                                   domain_preemption=self.domain_preemption,
-                                  exclude=self.unreadable.current(self.cache.workloads.items()),
+                                  exclude=self.unreadable.current(wi.live(self.cache.workloads)),
                                   config=self.config)
         try:
             return build()
@@ -472,12 +458,12 @@ class Controller:
         self.ensure_workloads()
         self.suspend_unadmitted()
         self.sync_finished()
-        self.pods_ready.run(self.cache.workloads.items(), self._job_index(), _owner_uid)
+        self.pods_ready.run(wi.live(self.cache.workloads), self._job_index(), owner_uid)
         self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()
         snapshot = self.admit()  # writes the queue status too
-        self.metrics.reconciled(snapshot, self.cache.workloads.items())
+        self.metrics.reconciled(snapshot, wi.finished_counts(self.cache.workloads))
         if self.defrag is not None:
             self.defrag.run(self._snapshot)
         if self.gc_policy is not None:

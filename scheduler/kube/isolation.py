@@ -152,6 +152,8 @@ class UnreadableWorkloads:
 
     def current(self, workloads: Iterable[Mapping[str, Any]]) -> frozenset[str]:
         """The keys still unreadable (the same resourceVersion as when they failed)."""
+        if not self._bad:
+            return frozenset()  # the usual case: nothing to look up in every Workload
         versions = {object_key(w): str(w["metadata"].get("resourceVersion", "")) for w in workloads}
         self._bad = {key: seen for key, seen in self._bad.items() if versions.get(key) == seen[0]}
         return frozenset(self._bad)

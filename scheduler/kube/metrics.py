@@ -20,7 +20,7 @@ import platform
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import metadata
 from typing import Any, Protocol
 
@@ -83,14 +83,15 @@ class CycleMetrics(Protocol):
 
     def admission_attempt(self, cycle: Callable[[], Sequence[Decision]]) -> Sequence[Decision]: ...
 
-    def reconciled(self, snapshot: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> None: ...
+    def reconciled(self, snapshot: Snapshot, finished: Mapping[str, int]) -> None:
+        """After each pass: its snapshot, and the Finished Workloads per ClusterQueue."""
 
 
 class NoMetrics:
     def admission_attempt(self, cycle: Callable[[], Sequence[Decision]]) -> Sequence[Decision]:
         return cycle()
 
-    def reconciled(self, snapshot: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> None:
+    def reconciled(self, snapshot: Snapshot, finished: Mapping[str, int]) -> None:
         return None
 
 
@@ -242,9 +243,9 @@ class ControllerMetrics:
         self.attempt_seconds.labels(result, ROLE).observe(max(0.0, self.stopwatch() - started))
         return decisions
 
-    def reconciled(self, snapshot: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> None:
+    def reconciled(self, snapshot: Snapshot, finished: Mapping[str, int]) -> None:
         """The gauges of this pass (from its snapshot), replacing the last pass's."""
-        values = gauge_values(snapshot, workloads)
+        values = gauge_values(snapshot, finished)
         with self._lock:
             self._gauges.current = values
 

@@ -8,9 +8,8 @@ the admission cycle and the queue status (``core.queue_status``) use, so ``/metr
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from scheduler.core.cycle import Snapshot, quota_in_use
 from scheduler.core.fairsharing import Shares, node_weights
@@ -19,7 +18,6 @@ from scheduler.core.queue_status import queue_statuses
 from scheduler.core.queueing import cluster_queue_readiness
 from scheduler.core.quota import ClusterQueueSpec, QuotaState, cohort_node
 from scheduler.core.resources import uses_milli_units
-from scheduler.kube import status as st
 
 # Kueue's ClusterQueue states for kueue_cluster_queue_status (exactly one is 1).
 CQ_STATES = ("pending", "active", "terminating")
@@ -82,13 +80,8 @@ def _free_domains(snap: Snapshot) -> dict[Labels, float]:
     return out
 
 
-def _finished(workloads: Iterable[Mapping[str, Any]]) -> dict[Labels, float]:
-    out: dict[Labels, float] = {}
-    for wl in workloads:
-        cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
-        if cq and st.is_finished(wl):
-            out[(cq, "leader")] = out.get((cq, "leader"), 0.0) + 1
-    return out
+def _finished(finished: Mapping[str, int]) -> dict[Labels, float]:
+    return {(cq, "leader"): float(count) for cq, count in finished.items()}
 
 
 def _weighted_shares(snap: Snapshot, quota: QuotaState) -> dict[str, dict[Labels, float]]:
@@ -106,9 +99,9 @@ def _weighted_shares(snap: Snapshot, quota: QuotaState) -> dict[str, dict[Labels
     return {"kueue_cluster_queue_weighted_share": cqs, "kueue_cohort_weighted_share": cohorts}
 
 
-def gauge_values(snap: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> GaugeValues:
-    """Every gauge toposched reports, from one pass's snapshot (and the Workloads, for the
-    finished ones the snapshot leaves out)."""
+def gauge_values(snap: Snapshot, finished: Mapping[str, int]) -> GaugeValues:
+    """Every gauge toposched reports, from one pass's snapshot (and the count of Finished
+    Workloads per ClusterQueue, which the snapshot leaves out)."""
     cq_status, _lq_status = queue_statuses(snap)
     quota = quota_in_use(snap)
     values: dict[str, dict[Labels, float]] = {
@@ -118,7 +111,7 @@ def gauge_values(snap: Snapshot, workloads: Iterable[Mapping[str, Any]]) -> Gaug
         "kueue_cluster_queue_status": {},
         "kueue_cluster_queue_resource_reservation": {},
         "kueue_cluster_queue_resource_usage": {},
-        "kueue_finished_workloads": _finished(workloads),
+        "kueue_finished_workloads": _finished(finished),
         "toposched_free_domains": _free_domains(snap),
         **_weighted_shares(snap, quota),
     }

@@ -60,6 +60,7 @@ from scheduler.core.preemption import TASUsage
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
 from scheduler.kube import status as st
+from scheduler.kube import workload_index as wi
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.eviction import evict
 from scheduler.kube.informer import PODS, object_key
@@ -192,8 +193,7 @@ class NodeFailureHandler:
         that cannot be read or written is reported (``isolation``) and the others go on."""
         now = self.clock().timestamp()
         nodes = self.record_nodes(now)
-        holding = [wl for wl in self.cache.workloads.items()
-                   if st.has_reservation(wl) and not st.condition_true(wl, st.EVICTED) and not st.is_finished(wl)]
+        holding = [wl for wl in wi.holding(self.cache.workloads) if not st.condition_true(wl, st.EVICTED)]
         readable: list[Obj] = []
         placed: dict[str, tuple[PlacedWorkload, Obj]] = {}
 

@@ -20,6 +20,7 @@ from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.kube.informer import object_key
+from scheduler.kube.workload_index import live
 
 __all__ = ["admitted_placements", "build_snapshot", "cluster_objects", "core_nodes", "core_pods", "flavor_trees"]
 
@@ -32,8 +33,10 @@ Obj = dict[str, Any]
 
 def cluster_objects(cache: Any, exclude: frozenset[str] = frozenset()) -> ClusterObjects:
     """What the informers hold right now (``ClusterCache``: ``.items()`` per resource), without
-    the Workloads named in ``exclude`` (namespace/name: ones the adapter cannot read)."""
-    workloads = cache.workloads.items()
+    the Workloads named in ``exclude`` (namespace/name: ones the adapter cannot read) and the
+    Finished ones (they count nowhere in a cycle; by the end of Kueue's scale test they are
+    nearly all of them)."""
+    workloads = live(cache.workloads)
     if exclude:
         workloads = [w for w in workloads if object_key(w) not in exclude]
     return ClusterObjects(

@@ -82,8 +82,8 @@ def test_weighted_share_written_when_fair_sharing_is_on_and_removed_when_off() -
 def test_weighted_share_gauges_only_with_fair_sharing() -> None:
     h = _harness()
     snap = build_snapshot(h.cache, h.clock())
-    assert not gauge_values(snap, []).get("kueue_cluster_queue_weighted_share")
-    fair = gauge_values(replace(snap, config=KueueConfig(fair_sharing=FairSharing(enabled=True))), [])
+    assert not gauge_values(snap, {}).get("kueue_cluster_queue_weighted_share")
+    fair = gauge_values(replace(snap, config=KueueConfig(fair_sharing=FairSharing(enabled=True))), {})
     shares = fair.get("kueue_cluster_queue_weighted_share")
     assert shares[("team-a", "team-pool", "leader")] == 125.0  # precise share (status: rounded up)
     assert shares[("team-b", "team-pool", "leader")] == 0.0

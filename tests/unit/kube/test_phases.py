@@ -255,7 +255,7 @@ def test_creating_a_workload_that_exists_is_skipped_quietly(harness: Harness) ->
     harness.api.create(JOBS, job("train", 1), NS)
     harness.sync()
     harness.controller.ensure_workloads()
-    harness.cache.workloads.store.clear()  # the watch has not delivered our own Workload yet
+    harness.cache.workloads.replace({})  # the watch has not delivered our own Workload yet
     harness.controller.ensure_workloads()  # 409 AlreadyExists: nothing to report
     assert len(harness.api.objects(WORKLOADS, NS)) == 1
     assert "CreatedWorkloadFailed" not in harness.event_reasons()
