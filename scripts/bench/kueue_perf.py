@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import csv
 import datetime as dt
 import json
 import os
@@ -155,6 +156,12 @@ class EngineResult:
     failures: list[str] = field(default_factory=list)
     load: str = ""
     out_dir: str = ""
+    # The runner's own delay: from its seeing Admitted to its Finished write, less the runtime
+    # (class -> (p50, p90) ms). Quota is held that long, so it bounds every engine's throughput.
+    finish_lag: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Write requests the API server served during the run, "resource[/subresource] VERB" -> count
+    # (runner and engine together; the runner's share is the same for both engines).
+    api_writes: dict[str, int] = field(default_factory=dict)
 
 
 def process_usage(pid: int) -> tuple[int, int, float]:
@@ -187,6 +194,46 @@ def cq_usage(summary: Mapping[str, Any]) -> dict[str, float]:
         elapsed_ms = (last - first) * 1000
         quota = int(group.get("nominalQuota") or 0)
         out[name] = float(group.get("cpuUsed") or 0) * 100 / (quota * elapsed_ms) if quota and elapsed_ms else 0.0
+    return out
+
+
+def runtimes_ms(config: Mapping[str, Any]) -> dict[str, int]:
+    """Workload class -> its runtime, from the generator config."""
+    return {str(wl["className"]): int(wl.get("runtimeMs") or 0)
+            for cohort in config.get("cohorts") or () for queue_set in cohort.get("queuesSets") or ()
+            for workload_set in queue_set.get("workloadsSets") or () for wl in workload_set.get("workloads") or ()}
+
+
+def finish_lag(wl_states: Path, runtimes: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+    """Per class, p50 and p90 of (ms to finish - ms to admitted - runtime) from the runner's
+    ``wlStates.csv``."""
+    lags: dict[str, list[int]] = {}
+    if not wl_states.exists():
+        return {}
+    with wl_states.open() as f:
+        for row in csv.DictReader(f):
+            admitted, finished = int(row["ms to admitted"] or 0), int(row["ms to finish"] or 0)
+            if admitted > 0 and finished > 0:
+                name = row["class name"]
+                lags.setdefault(name, []).append(finished - admitted - runtimes.get(name, 0))
+    return {name: (sorted(v)[len(v) // 2], sorted(v)[9 * len(v) // 10]) for name, v in lags.items()}
+
+
+def api_writes(cluster: KueueCluster) -> dict[str, int]:
+    """The API server's write requests so far, from its ``apiserver_request_total`` metric."""
+    text = cluster.api_client().call_api("/metrics", "GET", auth_settings=["BearerToken"],
+                                         _preload_content=False)[0].data.decode()
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(part.split("=", 1) for part in line[line.index("{") + 1:line.rindex("}")].split(","))
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        if labels.get("verb") not in ("POST", "PUT", "PATCH", "DELETE", "APPLY"):
+            continue
+        key = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+        key = f"{key} {labels['verb']}"
+        out[key] = out.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
     return out
 
 
@@ -239,6 +286,10 @@ def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: 
                 time.sleep(0.2)
             result.cpu_user_ms, result.cpu_sys_ms, result.max_rss_mib = process_usage(pid)
             result.load = load_average()
+            try:
+                result.api_writes = api_writes(cluster)
+            except Exception as exc:  # noqa: BLE001 - a diagnostic; the run's figures stand without it
+                print(f"   (API server metrics not read: {exc})", flush=True)
             runner.wait()
         if not summary_path.exists():
             result.failures.append(f"runner exited {runner.returncode} without a summary (see {out_dir}/runner.log)")
@@ -247,6 +298,7 @@ def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: 
         summary = yaml.safe_load(summary_path.read_text()) or {}
         result.classes = dict(summary.get("workloadClasses") or {})
         result.cq_usage = cq_usage(summary)
+        result.finish_lag = finish_lag(out_dir / "wlStates.csv", runtimes_ms(yaml.safe_load(generator.read_text())))
         result.ok = True
         (out_dir / "cmdStats.yaml").write_text(yaml.safe_dump({
             "wallMs": result.wall_ms, "userMs": result.cpu_user_ms, "sysMs": result.cpu_sys_ms,
@@ -287,11 +339,16 @@ def report(results: Sequence[EngineResult], rangespec: Mapping[str, Any]) -> str
         for name in sorted(r.classes):
             c = r.classes[name]
             admission = c.get("averageTimeToAdmissionMs", 0)
+            lag = r.finish_lag.get(name)
             lines.append(f"   {name:24s} n={c.get('count', 0):5d}  avg admission {admission:7d} ms"
-                         f" (limit {limits.get(name, '-')})  evictions {c.get('totalEvictions', 0)}")
+                         f" (limit {limits.get(name, '-')})  evictions {c.get('totalEvictions', 0)}"
+                         + (f"  runner finish lag p50 {lag[0]} p90 {lag[1]} ms" if lag else ""))
         for name, usage in sorted(r.cq_usage.items()):
             lines.append(f"   CQ class {name}: usage {usage:.2f} % (min "
                          f"{(rangespec.get('clusterQueueClassesMinUsage') or {}).get(name, '-')})")
+        if r.api_writes:
+            top = sorted(r.api_writes.items(), key=lambda kv: -kv[1])[:8]
+            lines.append(f"   API writes {sum(r.api_writes.values())}: " + ", ".join(f"{k} {v}" for k, v in top))
         lines.append(f"   checker: {r.verdict}" + "".join(f"\n     {f}" for f in r.failures))
     by_engine = {r.engine: r for r in results if r.ok}
     for variant in (e for e in CONTROLLER_ARGS if "kueue" in by_engine and e in by_engine):
