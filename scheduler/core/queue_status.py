@@ -43,6 +43,7 @@ from scheduler.core.queueing import (
     LQ_STOPPED,
     ActiveCondition,
     cluster_queue_readiness,
+    local_queue_of,
 )
 from scheduler.core.quota import STOP_NONE, ClusterQueueSpec, FlavorResource, QuotaState
 from scheduler.core.resources import format_quantity
@@ -120,9 +121,14 @@ def queue_statuses(snap: Snapshot) -> tuple[dict[str, QueueStatus], dict[str, Qu
     quota = quota_in_use(snap)
     tas_flavors = frozenset(snap.trees)
     pending_in_lq: dict[str, int] = {}
-    for pw in snap.pending:
-        key = f"{pw.spec.namespace}/{pw.spec.queue_name}"
-        pending_in_lq[key] = pending_in_lq.get(key, 0) + 1
+    if snap.queues is not None and snap.queues.pending is snap.pending:
+        # The pass's queues already group the pending Workloads by LocalQueue (counting them
+        # one by one was most of this function with 15,000 pending, issue 18).
+        pending_in_lq = {lq: len(items) for lq, items in snap.queues.by_local_queue.items()}
+    else:
+        for pw in snap.pending:
+            key = local_queue_of(pw)
+            pending_in_lq[key] = pending_in_lq.get(key, 0) + 1
     holding_in_cq: dict[str, list[AdmittedWorkload]] = {}
     holding_in_lq: dict[str, list[AdmittedWorkload]] = {}
     for w in snap.admitted:

@@ -43,6 +43,7 @@ from scheduler.core.workload import (
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.informer import LEADERWORKERSETS, PODS, WORKLOADS
 from scheduler.kube.isolation import Isolation
+from scheduler.kube.workload_index import OWNER
 from scheduler.kube.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -161,19 +162,14 @@ class LwsGroups:
         return [] if informer is None else [o for o in informer.items()
                                             if (o["metadata"].get("labels") or {}).get(LABEL_QUEUE_NAME)]
 
-    def _by_owner(self) -> dict[str, dict[str, Obj]]:
-        out: dict[str, dict[str, Obj]] = {}
-        for wl in self.cache.workloads.items():
-            if is_group_workload(wl):
-                uid = ((wl["metadata"].get("labels") or {}).get(LABEL_JOB_UID)) or ""
-                out.setdefault(uid, {})[wl["metadata"]["name"]] = wl
-        return out
+    def _groups_of(self, lws: Obj) -> dict[str, Obj]:
+        """The group Workloads of a set by name (the Workload informer's owner index)."""
+        return {wl["metadata"]["name"]: wl for wl in self.cache.workloads.indexed(OWNER, str(lws["metadata"]["uid"]))
+                if is_group_workload(wl)}
 
     def ensure(self) -> None:
         """Create the missing groups' Workloads, delete those of groups that are gone."""
-        by_owner = self._by_owner()
-        self.isolation.for_each("ensure_workloads", self._sets(),
-                                lambda lws: self._ensure(lws, by_owner.get(str(lws["metadata"]["uid"]), {})))
+        self.isolation.for_each("ensure_workloads", self._sets(), lambda lws: self._ensure(lws, self._groups_of(lws)))
 
     def _ensure(self, lws: Obj, existing: Mapping[str, Obj]) -> None:
         if lws["metadata"].get("deletionTimestamp"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from scheduler.core.cycle import Admit, Pending, run_cycle
+from scheduler.core.cycle import Admit, Pending, after_decisions, run_cycle, snapshot_queues
 from scheduler.core.queue_status import FlavorUsage, ResourceUsage, queue_statuses
 from scheduler.core.queueing import ActiveCondition, LocalQueueSpec
 from scheduler.core.quota import FlavorSpec
@@ -40,6 +40,23 @@ def test_counts_and_usage_of_a_borrowing_cluster_queue_and_its_local_queues() ->
     # a LocalQueue's table has every flavor of its ClusterQueue and no "borrowed"
     assert la.flavors_usage == (FlavorUsage("f", (ResourceUsage("cpu", "5"),)),
                                 FlavorUsage("g", (ResourceUsage("cpu", "0"),)))
+
+
+def test_pending_counts_are_the_same_from_the_snapshots_queues_and_after_admissions() -> None:
+    cqs = {"a": cq("a", {"f": {"cpu": rq(4)}})}
+    snap = snapshot(cluster_queues=cqs, local_queues=lqs(("la", "a"), ("la2", "a")),
+                    pending=[pending(wl(f"p{i}", 1, queue="la" if i % 3 else "la2")) for i in range(9)])
+    counted = queue_statuses(snap)
+    with_queues = dataclasses.replace(snap, queues=snapshot_queues(snap))
+    assert queue_statuses(with_queues) == counted
+    assert counted[1][f"{NS}/la"].pending_workloads == 6
+    decisions = run_cycle(with_queues)
+    admits = sum(isinstance(d, Admit) for d in decisions)
+    assert admits
+    after = after_decisions(with_queues, decisions)  # carries its queues, less the admitted
+    assert after.queues is not None and after.queues.pending is after.pending
+    assert queue_statuses(after) == queue_statuses(dataclasses.replace(after, queues=None))
+    assert queue_statuses(after)[0]["a"].pending_workloads == 9 - admits
 
 
 def test_outside_a_cohort_borrowed_is_zero_and_still_written() -> None:
