@@ -72,7 +72,9 @@ COHORTS = Resource(KUEUE_GROUP, KUEUE_VERSION, "cohorts", namespaced=False)
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", namespaced=False)
 
 
-def _version_number(obj: Mapping[str, Any]) -> int:
+def version_number(obj: Mapping[str, Any]) -> int:
+    """An object's resourceVersion as a number (0 when absent or not a number), to tell which
+    of two copies of one object is newer."""
     try:
         return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
     except ValueError:
@@ -273,7 +275,7 @@ class Informer:
         with self.lock:
             if only_if_newer:
                 current = self.store.get(key)
-                if current is not None and _version_number(obj) < _version_number(current):
+                if current is not None and version_number(obj) < version_number(current):
                     return False
             self.store[key] = obj
             for name in self._indexers:

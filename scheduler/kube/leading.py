@@ -18,18 +18,11 @@ import time
 from collections.abc import Callable
 
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
+from scheduler.kube.informer import WORKLOADS, KubeApi, object_key, version_number
 from scheduler.kube.leader import LeaseElector, WriteFence
 
 log = logging.getLogger(__name__)
 CATCH_UP_POLL_S = 0.05
-
-
-def _rv(meta: dict[str, object]) -> int:
-    try:
-        return int(str(meta.get("resourceVersion") or 0))
-    except ValueError:
-        return 0
 
 
 def workloads_caught_up(api: KubeApi, cache: ClusterCache, timeout_s: float,
@@ -37,11 +30,11 @@ def workloads_caught_up(api: KubeApi, cache: ClusterCache, timeout_s: float,
     """True once every Workload the API server holds now (a quorum list) is in the cache at
     that version or newer; False if the cache is still behind after ``timeout_s``."""
     listed = api.list(WORKLOADS).get("items") or ()
-    wanted = {object_key(wl): _rv(wl.get("metadata") or {}) for wl in listed}
+    wanted = {object_key(wl): version_number(wl) for wl in listed}
     deadline = monotonic() + timeout_s
     while True:
         behind = [key for key, rv in wanted.items()
-                  if _rv(((cache.workloads.get(key) or {}).get("metadata")) or {}) < rv]
+                  if version_number(cache.workloads.get(key) or {}) < rv]
         if not behind:
             return True
         if monotonic() >= deadline:
