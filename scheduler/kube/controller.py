@@ -223,13 +223,11 @@ class Controller:
         """Kueue's jobframework: a managed job that runs while its Workload is not admitted (a
         user patched ``suspend: false`` on a pending job) is suspended again, with Kueue's
         ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
-        workloads = self.cache.workloads
-        self.isolation.for_each("suspend_unadmitted", list(self._job_index().items()),
-                                lambda item: self._suspend_unadmitted(*item[1], wi.owned_by(workloads, item[0])),
-                                subject=lambda item: item[1][1],
-                                workload_of=lambda item: wi.owned_by(workloads, item[0]), concurrent=True,
-                                wanted=lambda item: self._runs_unadmitted(*item[1],
-                                                                          wi.owned_by(workloads, item[0])))
+        # (integration, job, its Workload or None), the Workload looked up once per job.
+        items = [(*entry, wi.owned_by(self.cache.workloads, uid)) for uid, entry in self._job_index().items()]
+        self.isolation.for_each("suspend_unadmitted", items, lambda item: self._suspend_unadmitted(*item),
+                                subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
+                                wanted=lambda item: self._runs_unadmitted(*item))
 
     @staticmethod
     def _runs_unadmitted(integration: JobIntegration, job: Obj, wl: Obj | None) -> bool:
