@@ -216,7 +216,9 @@ def finish_lag(wl_states: Path, runtimes: Mapping[str, int]) -> dict[str, tuple[
             if admitted > 0 and finished > 0:
                 name = row["class name"]
                 lags.setdefault(name, []).append(finished - admitted - runtimes.get(name, 0))
-    return {name: (sorted(v)[len(v) // 2], sorted(v)[9 * len(v) // 10]) for name, v in lags.items()}
+    for v in lags.values():
+        v.sort()
+    return {name: (v[len(v) // 2], v[9 * len(v) // 10]) for name, v in lags.items()}
 
 
 def api_writes(cluster: KueueCluster) -> dict[str, int]:
