@@ -284,10 +284,10 @@ class Controller:
                 self._release(wl, None)
             return
         if entry is None:
-            # An ownerless Workload (created directly, as Kueue's perf runner and external
-            # frameworks do) has nothing to stop: released at once, with the same backoff as
-            # any other NodeFailures eviction (without it, a node failure re-admits in a loop).
-            self._release(wl, None)
+            # An ownerless Workload (created directly, as Kueue's perf runner, Kueue's own
+            # integration tests and external frameworks do) is released by whoever owns it, as
+            # under Kueue: only Kueue's job reconciler clears an evicted Workload's reservation
+            # (v0.17 jobframework/reconciler.go), so until then it keeps its quota.
             return
         integration, job = entry
         if not integration.is_suspended(job):

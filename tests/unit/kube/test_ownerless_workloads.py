@@ -2,7 +2,7 @@
 do external job frameworks), go through the controller's phases as Kueue treats them: admitted,
 never started, finished by whoever sets ``Finished`` (quota released at once), and a node
 failure neither evicts because a node's name differs from its hostname label nor re-admits in
-a loop."""
+a loop; an evicted one keeps its quota until whoever created it releases it, as under Kueue."""
 
 from __future__ import annotations
 
@@ -96,7 +96,22 @@ def test_node_named_otherwise_than_its_hostname_label_is_not_failed(harness: Har
     assert not {"EvictedDueToNodeFailures", "NodeReplaced"} & set(harness.event_reasons())
 
 
-def test_node_failure_of_an_ownerless_workload_does_not_loop(harness: Harness) -> None:
+def release_as_owner(harness: Harness, name: str) -> None:
+    """What the runner (and Kueue's ``FinishEvictionForWorkloads``) does with an evicted Workload:
+    QuotaReserved=False, no admission."""
+    wl = workload(harness, name)
+    conditions = st.set_condition(st.conditions_of(wl), st.QUOTA_RESERVED, "False", "Pending",
+                                  "Evicted by the test runner", harness.clock())
+    conditions = st.set_condition(conditions, st.ADMITTED, "False", "NoReservation",
+                                  "The workload has no reservation", harness.clock())
+    harness.api.merge_patch(WORKLOADS, name, {"status": {"conditions": conditions, "admission": None}}, NS,
+                            subresource="status")
+    harness.sync()
+
+
+def test_evicted_ownerless_workload_keeps_its_quota_until_its_owner_releases_it(harness: Harness) -> None:
+    """Kueue clears an evicted Workload's reservation only from the job reconciler of its owner;
+    an ownerless one keeps it (and its quota) until whoever created it releases it."""
     harness.api.create(WORKLOADS, ownerless("direct", 2), NS)
     harness.sync()
     reconcile(harness)
@@ -104,14 +119,20 @@ def test_node_failure_of_an_ownerless_workload_does_not_loop(harness: Harness) -
     harness.api.merge_patch(NODES, host, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
                             subresource="status")
     harness.sync()
-    evictions = 0
-    for _ in range(20):  # 40 s: one eviction, then requeued at once (as Kueue) away from the failed node
+    for _ in range(10):  # 20 s: evicted once, and still holding
         harness.clock.advance(2)
         reconcile(harness)
-        evictions = harness.event_reasons().count("EvictedDueToNodeFailures")
-    assert evictions == 1
     wl = workload(harness, "direct")
-    assert wl["status"]["requeueState"]["count"] == 1
+    assert harness.event_reasons().count("EvictedDueToNodeFailures") == 1
+    assert st.condition_true(wl, st.EVICTED) and st.has_reservation(wl)
+
+    release_as_owner(harness, "direct")
+    for _ in range(10):  # re-admitted away from the failed node, not evicted again
+        harness.clock.advance(2)
+        reconcile(harness)
+    wl = workload(harness, "direct")
+    assert harness.event_reasons().count("EvictedDueToNodeFailures") == 1
+    assert st.has_reservation(wl)
     assert host not in assigned_hosts(wl)
 
 
