@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.view import ClusterView
+from scheduler.core.kueue_names import ANN_POD_INDEX_OFFSET, ANN_POD_SUSPENDING_PARENT
 from scheduler.core.topology_request import ANN_GROUP_NAME
 from scheduler.core.workload import (
     LABEL_PRIORITY_CLASS,
@@ -43,9 +44,7 @@ from scheduler.core.workload import (
 DEFAULT_LOCAL_QUEUE = "default"
 DEFAULT_PRIORITY_CLASS = "default"
 # Kueue's pod-group constants (pkg/controller/jobs/pod/constants) the LWS webhook writes.
-ANN_POD_SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 ANN_POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
-ANN_POD_INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"
 LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
 RUN_POLICY_KINDS = ("PyTorchJob", "MPIJob")
 REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}

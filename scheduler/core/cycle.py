@@ -37,6 +37,7 @@ from scheduler.core.domain_preemption import (
     target_of_placement,
 )
 from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
+from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
 from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
@@ -98,7 +99,7 @@ from scheduler.core.reasons import (
     quota_reserved_message,
 )
 from scheduler.core.reservation import Reservation
-from scheduler.core.spreading import LABEL_JOB_UID, GroupOccupancy, SpreadCounts, count_spread, group_key
+from scheduler.core.spreading import GroupOccupancy, SpreadCounts, count_spread, group_key
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import PodSetSpec, WorkloadSpec, json_object_annotation

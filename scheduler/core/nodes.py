@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core.kueue_names import LABEL_PREBUILT_WORKLOAD
 from scheduler.core.resources import add, resources_from_k8s
 from scheduler.core.topology_request import (
     ANN_PREFERRED,
@@ -18,7 +19,6 @@ from scheduler.core.topology_request import (
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 # A pod is a TAS pod (Kueue pkg/util/tas IsTAS) iff it carries one of these annotations.
-TAS_GROUP_POD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 TAS_POD_ANNOTATIONS = (ANN_REQUIRED, ANN_PREFERRED, ANN_SLICE_REQUIRED, ANN_SLICE_CONSTRAINTS, ANN_UNCONSTRAINED)
 
 
@@ -102,7 +102,7 @@ class PodInfo:
     def is_tas(self) -> bool:
         """Counted from its Workload's assignment, not as foreign usage: a pod with a TAS
         annotation, or a pod-group pod (an LWS group's) named by Kueue's prebuilt-workload label."""
-        return any(key in self.annotations for key in TAS_POD_ANNOTATIONS) or TAS_GROUP_POD_LABEL in self.labels
+        return any(key in self.annotations for key in TAS_POD_ANNOTATIONS) or LABEL_PREBUILT_WORKLOAD in self.labels
 
 
 def _taints_from_k8s(items: Sequence[Mapping[str, Any]] | None) -> tuple[Taint, ...]:

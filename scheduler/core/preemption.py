@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 from ortools.sat.python import cp_model
 
+from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.nodes import Toleration
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.quota import (
@@ -62,7 +63,6 @@ HUMAN_READABLE_REASONS = {
     IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
     IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
 }
-LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 
 
 @dataclass(frozen=True)

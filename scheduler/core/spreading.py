@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
+from scheduler.core.kueue_names import LABEL_JOB_UID
+
 ANN_SPREADING = "kueue.x-k8s.io/podset-topology-spreading"
-LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 REQUIRED, PREFERRED = "Required", "Preferred"
 MIN_RULES, MAX_RULES = 1, 2
 MAX_SELECTORS = 1  # alpha: a single "In" requirement

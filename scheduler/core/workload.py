@@ -33,9 +33,7 @@ LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 ANN_WORKLOAD = "kueue.x-k8s.io/workload"
 LABEL_PODSET = "kueue.x-k8s.io/podset"
 # Kueue's pod-group labels: the prebuilt Workload a pod belongs to, and its pod set (role).
-LABEL_PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
 ANN_ROLE_HASH = "kueue.x-k8s.io/role-hash"
-ANN_POD_INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"
 # The kube-scheduler profile (pod spec.schedulerName) whose pods go through toposched's extender:
 # the webhook sets it, the controller checks it, the extender config names it.
 SCHEDULER_NAME = "toposched"

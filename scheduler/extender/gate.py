@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
 
 # (API group, kind) of the owners whose queue label makes their pods managed.
 QUEUED_OWNER_KINDS = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "PyTorchJob"),
                                 ("kubeflow.org", "MPIJob")})
 # Kueue's pod-group annotation the webhook writes into a queued LeaderWorkerSet's templates.
-ANN_POD_SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 # pod -> Job -> JobSet is the longest chain among them.
 MAX_OWNER_DEPTH = 3
 

@@ -35,16 +35,15 @@ from typing import Any
 
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
 from scheduler.core.health import DEFAULT_POLICY, Health, HealthPolicy, node_health
+from scheduler.core.kueue_names import ANN_POD_INDEX_OFFSET, LABEL_PREBUILT_WORKLOAD
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS
 from scheduler.core.topology_request import TopologyRequestError, request_from_kueue
 from scheduler.core.workload import (
-    ANN_POD_INDEX_OFFSET,
     ANN_ROLE_HASH,
     ANN_WORKLOAD,
     DEFAULT_POD_SET,
     LABEL_PODSET,
-    LABEL_PREBUILT_WORKLOAD,
     SCHEDULER_NAME,
 )
 

@@ -23,6 +23,7 @@ from scheduler.adapter.jobkinds import (
     kubeflow_pod_sets,
 )
 from scheduler.core.defrag import DEFRAG_ANNOTATIONS
+from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.topology_request import ANN_UNCONSTRAINED
 from scheduler.core.workload import (
     ANN_WORKLOAD,
@@ -34,7 +35,6 @@ from scheduler.core.workload import (
 )
 from scheduler.kube.informer import JOBS, JOBSETS, MPIJOBS, PYTORCHJOBS, Resource
 
-LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 # HyperPod auto-resume (on the job's metadata).
 ANN_AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
 ANN_MAX_RETRY = "sagemaker.amazonaws.com/job-max-retry-count"

@@ -31,11 +31,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler.adapter.jobkinds import LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, lws_pod_sets
+from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT, LABEL_JOB_UID, LABEL_PREBUILT_WORKLOAD
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import (
     ANN_ROLE_HASH,
     DEFAULT_POD_SET,
-    LABEL_PREBUILT_WORKLOAD,
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
     kueue_workload_name,
@@ -58,11 +58,9 @@ LABEL_SET_NAME = "leaderworkerset.sigs.k8s.io/name"
 LABEL_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 ANN_LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
 # Kueue's (pkg/controller/constants, jobs/pod/constants).
-LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 LABEL_MANAGED = "kueue.x-k8s.io/managed"
 LABEL_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 ANN_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
-ANN_POD_SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 ANN_IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
 ANN_JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
 ANN_JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.kube import status as st
 from scheduler.kube.informer import Informer
-from scheduler.kube.jobs import LABEL_JOB_UID
 
 STATE, OWNER, FINISHED_IN = "state", "owner", "finished-in"
 LIVE, HOLDING = "live", "holding"

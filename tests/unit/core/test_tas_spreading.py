@@ -13,11 +13,11 @@ import pytest
 
 from scheduler.core.config import FeatureGates, KueueConfig
 from scheduler.core.cycle import Admit, run_cycle
+from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.placement.planner import PlacementGates, place_workload
 from scheduler.core.quota import FlavorSpec
 from scheduler.core.spreading import (
     ANN_SPREADING,
-    LABEL_JOB_UID,
     GroupOccupancy,
     SpreadCounts,
     SpreadingError,

@@ -1,0 +1,14 @@
+"""Kueue's label and annotation names that the core, the controller, the extender and the
+webhook all read or write: one definition each (Kueue v0.17.0 ``pkg/controller/constants`` and
+``pkg/controller/jobs/pod/constants``)."""
+
+from __future__ import annotations
+
+# On a Workload (and a pod group): the UID of the job it stands for.
+LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
+# On a pod of a pod group: the prebuilt Workload it belongs to (Kueue's IsTAS also reads it).
+LABEL_PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
+# On a pod of a pod group: the kind of parent (LeaderWorkerSet) that suspends it.
+ANN_POD_SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
+# On a pod template: where this pod set's rank numbering starts (LWS leader-worker groups).
+ANN_POD_INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"
