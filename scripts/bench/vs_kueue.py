@@ -287,11 +287,14 @@ def _print_shares(engine: str, res: Result, teams: list[str]) -> None:
 # Engine variants (name -> harness engine, controller arguments): the controller before
 # back-to-back cycles (issue 18 item 5), for A/B runs of the change; and toposched with every
 # issue-17 placement policy on (docs/beyond-kueue.md), whose multi-node jobs also carry the
-# bounded compact wait (COMPACT_VARIANTS: one domain of their level, ``--compact-wait`` s).
+# bounded compact wait (COMPACT_VARIANTS: one domain of their level, ``--compact-wait`` s); and
+# fragmentation-aware placement alone, without the wait (does packing the small jobs keep the
+# multi-node ones compact at no cost in time to admission?).
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "toposched-1cycle": ("toposched", ("--cycles-per-pass", "1")),
     "toposched-serial": ("toposched", ("--concurrent-writes", "1")),
     "toposched-beyond": ("toposched", ("--placement-policy", "all")),
+    "toposched-fragmentation": ("toposched", ("--placement-policy", "fragmentation-aware")),
 }
 COMPACT_VARIANTS = frozenset({"toposched-beyond"})
 
@@ -347,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="engines in run order (default kueue, toposched); toposched-1cycle: one "
                          "admission cycle per pass, the controller before issue 18 item 5; toposched-serial: "
                          "one API write at a time (before concurrent writes); toposched-beyond: "
-                         "every issue-17 placement policy and the compact wait (--compact-wait)")
+                         "every issue-17 placement policy and the compact wait (--compact-wait); "
+                         "toposched-fragmentation: fragmentation-aware placement only, no wait")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--preemption", action="store_true",
                     help="ClusterQueues preempt (withinClusterQueue LowerPriority, reclaimWithinCohort Any); "
