@@ -33,6 +33,7 @@ from scheduler.api.gen.toposched.v1 import placement_pb2 as pb  # noqa: E402
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc  # noqa: E402
 from scheduler.api.server import serve  # noqa: E402
 from scheduler.core.workload import workload_from_job  # noqa: E402
+from scripts.bench.percentiles import percentile  # noqa: E402
 
 L = "topology.k8s.aws/network-node-layer-{}"
 
@@ -56,11 +57,6 @@ JOB = {
         "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": L.format(3)}},
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "8", "nvidia.com/gpu": "8"}}}]}}},
 }
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def main() -> int:
@@ -107,10 +103,10 @@ def main() -> int:
     print(f"Place, {args.nodes:,} nodes, {args.requests} requests, solver {args.solver} "
           f"(snapshot tree built once in {build_s:.2f} s)")
     for label, values in (("in-process", inproc), ("gRPC loopback", remote)):
-        print(f"  {label:14s} p50 {pct(values, 0.5):7.2f} ms   p99 {pct(values, 0.99):7.2f} ms   "
+        print(f"  {label:14s} p50 {percentile(values, 0.5):7.2f} ms   p99 {percentile(values, 0.99):7.2f} ms   "
               f"mean {statistics.fmean(values):7.2f} ms")
-    print(f"  ratio gRPC/in-process: p50 {pct(remote, 0.5) / pct(inproc, 0.5):.2f}x   "
-          f"p99 {pct(remote, 0.99) / pct(inproc, 0.99):.2f}x")
+    print(f"  ratio gRPC/in-process: p50 {percentile(remote, 0.5) / percentile(inproc, 0.5):.2f}x   "
+          f"p99 {percentile(remote, 0.99) / percentile(inproc, 0.99):.2f}x")
     return 0
 
 

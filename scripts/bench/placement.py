@@ -33,6 +33,7 @@ from scheduler.core.placement.planner import place_workload  # noqa: E402
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS, TopologyTree  # noqa: E402
 from scheduler.core.topology_request import TopologyRequest  # noqa: E402
 from scheduler.core.workload import PodSetSpec  # noqa: E402
+from scripts.bench.percentiles import percentile  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 L1, L2, L3 = DEFAULT_HYPERPOD_LEVELS[:3]
@@ -107,13 +108,6 @@ def spans(tree: TopologyTree, leaf_pods: dict[int, int], level: int) -> int:
     return len({tree.ancestor(leaf, level) for leaf in leaf_pods})
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 def run_size(n: int, n_workloads: int, budget_s: float, seed: int) -> None:
     rng = random.Random(seed)
     nodes, pods = make_cluster(n, rng)
@@ -176,8 +170,8 @@ def run_size(n: int, n_workloads: int, budget_s: float, seed: int) -> None:
         f"{len(jobs)} workloads, {fits} fit, CP-SAT budget {budget_s * 1000:.0f} ms"
     )
     print(
-        f"  latency ms   greedy p50 {pct(g_lat, 0.5):7.2f}  p99 {pct(g_lat, 0.99):7.2f}   "
-        f"cpsat p50 {pct(c_lat, 0.5):7.2f}  p99 {pct(c_lat, 0.99):7.2f}"
+        f"  latency ms   greedy p50 {percentile(g_lat, 0.5):7.2f}  p99 {percentile(g_lat, 0.99):7.2f}   "
+        f"cpsat p50 {percentile(c_lat, 0.5):7.2f}  p99 {percentile(c_lat, 0.99):7.2f}"
     )
     print(
         f"  layer-3 spanned (mean)  greedy {mean(g_l3):6.2f}  cpsat {mean(c_l3):6.2f}  "

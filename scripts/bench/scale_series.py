@@ -51,6 +51,7 @@ from scheduler.adapter.snapshot import build_snapshot  # noqa: E402
 from scheduler.core.cycle import Admit, run_cycle  # noqa: E402
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.kube.gcpolicy import GcPolicy  # noqa: E402
+from scripts.bench.percentiles import percentile  # noqa: E402
 
 FLAVOR = "ml.p5.48xlarge"
 LAYER3 = "topology.k8s.aws/network-node-layer-3"
@@ -102,11 +103,6 @@ def pending_workloads(count: int, seed: int) -> list[dict[str, Any]]:
                                           "template": {"spec": {"containers": [{
                                               "name": "c", "resources": {"requests": {GPU: "8"}}}]}}}]}})
     return out
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure_point(nodes: int, pending: int, cycles: int, seed: int) -> dict[str, Any]:
