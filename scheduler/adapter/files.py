@@ -7,7 +7,7 @@ file and the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,10 +89,10 @@ def pods_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str, path:
 
 
 def _objects_of_kind(docs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str, kind: str,
-                     convert: Callable[[dict[str, Any]], T], quantities_at: str) -> list[T]:
+                     convert: Callable[[Mapping[str, Any]], T], quantities_at: str) -> list[T]:
     """Each document converted; the first bad one is the user's error, named by its place in
     the file and the field (``quantities_at``: where a bad quantity of this kind sits)."""
-    out = []
+    located = []
     for loc, obj in docs:
         pre = _prefix(what, path, loc)
         got = obj.get("kind", kind)
@@ -100,11 +100,22 @@ def _objects_of_kind(docs: list[tuple[str, dict[str, Any]]], what: str, path: Pa
             raise UserError(f"{pre}kind: expected {kind}, got {got!r}")
         if not (obj.get("metadata") or {}).get("name"):
             raise UserError(f"{pre}metadata.name: missing")
+        located.append((pre, obj))
+    return convert_objects(located, kind, convert, quantities_at)
+
+
+def convert_objects(located: Iterable[tuple[str, Mapping[str, Any]]], kind: str,
+                    convert: Callable[[Mapping[str, Any]], T], quantities_at: str) -> list[T]:
+    """Each object converted; the first bad one is the user's error, after its ``prefix`` (which
+    names where the object sits, ending in ": ") and the field (``quantities_at``: where a bad
+    quantity of this kind sits)."""
+    out = []
+    for pre, obj in located:
         try:
             out.append(convert(obj))
         except QuantityError as exc:
             raise UserError(f"{pre}{quantities_at}: {exc}") from exc
-        except (TypeError, AttributeError, ValueError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise UserError(f"{pre}malformed {kind} ({exc})") from exc
     return out
 

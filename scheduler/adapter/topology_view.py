@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scheduler.adapter.files import convert_objects
 from scheduler.core.health import HealthPolicy, UnknownValues, node_health
 from scheduler.core.nodes import node_from_k8s, pod_from_k8s
 from scheduler.errors import UserError
@@ -16,14 +17,15 @@ from scheduler.topoview.model import LAYER_PREFIX, TopologyView, build_view, unk
 
 
 def view_from_objects(nodes_raw: Sequence[Mapping[str, Any]], pods_raw: Sequence[Mapping[str, Any]],
-                      levels: Sequence[str] | None, policy: HealthPolicy, source: str) -> TopologyView:
+                      levels: Sequence[str] | None, policy: HealthPolicy, source: str,
+                      pods_source: str | None = None) -> TopologyView:
     """Raw Node/Pod objects -> the view, with the checks and warnings of ``toposched topology``
-    (shared with the gRPC GetTopology servicer). UserError for no nodes / unknown levels."""
-    try:
-        nodes = [node_from_k8s(n) for n in nodes_raw]
-        pods = [pod_from_k8s(p) for p in pods_raw]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{source}: malformed object ({exc.__class__.__name__}: {exc})") from exc
+    (shared with the gRPC GetTopology servicer). UserError for a malformed object (named by its
+    source, kind, name and field), no nodes, unknown levels. ``pods_source``: where the pods
+    came from when not from ``source`` (``--pods FILE``)."""
+    nodes = convert_objects(_named(nodes_raw, "Node", source), "Node", node_from_k8s, "status.allocatable")
+    pods = convert_objects(_named(pods_raw, "Pod", pods_source or source), "Pod", pod_from_k8s,
+                           "spec.containers[].resources")
     if not nodes:
         raise UserError(f"{source}: no nodes")
     if levels:
@@ -42,3 +44,13 @@ def view_from_objects(nodes_raw: Sequence[Mapping[str, Any]], pods_raw: Sequence
         if seen.first(health):
             view.warnings.append(f"node {node.name}: {health.reason}")
     return view
+
+
+def _named(objects: Sequence[Mapping[str, Any]], kind: str, source: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each object with the prefix its error starts with: ``source: Node n-1: ``."""
+    out = []
+    for i, obj in enumerate(objects):
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        out.append((f"{source}: {kind} {name or f'items[{i}]'}: ", obj))
+    return out

@@ -229,7 +229,8 @@ def build(args: argparse.Namespace) -> tuple[Any, str]:
         pods_raw = load_pod_file(args.pods)
     policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
                           require_deep_health_passed=args.require_deep_health)
-    return view_from_objects(nodes_raw, pods_raw, levels, policy, source), source
+    pods_source = str(args.pods) if args.pods and not args.no_pods else None
+    return view_from_objects(nodes_raw, pods_raw, levels, policy, source, pods_source), source
 
 
 def build_remote(args: argparse.Namespace) -> tuple[Any, str]:

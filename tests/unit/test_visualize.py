@@ -177,6 +177,33 @@ def test_bad_node_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], data
     assert len(err.strip().splitlines()) == 1
 
 
+def test_bad_quantities_name_their_file_object_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad quantity names the file it came from (the pods file, not the nodes file), the object
+    and the field, in one line."""
+    bad_node = k8s_node("hyperpod-i-0neg", "nn-a1", "nn-a1-x", "nn-a1-x-1")
+    bad_node["status"]["allocatable"]["nvidia.com/gpu"] = "-8"
+    nodes = str(write(tmp_path, "n.json", node_list(*THREE, bad_node)))
+    code, out, err = run_script(["--nodes", nodes], capsys)
+    assert (code, out) == (2, "")
+    assert f"{nodes}: Node hyperpod-i-0neg: status.allocatable: negative quantity '-8'" in err
+    assert len(err.strip().splitlines()) == 1
+    good = str(write(tmp_path, "good.json", node_list(*THREE)))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "d"},
+           "spec": {"nodeName": THREE[0]["metadata"]["name"],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}
+    pods = str(write(tmp_path, "p.json", pod))
+    code, out, err = toposched_run(["topology", "--nodes", good, "--pods", pods, "--format", "json"], capsys)
+    assert (code, out) == (2, "")
+    assert f"{pods}: Pod p1: spec.containers[].resources: invalid quantity 'lots'" in err
+    assert good not in err and len(err.strip().splitlines()) == 1
+
+
+def toposched_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = toposched(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def test_unreadable_yaml_and_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: List\nitems: [\n  - {a: 1\n")
