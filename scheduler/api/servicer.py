@@ -58,7 +58,7 @@ from scheduler.core.workload import WorkloadSpec
 from scheduler.errors import UserError
 from scheduler.explain import NotFound, explain
 from scheduler.sim.engine import Progress, Simulator
-from scheduler.sim.scenario import cluster_from_documents, jobs_from_trace, summarize, world_from_objects
+from scheduler.sim.scenario import ClusterError, cluster_from_documents, jobs_from_trace, summarize, world_from_objects
 from scheduler.sim.trace import TraceError, trace_from_data
 from scheduler.topoview.model import unknown_levels
 
@@ -326,9 +326,10 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             raise _user_error_to_field(err) from err
         try:
             world = world_from_objects(cluster, queues)
+        except ClusterError as err:
+            raise FieldError("cluster", str(err)) from err
         except ValueError as err:
-            raise FieldError("queues" if "cluster" not in str(err) and "node" not in str(err) else "cluster",
-                             str(err)) from err
+            raise FieldError("queues", str(err)) from err
         try:
             data = yaml.safe_load(_field_text(request.trace, "trace"))
         except yaml.YAMLError as err:

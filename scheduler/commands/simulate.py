@@ -63,20 +63,16 @@ def register(sub: Any) -> None:
 
 
 def load_world(cluster: Path, queues: Path) -> Any:
-    from scheduler.sim.scenario import cluster_from_documents, world_from_objects
+    from scheduler.sim.scenario import ClusterError, cluster_from_documents, world_from_objects
 
     cdocs = [o for _, o in load_documents(cluster, "cluster file")]
     qdocs = [o for _, o in load_documents(queues, "queues file")]
     try:
-        desc = cluster_from_documents(cdocs)
-    except ValueError as exc:
+        return world_from_objects(cluster_from_documents(cdocs), qdocs)
+    except ClusterError as exc:
         raise UserError(f"cluster file {cluster}: {exc}") from exc
-    try:
-        return world_from_objects(desc, qdocs)
     except ValueError as exc:
-        where = "cluster file" if "cluster" in str(exc) or "layers" in str(exc) else "queues file"
-        path = cluster if where == "cluster file" else queues
-        raise UserError(f"{where} {path}: {exc}") from exc
+        raise UserError(f"queues file {queues}: {exc}") from exc
 
 
 def load_trace(path: Path) -> Any:

@@ -10,7 +10,7 @@ from scheduler.adapter.cluster import core_nodes
 from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, compact_defaults, flavor_spec, local_queue_spec
 from scheduler.core.failures import RequeueBackoff, StormPolicy
 from scheduler.core.fakecluster import generate_nodes
-from scheduler.core.nodes import HOSTNAME_LABEL
+from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.placement.options import POLICIES, PlacementOptions
 from scheduler.core.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
 from scheduler.core.topology_request import TopologyRequest
@@ -22,14 +22,28 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 COMPARE = ("solver", "queueing", "borrowing", "placement")
 
 
+class ClusterError(ValueError):
+    """The cluster (description or Node objects) is wrong, not the queue objects: the doors
+    (CLI, gRPC) name the cluster input for it and the queues input for any other ValueError."""
+
+
+def cluster_nodes(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> tuple[NodeInfo, ...]:
+    """The nodes of a fakecluster description or a list of Node objects; ClusterError says why not."""
+    try:
+        nodes = tuple(core_nodes(generate_nodes(cluster) if isinstance(cluster, Mapping) else list(cluster)))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ClusterError(str(exc)) from exc
+    if not nodes:
+        raise ClusterError("the cluster has no nodes")
+    return nodes
+
+
 def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
                        queue_objects: Sequence[Mapping[str, Any]]) -> World:
     """``cluster``: a fakecluster description (dict) or a list of Node objects.
-    ``queue_objects``: Kueue objects (+ Namespaces). ValueError names what is wrong."""
-    raw_nodes = generate_nodes(cluster) if isinstance(cluster, Mapping) else list(cluster)
-    nodes = tuple(core_nodes(raw_nodes))
-    if not nodes:
-        raise ValueError("the cluster has no nodes")
+    ``queue_objects``: Kueue objects (+ Namespaces). ClusterError for the cluster, ValueError
+    for the queue objects, naming what is wrong."""
+    nodes = cluster_nodes(cluster)
     by_kind: dict[str, list[Mapping[str, Any]]] = {}
     for obj in queue_objects:
         by_kind.setdefault(str(obj.get("kind") or ""), []).append(obj)
@@ -37,7 +51,8 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
              "Namespace", "PriorityClass"}
     other = sorted(set(by_kind) - known)
     if other:
-        raise ValueError(f"kind: {other[0]!r} is not a queue object (expected one of {', '.join(sorted(known))})")
+        got = repr(other[0]) if other[0] else "an object without kind"
+        raise ValueError(f"kind: {got} is not a queue object (expected one of {', '.join(sorted(known))})")
     if not by_kind.get("ClusterQueue"):
         raise ValueError("no ClusterQueue defined")
 
@@ -232,7 +247,7 @@ def cluster_from_documents(docs: Sequence[Mapping[str, Any]]) -> Mapping[str, An
         return docs[0]
     bad = [d.get("kind") for d in docs if d.get("kind", "Node") != "Node"]
     if bad or not docs:
-        raise ValueError("expected a cluster description (name, layers, nodesPerDomain, ...) or Node objects"
+        raise ClusterError("expected a cluster description (name, layers, nodesPerDomain, ...) or Node objects"
                          + (f", got kind {bad[0]!r}" if bad else ", got nothing"))
     return list(docs)
 

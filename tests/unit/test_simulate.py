@@ -181,6 +181,29 @@ def test_bad_queue_file_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 2 and "'Pod' is not a queue object" in capsys.readouterr().err
 
 
+MISTAKES = pytest.mark.parametrize("cluster, queue_objects, door, message", [
+    ({**TWO_NODES, "instanceType": "p5.48xlarge"}, [], "cluster", "unknown instanceType 'p5.48xlarge'"),
+    ({**TWO_NODES, "layers": [1, -2]}, [], "cluster", "layers[1] must be a positive integer"),
+    (TWO_NODES, [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
+                  "spec": {"levels": [{"nodeLabel": "rack"}]}}], "queues", "Topology t: level 'rack' is not a label of any node"),
+])
+
+
+@MISTAKES
+def test_cluster_and_queue_mistakes_name_their_own_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], cluster: dict[str, Any],
+        queue_objects: list[dict[str, Any]], door: str, message: str) -> None:
+    """A mistake in the cluster is blamed on the cluster file, one in the queue objects on the
+    queues file (by the error's type, not its words)."""
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cluster))
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump_all(queues() + queue_objects))
+    code = cli.main(["simulate", "--cluster", str(tmp_path / "c.yaml"), "--queues", str(tmp_path / "q.yaml"),
+                     "--synthetic", "3", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err, err
+    assert err.startswith(f"toposched simulate: {door} file {tmp_path / (door[0] + '.yaml')}: {message}"), err
+
+
 def test_compare_borrowing_runs_both_variants() -> None:
     world = world_from_objects(TWO_NODES, queues())
     runs = run_variants(world, trace_from_data({"jobs": [job("a", 0, 1, 10)]}), compare="borrowing")
@@ -222,6 +245,18 @@ def test_grpc_simulate_bad_trace_is_invalid_argument(stub: Any) -> None:
             trace=b"jobs: [{at: 0}]"), timeout=30))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
     assert info.value.details().startswith("trace: jobs[0]")  # type: ignore[attr-defined]
+
+
+@MISTAKES
+def test_grpc_simulate_names_the_field_at_fault(stub: Any, cluster: dict[str, Any],
+                                                queue_objects: list[dict[str, Any]], door: str, message: str) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        list(stub.Simulate(pb.SimulateRequest(
+            cluster=yaml.safe_dump(cluster).encode(), queues=yaml.safe_dump_all(queues() + queue_objects).encode(),
+            trace=yaml.safe_dump({"jobs": [job("a", 0, 1, 10)]}).encode()), timeout=30))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    details = info.value.details()  # type: ignore[attr-defined]
+    assert details.startswith(f"{door}: ") and message in details, details
 
 
 def test_tty_progress_bar_redraws_in_place() -> None:
