@@ -51,8 +51,8 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
              "Namespace", "PriorityClass"}
     other = sorted(set(by_kind) - known)
     if other:
-        got = repr(other[0]) if other[0] else "an object without kind"
-        raise ValueError(f"kind: {got} is not a queue object (expected one of {', '.join(sorted(known))})")
+        what = f"{other[0]!r} is not a queue object" if other[0] else "missing"
+        raise ValueError(f"kind: {what} (expected one of {', '.join(sorted(known))})")
     if not by_kind.get("ClusterQueue"):
         raise ValueError("no ClusterQueue defined")
 
