@@ -185,7 +185,8 @@ MISTAKES = pytest.mark.parametrize("cluster, queue_objects, door, message", [
     ({**TWO_NODES, "instanceType": "p5.48xlarge"}, [], "cluster", "unknown instanceType 'p5.48xlarge'"),
     ({**TWO_NODES, "layers": [1, -2]}, [], "cluster", "layers[1] must be a positive integer"),
     (TWO_NODES, [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
-                  "spec": {"levels": [{"nodeLabel": "rack"}]}}], "queues", "Topology t: level 'rack' is not a label of any node"),
+                  "spec": {"levels": [{"nodeLabel": "rack"}]}}],
+     "queues", "Topology t: level 'rack' is not a label of any node"),
 ])
 
 
