@@ -50,24 +50,29 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
     python = [sys.executable, "-m", "scheduler.cli"]
     started: list[tuple[processes.Started, str]] = []
     if "toposched-extender" in wanted:
+        url = f"http://127.0.0.1:{ports.extender}/readyz"
         proc = cluster.start_process("toposched-extender", [*python, "extender", "--kubeconfig", kubeconfig,
-                                                            "--port", str(ports.extender), "--binder", binder])
-        started.append((proc, f"http://127.0.0.1:{ports.extender}/readyz"))
+                                                            "--port", str(ports.extender), "--binder", binder],
+                                     health=url)
+        started.append((proc, url))
     if "toposched-webhook" in wanted:
         # The controller below runs with the admin kubeconfig: the admin certificate's CN is the
         # username the webhook must recognise as the one that may unsuspend queued jobs.
         controller_user = certs.common_name(cluster.pki / "admin.crt")
+        url = f"https://127.0.0.1:{ports.webhook}/readyz"
         proc = cluster.start_process("toposched-webhook", [*python, "webhook", "--kubeconfig", kubeconfig,
                                                            "--port", str(ports.webhook),
                                                            "--cert-dir", str(cluster.dir / "webhook-certs"),
-                                                           "--controller-user", controller_user, *config_args])
-        started.append((proc, f"https://127.0.0.1:{ports.webhook}/readyz"))
+                                                           "--controller-user", controller_user, *config_args],
+                                     health=url)
+        started.append((proc, url))
     if "toposched-controller" in wanted:
+        url = f"http://127.0.0.1:{ports.controller_health}/readyz"
         proc = cluster.start_process("toposched-controller", [
             *python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(ports.controller_health),
             "--grpc-port", str(ports.grpc),
-            *config_args, *controller_args])
-        started.append((proc, f"http://127.0.0.1:{ports.controller_health}/readyz"))
+            *config_args, *controller_args], health=url)
+        started.append((proc, url))
     for proc, url in started:
         peers.wait_http_ready(url, proc, timeout_s, verify_tls=False)
     if "toposched-extender" in wanted:
@@ -89,4 +94,4 @@ def restart_component(cluster: LocalCluster, name: str) -> processes.Started:
     proc = cluster.state.processes[name]
     if processes.alive(proc.pid) and processes.is_ours(proc.pid, proc.executable):
         raise UserError(f"{name} is still running (pid {proc.pid})")
-    return cluster.start_process(name, list(proc.argv))
+    return cluster.start_process(name, list(proc.argv), health=proc.health)
