@@ -6,8 +6,8 @@
 #                             are unchanged). Nothing else is installed on the machine.
 #   scripts/setup.sh --test   also what the tests use, when run as root with apt-get: Debian's
 #                             chromium (topology page screenshot test) and prometheus (metrics
-#                             e2e); with TOPOSCHED_IMAGE_TEST=1 buildah and mmdebstrap, with
-#                             TOPOSCHED_INSTALL_TEST=1 also podman and runc (opt-in tests).
+#                             e2e), buildah, mmdebstrap, podman and runc (the Helm install
+#                             test; not with TOPOSCHED_INSTALL_TEST=0).
 #
 # The Kubernetes binaries and KWOK are built on first use into ~/.cache/toposched (see README).
 # The editable install points `toposched` at THIS checkout: with several checkouts, the one
@@ -53,13 +53,14 @@ apt_install() {  # apt_install WHY PACKAGE...
 if $tests && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   command -v chromium >/dev/null || apt_install "headless screenshot test of the topology page" chromium
   command -v prometheus >/dev/null || apt_install "e2e: the real server scrapes the controller's /metrics" prometheus
-  # Opt-in tests: the image build (tests/integration/test_image.py) and the Helm install run by
-  # the podman node (tests/e2e/test_helm_install.py) need buildah and mmdebstrap (+ podman, runc).
-  if [ "${TOPOSCHED_IMAGE_TEST:-}" = 1 ] || [ "${TOPOSCHED_INSTALL_TEST:-}" = 1 ]; then
+  # The Helm install test (tests/e2e/test_helm_install.py: the image built, the chart run by the
+  # podman node) and the opt-in image test (tests/integration/test_image.py) need buildah and
+  # mmdebstrap, the install test also podman and runc. TOPOSCHED_INSTALL_TEST=0 skips them.
+  if [ "${TOPOSCHED_INSTALL_TEST:-}" != 0 ] || [ "${TOPOSCHED_IMAGE_TEST:-}" = 1 ]; then
     { command -v buildah >/dev/null && command -v mmdebstrap >/dev/null; } \
-      || apt_install "TOPOSCHED_IMAGE_TEST/TOPOSCHED_INSTALL_TEST=1" buildah mmdebstrap
+      || apt_install "image build and Helm install tests" buildah mmdebstrap
   fi
-  if [ "${TOPOSCHED_INSTALL_TEST:-}" = 1 ]; then
-    { command -v podman >/dev/null && command -v runc >/dev/null; } || apt_install "TOPOSCHED_INSTALL_TEST=1" podman runc
+  if [ "${TOPOSCHED_INSTALL_TEST:-}" != 0 ]; then
+    { command -v podman >/dev/null && command -v runc >/dev/null; } || apt_install "Helm install test" podman runc
   fi
 fi

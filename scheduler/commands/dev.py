@@ -215,7 +215,6 @@ def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: A
     print(f"toposched dev cluster is up ({len(nodes)} fake {description.get('instanceType', 'GPU')} nodes, "
           f"{len(layers)} topology layers) in {took:.0f}s")
     print(f"  kubeconfig: {kubeconfig}")
-    print(f"  gRPC API:   127.0.0.1:{StackPorts.after(args.port).grpc}  (toposched place|topology --server ...)")
     if args.bare:
         print("  toposched:  not installed (--bare); node podman-0 runs pods with podman")
         print("next: install it as docs/install.md says (\"On this machine\"):")
@@ -224,6 +223,7 @@ def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: A
         print('  alias helm="$(python3 -m scheduler.cli dev helm)"')
         print("  toposched dev status   # what answers; toposched dev down when done")
         return
+    print(f"  gRPC API:   127.0.0.1:{StackPorts.after(args.port).grpc}  (toposched place|topology --server ...)")
     print(f"  toposched:  {', '.join(components) if components else 'no components built yet'}")
     print("next:")
     print(f"  export KUBECONFIG={kubeconfig}")
@@ -239,6 +239,7 @@ def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: A
     if args.mpijob:
         print("  kubectl apply -f examples/jobs/mpijob-launcher-workers.yaml")
     print("  toposched dev down   # when done")
+    print("to install toposched yourself (Helm chart, image; docs/install.md), start with `toposched dev up --bare`")
 
 
 def _load(args: argparse.Namespace) -> LocalCluster:

@@ -145,7 +145,8 @@ def node_pod_checks(api: KubeApi, node: str = NODE_NAME) -> list[Check]:
         ready = sum(1 for c in statuses if c.get("ready"))
         waiting = [c["state"]["waiting"].get("reason", "") for c in statuses if "waiting" in (c.get("state") or {})]
         phase = "Terminating" if meta.get("deletionTimestamp") else status.get("phase", "Pending")
-        ok = phase == "Running" and ready == len(pod["spec"]["containers"])
+        # a pod on its way out (a roll, an uninstall) is not a failure
+        ok = phase == "Terminating" or (phase == "Running" and ready == len(pod["spec"]["containers"]))
         detail = f"{phase}, {ready}/{len(pod['spec']['containers'])} ready" + (
             f" ({', '.join(waiting)})" if waiting else "") + (f", IP {status['podIP']}" if status.get("podIP") else "")
         checks.append(Check(f"{meta['namespace']}/{meta['name']}", ok, detail))
