@@ -220,7 +220,8 @@ def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: A
         print("next: install it as docs/install.md says (\"On this machine\"):")
         print(f"  export KUBECONFIG={kubeconfig}")
         print("  scripts/build-image.sh && scripts/build-kube-scheduler-image.sh")
-        print('  alias helm="$(python3 -m scheduler.cli dev helm)"')
+        print('  export PATH="$(dirname "$(toposched dev helm)"):$PATH"   # helm v4.3.2')
+        print("  helm install toposched deploy/helm/toposched -n toposched-system ...   # docs/install.md")
         print("  toposched dev status   # what answers; toposched dev down when done")
         return
     print(f"  gRPC API:   127.0.0.1:{StackPorts.after(args.port).grpc}  (toposched place|topology --server ...)")
