@@ -115,8 +115,9 @@ def webhook_checks(api: KubeApi) -> list[Check]:
 
 
 def _target(client_config: dict[str, Any]) -> tuple[str, str, str, int]:
-    if "url" in client_config:
-        return ("url", client_config["url"], "", 0)
+    if "url" in client_config:  # one target per server, whatever the path
+        parts = urllib.parse.urlsplit(client_config["url"])
+        return ("url", f"{parts.scheme}://{parts.netloc}", "", 0)
     svc = client_config.get("service") or {}
     return ("service", svc.get("namespace", ""), svc.get("name", ""), int(svc.get("port", 443)))
 

@@ -112,10 +112,13 @@ def test_a_chart_webhook_without_ready_endpoints_refuses() -> None:
 
 def test_a_webhook_url_nobody_serves_refuses() -> None:
     api = FakeApi()
-    api.create(health.MUTATING, configuration("MutatingWebhookConfiguration",
-                                              {"url": f"https://127.0.0.1:{free_port()}/mutate", "caBundle": "Q0E="}))
+    port = free_port()
+    config = configuration("MutatingWebhookConfiguration", {"url": f"https://127.0.0.1:{port}/mutate-a"})
+    config["webhooks"].append({"name": "b.toposched.io", "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate-b"}})
+    api.create(health.MUTATING, config)
     (check,) = health.webhook_checks(api)
     assert not check.ok and "no answer" in check.detail
+    assert check.detail.count("calls ") == 1, "one server, asked once"
 
 
 def test_podman_node_pods_ready_or_named_why_not() -> None:
