@@ -11,6 +11,7 @@ image) can be followed on this machine. ``status`` says what answers, ``helm`` w
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -133,6 +134,9 @@ def _check_podman() -> None:
     if shutil.which("podman") is None:
         raise UserError("--bare runs the chart's pods with podman, which is not installed "
                         "(Debian: apt-get install podman runc)")
+    if os.geteuid() != 0:
+        raise UserError("--bare runs pods on podman's bridge network, which the API server must reach: run it as "
+                        "root (rootless podman gives pods no address this machine can reach)")
 
 
 def _fake_nodes(cluster_file: Path) -> tuple[Any, list[dict[str, Any]]]:
