@@ -20,27 +20,17 @@ from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.registry import KINDS
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
 
 log = logging.getLogger(__name__)
 
-MUTATE_JOB = "/mutate-batch-v1-job"
-VALIDATE_JOB = "/validate-batch-v1-job"
-MUTATE_JOBSET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
-VALIDATE_JOBSET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
-MUTATE_PYTORCHJOB = "/mutate-kubeflow-org-v1-pytorchjob"
-VALIDATE_PYTORCHJOB = "/validate-kubeflow-org-v1-pytorchjob"
-MUTATE_MPIJOB = "/mutate-kubeflow-org-v2beta1-mpijob"
-VALIDATE_MPIJOB = "/validate-kubeflow-org-v2beta1-mpijob"
-MUTATE_LWS = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
-VALIDATE_LWS = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
-# path -> the kind it serves (the object's own ``kind`` may be absent in a review)
-JOB_KINDS = {MUTATE_JOB: "Job", VALIDATE_JOB: "Job", MUTATE_JOBSET: "JobSet", VALIDATE_JOBSET: "JobSet",
-             MUTATE_PYTORCHJOB: "PyTorchJob", VALIDATE_PYTORCHJOB: "PyTorchJob",
-             MUTATE_MPIJOB: "MPIJob", VALIDATE_MPIJOB: "MPIJob",
-             MUTATE_LWS: "LeaderWorkerSet", VALIDATE_LWS: "LeaderWorkerSet"}
-MUTATE_PATHS = (MUTATE_JOB, MUTATE_JOBSET, MUTATE_PYTORCHJOB, MUTATE_MPIJOB, MUTATE_LWS)
+# path -> the governed kind it serves (the object's own ``kind`` may be absent in a review):
+# each kind of the job-kind registry has a mutating and a validating path.
+JOB_PATHS: dict[str, JobKind] = {**{k.mutate_path: k for k in KINDS}, **{k.validate_path: k for k in KINDS}}
+MUTATE_PATHS = frozenset(k.mutate_path for k in KINDS)
 KUEUE_KINDS = {"topology": "Topology", "resourceflavor": "ResourceFlavor",
                "clusterqueue": "ClusterQueue", "localqueue": "LocalQueue"}
 KUEUE_PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors",
@@ -52,7 +42,7 @@ def validate_kueue_path(kind: str, version: str = "v1beta2") -> str:
 
 
 KUEUE_PATHS = {validate_kueue_path(k, v): k for k in KUEUE_PLURALS for v in ("v1beta1", "v1beta2")}
-PATHS = (*JOB_KINDS, *KUEUE_PATHS)
+PATHS = (*JOB_PATHS, *KUEUE_PATHS)
 
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
@@ -127,7 +117,7 @@ def _validation_failed(uid: str, obj: Mapping[str, Any], kind: str, exc: Excepti
                      "message", code=500, api_version=api_version)
 
 
-def _unsuspend_refusal(uid: str, kind: str, req: Mapping[str, Any], obj: Mapping[str, Any],
+def _unsuspend_refusal(uid: str, kind: JobKind, req: Mapping[str, Any], obj: Mapping[str, Any],
                        old: Mapping[str, Any] | None, controller_users: Collection[str],
                        api_version: str) -> dict[str, Any] | None:
     """The denial of an UPDATE that unsuspends a queued job on behalf of anyone but the controller."""
@@ -138,7 +128,7 @@ def _unsuspend_refusal(uid: str, kind: str, req: Mapping[str, Any], obj: Mapping
     if not refused:
         return None
     meta = obj.get("metadata")
-    log.info("refused unsuspending %s %s/%s by %r", kind, _field(meta, "namespace"), _field(meta, "name"), user)
+    log.info("refused unsuspending %s %s/%s by %r", kind.kind, _field(meta, "namespace"), _field(meta, "name"), user)
     return _response(uid, False, Verdict(refused).message(), api_version=api_version)
 
 
@@ -168,34 +158,39 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         raise ReviewError("request.namespace is not a string")
     if req.get("namespace") and isinstance(obj.get("metadata"), Mapping) and not obj["metadata"].get("namespace"):
         obj = dict(obj, metadata=dict(obj["metadata"], namespace=req["namespace"]))  # CREATE with generateName
-    if path in JOB_KINDS:
+    job_kind = JOB_PATHS.get(path)
+    if job_kind is not None:
         kind_check = _field(req.get("kind"), "kind")
-        if kind_check not in (None, JOB_KINDS[path]):
+        if kind_check not in (None, job_kind.kind):
             return _response(uid, True, api_version=api_version)
-        obj = dict(obj, kind=JOB_KINDS[path])
-    kind = JOB_KINDS.get(path) or KUEUE_PATHS.get(path)
+        # The path names the kind (the object's own kind and apiVersion may be absent or, in a
+        # hand-made review, contradict it): read the object as that kind, everywhere below.
+        obj = dict(obj, kind=job_kind.kind, apiVersion=job_kind.api_version)
+        if isinstance(old, Mapping):
+            old = dict(old, kind=job_kind.kind, apiVersion=job_kind.api_version)
+    kind = job_kind.kind if job_kind is not None else KUEUE_PATHS.get(path)
     if kind is None:
         raise ReviewError(f"unknown path {path!r}; serving {', '.join(PATHS)}")
     for part, value in (("object", obj), ("oldObject", old)):
         errors = shape_errors(kind, value, root=f"request.{part}")
         if errors:  # a body no API server sends: refuse with the fields, before anything reads them
             return _response(uid, False, Verdict(errors).message(), api_version=api_version)
-    if path in MUTATE_PATHS:
+    if job_kind is not None and path in MUTATE_PATHS:
         try:
-            m = mutate_job(obj, operation, view, scheduler_name, default_queue)
+            m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
             log.exception("mutation failed")
             return _response(uid, False, f"toposched webhook: internal error while mutating the {obj['kind']}: {exc}; "
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
-    if path in JOB_KINDS:
-        refusal = _unsuspend_refusal(uid, JOB_KINDS[path], req, obj, old, controller_users, api_version)
+    if job_kind is not None:
+        refusal = _unsuspend_refusal(uid, job_kind, req, obj, old, controller_users, api_version)
         if refusal is not None:
             return refusal
         try:
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None, gates)
         except Exception as exc:
-            return _validation_failed(uid, obj, JOB_KINDS[path], exc, api_version, managed=_is_managed(obj))
+            return _validation_failed(uid, obj, job_kind.kind, exc, api_version, managed=_is_managed(obj))
     elif path in KUEUE_PATHS:
         kind = KUEUE_PATHS[path]
         try:

@@ -12,8 +12,9 @@ Which pods count as managed (docs/extender.md, "Whose pods"): a pod routed to to
 
 1. carries ``kueue.x-k8s.io/workload``: the slot book decides (admitted Workload or not);
 2. carries the ``kueue.x-k8s.io/queue-name`` label itself; or
-3. whose controller owner chain (a Job, the JobSet or MPIJob that owns that Job, a PyTorchJob,
-   an MPIJob) carries the ``kueue.x-k8s.io/queue-name`` label;
+3. whose controller owner chain (objects of the suspendable governed kinds of the job-kind
+   registry: a Job, the JobSet that owns that Job, ...) carries the ``kueue.x-k8s.io/queue-name``
+   label;
 4. a pod of a queued LeaderWorkerSet (``kueue.x-k8s.io/pod-suspending-parent`` set by the
    webhook in its templates): held until the controller has labelled it with its group's
    Workload (``kueue.x-k8s.io/prebuilt-workload-name``), then the slot book decides. This is
@@ -32,14 +33,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND, suspendable
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
 
-# (API group, kind) of the owners whose queue label makes their pods managed.
-QUEUED_OWNER_KINDS = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "PyTorchJob"),
-                                ("kubeflow.org", "MPIJob")})
-# Kueue's pod-group annotation the webhook writes into a queued LeaderWorkerSet's templates.
-# pod -> Job -> JobSet is the longest chain among them.
+# (API group, kind) of the owners whose queue label makes their pods managed: the suspendable
+# kinds of the registry, whatever version the reference names (a wider net than Kueue's).
+QUEUED_OWNER_KINDS = frozenset((k.group, k.kind) for k in suspendable())
+# pod -> child Job -> its parent (the parent role) is the longest chain among them.
 MAX_OWNER_DEPTH = 3
 
 
@@ -127,7 +128,7 @@ def judge(pod: Mapping[str, Any], lookup: OwnerLookup | None) -> GateVerdict | N
         except Exception as exc:  # unreachable API, missing RBAC: fail closed, retry
             return GateVerdict(Refusal.OWNER_UNREADABLE, f"toposched: cannot read {what}, the owner of pod "
                                f"{pod_name}, to tell whether it is queued ({exc}); retrying (the extender needs get "
-                               f"on {ref.kind.lower()}s.{ref.group})")
+                               f"on {BY_GROUP_KIND[(ref.group, ref.kind)].plural}.{ref.group})")
         if owner is None:
             return GateVerdict(Refusal.OWNER_NOT_FOUND, f"toposched: {what}, the owner of pod {pod_name}, was not "
                                "found (deleted, or recreated under the same name); retrying")
