@@ -13,9 +13,12 @@ At CREATE only (as Kueue's job webhooks), for a job managed by a queue:
   Workload is admitted.
 * ``schedulerName: toposched`` in every pod template the kind has a pod set for: the second
   kube-scheduler profile with the extender binds its pods.
-* A child its governed parent created (a JobSet's Jobs, a launcher Job: the controller
-  owner reference resolves to a queued object of a governed kind) is left alone: its parent
-  is the managed object, as Kueue skips jobs whose ancestor it manages.
+* A child its governed parent created (a JobSet's Jobs, a launcher Job) is left alone: its
+  parent is the managed object, as Kueue skips jobs whose ancestor it manages. Resolved, not
+  assumed: only when the controller owner reference names an object that exists with that uid,
+  is of a governed kind and is itself queued (``scheduler/adapter/kinds/ownership.py``); a
+  forged reference leaves the job queued like any other. An owner that cannot be read raises
+  ``OwnerUnreadable`` (the review refuses: retry).
 * implicit default priority: no ``kueue.x-k8s.io/priority-class`` label and a
   WorkloadPriorityClass named ``default`` exists -> the label ``default`` is added, so the
   Workload carries an explicit, visible priority (Kueue's WorkloadPriorityClassDefaulting
@@ -33,13 +36,9 @@ from typing import Any
 
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
-from scheduler.adapter.kinds.registry import kind_or_job
-from scheduler.core.workload import (
-    LABEL_PRIORITY_CLASS,
-    LABEL_QUEUE_NAME,
-    SCHEDULER_NAME,
-    owned_by_managed_parent,
-)
+from scheduler.adapter.kinds.ownership import managed_ancestor
+from scheduler.adapter.kinds.registry import KINDS, kind_or_job
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, SCHEDULER_NAME
 
 DEFAULT_LOCAL_QUEUE = "default"
 DEFAULT_PRIORITY_CLASS = "default"
@@ -73,7 +72,7 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
     """The mutation of one object of a governed kind (``kind``; else read from the object)."""
     kind = kind or kind_or_job(job)
     out = Mutation()
-    if operation != "CREATE" or owned_by_managed_parent(job):
+    if operation != "CREATE" or managed_ancestor(job, view.owners if view else None, KINDS).ancestor is not None:
         return out
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}

@@ -21,6 +21,7 @@ from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsu
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.ownership import OwnerUnreadable
 from scheduler.adapter.kinds.registry import KINDS
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
@@ -119,17 +120,28 @@ def _validation_failed(uid: str, obj: Mapping[str, Any], kind: str, exc: Excepti
 
 def _unsuspend_refusal(uid: str, kind: JobKind, req: Mapping[str, Any], obj: Mapping[str, Any],
                        old: Mapping[str, Any] | None, controller_users: Collection[str],
-                       api_version: str) -> dict[str, Any] | None:
+                       api_version: str, view: ClusterView | None) -> dict[str, Any] | None:
     """The denial of an UPDATE that unsuspends a queued job on behalf of anyone but the controller."""
     if req.get("operation") != "UPDATE":
         return None
     user = requesting_user(req)
-    refused = unsuspend_errors(kind, obj, old, user, controller_users)
+    try:
+        refused = unsuspend_errors(kind, obj, old, user, controller_users, view.owners if view else None)
+    except OwnerUnreadable as exc:
+        return _owner_unreadable(uid, kind, exc, api_version)
     if not refused:
         return None
     meta = obj.get("metadata")
     log.info("refused unsuspending %s %s/%s by %r", kind.kind, _field(meta, "namespace"), _field(meta, "name"), user)
     return _response(uid, False, Verdict(refused).message(), api_version=api_version)
+
+
+def _owner_unreadable(uid: str, kind: JobKind, exc: OwnerUnreadable, api_version: str) -> dict[str, Any]:
+    """Whether the object is governed through its owner cannot be told now: refuse (never let
+    a queued job through unsuspended), and say it is worth retrying."""
+    log.warning("cannot resolve the owner of a %s: %s", kind.kind, exc)
+    return _response(uid, False, f"toposched webhook: cannot tell whether this {kind.kind} belongs to a queued "
+                     f"owner ({exc}); nothing was created or changed; retry", code=503, api_version=api_version)
 
 
 def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
@@ -178,13 +190,15 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
     if job_kind is not None and path in MUTATE_PATHS:
         try:
             m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind)
+        except OwnerUnreadable as exc:
+            return _owner_unreadable(uid, job_kind, exc, api_version)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
             log.exception("mutation failed")
             return _response(uid, False, f"toposched webhook: internal error while mutating the {obj['kind']}: {exc}; "
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
     if job_kind is not None:
-        refusal = _unsuspend_refusal(uid, job_kind, req, obj, old, controller_users, api_version)
+        refusal = _unsuspend_refusal(uid, job_kind, req, obj, old, controller_users, api_version, view)
         if refusal is not None:
             return refusal
         try:

@@ -10,8 +10,9 @@ pods never start. The controller is recognised by the AdmissionReview's
 the local dev cluster).
 
 Not judged here: jobs that leave the queue in the same update (the label removed: from then on
-they are not ours), and Jobs created by a managed JobSet (the JobSet controller unsuspends its
-children when toposched unsuspends the JobSet).
+they are not ours), and children of a queued governed parent (the JobSet controller unsuspends
+its Jobs when toposched unsuspends the JobSet) - resolved, not assumed: the owner reference must
+name an existing, queued object of a governed kind with that uid (``owners``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import Any
 
 from admission.fielderrors import FieldError, forbidden
 from scheduler.adapter.kinds.base import JobKind
-from scheduler.core.workload import LABEL_QUEUE_NAME, owned_by_managed_parent
+from scheduler.adapter.kinds.ownership import OwnerLookup, managed_ancestor
+from scheduler.adapter.kinds.registry import KINDS
+from scheduler.core.workload import LABEL_QUEUE_NAME
 
 DEFAULT_CONTROLLER_NAMESPACE = "toposched-system"
 CONTROLLER_SERVICE_ACCOUNT = "toposched-controller"
@@ -51,14 +54,16 @@ def requesting_user(request: Mapping[str, Any]) -> str:
 
 
 def unsuspend_errors(kind: JobKind, obj: Mapping[str, Any], old: Mapping[str, Any] | None, username: str,
-                     controller_users: Collection[str]) -> list[FieldError]:
+                     controller_users: Collection[str], owners: OwnerLookup | None = None) -> list[FieldError]:
     """The error refusing an UPDATE that unsuspends a queued job, or none when the update may pass
     (a kind held per pod group has no suspend flag to flip)."""
     if old is None or not kind.suspendable or not kind.is_suspended(old) or kind.is_suspended(obj):
         return []
     queue = _queue(obj)
-    if not queue or owned_by_managed_parent(obj) or username in controller_users:
+    if not queue or username in controller_users:
         return []
+    if managed_ancestor(obj, owners, KINDS).ancestor is not None:
+        return []  # its queued parent is guarded; the parent's controller resumes it
     who = f"user \"{username}\"" if username else "a request without a user"
     return [forbidden(
         kind.suspend_field,

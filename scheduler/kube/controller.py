@@ -39,6 +39,13 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.kinds.base import JobKind, PodSetStart
+from scheduler.adapter.kinds.ownership import (
+    OwnerRef,
+    OwnerUnreadable,
+    Resolution,
+    governed_kind,
+    managed_ancestor,
+)
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.core.assignment import decode_topology_assignment
@@ -48,7 +55,7 @@ from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
@@ -149,6 +156,21 @@ class Controller:
                 out[str(job["metadata"]["uid"])] = (kind, job)
         return out
 
+    def _queued_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
+        """An owner from the informer caches, which hold the queued objects of every governed
+        kind: one found there exists and is queued; one that is not is no managed ancestor."""
+        kind = governed_kind(ref, self.kinds)
+        informer = self.cache.jobs.get(kind.framework) if kind is not None else None
+        return informer.get(f"{namespace}/{ref.name}") if informer is not None else None
+
+    def ownership(self, job: Mapping[str, Any]) -> Resolution:
+        """The job's queued ancestor of a governed kind, resolved by uid (a forged owner reference
+        is not honoured: the job is queued on its own). A cyclic or too long chain: on its own."""
+        try:
+            return managed_ancestor(job, self._queued_owner, self.kinds)
+        except OwnerUnreadable as exc:
+            return Resolution(None, str(exc))
+
     # ------------------------------------------------------------------ phase 1
     def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
         """Kueue: the WorkloadPriorityClass label wins; else the pod template's PriorityClass;
@@ -184,10 +206,13 @@ class Controller:
         self.pod_groups.label_pods()
 
     def _ensure_workload(self, integration: JobKind, job: Obj) -> None:
-        if (job.get("metadata") or {}).get("deletionTimestamp") or owned_by_managed_parent(job):
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
             return
         if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
             return
+        ownership = self.ownership(job)
+        if ownership.ancestor is not None:
+            return  # governed through its queued parent (a JobSet's Job, an mpi-operator launcher)
         if integration.finish_state(job).finished:
             return
         priority = self.resolve_priority(job)
@@ -202,6 +227,9 @@ class Controller:
         except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
             self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
+        if ownership.unhonoured:
+            self.writer.event(job, "Warning", "OwnerReferenceNotHonoured",
+                              f"{ownership.unhonoured}: queued on its own like any other {integration.kind}")
         self._create_workload(job, body)
 
     def _create_workload(self, job: Obj, body: Obj) -> None:
@@ -225,18 +253,25 @@ class Controller:
                                 subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
                                 wanted=lambda item: self._runs_unadmitted(*item))
 
-    @staticmethod
-    def _runs_unadmitted(integration: JobKind, job: Obj, wl: Obj | None) -> bool:
+    def _runs_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> bool:
         meta = job.get("metadata") or {}
-        if integration.is_suspended(job) or meta.get("deletionTimestamp") or owned_by_managed_parent(job):
+        if integration.is_suspended(job) or meta.get("deletionTimestamp"):
             return False
         if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
             return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
+        ancestor = self.ownership(job).ancestor
+        if ancestor is not None:
+            # Kueue's shouldSuspendChildJob: a child runs only while its ancestor's Workload is admitted.
+            wl = wi.owned_by(self.cache.workloads, ancestor.uid)
+            return wl is None or st.is_finished(wl) or not st.condition_true(wl, st.ADMITTED)
         # Admitted (or evicted: the eviction phase stops it with the eviction's message).
         return wl is None or not (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl))
 
     def _suspend_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> None:
         message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
+        ancestor = self.ownership(job).ancestor
+        if ancestor is not None:
+            message = f"{NOT_ADMITTED_MESSAGE}: the Workload of its owner {ancestor.spelled}"
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
             log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
                      message)

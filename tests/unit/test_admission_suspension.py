@@ -117,8 +117,10 @@ def test_a_jobset_child_job_is_unsuspended_by_the_jobset_controller() -> None:
     for obj in (child, old):
         obj["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                                                "name": "js", "uid": "x", "controller": True}]
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "js", "uid": "x", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}}
     assert unsuspend_errors(BATCH_JOB, child, old, "system:serviceaccount:jobset-system:jobset-controller-manager",
-                            DEFAULT_CONTROLLER_USERS) == []
+                            DEFAULT_CONTROLLER_USERS, lambda namespace, ref: jobset) == []
 
 
 def test_create_and_delete_are_not_judged_here() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from admission.mutation import apply_patch, mutate_job
 from admission.review import handle
 from admission.validation import validate_job
+from admission.view import ClusterView
 from scheduler.adapter.kinds.base import PodSetStart, merge_patched
 from scheduler.adapter.kinds.batch import BATCH_JOB
 from scheduler.adapter.kinds.jobset import JOBSET
@@ -110,10 +111,14 @@ def test_child_jobs_of_a_jobset_are_left_to_their_parent() -> None:
         "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train",
                              "uid": "u-1", "controller": True}]},
         "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
-    assert mutate_job(child, "CREATE", None).patch == []
+    owners = ClusterView(owners=lambda namespace, ref: jobset() if ref.kind == "JobSet" else None)
+    assert mutate_job(child, "CREATE", owners).patch == []
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "r1", "operation": "CREATE", "kind": {"group": "batch", "kind": "Job"}, "object": child}}
-    assert "patch" not in handle(BATCH_JOB.mutate_path, review, None)["response"]
+    assert "patch" not in handle(BATCH_JOB.mutate_path, review, owners)["response"]
+    # the same reference without a JobSet of that uid behind it: queued like any other Job
+    assert "patch" in handle(BATCH_JOB.mutate_path, review, ClusterView(owners=lambda namespace, ref: None))[
+        "response"]
 
 
 def test_jobset_review_path_and_annotation_errors_name_the_replicated_job() -> None:

@@ -11,12 +11,15 @@ import yaml
 
 from admission.mutation import apply_patch, mutate_job
 from admission.validation import manifest_errors, validate_job
+from admission.view import ClusterView
 from scheduler.adapter.kinds.base import PodSetStart, merge_patched
 from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET, group_count
 from scheduler.adapter.kinds.mpijob import MPIJOB
+from scheduler.adapter.kinds.ownership import managed_ancestor
 from scheduler.adapter.kinds.podgroups import group_workload, pod_group_patch
+from scheduler.adapter.kinds.registry import KINDS
 from scheduler.adapter.kinds.workloads import workload_for_job, workload_from_manifest, workload_pod_sets
-from scheduler.core.workload import kueue_workload_name, owned_by_managed_parent
+from scheduler.core.workload import kueue_workload_name
 from scheduler.extender.gate import Refusal, judge
 from scheduler.extender.logic import RankRule, pod_ref
 from tests.unit.test_admission_validation import L2, L3, cluster
@@ -77,8 +80,10 @@ def test_mpijob_runs_and_stops_through_run_policy_and_finishes_by_conditions() -
 def test_mpijob_launcher_job_belongs_to_its_mpijob() -> None:
     launcher = {"kind": "Job", "metadata": {"ownerReferences": [
         {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "nccl", "controller": True}]}}
-    assert owned_by_managed_parent(launcher)
-    assert mutate_job(launcher, "CREATE", None).patch == []
+    launcher["metadata"]["ownerReferences"][0]["uid"] = "u-1"
+    owners = ClusterView(owners=lambda namespace, ref: mpijob() if ref.kind == "MPIJob" else None)
+    assert managed_ancestor(launcher, owners.owners, KINDS).ancestor is not None
+    assert mutate_job(launcher, "CREATE", owners).patch == []
 
 
 def test_webhook_suspends_an_mpijob_through_run_policy() -> None:
