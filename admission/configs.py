@@ -9,6 +9,10 @@ failurePolicy design (docs/webhook.md):
   defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
   price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
   unmanaged.
+* Every other queued object, of any group and kind (``vqueued``, the default deny, CREATE and
+  UPDATE, objectSelector ``Exists``): ``Fail``. A queued object of a kind toposched does not
+  govern is refused with one line naming the gap; with the webhook down such objects cannot be
+  created either, which is the point: nothing queued runs outside toposched.
 * Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue): ``Ignore``. Their CRD
   CEL rules still hold; the admins can always repair queues with the webhook down.
 * Namespaces kube-system, kube-public, kube-node-lease and our own are never sent to us.
@@ -24,6 +28,7 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
+from admission.governance import QUEUED_PATH
 from admission.review import KUEUE_PLURALS, validate_kueue_path
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.registry import KINDS
@@ -90,6 +95,11 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     hooks = [dict(common, name=f"v{kind.kind.lower()}.toposched.io", clientConfig=client(kind.validate_path),
                   failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(kind, ["CREATE", "UPDATE"]),
                   objectSelector=_QUEUED) for kind in KINDS]
+    # The default deny (admission/governance.py): every other queued object, of any kind.
+    hooks.append(dict(common, name="vqueued.toposched.io", clientConfig=client(QUEUED_PATH), failurePolicy="Fail",
+                      timeoutSeconds=5, rules=[{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
+                                                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+                      objectSelector=_QUEUED))
     for kind, plural in KUEUE_PLURALS.items():
         hooks.append(dict(
             common, name=f"v{kind.lower()}.kueue.toposched.io", clientConfig=client(validate_kueue_path(kind)),

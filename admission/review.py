@@ -15,12 +15,14 @@ from typing import Any
 
 from admission.annotations import NO_OVERRIDES
 from admission.fielderrors import Verdict
+from admission.governance import QUEUED_PATH, ungoverned
 from admission.mutation import mutate_job
 from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.governance import Governance
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
 from scheduler.adapter.kinds.registry import KINDS
 from scheduler.core.config import FeatureGates
@@ -43,7 +45,7 @@ def validate_kueue_path(kind: str, version: str = "v1beta2") -> str:
 
 
 KUEUE_PATHS = {validate_kueue_path(k, v): k for k in KUEUE_PLURALS for v in ("v1beta1", "v1beta2")}
-PATHS = (*JOB_PATHS, *KUEUE_PATHS)
+PATHS = (*JOB_PATHS, *KUEUE_PATHS, QUEUED_PATH)
 
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
@@ -144,13 +146,36 @@ def _owner_unreadable(uid: str, kind: JobKind, exc: OwnerUnreadable, api_version
                      f"owner ({exc}); nothing was created or changed; retry", code=503, api_version=api_version)
 
 
+GOVERN_ALL = Governance()  # no Kueue Configuration: every kind toposched has, no external frameworks
+
+
+def _ungoverned_refusal(uid: str, req: Mapping[str, Any], obj: Mapping[str, Any], old: Any, view: ClusterView | None,
+                        controller_users: Collection[str], governance: Governance,
+                        api_version: str) -> dict[str, Any]:
+    """The default deny (admission/governance.py): a queued object of a kind toposched does not
+    govern is refused with one line naming the gap."""
+    try:
+        gap = ungoverned(req, obj, old if isinstance(old, Mapping) else None, view.owners if view else None,
+                         governance, controller_users)
+    except OwnerUnreadable as exc:
+        log.warning("cannot resolve the owner of a queued object: %s", exc)
+        return _response(uid, False, f"toposched webhook: cannot tell whether this object belongs to a queued "
+                         f"owner ({exc}); nothing was created or changed; retry", code=503, api_version=api_version)
+    if gap is None:
+        return _response(uid, True, api_version=api_version)
+    meta = obj.get("metadata")
+    log.info("refused %s/%s: %s", _field(meta, "namespace"), _field(meta, "name"), gap)
+    return _response(uid, False, gap, api_version=api_version)
+
+
 def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
            scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
            controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-           gates: FeatureGates = NO_OVERRIDES) -> dict[str, Any]:
+           gates: FeatureGates = NO_OVERRIDES, governance: Governance = GOVERN_ALL) -> dict[str, Any]:
     """Decide one AdmissionReview. Raises :class:`ReviewError` for a malformed body or unknown path.
     ``controller_users``: the usernames of toposched's controller, the only one that may unsuspend
-    a queued job. ``gates``: the feature gates of the Kueue Configuration the controller runs with."""
+    a queued job. ``gates``: the feature gates of the Kueue Configuration the controller runs with;
+    ``governance``: the kinds its ``integrations`` govern (the default deny refuses the rest)."""
     if not isinstance(review, Mapping) or review.get("kind") != "AdmissionReview":
         raise ReviewError("body is not an AdmissionReview")
     req = review.get("request")
@@ -170,6 +195,8 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         raise ReviewError("request.namespace is not a string")
     if req.get("namespace") and isinstance(obj.get("metadata"), Mapping) and not obj["metadata"].get("namespace"):
         obj = dict(obj, metadata=dict(obj["metadata"], namespace=req["namespace"]))  # CREATE with generateName
+    if path == QUEUED_PATH:
+        return _ungoverned_refusal(uid, req, obj, old, view, controller_users, governance, api_version)
     job_kind = JOB_PATHS.get(path)
     if job_kind is not None:
         kind_check = _field(req.get("kind"), "kind")
@@ -220,7 +247,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
 
 def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str = SCHEDULER_NAME,
            default_queue: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-           gates: FeatureGates = NO_OVERRIDES) -> tuple[int, dict[str, Any]]:
+           gates: FeatureGates = NO_OVERRIDES, governance: Governance = GOVERN_ALL) -> tuple[int, dict[str, Any]]:
     """One HTTP request body in, (HTTP status, AdmissionReview) out; never raises.
 
     A body that is not a usable AdmissionReview gets HTTP 400 with an AdmissionReview whose
@@ -236,7 +263,7 @@ def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str 
     if json_depth(body) > MAX_JSON_DEPTH:
         return 400, _bad_request(uid, f"request body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return 200, handle(path, body, view, scheduler_name, default_queue, controller_users, gates)
+        return 200, handle(path, body, view, scheduler_name, default_queue, controller_users, gates, governance)
     except ReviewError as exc:
         return 400, _bad_request(uid, str(exc))
     except Exception as exc:  # a bug of ours: refuse, and say so

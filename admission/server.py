@@ -21,9 +21,11 @@ from kubernetes.client import ApiException
 from admission import review
 from admission.annotations import NO_OVERRIDES
 from admission.fresh import FreshViews
+from admission.review import GOVERN_ALL
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
+from scheduler.adapter.kinds.governance import Governance
 from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, interim_kind
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.config import FeatureGates
@@ -181,9 +183,10 @@ class WebhookApp:
 
     def __init__(self, api: Api | None, scheduler_name: str = "toposched", default_queue: bool = True,
                  watch_nodes: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-                 gates: FeatureGates = NO_OVERRIDES) -> None:
+                 gates: FeatureGates = NO_OVERRIDES, governance: Governance = GOVERN_ALL) -> None:
         self.api = api
         self.gates = gates
+        self.governance = governance
         self.scheduler_name = scheduler_name
         self.default_queue = default_queue
         self.controller_users = frozenset(controller_users)
@@ -306,7 +309,7 @@ class WebhookApp:
 
     def _answer(self, path: str, raw: bytes, view: ClusterView | None) -> tuple[int, dict[str, Any]]:
         return review.answer(path, raw, view, self.scheduler_name, self.default_queue, self.controller_users,
-                             self.gates)
+                             self.gates, self.governance)
 
 
 class WebhookServer:

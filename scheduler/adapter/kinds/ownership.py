@@ -108,8 +108,9 @@ def is_queued(obj: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Ancestor:
-    kind: JobKind
+    ref: OwnerRef
     obj: Mapping[str, Any]
+    kind: JobKind | None  # None: an external framework's kind (integrations.externalFrameworks)
 
     @property
     def uid(self) -> str:
@@ -117,7 +118,7 @@ class Ancestor:
 
     @property
     def spelled(self) -> str:
-        return f"{self.kind.spelled} {(self.obj.get('metadata') or {}).get('name')}"
+        return self.ref.spelled
 
 
 @dataclass(frozen=True)
@@ -130,11 +131,12 @@ class Resolution:
 
 
 def managed_ancestor(obj: Mapping[str, Any], lookup: OwnerLookup | None, kinds: Collection[JobKind],
-                     interim: bool = False) -> Resolution:
-    """The top-most queued ancestor of a governed kind (``kinds``) of ``obj``, by its controller
-    owner references, each owner fetched and checked to carry the reference's uid. ``interim``:
-    walk through :data:`INTERIM_KINDS` too (a pod's ReplicaSet). Without a ``lookup`` nothing can
-    be resolved, so nothing is honoured. Raises :class:`OwnerUnreadable` (a read failed, the chain
+                     interim: bool = False, external: Collection[tuple[str, str, str]] = ()) -> Resolution:
+    """The top-most queued ancestor of a governed kind (``kinds``, or an external framework's
+    (group, version, kind) in ``external``) of ``obj``, by its controller owner references, each
+    owner fetched and checked to carry the reference's uid. ``interim``: walk through
+    :data:`INTERIM_KINDS` too (a pod's ReplicaSet). Without a ``lookup`` nothing can be
+    resolved, so nothing is honoured. Raises :class:`OwnerUnreadable` (a read failed, the chain
     is cyclic or longer than Kueue's limit): the caller fails closed."""
     namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
     seen: set[str] = set()
@@ -144,7 +146,8 @@ def managed_ancestor(obj: Mapping[str, Any], lookup: OwnerLookup | None, kinds: 
         if ref is None:
             return Resolution(top, unhonoured)
         kind = governed_kind(ref, kinds)
-        if kind is None and not (interim and interim_kind(ref) is not None):
+        managed = kind is not None or (ref.group, ref.version, ref.kind) in external
+        if not managed and not (interim and interim_kind(ref) is not None):
             return Resolution(top, unhonoured)  # an owner of a kind toposched does not govern
         if lookup is None:
             return Resolution(top, unhonoured or f"{ref.spelled} not checked (no owner lookup)")
@@ -157,8 +160,8 @@ def managed_ancestor(obj: Mapping[str, Any], lookup: OwnerLookup | None, kinds: 
         if owner is None or not ref.uid or found_uid != ref.uid:
             why = "does not exist" if owner is None else f"has uid {found_uid}, not {ref.uid or 'none'}"
             return Resolution(top, unhonoured or f"owner {ref.spelled} (uid {ref.uid or 'none'}) {why}")
-        if kind is not None and is_queued(owner):
-            top = Ancestor(kind, owner)
-        elif kind is not None and top is None and not unhonoured:
+        if managed and is_queued(owner):
+            top = Ancestor(ref, owner, kind)
+        elif managed and top is None and not unhonoured:
             unhonoured = f"owner {ref.spelled} is not queued (no {LABEL_QUEUE_NAME} label)"
         current = owner
