@@ -12,7 +12,7 @@ own exempt. An object passes when
   StatefulSet and pods), resolved by uid as the webhook's mutation does
   (``scheduler/adapter/kinds/ownership.py``);
 * the label was already there before this UPDATE (not ours to start refusing now), or the
-  request comes from toposched's controller (it labels the pods of pod groups).
+  UPDATE comes from toposched's controller (it labels the pods of pod groups).
 
 Everything else - a RayJob, a Deployment, a bare pod with the label - is refused with
 :meth:`~scheduler.adapter.kinds.governance.Governance.gap`'s line. Pods are gated rather than
@@ -51,10 +51,9 @@ def ungoverned(req: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str,
     read (the caller refuses: retry)."""
     if req.get("operation") not in ("CREATE", "UPDATE") or not is_queued(obj):
         return None
-    if req.get("operation") == "UPDATE" and isinstance(old, Mapping) and is_queued(old):
-        return None
-    if requesting_user(req) in controller_users:
-        return None
+    if req.get("operation") == "UPDATE" and (isinstance(old, Mapping) and is_queued(old)
+                                             or requesting_user(req) in controller_users):
+        return None  # labelled before; or the controller labelling a pod of a pod group
     gvk = request_gvk(req, obj)
     if gvk is None:
         return "toposched webhook: the request names no kind; refusing a queued object it cannot identify"

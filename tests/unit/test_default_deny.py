@@ -176,3 +176,8 @@ def test_external_frameworks_are_read_as_kueue_validates_them() -> None:
         load_kueue_config_text(CONFIG.format(external="[RayJob.ray]"))
     with pytest.raises(ConfigError, match=r"externalFrameworks\[1\]: Duplicate value"):
         load_kueue_config_text(CONFIG.format(external="[RayJob.v1.ray.io, RayJob.v1.ray.io]"))
+
+
+def test_the_controller_identity_creates_nothing_ungoverned() -> None:
+    """Its exemption is for labelling pods of pod groups (UPDATE), not for creating objects."""
+    assert refusal(decide(obj("v1", "Pod"), user=CONTROLLER))
