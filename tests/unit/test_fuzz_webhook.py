@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from admission import review
 from admission.annotations import NO_OVERRIDES
+from admission.governance import QUEUED_PATH
 from scheduler.adapter.kinds.batch import BATCH_JOB
 from scheduler.adapter.kinds.jobset import JOBSET
 from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
@@ -84,7 +85,8 @@ def reviews(obj: Any, kind: Any, operation: Any) -> dict[str, Any]:
 
 
 PATHS = [BATCH_JOB.validate_path, BATCH_JOB.mutate_path, JOBSET.validate_path, JOBSET.mutate_path,
-         PYTORCHJOB.validate_path, PYTORCHJOB.mutate_path, MPIJOB.validate_path, LEADERWORKERSET.validate_path]
+         PYTORCHJOB.validate_path, PYTORCHJOB.mutate_path, MPIJOB.validate_path, LEADERWORKERSET.validate_path,
+         QUEUED_PATH]
 # The gates the webhook's --kueue-config may switch on (TASTopologySpreading turns on its checks).
 GATES = st.sampled_from([FeatureGates(), FeatureGates({"TASTopologySpreading": True, "TASBalancedPlacement": True})])
 VIEW = cluster()
