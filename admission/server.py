@@ -21,9 +21,13 @@ from kubernetes.client import ApiException
 from admission import review
 from admission.annotations import NO_OVERRIDES
 from admission.fresh import FreshViews
+from admission.review import GOVERN_ALL
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
+from scheduler.adapter.kinds.governance import Governance
+from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, interim_kind
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.config import FeatureGates
 from scheduler.http.bounded import BoundedHTTPServer, Refuser
 from scheduler.kube.informer import (
@@ -40,6 +44,7 @@ from scheduler.kube.informer import (
     object_key,
     wait_synced,
 )
+from scheduler.kube.owners import CachedOwners
 
 log = logging.getLogger(__name__)
 
@@ -178,16 +183,18 @@ class WebhookApp:
 
     def __init__(self, api: Api | None, scheduler_name: str = "toposched", default_queue: bool = True,
                  watch_nodes: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-                 gates: FeatureGates = NO_OVERRIDES) -> None:
+                 gates: FeatureGates = NO_OVERRIDES, governance: Governance = GOVERN_ALL) -> None:
         self.api = api
         self.gates = gates
+        self.governance = governance
         self.scheduler_name = scheduler_name
         self.default_queue = default_queue
         self.controller_users = frozenset(controller_users)
         self.ready = threading.Event()
         self.answer_observers: list[Callable[[bool, float], None]] = []
         self.informers: list[Informer] = []
-        self.view = ClusterView(lookup=self._lookup if api else None)
+        self.view = ClusterView(lookup=self._lookup if api else None,
+                                owners=CachedOwners(self._get_owner) if api else None)
         self._node_prints: dict[str, tuple[Any, ...]] = {}
         # Denials are decided again on a view listed after the request arrived (admission/fresh.py).
         self.fresh: FreshViews | None = None
@@ -226,6 +233,27 @@ class WebhookApp:
                 return None
             raise
 
+    def _get_owner(self, namespace: str, ref: OwnerRef) -> dict[str, Any] | None:
+        """A live GET of the object an owner reference names (a governed kind, or a kind that
+        stands between a pod and its governed ancestor); None when there is none. A short
+        timeout: the API server waits at most the webhook's timeoutSeconds for the answer."""
+        kind = BY_GROUP_KIND.get((ref.group, ref.kind))
+        interim = interim_kind(ref)
+        plural = kind.plural if kind is not None else interim.plural if interim is not None else None
+        if plural is None or not ref.name:
+            return None
+        assert self.api is not None
+        try:
+            found: dict[str, Any] = self.api.request(
+                "GET", Resource(ref.group, ref.version, plural).path(namespace, ref.name), timeout=2)
+            return found
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise OwnerUnreadable(f"reading {ref.spelled}: HTTP {exc.status} {exc.reason}") from exc
+        except Exception as exc:  # unreachable API server, timeout
+            raise OwnerUnreadable(f"reading {ref.spelled}: {exc}") from exc
+
     def start(self, timeout_s: float = 60) -> None:
         for inf in self.informers:
             inf.start()
@@ -243,7 +271,7 @@ class WebhookApp:
     def _listed_view(self) -> ClusterView:
         """The view of the informers' resources listed from the API server now (consistent reads)."""
         assert self.api is not None
-        view = ClusterView(lookup=self._lookup, health_policy=self.view.health_policy)
+        view = ClusterView(lookup=self._lookup, owners=self.view.owners, health_policy=self.view.health_policy)
         for inf in self.informers:
             try:
                 items = self.api.list(inf.resource).get("items") or ()
@@ -281,7 +309,7 @@ class WebhookApp:
 
     def _answer(self, path: str, raw: bytes, view: ClusterView | None) -> tuple[int, dict[str, Any]]:
         return review.answer(path, raw, view, self.scheduler_name, self.default_queue, self.controller_users,
-                             self.gates)
+                             self.gates, self.governance)
 
 
 class WebhookServer:

@@ -177,7 +177,7 @@ def start_http(args: argparse.Namespace, ready: Any, metrics: Any) -> None:
 def controller_kueue_config(args: argparse.Namespace) -> Any:
     """The Configuration, with the frameworks it enables that toposched has no integration for
     reported among what is not honoured."""
-    from scheduler.kube.jobs import unmanaged_frameworks
+    from scheduler.adapter.kinds.registry import unmanaged_frameworks
 
     return kueue_config(args, unmanaged_frameworks)
 

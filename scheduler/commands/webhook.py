@@ -81,7 +81,9 @@ def register(sub: Any) -> None:
                    help="serve Prometheus /metrics (AdmissionReview latency, docs/metrics.md)"
                    " on this port (default 0: off)")
     p.add_argument("--metrics-bind", default="127.0.0.1", help="address of /metrics (0.0.0.0 in a Pod)")
-    add_kueue_config_argument(p)  # its featureGates switch Kueue's gated checks (TASTopologySpreading)
+    # its featureGates switch Kueue's gated checks (TASTopologySpreading); its integrations decide
+    # which queued kinds the default deny refuses (frameworks, externalFrameworks)
+    add_kueue_config_argument(p)
     add_log_format_argument(p)
     p.set_defaults(func=run)
 
@@ -155,10 +157,14 @@ def run(args: argparse.Namespace) -> int:
 
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and args.kubeconfig is None
     api = _api(args.kubeconfig)
+    from scheduler.adapter.kinds.governance import Governance
+    from scheduler.adapter.kinds.registry import unmanaged_frameworks
+
+    config = kueue_config(args, unmanaged_frameworks)
     app = WebhookApp(api, scheduler_name=args.scheduler_name, default_queue=not args.no_default_queue,
                      watch_nodes=not args.no_watch_nodes,
                      controller_users=args.controller_user or [controller_username(args.namespace)],
-                     gates=kueue_config(args).feature_gates)
+                     gates=config.feature_gates, governance=Governance.from_config(config))
     port = args.port
     if port == 0 and not args.webhook_url and not args.no_register:
         from scheduler.devcluster.controlplane import free_port

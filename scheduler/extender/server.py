@@ -28,6 +28,7 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.health import UnknownValues
 from scheduler.core.nodes import node_from_k8s
 from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, OwnerRef, judge
@@ -338,10 +339,10 @@ class ExtenderService:
             return None
 
     def _get_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
-        """A live GET of a pod's owner (Job, JobSet, PyTorchJob): only pods routed to toposched
+        """A live GET of a pod's owner (a governed kind): only pods routed to toposched
         without a workload annotation ask, and answers are cached (gate.CachedOwners). A short
         timeout: filter must answer within kube-scheduler's httpTimeout (5 s)."""
-        resource = Resource(ref.group, ref.version, f"{ref.kind.lower()}s")
+        resource = Resource(ref.group, ref.version, BY_GROUP_KIND[(ref.group, ref.kind)].plural)
         try:
             return self.api.request("GET", resource.path(namespace, ref.name), timeout=2)  # type: ignore[no-any-return]
         except ApiException as exc:
