@@ -37,6 +37,8 @@ import yaml
 from scheduler.devcluster import binaries, certs, peers
 from scheduler.devcluster.apply import apply_objects
 from scheduler.devcluster.controlplane import LOOPBACK, LocalCluster, free_ports
+from scheduler.devcluster.jobset import PROCESS_NAME as JOBSET_PROCESS
+from scheduler.devcluster.jobset import start_jobset
 
 TRAINER_VERSION = "v2.2.0"
 TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
@@ -92,9 +94,6 @@ def start_trainer(cluster: LocalCluster, *, timeout_s: float = 120, with_jobset:
     """Install the Trainer CRDs, run the Trainer controller manager against ``cluster`` (a process
     of the cluster: ``LocalCluster.stop()`` stops it) and create the ``torch-distributed``
     ClusterTrainingRuntime. ``with_jobset``: start the JobSet peer first unless it runs."""
-    from scheduler.devcluster.jobset import PROCESS_NAME as JOBSET_PROCESS
-    from scheduler.devcluster.jobset import start_jobset
-
     if with_jobset and JOBSET_PROCESS not in cluster.state.processes:
         start_jobset(cluster, timeout_s=timeout_s)
     binary = ensure_trainer()
