@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from scheduler.adapter.jobkinds import jobset_pod_sets
+from scheduler.adapter.newkinds import ray
+from scheduler.adapter.newkinds import trainjob as trainjob_kind
 from scheduler.devcluster.apply import apply_objects, load_documents
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import LocalCluster
 from scheduler.devcluster.kuberay import start_kuberay
-from scheduler.devcluster.trainer import start_trainer
+from scheduler.devcluster.trainer import start_trainer, torch_runtime
 
 pytestmark = pytest.mark.cluster
 NS = "hyperpod-ns-team-a"
@@ -62,6 +65,21 @@ def jobsets(cluster: LocalCluster, name: str) -> list[dict[str, Any]]:
     return [j for j in items if j["metadata"]["name"] == name]
 
 
+def created_trainjob(cluster: LocalCluster, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = custom(cluster).get_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", NS,
+                                                                        "trainjobs", name)
+    return got
+
+
+def same_pod_sets(ours: list[dict[str, Any]], real: list[dict[str, Any]]) -> bool:
+    """Names, counts and topology requests equal (the templates differ by what the Trainer adds:
+    env, labels)."""
+    def key(pod_sets: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return [(ps["name"], ps["count"], ps.get("topologyRequest")) for ps in pod_sets]
+    assert key(ours) == key(real)
+    return True
+
+
 def test_a_suspended_trainjob_has_a_suspended_jobset_and_no_pods_then_runs_when_resumed(cluster: LocalCluster) -> None:
     trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
                 "metadata": {"name": "tj-suspend", "namespace": NS},
@@ -72,6 +90,8 @@ def test_a_suspended_trainjob_has_a_suspended_jobset_and_no_pods_then_runs_when_
     assert jobset["spec"]["suspend"] is True
     assert [(r["name"], r["replicas"], r["template"]["spec"]["parallelism"])
             for r in jobset["spec"]["replicatedJobs"]] == [("node", 1, 3)]
+    assert same_pod_sets(trainjob_kind.pod_sets(created_trainjob(cluster, "tj-suspend"), torch_runtime()["spec"]),
+                         jobset_pod_sets(jobset))
     time.sleep(2)
     assert pods(cluster, "jobset.sigs.k8s.io/jobset-name=tj-suspend") == []
     custom(cluster).patch_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", NS, "trainjobs", "tj-suspend",
@@ -94,6 +114,11 @@ def test_the_trainjob_example_is_accepted_and_rendered_with_its_topology_annotat
         "topology.k8s.aws/network-node-layer-3"
     [container] = [c for c in pod_template["spec"]["containers"] if c["name"] == "node"]
     assert container["resources"]["requests"] == {"nvidia.com/gpu": "8"}
+    # toposched's rendering of the TrainJob = the real Trainer's JobSet, pod set by pod set
+    ours = trainjob_kind.pod_sets(created_trainjob(cluster, "llama-finetune"), runtime["spec"])
+    assert same_pod_sets(ours, jobset_pod_sets(jobset))
+    [ours_node] = ours
+    assert ours_node["template"]["spec"]["containers"][0]["resources"] == container["resources"]
 
 
 def test_a_raycluster_gets_head_and_workers_and_a_suspended_one_none(cluster: LocalCluster) -> None:
@@ -108,6 +133,13 @@ def test_a_raycluster_gets_head_and_workers_and_a_suspended_one_none(cluster: Lo
         return sorted(p.metadata.labels.get("ray.io/node-type", "") for p in pods(cluster, f"ray.io/cluster={name}"))
 
     assert wait(lambda: kinds("rc-run") == ["head"] + ["worker"] * 4, 60, "head + 4 workers") is True
+    # the pod sets toposched charges are the pods KubeRay creates: head 1, group gpu 4
+    created = custom(cluster).get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "rc-run")
+    by_group: dict[str, int] = {}
+    for p in pods(cluster, "ray.io/cluster=rc-run"):
+        group = "head" if p.metadata.labels["ray.io/node-type"] == "head" else p.metadata.labels["ray.io/group"]
+        by_group[group] = by_group.get(group, 0) + 1
+    assert {ps["name"]: ps["count"] for ps in ray.pod_sets(created)} == by_group == {"head": 1, "gpu": 4}
     worker = next(p for p in pods(cluster, "ray.io/cluster=rc-run")
                   if p.metadata.labels["ray.io/node-type"] == "worker")
     assert worker.metadata.labels["ray.io/group"] == "gpu"
