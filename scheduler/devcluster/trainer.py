@@ -10,7 +10,10 @@ ClusterTrainingRuntime) on a LocalCluster, for the TrainJob integration's end-to
 - A TrainJob runs as a JobSet: the trainer renders its runtime's JobSet template and creates a
   JobSet owned by the TrainJob, so the JobSet controller must run first (:func:`start_trainer`
   starts the repo's JobSet peer when it is not running yet). The trainer looks the JobSet kind up
-  once at start-up and runs without its JobSet plugin when the CRD is missing.
+  once at start-up and runs without its JobSet plugin when the CRD is missing. The Trainer is built
+  against JobSet v0.11.1 (its manifests install v0.11.0) while the repo's JobSet peer is v0.10.1;
+  the JobSets it creates here are accepted and run by v0.10.1 (tests/integration/
+  test_job_peers_new.py), so one JobSet version serves both until the JobSet peer moves.
 - CRDs: ``manifests/base/crds/`` from the module cache (TrainJob, TrainingRuntime,
   ClusterTrainingRuntime). Runtimes: the ``torch-distributed`` ClusterTrainingRuntime from
   ``manifests/base/runtimes/torch_distributed.yaml`` (the one the Kubeflow docs and Kueue's
