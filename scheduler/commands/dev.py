@@ -63,6 +63,14 @@ def register(sub: Any) -> None:
     up.add_argument("--mpijob", action="store_true",
                     help="also run the Kubeflow mpi-operator v0.8.0 (MPIJob v2beta1; built once, ~1.5 min) so "
                     "MPIJobs can be submitted (examples/jobs/mpijob-launcher-workers.yaml)")
+    up.add_argument("--trainjob", action="store_true",
+                    help="also run the Kubeflow Trainer v2.2.0 controller manager (TrainJob; built once, ~5 min; "
+                    "starts the JobSet controller too) with the torch-distributed ClusterTrainingRuntime. NOT "
+                    "governed by toposched yet: a TrainJob runs without a Workload (docs/design/new-kinds.md)")
+    up.add_argument("--ray", action="store_true",
+                    help="also run the KubeRay ray-operator v1.6.0 (RayJob, RayCluster, RayService; built once, "
+                    "~5 min). NOT governed by toposched yet: Ray objects run without a Workload "
+                    "(docs/design/new-kinds.md)")
     up.add_argument("--kueue-config", type=Path, metavar="FILE", default=None,
                     help="Kueue's Configuration file for toposched's controller (fairSharing, waitForPodsReady, "
                     "featureGates, ...; see `toposched controller --help`)")
@@ -114,7 +122,7 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         _create_objects(cluster, nodes, queues, toposched_namespace=not args.bare)
         _start_job_operators(cluster, jobset=args.jobset, pytorchjob=args.pytorchjob, lws=args.lws,
-                             mpijob=args.mpijob)
+                             mpijob=args.mpijob, trainjob=args.trainjob, ray=args.ray)
         if args.bare:
             from scheduler.devcluster.podnode import start_podman_node
 
@@ -183,9 +191,9 @@ def _create_objects(cluster: LocalCluster, nodes: list[dict[str, Any]], queues: 
 
 
 def _start_job_operators(cluster: LocalCluster, *, jobset: bool, pytorchjob: bool, lws: bool = False,
-                         mpijob: bool = False) -> None:
+                         mpijob: bool = False, trainjob: bool = False, ray: bool = False) -> None:
     """The optional JobSet, LeaderWorkerSet controllers and Kubeflow training-operator,
-    mpi-operator (each built on first use)."""
+    mpi-operator, Trainer, KubeRay ray-operator (each built on first use)."""
     if jobset:
         from scheduler.devcluster.jobset import JOBSET_VERSION, start_jobset
 
@@ -210,6 +218,18 @@ def _start_job_operators(cluster: LocalCluster, *, jobset: bool, pytorchjob: boo
         print(f"starting the Kubeflow mpi-operator {MPI_OPERATOR_VERSION} (first run builds it: ~1.5 min) ...",
               file=sys.stderr, flush=True)
         start_mpi_operator(cluster)
+    if trainjob:
+        from scheduler.devcluster.trainer import TRAINER_VERSION, start_trainer
+
+        print(f"starting the Kubeflow Trainer {TRAINER_VERSION} controller manager (first run builds it: ~5 min"
+              f"{'' if jobset else '; it needs the JobSet controller, started too'}) ...", file=sys.stderr, flush=True)
+        start_trainer(cluster)
+    if ray:
+        from scheduler.devcluster.kuberay import KUBERAY_VERSION, start_kuberay
+
+        print(f"starting the KubeRay ray-operator {KUBERAY_VERSION} (first run builds it: ~5 min) ...",
+              file=sys.stderr, flush=True)
+        start_kuberay(cluster)
 
 
 def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: Any, nodes: list[dict[str, Any]],
@@ -243,6 +263,10 @@ def _print_up_summary(args: argparse.Namespace, kubeconfig: Path, description: A
         print("  kubectl apply -f examples/jobs/lws-leader-workers.yaml")
     if args.mpijob:
         print("  kubectl apply -f examples/jobs/mpijob-launcher-workers.yaml")
+    if args.trainjob:
+        print("  kubectl apply -f examples/jobs/trainjob-torch.yaml   # not governed by toposched yet")
+    if args.ray:
+        print("  kubectl apply -f examples/jobs/raycluster.yaml       # not governed by toposched yet")
     print("  toposched dev down   # when done")
     print("to install toposched yourself (Helm chart, image; docs/install.md), start with `toposched dev up --bare`")
 
