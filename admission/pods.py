@@ -62,7 +62,7 @@ class PodContext:
     """What the pod webhook needs to know of the cluster and the configuration.
 
     ``governed_owner``: the pod's controller owner is an object of a kind toposched governs (a
-    Job, a JobSet's Job, an MPIJob ...): the job is managed, the pod left alone.
+    Job, a JobSet's Job, the launcher of an MPI job ...): the job is managed, the pod left alone.
     ``default_local_queue``: the namespace has a LocalQueue named ``default``.
     ``namespace_managed``: the namespace matches ``managedJobsNamespaceSelector``.
     ``parents_held_elsewhere``: suspending parents whose pods toposched holds another way (today

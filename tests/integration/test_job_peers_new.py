@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.adapter.jobkinds import jobset_pod_sets
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.workloads import workload_pod_sets
 from scheduler.adapter.newkinds import ray
 from scheduler.adapter.newkinds import trainjob as trainjob_kind
 from scheduler.devcluster.apply import apply_objects, load_documents
@@ -91,7 +92,7 @@ def test_a_suspended_trainjob_has_a_suspended_jobset_and_no_pods_then_runs_when_
     assert [(r["name"], r["replicas"], r["template"]["spec"]["parallelism"])
             for r in jobset["spec"]["replicatedJobs"]] == [("node", 1, 3)]
     assert same_pod_sets(trainjob_kind.pod_sets(created_trainjob(cluster, "tj-suspend"), torch_runtime()["spec"]),
-                         jobset_pod_sets(jobset))
+                         workload_pod_sets(JOBSET, jobset))
     time.sleep(2)
     assert pods(cluster, "jobset.sigs.k8s.io/jobset-name=tj-suspend") == []
     custom(cluster).patch_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", NS, "trainjobs", "tj-suspend",
@@ -116,7 +117,7 @@ def test_the_trainjob_example_is_accepted_and_rendered_with_its_topology_annotat
     assert container["resources"]["requests"] == {"nvidia.com/gpu": "8"}
     # toposched's rendering of the TrainJob = the real Trainer's JobSet, pod set by pod set
     ours = trainjob_kind.pod_sets(created_trainjob(cluster, "llama-finetune"), runtime["spec"])
-    assert same_pod_sets(ours, jobset_pod_sets(jobset))
+    assert same_pod_sets(ours, workload_pod_sets(JOBSET, jobset))
     [ours_node] = ours
     assert ours_node["template"]["spec"]["containers"][0]["resources"] == container["resources"]
 

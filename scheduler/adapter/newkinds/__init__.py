@@ -4,7 +4,7 @@ five: Kubeflow TrainJob, KubeRay RayJob / RayCluster / RayService, the HyperPodP
 topology ungater's choice of domain per pod.
 
 One module per kind family, each exposing plain functions on object dicts, in the shape of
-:mod:`scheduler.adapter.jobkinds` and :class:`scheduler.kube.jobs.JobIntegration`: ``pod_sets``
+:mod:`scheduler.adapter.kinds` (the job-kind registry): ``pod_sets``
 (Kueue's pod sets: names, counts, templates, topology requests with the rank label),
 ``is_suspended``, ``start_patch`` / ``stop_patch`` / ``restore_patch`` (JSON merge patches; the
 caller computes each pod template's merge patch, e.g. with ``kube.jobs.template_start_patch``,

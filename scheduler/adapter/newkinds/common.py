@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.adapter.jobkinds import topology_request_from_template
+from scheduler.adapter.kinds.workloads import topology_request_from_template
 
 # Kueue v0.17.0 pkg/controller/jobs/pod/constants and apis/kueue/v1beta2 (pod integration, TAS).
 GATE_ADMISSION = "kueue.x-k8s.io/admission"

@@ -15,7 +15,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.adapter.jobkinds import jobset_pod_sets
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.workloads import workload_pod_sets
 from scheduler.adapter.newkinds.common import NOT_FINISHED, FinishState, as_int, condition_true, finished
 from scheduler.adapter.newkinds.mergepatch import strategic_merged
 from scheduler.core.workload import WorkloadFormatError
@@ -120,7 +121,7 @@ def render_jobset(trainjob: Mapping[str, Any], runtime_spec: Mapping[str, Any]) 
 
 def pod_sets(trainjob: Mapping[str, Any], runtime_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Kueue's TrainJob pod sets: those of the rendered JobSet."""
-    return jobset_pod_sets(render_jobset(trainjob, runtime_spec))
+    return workload_pod_sets(JOBSET, render_jobset(trainjob, runtime_spec))
 
 
 # --- suspend / start ---------------------------------------------------------------------------
