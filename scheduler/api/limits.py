@@ -8,10 +8,9 @@ work starts and refused with the limit named, so a client learns the rule from t
 
 from __future__ import annotations
 
-import ipaddress
-
 import grpc
 
+from scheduler.http.limits import is_loopback
 from scheduler.sim.trace import Trace
 
 # Place/Explain: CP-SAT gives its best answer within the budget; past a few seconds it rarely
@@ -30,8 +29,6 @@ MAX_SIMULATE_NODES = 2_000
 # Simulated time: 30 days covers any trace worth replaying through the API; a longer horizon or
 # a job submitted/running later is almost always a unit mistake (milliseconds given as seconds).
 MAX_SIMULATE_SECONDS = 30 * 24 * 3600.0
-
-LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
 
 
 class LimitExceeded(Exception):
@@ -95,16 +92,6 @@ def check_simulate_sizes(node_count: int, trace: Trace) -> None:
             raise LimitExceeded(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"trace.{field}: at most {MAX_SIMULATE_SECONDS:.0f} simulated seconds (30 days), "
                                 f"got {seconds:g}")
-
-
-def is_loopback(bind: str) -> bool:
-    host = bind.strip("[]")
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 def unprotected_bind_error(bind: str, tls: bool, token: bool) -> str | None:
