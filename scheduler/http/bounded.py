@@ -4,7 +4,8 @@ One loop thread owns every connection that is not being answered: it accepts, ru
 handshake without blocking, and reads until a whole request (head and body) has arrived. Only
 then does a worker thread get it: the handler (a ``BaseHTTPRequestHandler``, see
 :class:`BufferedHandler`) reads the request from memory and writes its answer to memory, the
-worker sends what the socket takes at once and the loop sends the rest. So an idle socket, a
+worker sends what the socket takes at once and the loop sends the rest
+(``scheduler/http/workers.py``, with its keep-alive fast path). So an idle socket, a
 half-sent head, a trickled body or a client that does not read its answer costs a file
 descriptor and a little memory, never a thread, and each phase has a deadline
 (:class:`~scheduler.http.limits.ConnectionLimits`). Connections are counted per client address
@@ -32,6 +33,7 @@ from typing import Any
 from scheduler.http.connection import CONTINUE, Connection, Head, Phase, find_head, head_too_large
 from scheduler.http.limits import ConnectionLimits
 from scheduler.http.slots import Slots
+from scheduler.http.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -108,16 +110,12 @@ class BoundedHTTPServer:
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, _WAKER)
         self._returned: queue.SimpleQueue[Connection] = queue.SimpleQueue()
-        self._work: queue.SimpleQueue[tuple[Connection, bytes, bool] | None] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self._stopped.set()
         self._notices: dict[str, float] = {}
         self.counts = {"evicted": 0, "refused": 0, "timed_out": 0}
-        self._workers = [threading.Thread(target=self._worker, name=f"{name}-worker-{i}", daemon=True)
-                         for i in range(limits.workers)]
-        for thread in self._workers:
-            thread.start()
+        self._workers = Workers(limits.workers, self.answer, self._give_back, self._stop, limits.max_body_bytes, name)
 
     @property
     def open_connections(self) -> int:
@@ -157,8 +155,7 @@ class BoundedHTTPServer:
         self._stopped.wait()
         for conn in self._slots.all():
             self._close(conn)
-        for _ in self._workers:
-            self._work.put(None)
+        self._workers.stop()
         for sock in (self.socket, self._wake_r, self._wake_w):
             sock.close()
         self._selector.close()
@@ -271,16 +268,11 @@ class BoundedHTTPServer:
         self._dispatch(conn, head)
 
     def _dispatch(self, conn: Connection, head: Head) -> None:
-        size = head.end + head.body
-        request = bytes(conn.buf[:size])
-        if head.unframed:
-            conn.buf.clear()  # what follows a head without a known body length cannot be a request
-        else:
-            del conn.buf[:size]
+        request = conn.take(head)
         conn.phase = Phase.BUSY
         conn.head = None
         self._unwatch(conn)
-        self._work.put((conn, request, head.unframed))
+        self._workers.submit(conn, request, head.unframed)
 
     def _reply_and_close(self, conn: Connection, answer: bytes) -> None:
         conn.out = memoryview(answer)
@@ -306,6 +298,7 @@ class BoundedHTTPServer:
                 return
             if conn.closed:
                 continue
+            self._slots.touch(conn)
             if conn.broken:
                 self._close(conn)
             elif conn.out:
@@ -324,21 +317,10 @@ class BoundedHTTPServer:
                 self._close(conn)
 
     # ------------------------------------------------------------------ workers
-    def _worker(self) -> None:
-        while True:
-            item = self._work.get()
-            if item is None:
-                return
-            conn, request, unframed = item
-            answer, close = self.answer(conn, request)
-            conn.out = memoryview(answer)
-            conn.close_after = close or unframed or self._stop.is_set()
-            try:
-                conn.send_pending()
-            except (OSError, ValueError):  # reset by the client, or closed by server_close
-                conn.broken = True
-            self._returned.put(conn)
-            self._wake()
+    def _give_back(self, conn: Connection) -> None:
+        """A worker is done with ``conn`` (called in the worker's thread)."""
+        self._returned.put(conn)
+        self._wake()
 
     def answer(self, conn: Connection, request: bytes) -> tuple[bytes, bool]:
         """The handler's answer to one complete request, and whether to close after it."""

@@ -153,6 +153,16 @@ class Connection:
         self.want_write = False
         return True
 
+    def take(self, head: Head) -> bytes:
+        """The complete request ``head`` frames, out of ``buf`` (what follows stays: pipelined)."""
+        size = head.end + head.body
+        request = bytes(self.buf[:size])
+        if head.unframed:
+            self.buf.clear()  # what follows a head without a known body length cannot be a request
+        else:
+            del self.buf[:size]
+        return request
+
     def close(self) -> None:
         if self.closed:
             return

@@ -208,3 +208,19 @@ def test_a_keep_alive_connection_waits_its_idle_timeout_then_closes() -> None:
         sock.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
         assert sock.recv(65536).endswith(b"/a")
         assert closed_by_server(sock, within_s=5)
+
+
+def test_a_half_sent_next_request_on_a_kept_connection_holds_no_worker_and_meets_the_head_deadline() -> None:
+    """A worker may wait on a kept connection for its next request (the keep-alive fast path);
+    a request that arrives in part goes back to the loop, whose head deadline ends it."""
+    limits = dataclasses.replace(LIMITS, workers=2, header_timeout_s=0.3)
+    with served(limits) as server:
+        port = server.server_address[1]
+        kept = connect(port, HONEST)
+        kept.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert kept.recv(65536).endswith(b"/first")
+        kept.sendall(b"GET /second HTTP/1.1\r\n")  # and nothing more
+        others = [get(port, f"/o{i}", timeout_s=2) for i in range(4)]
+        assert others == [(200, f"/o{i}".encode()) for i in range(4)]
+        assert closed_by_server(kept, within_s=5)
+        assert server.counts["timed_out"] == 1
