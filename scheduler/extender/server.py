@@ -146,18 +146,19 @@ class Extender:
 
     def _recall(self, namespace: str, name: str, uid: str) -> str | None:
         """Teach the book a pod it has no filter record of (read from the API), judging it as
-        filter would; why it may not be bound, or None."""
-        if self.pod_lookup is None:
-            return None
-        found = self.pod_lookup(namespace, name)
+        filter would; why it may not be bound, or None. A pod that cannot be found with that
+        uid is refused: the extender binds only pods it knows (issue 30)."""
+        unknown = (f"toposched: no pod {namespace}/{name} with uid {uid} went through this extender's filter or "
+                   "is held by the API server; not binding a pod the extender does not know")
+        found = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
         if found is None:
-            return None
+            return unknown
         try:
             obj = check_pod(found, f"pod {namespace}/{name}")
         except WireError as exc:
             return f"toposched: cannot read {exc}; retrying"
         if (obj.get("metadata") or {}).get("uid") != uid:
-            return None
+            return unknown
         ref = pod_ref(obj)
         if self.book.remember(ref) is not None:
             return None
@@ -187,6 +188,8 @@ class Extender:
             log.info("bind: undecodable request: %s", exc)
             return {"Error": f"toposched extender bind: bad request: {exc}"}
         ns, name, uid, node = request.namespace, request.name, request.uid, request.node
+        if not uid:
+            return {"Error": "toposched extender bind: PodUID is required (kube-scheduler always sends it)"}
         known, _ = self.book.group_for(uid)
         if not known:
             # Restarted between filter and bind, or the pod never went through filter.
@@ -337,7 +340,7 @@ class ExtenderService:
             return cached
         try:
             return self.api.get(PODS, name, namespace)
-        except Exception:  # gone, or API unreachable: bind proceeds as pass-through-or-refuse
+        except Exception:  # gone, or API unreachable: bind refuses it (kube-scheduler retries)
             return None
 
     def _get_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:

@@ -28,14 +28,13 @@ from typing import Any
 
 from admission.certs import cert_pem, issue_ca, issue_client, issue_serving, key_pem
 from scheduler.errors import UserError
+from scheduler.extender.config import CA_FILE, CERT_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE, KEY_FILE
 from scheduler.http.limits import is_loopback
 
-POD_TLS_DIR = "/run/toposched/extender-tls"
 SCHEDULER_CLIENT_NAME = "toposched-scheduler"
 # The set lives as long as its Pod; its CA key is gone once issued, so nothing else can be signed
 # by it, and a long validity only spares a long-running Pod an expiry.
 POD_CERT_VALIDITY = dt.timedelta(days=3650)
-CA, CERT, KEY, CLIENT_CERT, CLIENT_KEY = "ca.crt", "tls.crt", "tls.key", "client.crt", "client.key"
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,8 @@ class ExtenderTLS:
 
     @classmethod
     def from_dir(cls, directory: Path, client_ca: Path | None = None, client_names: Iterable[str] = ()) -> ExtenderTLS:
-        return cls(directory / CERT, directory / KEY, client_ca or directory / CA, frozenset(client_names))
+        return cls(directory / CERT_FILE, directory / KEY_FILE, client_ca or directory / CA_FILE,
+                   frozenset(client_names))
 
     def server_context(self) -> ssl.SSLContext:
         """TLS >= 1.2; a client certificate signed by the client CA is required."""
@@ -95,9 +95,10 @@ def issue_pod_certificates(directory: Path, client_name: str = SCHEDULER_CLIENT_
                             validity)
     client = issue_client(ca, client_name, validity)
     directory.mkdir(parents=True, exist_ok=True)
-    for name, data, private in ((CA, cert_pem(ca.cert), False), (CERT, cert_pem(serving.cert), False),
-                                (KEY, key_pem(serving.key), True), (CLIENT_CERT, cert_pem(client.cert), False),
-                                (CLIENT_KEY, key_pem(client.key), True)):
+    for name, data, private in ((CA_FILE, cert_pem(ca.cert), False), (CERT_FILE, cert_pem(serving.cert), False),
+                                (KEY_FILE, key_pem(serving.key), True),
+                                (CLIENT_CERT_FILE, cert_pem(client.cert), False),
+                                (CLIENT_KEY_FILE, key_pem(client.key), True)):
         _write(directory / name, data, 0o600 if private else 0o644)
 
 
