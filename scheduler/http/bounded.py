@@ -45,6 +45,32 @@ _LISTENER, _WAKER = "listener", "waker"
 INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 
 
+class Waker:
+    """Wakes the serving loop from another thread (a worker handing a connection back, shutdown)."""
+
+    def __init__(self) -> None:
+        self.reader, self._writer = socket.socketpair()
+        self.reader.setblocking(False)
+        self._writer.setblocking(False)
+
+    def wake(self) -> None:
+        try:
+            self._writer.send(b"\0")
+        except OSError:
+            pass  # a wake-up is already pending (or the server is closed)
+
+    def drain(self) -> None:
+        try:
+            while self.reader.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.reader.close()
+        self._writer.close()
+
+
 class Exchange:
     """What a :class:`BufferedHandler` is constructed with: the connection's socket (for the
     peer certificate) and the bytes of one complete request."""
@@ -105,10 +131,8 @@ class BoundedHTTPServer:
         self._slots = Slots(limits.max_connections, limits.max_per_client)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.socket, selectors.EVENT_READ, _LISTENER)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, _WAKER)
+        self._waker = Waker()
+        self._selector.register(self._waker.reader, selectors.EVENT_READ, _WAKER)
         self._returned: queue.SimpleQueue[Connection] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -134,7 +158,7 @@ class BoundedHTTPServer:
                     if key.data is _LISTENER:
                         self._accept()
                     elif key.data is _WAKER:
-                        self._drain_waker()
+                        self._waker.drain()
                     else:
                         self._step(key.data)
                 self._take_returned()
@@ -147,7 +171,7 @@ class BoundedHTTPServer:
 
     def shutdown(self) -> None:
         self._stop.set()
-        self._wake()
+        self._waker.wake()
         self._stopped.wait()
 
     def server_close(self) -> None:
@@ -156,8 +180,8 @@ class BoundedHTTPServer:
         for conn in self._slots.all():
             self._close(conn)
         self._workers.stop()
-        for sock in (self.socket, self._wake_r, self._wake_w):
-            sock.close()
+        self.socket.close()
+        self._waker.close()
         self._selector.close()
 
     def _accept(self) -> None:
@@ -320,7 +344,7 @@ class BoundedHTTPServer:
     def _give_back(self, conn: Connection) -> None:
         """A worker is done with ``conn`` (called in the worker's thread)."""
         self._returned.put(conn)
-        self._wake()
+        self._waker.wake()
 
     def answer(self, conn: Connection, request: bytes) -> tuple[bytes, bool]:
         """The handler's answer to one complete request, and whether to close after it."""
@@ -360,19 +384,6 @@ class BoundedHTTPServer:
             conn.events = 0
         self._slots.remove(conn)
         conn.close()
-
-    def _wake(self) -> None:
-        try:
-            self._wake_w.send(b"\0")
-        except (BlockingIOError, OSError):
-            pass  # a wake-up is already pending (or the server is closed)
-
-    def _drain_waker(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
 
     def _notice(self, kind: str, message: str, *args: Any) -> None:
         """A warning at most every NOTICE_EVERY_S per kind; the rest at debug level."""
