@@ -27,6 +27,7 @@ from kubernetes.client import ApiException
 from scheduler.devcluster import processes
 from scheduler.devcluster.controlplane import LocalCluster
 from scheduler.devcluster.podnode import NODE_NAME
+from scheduler.devcluster.stack import EXTENDER, scheduler_client_context
 from scheduler.kube.informer import PODS, KubeApi, Resource
 
 MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", namespaced=False)
@@ -46,9 +47,11 @@ class Check:
     detail: str
 
 
-def answers(url: str, timeout_s: float = 2.0) -> tuple[bool, str]:
+def answers(url: str, timeout_s: float = 2.0, context: ssl.SSLContext | None = None) -> tuple[bool, str]:
+    """``context``: what to present and trust (the extender answers only kube-scheduler's client
+    certificate); default: no certificate, any server certificate."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s, context=_INSECURE) as resp:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context or _INSECURE) as resp:
             return resp.status == 200, f"{urllib.parse.urlsplit(url).path} answers {resp.status}"
     except urllib.error.HTTPError as exc:
         return False, f"{url} answers {exc.code}"
@@ -66,12 +69,17 @@ def process_checks(cluster: LocalCluster, api: KubeApi | None) -> list[Check]:
         if not proc.health:
             checks.append(Check(name, True, f"pid {proc.pid} runs (no health endpoint)"))
             continue
-        ok, detail = answers(proc.health)
+        ok, detail = answers(proc.health, context=_client_context(cluster, name))
         if ok and name == DEMO_WEBHOOK and api is not None:
             port = urllib.parse.urlsplit(proc.health).port
             ok, detail = _registered(api, port, detail)
         checks.append(Check(name, ok, f"pid {proc.pid}, {detail}"))
     return checks
+
+
+def _client_context(cluster: LocalCluster, name: str) -> ssl.SSLContext | None:
+    tls_dir = cluster.dir / "extender-tls"
+    return scheduler_client_context(tls_dir) if name == EXTENDER and tls_dir.is_dir() else None
 
 
 def _registered(api: KubeApi, port: int | None, detail: str) -> tuple[bool, str]:
