@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from admission.fielderrors import OMIT, FieldError, invalid, too_many
-from scheduler.core.resources import parse_quantity
+from scheduler.core.resources import quantity_float
 
 MAP = "*"  # the key of a map schema: {MAP: value schema}
 INT32_MAX = 2**31 - 1
@@ -71,6 +71,14 @@ SCHEMAS: Mapping[str, Mapping[str, Any]] = {
         "stopPolicy": "str", "flavorFungibility": {},
         "resourceGroups": [{"coveredResources": ["str", 64], "flavors": _FLAVOR_QUOTAS}, 16]}},
     "LocalQueue": {**_TOP, "spec": {"clusterQueue": "str", "stopPolicy": "str"}},
+    # The objects `toposched place` and `topology` read from files (kubectl get nodes/pods):
+    # quantities are left to the reader, whose messages name the bad quantity and its field.
+    "Node": {**_TOP, "spec": {"taints": [_TAINT], "unschedulable": "bool"},
+             "status": {"allocatable": {}, "capacity": {}, "conditions": [
+                 {"type": "str", "status": "str", "reason": "str", "message": "str"}]}},
+    "Pod": {**_TOP, "spec": {"nodeName": "str", "containers": [_CONTAINER], "initContainers": [_CONTAINER],
+                             "overhead": {}},
+            "status": {"phase": "str"}},
 }
 
 _TYPE_WORDS = {"str": "a string", "bool": "a boolean", "int": "an integer", "count": "an integer",
@@ -99,8 +107,8 @@ def _is(value: Any, type_name: str) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if not isinstance(value, str | int | float) or isinstance(value, bool):
         return False
-    try:  # quantity: what the API server would have parsed
-        parse_quantity(value, "")
+    try:  # quantity: what the API server would have parsed (its sign is checked apart)
+        quantity_float(value)
     except (ValueError, ArithmeticError):
         return False
     return True
@@ -120,6 +128,8 @@ def _walk(value: Any, schema: Any, path: str, errors: list[FieldError]) -> None:
     if isinstance(schema, str):
         if not _is(value, schema):
             errors.append(_wrong_type(path, value, schema))
+        elif schema == "quantity" and quantity_float(value) < 0:
+            errors.append(invalid(path, _shown(value), "must be greater than or equal to 0", "remove the minus sign"))
         elif schema == "count" and not 0 <= value <= INT32_MAX:
             errors.append(invalid(path, value, "must be greater than or equal to 0" if value < 0 else
                                   f"must be less than or equal to {INT32_MAX}",
@@ -176,3 +186,9 @@ def shape_errors(kind: str, obj: Any, root: str = "object") -> list[FieldError]:
     errors: list[FieldError] = []
     _walk(obj, SCHEMAS.get(kind, _TOP), "", errors)
     return errors[:MAX_ERRORS]
+
+
+def object_errors(kind: str, obj: Any) -> list[str]:
+    """:func:`shape_errors` as lines: the check ``toposched place``/``topology`` and the gRPC
+    API run on each object of a file before reading it (scheduler.adapter.files.ObjectCheck)."""
+    return [str(e) for e in shape_errors(kind, obj)]

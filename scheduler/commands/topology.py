@@ -11,13 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from scheduler.adapter.topology_view import view_from_objects
 from scheduler.errors import UserError
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -79,74 +76,23 @@ def register(sub: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- reading
+# One reader for `place` and `topology` (scheduler.adapter.files): the same bounds, the same
+# lines for the same mistakes, and a cluster description (examples/clusters/) works as --nodes
+# or --cluster alike.
 
 
-def _parse(path: Path, flag: str) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError as exc:
-        raise UserError(f"{flag} {path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{flag} {path}: cannot read ({exc.__class__.__name__}: {exc})") from exc
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc.__class__.__name__
-        raise UserError(f"{flag} {path}: not valid JSON or YAML{where} ({problem})") from exc
-    if not docs:
-        raise UserError(f"{flag} {path}: the file is empty")
-    if len(docs) == 1:
-        return docs[0]
-    return {"apiVersion": "v1", "kind": "List", "items": docs}
+def load_node_file(path: Path, what: str = "nodes file") -> list[tuple[str, dict[str, Any]]]:
+    from admission.shape import object_errors
+    from scheduler.adapter.files import load_node_objects
+
+    return load_node_objects(path, what, object_errors)
 
 
-def objects_of_kind(data: Any, kind: str, source: str, hint: str) -> list[dict[str, Any]]:
-    """Items of a List (or one object) that must all be ``kind``; UserError naming what is wrong."""
-    if not isinstance(data, Mapping):
-        raise UserError(f"{source}: expected a {kind} list ({hint}), got a {type(data).__name__}")
-    got = str(data.get("kind") or "")
-    if got == kind:
-        return [dict(data)]
-    if got not in ("List", f"{kind}List"):
-        raise UserError(f"{source}: expected a List of {kind} objects ({hint}), got kind {got or '(none)'!r}")
-    items = data.get("items")
-    if not isinstance(items, list):
-        raise UserError(f"{source}: kind {got} without an items list")
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise UserError(f"{source}: items[{i}] is not an object")
-        item_kind = item.get("kind") or kind  # typed lists (NodeList) may omit it
-        if item_kind != kind:
-            name = (item.get("metadata") or {}).get("name", "?")
-            raise UserError(f"{source}: items[{i}] ({name}) is a {item_kind}, not a {kind}")
-        if not (item.get("metadata") or {}).get("name"):
-            raise UserError(f"{source}: items[{i}] has no metadata.name")
-    return [dict(i) for i in items]
+def load_pod_file(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    from admission.shape import object_errors
+    from scheduler.adapter.files import load_pod_objects
 
-
-def load_node_file(path: Path) -> list[dict[str, Any]]:
-    return objects_of_kind(_parse(path, "--nodes"), "Node", f"--nodes {path}", "kubectl get nodes -o json")
-
-
-def load_pod_file(path: Path) -> list[dict[str, Any]]:
-    return objects_of_kind(_parse(path, "--pods"), "Pod", f"--pods {path}", "kubectl get pods -A -o json")
-
-
-def load_cluster_description(path: Path) -> list[dict[str, Any]]:
-    from scheduler.core.fakecluster import generate_nodes
-
-    data = _parse(path, "--cluster")
-    try:
-        return generate_nodes(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"--cluster {path}: {exc}") from exc
+    return load_pod_objects(path, "pods file", object_errors)
 
 
 def load_levels(args: argparse.Namespace) -> list[str] | None:
@@ -158,13 +104,10 @@ def load_levels(args: argparse.Namespace) -> list[str] | None:
             raise UserError("--levels: no label keys given")
         return [x for x in levels if x != HOSTNAME] or None
     if args.topology:
-        topo = objects_of_kind(_parse(args.topology, "--topology"), "Topology", f"--topology {args.topology}",
-                               "a kueue.x-k8s.io Topology")[0]
-        raw = (topo.get("spec") or {}).get("levels") or []
-        levels = [str(level.get("nodeLabel", "")) for level in raw if isinstance(level, Mapping)]
-        if not levels or not all(levels):
-            raise UserError(f"--topology {args.topology}: spec.levels[].nodeLabel missing")
-        return [x for x in levels if x != HOSTNAME] or None
+        from scheduler.adapter.files import load_topology
+
+        _, topology_levels = load_topology(args.topology)
+        return [x for x in topology_levels if x != HOSTNAME] or None
     return None
 
 
@@ -211,26 +154,26 @@ def read_live(args: argparse.Namespace, want_pods: bool) -> tuple[list[dict[str,
 
 def build(args: argparse.Namespace) -> tuple[Any, str]:
     """Read everything once and build the view; returns (view, source description)."""
+    from scheduler.adapter.topology_view import named_objects, view_from_located
     from scheduler.core.health import HealthPolicy
 
     if args.nodes and args.cluster:
-        raise UserError("give --nodes or --cluster, not both")
+        raise UserError("give --nodes or --cluster, not both (both take a node list or a cluster description)")
     levels = load_levels(args)
     needs_pods = not args.no_pods and (args.html is not None or args.format in ("html", "json", "svg"))
-    pods_raw: list[dict[str, Any]] = []
-    if args.nodes:
-        nodes_raw, source = load_node_file(args.nodes), str(args.nodes)
-    elif args.cluster:
-        nodes_raw, source = load_cluster_description(args.cluster), str(args.cluster)
+    pods: list[tuple[str, Any]] = []
+    if args.nodes or args.cluster:
+        path = args.nodes or args.cluster
+        nodes, source = load_node_file(path, "nodes file" if args.nodes else "cluster file"), str(path)
     else:
         nodes_raw, pods_raw = read_live(args, needs_pods and not args.pods)
         source = "live cluster"
+        nodes, pods = named_objects(nodes_raw, "Node", source), named_objects(pods_raw, "Pod", source)
     if args.pods and not args.no_pods:
-        pods_raw = load_pod_file(args.pods)
+        pods = load_pod_file(args.pods)
     policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
                           require_deep_health_passed=args.require_deep_health)
-    pods_source = str(args.pods) if args.pods and not args.no_pods else None
-    return view_from_objects(nodes_raw, pods_raw, levels, policy, source, pods_source), source
+    return view_from_located(nodes, pods, levels, policy, source), source
 
 
 def build_remote(args: argparse.Namespace) -> tuple[Any, str]:

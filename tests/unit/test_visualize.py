@@ -159,13 +159,16 @@ def test_mixed_depth_nodes_hang_under_their_own_deepest_layer() -> None:
 
 
 @pytest.mark.parametrize("data, message", [
-    (node_list(*THREE) | {"kind": "PodList"}, "expected a List of Node objects (kubectl get nodes -o json), "
-                                             "got kind 'PodList'"),
-    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}, "got kind 'Pod'"),
-    (node_list(THREE[0], {"kind": "Pod", "metadata": {"name": "p1"}}), "items[1] (p1) is a Pod, not a Node"),
-    (node_list({"kind": "Node", "metadata": {}}), "items[0] has no metadata.name"),
-    ([1, 2], "expected a Node list"),
-    (node_list(), "no nodes"),
+    (node_list(*THREE) | {"kind": "PodList"}, "items[0]: kind: a 'Node' inside a PodList; a PodList holds Pod "
+                                             "objects only"),
+    (node_list(*THREE) | {"kind": "PodList", "items": [{"metadata": {"name": "p"}}]},
+     "items[0] (p): kind: expected Node objects (kubectl get nodes -o yaml) or a cluster description "
+     "(examples/clusters/), got 'Pod'"),
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}, "bad.json: kind: expected Node objects"),
+    (node_list(THREE[0], {"kind": "Pod", "metadata": {"name": "p1"}}), "items[1] (p1): kind: expected Node objects"),
+    (node_list({"kind": "Node", "metadata": {}}), "items[0]: metadata.name: Required value; every Node has a name"),
+    ([1, 2], "top level: expected a Kubernetes object (a mapping), got a list"),
+    (node_list(), "no Node objects in it; expected Node objects"),
     (node_list(k8s_node("plain", health=None)), "no node in"),
 ])
 def test_bad_node_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: Any, message: str) -> None:
@@ -185,7 +188,7 @@ def test_bad_quantities_name_their_file_object_and_field(tmp_path: Path, capsys:
     nodes = str(write(tmp_path, "n.json", node_list(*THREE, bad_node)))
     code, out, err = run_script(["--nodes", nodes], capsys)
     assert (code, out) == (2, "")
-    assert f"{nodes}: Node hyperpod-i-0neg: status.allocatable: negative quantity '-8'" in err
+    assert f"nodes file {nodes}: items[4] (hyperpod-i-0neg): status.allocatable: negative quantity '-8'" in err
     assert len(err.strip().splitlines()) == 1
     good = str(write(tmp_path, "good.json", node_list(*THREE)))
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "d"},
@@ -194,7 +197,8 @@ def test_bad_quantities_name_their_file_object_and_field(tmp_path: Path, capsys:
     pods = str(write(tmp_path, "p.json", pod))
     code, out, err = toposched_run(["topology", "--nodes", good, "--pods", pods, "--format", "json"], capsys)
     assert (code, out) == (2, "")
-    assert f"{pods}: Pod p1: spec.containers[].resources: invalid quantity 'lots'" in err
+    assert (f'pods file {pods}: spec.containers[0].resources.requests[cpu]: Invalid value: "lots": must be a '
+            "quantity") in err
     assert good not in err and len(err.strip().splitlines()) == 1
 
 
@@ -226,7 +230,7 @@ def test_unknown_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert code == 2 and "level 'rack'" in err
     wrong = write(tmp_path, "cq.yaml", {"kind": "ClusterQueue", "metadata": {"name": "x"}}, True)
     code, _, err = run_script(["--nodes", path, "--topology", str(wrong)], capsys)
-    assert code == 2 and "expected a List of Topology objects" in err
+    assert code == 2 and "kind: expected a Kueue Topology (spec.levels[].nodeLabel), got ClusterQueue" in err
 
 
 def test_levels_from_kueue_topology(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -296,7 +300,7 @@ def test_json_format_and_toposched_topology(tmp_path: Path, capsys: pytest.Captu
     assert toposched(["topology", "--nodes", path]) == 0
     assert capsys.readouterr().out == THREE_MERMAID
     assert toposched(["topology", "--nodes", str(tmp_path / "missing.json")]) == 2
-    assert "toposched topology: --nodes" in capsys.readouterr().err
+    assert "toposched topology: nodes file" in capsys.readouterr().err
 
 
 def test_view_dict_and_fake_cluster_input(capsys: pytest.CaptureFixture[str]) -> None:
@@ -320,7 +324,7 @@ def test_script_runs_from_checkout_without_install(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), "--nodes", str(bad)], capture_output=True, text=True,
                           cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "got kind 'Service'" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "got 'Service'" in proc.stderr
 
 
 def test_drained_nodes_are_shown_as_drained() -> None:
