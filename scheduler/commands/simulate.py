@@ -152,7 +152,7 @@ class ProgressPrinter:
 
 
 def write_outputs(out: Path, runs: list[tuple[str, Any, dict[str, Any]]], meta: dict[str, Any]) -> None:
-    from scheduler.sim.report import render_report
+    from scheduler.sim.report import describe_run, render_report
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -161,8 +161,7 @@ def write_outputs(out: Path, runs: list[tuple[str, Any, dict[str, Any]]], meta: 
     summary = {**meta, "variants": {label: s for label, _, s in runs},
                "events": {label: r.events for label, r, _ in runs}}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    text = ", ".join(f"{k}: {v}" for k, v in meta.items() if v is not None)
-    (out / "report.html").write_text(render_report(runs, meta=text))
+    (out / "report.html").write_text(render_report(runs, meta=describe_run(meta)))
 
 
 def run(args: Any) -> int:
