@@ -9,6 +9,7 @@ description), rendered by the pure engine in ``scheduler/topoview``.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -23,10 +24,22 @@ from scheduler.errors import UserError
 
 FORMATS = ("mermaid", "html", "json", "svg")
 HOSTNAME = "kubernetes.io/hostname"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# The instance types AWS's visualize_topology.sh (awsome-distributed-training,
+# 1.architectures/7.sagemaker-hyperpod-eks/task-governance/) draws: the union of its versions'
+# lists (those EC2 reports a network topology for), each with and without HyperPod's "ml."
+# prefix. Its other nodes it refuses (first version) or skips with a line each (later ones);
+# scripts/visualize_topology skips them with a line per type, and draws them when asked to
+# (--include-instance-types).
+AWS_SCRIPT_INSTANCE_TYPES = tuple(prefix + t for t in (
+    "hpc6a.48xlarge", "hpc6id.32xlarge", "hpc7a.12xlarge", "hpc7a.24xlarge", "hpc7a.48xlarge", "hpc7a.96xlarge",
+    "hpc7g.4xlarge", "hpc7g.8xlarge", "hpc7g.16xlarge", "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge",
+    "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6e-gb200.36xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge",
+    "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge") for prefix in ("", "ml."))
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mermaid",
-                  with_server: bool = False) -> None:
+                  with_server: bool = False, aws_instance_types: bool = False) -> None:
     src = parser.add_argument_group("input (default: the live cluster from kubeconfig)")
     src.add_argument("--nodes", type=Path, metavar="FILE",
                      help="node list: output of `kubectl get nodes -o json` (or -o yaml)")
@@ -54,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mer
                      help="HTML/SVG: above N nodes show per-layer-3 domain summaries instead of nodes "
                           "(default: automatic above 400; 0 = never)")
     out.add_argument("--title", default="Cluster topology", help="HTML page title")
+    if aws_instance_types:
+        nodes_group = parser.add_argument_group("instance types (as AWS's visualize_topology.sh)")
+        nodes_group.add_argument(
+            "--include-instance-types", metavar="TYPE[,TYPE...]", default="",
+            help="also draw nodes of these instance types (shell patterns: 'ml.g5.*'; '*' for every type); "
+                 "by default only the types AWS's visualize_topology.sh draws (p4d/p4de/p5/p5e/p5en/p6, "
+                 "trn1/trn2, hpc6/7, p3dn) are, and the others are skipped with a warning per type")
     pol = parser.add_argument_group("health policy")
     pol.add_argument("--unlabelled-unhealthy", action="store_true",
                      help="treat nodes without sagemaker.amazonaws.com/node-health-status as unhealthy")
@@ -171,9 +191,41 @@ def build(args: argparse.Namespace) -> tuple[Any, str]:
         nodes, pods = named_objects(nodes_raw, "Node", source), named_objects(pods_raw, "Pod", source)
     if args.pods and not args.no_pods:
         pods = load_pod_file(args.pods)
+    skipped: list[str] = []
+    if getattr(args, "include_instance_types", None) is not None:
+        nodes, skipped = aws_script_nodes(nodes, args.include_instance_types, source)
     policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
                           require_deep_health_passed=args.require_deep_health)
-    return view_from_located(nodes, pods, levels, policy, source), source
+    view = view_from_located(nodes, pods, levels, policy, source)
+    view.warnings[:0] = skipped
+    return view, source
+
+
+def aws_script_nodes(nodes: list[tuple[str, Any]], include: str,
+                     source: str) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The nodes AWS's visualize_topology.sh would draw, plus those of the ``include`` patterns;
+    and one warning per instance type left out. UserError (exit 1, as AWS's script) when none
+    is left."""
+    patterns = [p.strip() for p in include.split(",") if p.strip()]
+    kept: list[tuple[str, Any]] = []
+    left_out: dict[str, int] = {}
+    for located in nodes:
+        labels = (located[1].get("metadata") or {}).get("labels") or {}
+        itype = str(labels.get(INSTANCE_TYPE_LABEL) or "")
+        if itype in AWS_SCRIPT_INSTANCE_TYPES or any(fnmatch.fnmatchcase(itype, p) for p in patterns):
+            kept.append(located)
+        else:
+            left_out[itype] = left_out.get(itype, 0) + 1
+    def what(itype: str, count: int) -> str:
+        return f"{count} node(s) of instance type {itype or '(none: no ' + INSTANCE_TYPE_LABEL + ' label)'}"
+
+    if not kept:
+        found = "; ".join(what(t, n) for t, n in sorted(left_out.items()))
+        every = ",".join(t or "*" for t in sorted(left_out))
+        raise UserError(f"no node in {source} is of an instance type AWS's visualize_topology.sh draws (found "
+                        f"{found}); add --include-instance-types '{every}' to draw them", exit_code=1)
+    return kept, [f"skipped {what(t, n)}: AWS's visualize_topology.sh does not draw this type; add "
+                  f"--include-instance-types '{t or '*'}' to draw them" for t, n in sorted(left_out.items())]
 
 
 def build_remote(args: argparse.Namespace) -> tuple[Any, str]:
@@ -234,7 +286,7 @@ def script_main(argv: Sequence[str] | None = None, prog: str = "visualize_topolo
     parser = argparse.ArgumentParser(
         prog=prog, description="Draw the cluster's EC2 network topology as a Mermaid flowchart "
         "(drop-in for visualize_topology.sh), optionally as a self-contained HTML page.")
-    add_arguments(parser)
+    add_arguments(parser, aws_instance_types=True)
     args = parser.parse_args(argv)
     try:
         return run(args)

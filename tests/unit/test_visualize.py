@@ -27,6 +27,7 @@ def k8s_node(name: str, *layers: str, health: str | None = "Schedulable", gpus: 
              **extra: Any) -> dict[str, Any]:
     labels = {f"{L}{i}": v for i, v in enumerate(layers, start=1)}
     labels["kubernetes.io/hostname"] = name
+    labels["node.kubernetes.io/instance-type"] = "ml.p5.48xlarge"  # a type AWS's script draws
     if health is not None:
         labels["sagemaker.amazonaws.com/node-health-status"] = health
     labels.update(extra.pop("labels", {}))
@@ -335,3 +336,46 @@ def test_drained_nodes_are_shown_as_drained() -> None:
     assert view.totals()["drained"] == 1
     (first,) = [v for v in view.nodes if v.name == THREE[0]["metadata"]["name"]]
     assert first.health == "drained" and "toposched.io/drain" in first.reason
+
+
+def test_instance_types_aws_script_skips_are_skipped_with_a_warning_per_type(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As AWS's visualize_topology.sh: nodes of types it does not draw (g5, or no type label) are
+    left out, with one warning per type naming the flag that draws them (they were drawn
+    without a word); with --include-instance-types they are drawn."""
+    g5 = [k8s_node(f"hyperpod-i-0g5{i}", "nn-a1", "nn-a1-x", "nn-a1-x-1",
+                   labels={"node.kubernetes.io/instance-type": "ml.g5.8xlarge"}) for i in range(2)]
+    bare = k8s_node("hyperpod-i-0bare", "nn-a1", "nn-a1-x", "nn-a1-x-1")
+    del bare["metadata"]["labels"]["node.kubernetes.io/instance-type"]
+    path = str(write(tmp_path, "n.json", node_list(*THREE, *g5, bare)))
+    code, out, err = run_script(["--nodes", path], capsys)
+    assert code == 0 and out == THREE_MERMAID, out
+    assert err.splitlines() == [
+        "warning: skipped 1 node(s) of instance type (none: no node.kubernetes.io/instance-type label): AWS's "
+        "visualize_topology.sh does not draw this type; add --include-instance-types '*' to draw them",
+        "warning: skipped 2 node(s) of instance type ml.g5.8xlarge: AWS's visualize_topology.sh does not draw "
+        "this type; add --include-instance-types 'ml.g5.8xlarge' to draw them"]
+    code, out, err = run_script(["--nodes", path, "--include-instance-types", "ml.g5.*"], capsys)
+    assert code == 0 and "hyperpod-i-0g50" in out and "hyperpod-i-0g51" in out and "0bare" not in out
+    assert "ml.g5.8xlarge" not in err and "(none: no node.kubernetes.io/instance-type label)" in err
+    code, out, _ = run_script(["--nodes", path, "--include-instance-types", "*"], capsys)
+    assert code == 0 and "hyperpod-i-0bare" in out
+    # toposched topology is toposched's own view: every labelled node, as before
+    assert toposched(["topology", "--nodes", path]) == 0
+    assert "hyperpod-i-0g50" in capsys.readouterr().out
+
+
+def test_only_unsupported_instance_types_exit_1_as_aws_script(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    g5 = [k8s_node(f"hyperpod-i-0g5{i}", "nn-a1", "nn-a1-x", "nn-a1-x-1",
+                   labels={"node.kubernetes.io/instance-type": "ml.g5.8xlarge"}) for i in range(3)]
+    path = str(write(tmp_path, "n.json", node_list(*g5)))
+    code, out, err = run_script(["--nodes", path], capsys)
+    assert (code, out) == (1, "")
+    assert err.strip() == (
+        f"visualize_topology: no node in {path} is of an instance type AWS's visualize_topology.sh draws (found 3 "
+        "node(s) of instance type ml.g5.8xlarge); add --include-instance-types 'ml.g5.8xlarge' to draw them")
+    plain = [k8s_node(f"p5-{i}", "nn-a1", "nn-a1-x", "nn-a1-x-1",
+                      labels={"node.kubernetes.io/instance-type": "p5.48xlarge"}) for i in range(2)]
+    code, out, _ = run_script(["--nodes", str(write(tmp_path, "eks.json", node_list(*plain)))], capsys)
+    assert code == 0 and "p5-1" in out  # EKS spelling (no "ml.") as the script's first versions
