@@ -307,3 +307,15 @@ def test_fuzzed_files_get_an_answer_or_one_line(tmp_path: Path, capsys: pytest.C
     if code == 2:
         assert out.out == "" and len(out.err.strip().splitlines()) == 1, out.err
         assert out.err.startswith("toposched place: "), out.err
+
+
+@pytest.mark.parametrize("content", [None, "a: " + "[" * 300_000 + "]" * 300_000, "when: 2024-13-45\n"],
+                         ids=["dev-zero", "deep", "bad-date"])
+def test_kueue_config_file_is_bounded_too(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          content: str | None) -> None:
+    """`--kueue-config /dev/zero` read forever; a deep or odd YAML file was a traceback."""
+    path = Path("/dev/zero") if content is None else tmp_path / "config.yaml"
+    if content is not None:
+        path.write_text(content)
+    line = refused(capsys, *place(str(NODES), str(JOB), "--kueue-config", str(path)))
+    assert line.startswith(f"toposched place: --kueue-config {path}: "), line
