@@ -13,7 +13,7 @@ from scheduler.adapter.files import convert_objects
 from scheduler.core.health import HealthPolicy, UnknownValues, node_health
 from scheduler.core.nodes import node_from_k8s, pod_from_k8s
 from scheduler.errors import UserError
-from scheduler.topoview.model import LAYER_PREFIX, TopologyView, build_view, unknown_levels
+from scheduler.topoview.model import LAYER_PREFIX, TopologyView, build_view, discover_layers, unknown_levels
 
 Located = Sequence[tuple[str, Mapping[str, Any]]]  # (error prefix ending in ": ", object)
 
@@ -40,8 +40,11 @@ def view_from_located(nodes_located: Located, pods_located: Located, levels: Seq
     if levels:
         missing = unknown_levels(nodes, levels)
         if missing:
-            raise UserError(f"level {missing[0]!r} is not a label of any node in {source} "
-                            f"(check --levels/--topology; layer labels look like {LAYER_PREFIX}1)")
+            present = discover_layers(nodes)
+            have = f"the nodes' layer labels: {', '.join(present)}" if present else \
+                f"no node has a layer label ({LAYER_PREFIX}N)"
+            raise UserError(f"level {missing[0]!r} is not a label of any node in {source} ({have}); "
+                            "check --levels/--topology")
     view = build_view(nodes, pods, levels=levels, policy=policy)
     if not view.nodes:
         what = ", ".join(levels) if levels else f"{LAYER_PREFIX}<N>"

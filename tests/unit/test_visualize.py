@@ -222,7 +222,8 @@ def test_unknown_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     path = str(write(tmp_path, "n.json", node_list(*THREE)))
     code, _, err = run_script(["--nodes", path, "--levels", f"{L}1,{L}9"], capsys)
     assert code == 2
-    assert f"level '{L}9' is not a label of any node" in err
+    assert f"level '{L}9' is not a label of any node in {path} (the nodes' layer labels: {L}1, {L}2, {L}3); " \
+        "check --levels/--topology" in err
     topo = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
             "spec": {"levels": [{"nodeLabel": f"{L}1"}, {"nodeLabel": "rack"},
                                 {"nodeLabel": "kubernetes.io/hostname"}]}}
