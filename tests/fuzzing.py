@@ -106,10 +106,15 @@ def mutated(seed: Any, pick: Pick[Any], most: int = 3, huge: Sequence[int] = HUG
     earlier mutation removed is skipped)."""
     obj = copy.deepcopy(seed)
     paths = paths_of(seed)
+    grown = False
     for _ in range(pick(range(1, most + 1))):
         if not paths:
             break
         path, mutation = pick(paths), pick(MUTATIONS)
+        if mutation == "huge":
+            if grown:  # one per case: huge inside huge (shared items) would be gigabytes of JSON
+                continue
+            grown = True
         try:
             mutate_at(obj, path, mutation, pick, huge)
         except (KeyError, IndexError, TypeError, AttributeError):  # a place changed before

@@ -7,7 +7,8 @@ multi-document YAML, or a single object; UTF-8, or UTF-16/32 with a byte-order m
 Windows PowerShell's ``>`` writes).
 
 Every file is bounded before anything walks it: at most :data:`MAX_FILE_BYTES` read (so
-``/dev/zero`` or an endless pipe ends with an error, not a hang), no NUL bytes (binary),
+``/dev/zero`` or an endless pipe ends with an error, not a hang), YAML at most
+:data:`MAX_YAML_BYTES` (it costs ~50x its size in memory), no NUL bytes (binary),
 nesting at most :data:`MAX_DEPTH` levels and at most :data:`MAX_VALUES` values once YAML
 aliases are expanded (a "billion laughs" file is refused, not expanded). Every problem
 becomes a :class:`UserError` with one line naming the file, the place in it, the field and
@@ -35,12 +36,17 @@ from scheduler.errors import UserError
 
 T = TypeVar("T")
 
-# `kubectl get pods -A -o yaml` of a 10,000-pod cluster is about 100 MiB.
-MAX_FILE_BYTES = 256 * 2**20
+# Reading costs memory: JSON about 7 times its size (json.loads), YAML about 50 times (PyYAML's
+# node graph, even with libyaml: 38 MB of `kubectl get pods -o yaml` took 1.9 GB and 2 min, its
+# JSON 0.3 GB and 2 s). So JSON may be 64 MiB (some 30,000 pods with their env and labels), YAML
+# 16 MiB; a bigger YAML file is refused with the advice to give JSON.
+MAX_FILE_BYTES = 64 * 2**20
+MAX_YAML_BYTES = 16 * 2**20
 # A Kubernetes object nests about 20 levels deep, a List adds two; the webhook's bound.
 MAX_DEPTH = 100
-# Values (scalars and containers) once YAML aliases are expanded: a 256 MiB file holds fewer.
-MAX_VALUES = 20_000_000
+# Values (scalars and containers) once YAML aliases are expanded: 64 MiB of JSON holds about 3.5
+# million; more can only come from aliases, which readers downstream would copy out.
+MAX_VALUES = 5_000_000
 _CHUNK = 1 << 20
 
 NODES_EXPECTED = "Node objects (kubectl get nodes -o yaml) or a cluster description (examples/clusters/)"
@@ -223,6 +229,10 @@ def _load(text: str, what: str, path: Path | str) -> list[Any]:
                             "about 20 levels deep") from None
         except ValueError:
             pass  # YAML flow style, or broken: YAML's parser says where
+    if len(text) > MAX_YAML_BYTES:
+        raise UserError(f"{what} {path}: {len(text) / 2**20:.1f} MiB of YAML, over the {MAX_YAML_BYTES // 2**20} MiB "
+                        "YAML is read up to (it takes about 50 times its size in memory); give JSON (kubectl get ... "
+                        f"-o json, up to {MAX_FILE_BYTES // 2**20} MiB) or fewer objects")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         return list(yaml.load_all(text, Loader=loader))

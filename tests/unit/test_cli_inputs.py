@@ -137,7 +137,7 @@ def test_empty_nodes_file_says_empty_exit_2(capsys: pytest.CaptureFixture[str], 
     ("deep-block.yaml", "a:\n" + "".join("  " * i + "b:\n" for i in range(1, 3_000)), "nests deeper than 100 levels"),
     ("laughs.yaml", "a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(9)),
-     "holds more than 20,000,000 values once its YAML aliases (*name) are expanded"),
+     "holds more than 5,000,000 values once its YAML aliases (*name) are expanded"),
     ("bad-date.yaml", "kind: List\nitems: []\nwhen: 2024-13-45\n", "not valid YAML: month must be in 1..12"),
 ])
 def test_deep_and_exploding_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, content: str,
@@ -183,11 +183,28 @@ def test_oversized_file_is_refused_without_reading_it_all(capsys: pytest.Capture
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from scheduler.adapter import files
 
-    monkeypatch.setattr(files, "MAX_FILE_BYTES", 4096)
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 2**20)
     big = tmp_path / "nodes.yaml"
-    big.write_text(NODES.read_text() * 4)
+    big.write_text("# padding\n" * 120_000 + NODES.read_text())
     assert refused(capsys, *place(str(big), str(JOB))).endswith(
-        f"nodes file {big}: larger than 0 MiB; give a smaller file (e.g. only the namespaces or nodes that matter)")
+        f"nodes file {big}: larger than 1 MiB; give a smaller file (e.g. only the namespaces or nodes that matter)")
+
+
+def test_big_yaml_is_refused_with_the_advice_to_give_json(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyYAML takes ~50x a file's size in memory (38 MB of pods: 1.9 GB), JSON ~7x: YAML has the
+    lower bound, and the line says to give JSON, which reads the same nodes."""
+    from scheduler.adapter import files
+
+    monkeypatch.setattr(files, "MAX_YAML_BYTES", 2**20)
+    big = tmp_path / "nodes.yaml"
+    big.write_text("# padding\n" * 120_000 + NODES.read_text())
+    assert refused(capsys, *place(str(big), str(JOB))) == (
+        f"toposched place: nodes file {big}: 1.2 MiB of YAML, over the 1 MiB YAML is read up to (it takes about 50 "
+        "times its size in memory); give JSON (kubectl get ... -o json, up to 64 MiB) or fewer objects")
+    as_json = tmp_path / "nodes.json"
+    as_json.write_text(json.dumps(NODE_LIST) + " " * 2**20)
+    assert run(capsys, *place(str(as_json), str(JOB)))[0] == 0
 
 
 def test_cluster_description_works_as_nodes_and_as_cluster(capsys: pytest.CaptureFixture[str]) -> None:
