@@ -183,7 +183,7 @@ def test_structure_aware_fuzz_of_every_kind_counts_no_internal_error_and_no_fail
     counts: Counter[str] = Counter()
     per_path: Counter[str] = Counter()
 
-    @settings(max_examples=300, deadline=None, database=None,
+    @settings(max_examples=200, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(data=st.data(), path=st.sampled_from(review.PATHS), operation=st.sampled_from(["CREATE", "UPDATE"]),
            old_mutated=st.booleans())
@@ -204,7 +204,7 @@ def test_structure_aware_fuzz_of_every_kind_counts_no_internal_error_and_no_fail
 
     one_review()
     assert counts["internal"] == 0 and counts["fail-open"] == 0, counts
-    assert counts["decided"] >= 250 and len(per_path) >= len(review.PATHS) * 0.8, (counts, per_path)
+    assert counts["decided"] >= 150 and len(per_path) >= len(review.PATHS) * 0.8, (counts, per_path)
 
 
 # The wrongly typed fields the structure-aware fuzz found on the old code (each was an
