@@ -141,6 +141,12 @@ def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: An
     ({"nodes": (DATA / "nodes.yaml").read_bytes(), "flavor": "gpu"}, "flavor: must be empty"),
     ({"pods": (DATA / "pods.yaml").read_bytes()}, "pods: only read together with nodes"),
     ({"topology": b"kind: Topology\nmetadata: {name: t}\nspec: {levels: []}\n"}, "topology: spec.levels"),
+    # the same reader and words as `toposched place` (it said "fits: false", a Kueue no-fit)
+    ({"workload": manifest("job-bad-level.yaml"), "nodes": (DATA / "nodes.yaml").read_bytes()},
+     'workload: pod set main: level "example.com/rack" is not in Topology "default" (levels: '),
+    ({"nodes": b"\0\0\0binary"}, "nodes: not a text file (a NUL byte at offset 0)"),
+    ({"nodes": (DATA / "nodes.yaml").read_bytes().replace(b"name: n-a1-1", b"name: n-a1-0")},
+     'nodes: items[1] (n-a1-0): metadata.name: Duplicate value: "n-a1-0"'),
 ])
 def test_place_invalid_argument_names_field(stub: Any, request_kwargs: dict[str, Any], field: str) -> None:
     kwargs = {"workload": manifest("job-required-l3.yaml"), **request_kwargs}
