@@ -16,6 +16,8 @@ OMIT = object()  # field.OmitValueType: no value printed
 
 
 def _render_value(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, bool):

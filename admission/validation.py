@@ -34,6 +34,7 @@ from admission.annotations import (
 from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required, too_many
 from admission.fit import NEVER, OK, WARN, empty_quota, group_fit, pod_set_shape, quota_limits, topology_fit
 from admission.labelkeys import label_key_problems
+from admission.shape import shape_errors
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import PodSetSource
 from scheduler.adapter.kinds.registry import kind_of, kind_or_job
@@ -50,8 +51,10 @@ from scheduler.core.topology_request import (
     ANN_SLICE_CONSTRAINTS,
     ANN_SLICE_REQUIRED,
     ANN_SLICE_SIZE,
+    UNKNOWN_LEVEL_FIX,
     TopologyRequest,
     request_from_annotations,
+    unknown_level_detail,
 )
 from scheduler.core.workload import (
     ANN_JOB_MIN_PARALLELISM,
@@ -293,10 +296,10 @@ def _check_levels_exist(ctx: _JobFit, verdict: Verdict) -> Step:
             listing = "; ".join(f"Topology \"{t}\" (levels: {', '.join(lv)})" for t, lv in sorted(topos.items()))
             if len(topos) == 1:
                 (t, lv), = topos.items()
-                detail = f"level \"{level}\" is not in Topology \"{t}\" (levels: {', '.join(lv)})"
+                detail = unknown_level_detail(level, t, lv)
             else:
                 detail = f"level \"{level}\" is not in any Topology of ClusterQueue \"{ctx.cq_name}\" ({listing})"
-            verdict.errors.append(plain(path, detail, "use one of those levels"))
+            verdict.errors.append(plain(path, detail, UNKNOWN_LEVEL_FIX))
             return Step.STOP
     ctx.usable = usable
     return Step.CONTINUE
@@ -418,8 +421,9 @@ def _check_groups_fit(ctx: _JobFit, verdict: Verdict) -> Step:
             ctx.req.level_path if topology_bound else REQUESTS_PATH,
             f"the job ({ctx.count} pod(s)) can never be admitted by ClusterQueue \"{ctx.cq_name}\" "
             f"(resourceGroups[{g_index}]): {'; '.join(text for _, text in never)}",
-            "lower spec.parallelism or the per-pod requests, choose a wider topology level, "
-            "or use another queue"))
+            # a wider level only helps when the topology is what stops it, not the quota
+            "lower spec.parallelism or the per-pod requests, "
+            + ("choose a wider topology level, or use another queue" if topology_bound else "or use another queue")))
     return Step.CONTINUE
 
 
@@ -507,6 +511,9 @@ def manifest_errors(obj: Obj, gates: FeatureGates = NO_OVERRIDES) -> list[str]:
     a manifest the webhook would deny, with the same words. Other kinds: none."""
     if kind_of(obj) is None:
         return []
+    shape = shape_errors(str(obj["kind"]), obj)  # as the webhook: the types first, then the rules
+    if shape:
+        return [str(err) for err in shape]
     return [str(err) for err in validate_job(obj, gates=gates).errors]
 
 

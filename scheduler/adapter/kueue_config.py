@@ -347,12 +347,18 @@ def parse_kueue_config(doc: object) -> LoadedConfig:
 def load_kueue_config_text(text: str, source: str = "the Kueue Configuration") -> LoadedConfig:
     if len(text.encode()) > MAX_BYTES:
         raise ConfigError(f"{source}: larger than {MAX_BYTES} bytes; a Kueue Configuration is a few kilobytes")
+    if "\0" in text:
+        raise ConfigError(f"{source}: not a text file (a NUL byte at offset {text.index(chr(0))})")
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError(f"{source}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    except RecursionError:
+        raise ConfigError(f"{source}: nests too deep; a Kueue Configuration nests a few levels") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp with month 13
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
     try:
         return parse_kueue_config(doc)
     except ConfigError as exc:

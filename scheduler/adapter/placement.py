@@ -15,7 +15,9 @@ from scheduler.core.config import KueueConfig
 from scheduler.core.nodes import NodeInfo, PodInfo
 from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
 from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME, TopologyTree, default_levels_for
+from scheduler.core.topology_request import UNKNOWN_LEVEL_FIX, levels_used, unknown_level_detail
 from scheduler.core.workload import WorkloadSpec
+from scheduler.errors import UserError
 
 # The version of the JSON document below (``toposched place --output json`` and gRPC ``Place``);
 # docs/placement.md "The place contract" says what each field means and when it changes.
@@ -78,9 +80,32 @@ def to_json(tree: TopologyTree, placement: Placement) -> dict[str, Any]:
 
 def build_tree(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                topology: tuple[str, tuple[str, ...]] | None) -> TopologyTree:
-    """The tree ``toposched place`` places on: the Topology's levels, else the HyperPod default."""
+    """The tree ``toposched place`` places on: the Topology's levels, else the HyperPod default.
+    Every bound pod given uses capacity, those of topology-admitted workloads included (the
+    controller counts those from their Workloads' assignments; a pod list has no Workloads).
+    What no pod list shows: quota Kueue admitted whose pods are not bound yet."""
     name, levels = topology if topology else (DEFAULT_TOPOLOGY_NAME, default_levels_for(nodes))
-    return TopologyTree.build(name, levels, nodes, pods)
+    return TopologyTree.build(name, levels, nodes, pods, count_tas_pods=True)
+
+
+# CP-SAT's time budget for one placement: a positive number of milliseconds, at most 10 minutes.
+MAX_TIME_BUDGET_MS = 600_000
+
+
+def check_time_budget_ms(value: float, flag: str = "--time-budget-ms") -> None:
+    if not 1 <= value <= MAX_TIME_BUDGET_MS:  # NaN fails too
+        raise UserError(f"{flag}: must be between 1 and {MAX_TIME_BUDGET_MS} milliseconds (10 minutes), got {value}")
+
+
+def check_levels(tree: TopologyTree, workload: WorkloadSpec, where: str) -> None:
+    """UserError (the webhook's words, listing the tree's levels) for a level a pod set asks
+    for that the tree does not have: Kueue would never admit it, so it is the input's mistake,
+    not a placement that does not fit."""
+    for ps in workload.pod_sets:
+        for level in levels_used(ps.topology) if ps.topology is not None else ():
+            if not tree.has_level(level):
+                raise UserError(f"{where}: pod set {ps.name}: {unknown_level_detail(level, tree.name, tree.levels)}; "
+                                f"{UNKNOWN_LEVEL_FIX}")
 
 
 def compute_placement(tree: TopologyTree, workload: WorkloadSpec, solver: str, time_budget_ms: float,

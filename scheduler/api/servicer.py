@@ -25,11 +25,11 @@ from functools import partial
 from typing import Any
 
 import grpc
-import yaml
 
+from admission.shape import object_errors
 from admission.validation import manifest_errors
 from scheduler.adapter import files as _files
-from scheduler.adapter.placement import build_tree, compute_placement, to_json
+from scheduler.adapter.placement import build_tree, check_levels, compute_placement, to_json
 from scheduler.adapter.topology_view import view_from_objects
 from scheduler.api.convert import (
     DECISION_ENUM,
@@ -58,7 +58,7 @@ from scheduler.core.workload import WorkloadSpec
 from scheduler.errors import UserError
 from scheduler.explain import NotFound, explain
 from scheduler.sim.engine import Progress, Simulator
-from scheduler.sim.scenario import ClusterError, cluster_from_documents, jobs_from_trace, summarize, world_from_objects
+from scheduler.sim.scenario import ClusterError, jobs_from_trace, summarize, world_from_objects
 from scheduler.sim.trace import TraceError, trace_from_data
 from scheduler.topoview.model import unknown_levels
 
@@ -80,9 +80,9 @@ class _Status(Exception):
 
 def _field_text(text_bytes: bytes, field: str) -> str:
     try:
-        return text_bytes.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FieldError(field, f"not UTF-8 text (byte {exc.start})") from exc
+        return _files.decode_text(text_bytes, "field", field)  # the CLI's reader: UTF-8/16/32, no binary
+    except UserError as err:
+        raise _user_error_to_field(err) from err
 
 
 def _docs(data: bytes, field: str) -> list[tuple[str, dict[str, Any]]]:
@@ -158,14 +158,15 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 if request.flavor:
                     raise FieldError("flavor", "must be empty when nodes are given (offline placement; use "
                                                "topology for the levels)")
-                nodes = _files.nodes_from_documents(_docs(request.nodes, "nodes"), "field", "nodes")
-                pods = (_files.pods_from_documents(_docs(request.pods, "pods"), "field", "pods")
+                nodes = _files.nodes_from_documents(_docs(request.nodes, "nodes"), "field", "nodes", object_errors)
+                pods = (_files.pods_from_documents(_docs(request.pods, "pods"), "field", "pods", object_errors)
                         if request.pods else [])
                 tree = build_tree(nodes, pods, topology)
             else:
                 if request.pods:
                     raise FieldError("pods", "only read together with nodes (the live snapshot has its own pods)")
                 tree, flavor_used = self._live_tree(self._live(), request.flavor, topology)
+            check_levels(tree, workload, "field workload")
         except UserError as err:
             raise _user_error_to_field(err) from err
         budget_ms = effective_budget_ms(request.time_budget_ms, DEFAULT_TIME_BUDGET_MS, self._remaining(context),
@@ -323,7 +324,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 raise FieldError(name, f"must be >= 0, got {getattr(request, name)}")
         check_simulate_request(request.time_budget_ms, request.horizon_s)
         try:
-            cluster = cluster_from_documents([o for _, o in _docs(request.cluster, "cluster")])
+            cluster = [o for _, o in _files.node_objects(_docs(request.cluster, "cluster"), "field", "cluster",
+                                                          object_errors)]
         except UserError as err:
             raise _user_error_to_field(err) from err
         except ValueError as err:
@@ -339,9 +341,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         except ValueError as err:
             raise FieldError("queues", str(err)) from err
         try:
-            data = yaml.safe_load(_field_text(request.trace, "trace"))
-        except yaml.YAMLError as err:
-            raise FieldError("trace", f"not valid YAML ({err.__class__.__name__})") from err
+            data = _files.parse_data(_field_text(request.trace, "trace"), "field", "trace", "a trace (jobs, failures)")
+        except UserError as err:
+            raise _user_error_to_field(err) from err
         try:
             trace = trace_from_data(data)
         except TraceError as err:

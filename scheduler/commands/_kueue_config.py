@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from scheduler.adapter.files import read_text
 from scheduler.adapter.kueue_config import ConfigError, LoadedConfig, load_kueue_config_text
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.errors import UserError
@@ -26,12 +27,7 @@ def read_kueue_config(path: Path | None) -> LoadedConfig | None:
     """The file at ``path`` (None: no file, Kueue's defaults). Exit 2 with one line if it is bad."""
     if path is None:
         return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"--kueue-config {path}: cannot read ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise UserError(f"--kueue-config {path}: not UTF-8 text ({exc.reason})") from exc
+    text = read_text(path, "--kueue-config")  # the CLI's bounded reader: /dev/zero ends at once
     try:
         return load_kueue_config_text(text, f"--kueue-config {path}")
     except ConfigError as exc:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from scheduler.commands._numbers import DAY_S, bounded
+
 # Imports inside functions: the core (numpy) loads only when a command runs, not for
 # `toposched --help` (scheduler.cli registers every command at start-up).
 if TYPE_CHECKING:
@@ -33,11 +35,16 @@ def add_failure_policy_arguments(p: Any) -> None:
 def storm_policy(args: argparse.Namespace) -> StormPolicy:
     from scheduler.core.failures import StormPolicy
 
-    return StormPolicy(args.eviction_storm_threshold, args.eviction_storm_window_seconds,
-                       args.eviction_storm_min_nodes)
+    return StormPolicy(bounded(args.eviction_storm_threshold, "--eviction-storm-threshold", 0, 1),
+                       bounded(args.eviction_storm_window_seconds, "--eviction-storm-window-seconds", 0, DAY_S,
+                               "seconds"),
+                       int(bounded(args.eviction_storm_min_nodes, "--eviction-storm-min-nodes", 0, 1_000_000)))
 
 
 def requeue_backoff(args: argparse.Namespace) -> RequeueBackoff:
     from scheduler.core.failures import RequeueBackoff
 
-    return RequeueBackoff(args.node_failure_requeue_base_seconds, args.node_failure_requeue_max_seconds)
+    return RequeueBackoff(bounded(args.node_failure_requeue_base_seconds, "--node-failure-requeue-base-seconds", 0,
+                                  DAY_S, "seconds"),
+                          bounded(args.node_failure_requeue_max_seconds, "--node-failure-requeue-max-seconds", 0,
+                                  7 * DAY_S, "seconds"))

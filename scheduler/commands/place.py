@@ -19,9 +19,33 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from admission.shape import object_errors
 from admission.validation import manifest_errors
-from scheduler.adapter.files import load_nodes, load_pods, load_topology, load_workload
-from scheduler.adapter.placement import build_tree, compute_placement, to_json
+from scheduler.adapter.files import (
+    NODES_EXPECTED,
+    PODS_EXPECTED,
+    TOPOLOGY_EXPECTED,
+    decode_text,
+    load_nodes,
+    load_pods,
+    load_topology,
+    load_workload,
+    nodes_from_documents,
+    parse_documents,
+    pods_from_documents,
+    read_bytes,
+    topology_from_documents,
+    workload_from_documents,
+)
+from scheduler.adapter.kinds.workloads import EXPECTED_KINDS
+from scheduler.adapter.placement import (
+    MAX_TIME_BUDGET_MS,
+    build_tree,
+    check_levels,
+    check_time_budget_ms,
+    compute_placement,
+    to_json,
+)
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.core.placement.planner import SOLVERS, Placement
 from scheduler.core.topology import TopologyTree
@@ -35,17 +59,26 @@ from scheduler.errors import UserError
 def register(sub: Any) -> None:
     p = sub.add_parser("place", help="compute a topology-aware placement for a Job, JobSet, PyTorchJob, MPIJob, "
                        "LeaderWorkerSet or Workload")
-    p.add_argument("--nodes", type=Path, help="Nodes (kubectl get nodes -o yaml); required without --server")
+    p.add_argument("--nodes", type=Path, metavar="FILE",
+                   help="Nodes (kubectl get nodes -o yaml) or a cluster description (examples/clusters/); "
+                        "required without --server")
+    p.add_argument("--cluster", type=Path, metavar="FILE",
+                   help="a cluster description (examples/clusters/*.yaml), as `toposched topology --cluster`; "
+                        "the same as --nodes FILE")
     p.add_argument("--workload", type=Path, required=True,
                    help="a batch/v1 Job, JobSet, PyTorchJob, MPIJob, LeaderWorkerSet (one group's Workload) "
                    "or Kueue Workload")
     p.add_argument(
         "--topology", type=Path, help="a Kueue Topology (default: HyperPod network layers + hostname)"
     )
-    p.add_argument("--pods", type=Path, help="bound pods using capacity (kubectl get pods -A -o yaml)")
+    p.add_argument("--pods", type=Path, metavar="FILE",
+                   help="bound pods using capacity (kubectl get pods -A -o yaml), those of topology-admitted "
+                        "jobs included; it cannot see capacity Kueue has admitted but whose pods are not bound "
+                        "yet (ask a running engine with --server for that)")
     p.add_argument("--solver", choices=SOLVERS, default="auto")
     p.add_argument("--output", choices=("json", "text"), default="text")
-    p.add_argument("--time-budget-ms", type=int, default=100, help="CP-SAT time budget (default 100)")
+    p.add_argument("--time-budget-ms", type=int, default=100,
+                   help=f"CP-SAT time budget, 1 to {MAX_TIME_BUDGET_MS} (default 100)")
     p.add_argument("--flavor", help="with --server: the TAS ResourceFlavor whose live tree to place on")
     add_kueue_config_argument(p)  # its featureGates switch Kueue's TAS features (docs/placement.md)
     from scheduler.api.client import add_server_arguments
@@ -77,20 +110,25 @@ def render_text(doc: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_time_budget_ms(args.time_budget_ms)
     if getattr(args, "server", None):
         if args.kueue_config is not None:
             raise UserError("--kueue-config is for offline placement (a server places with its own Configuration)")
         return run_remote(args)
-    if args.nodes is None:
-        raise UserError("--nodes FILE is required (or --server HOST:PORT to ask a running engine)")
+    if args.nodes and args.cluster:
+        raise UserError("give --nodes or --cluster, not both (both take a node list or a cluster description)")
+    node_file = args.nodes or args.cluster
+    if node_file is None:
+        raise UserError("--nodes FILE (or --cluster FILE) is required (or --server HOST:PORT to ask a running engine)")
     if args.flavor:
         raise UserError("--flavor needs --server (offline placement uses --topology)")
-    nodes = load_nodes(args.nodes)
-    pods = load_pods(args.pods) if args.pods else []
+    nodes = load_nodes(node_file, object_errors, "nodes file" if args.nodes else "cluster file")
+    pods = load_pods(args.pods, object_errors) if args.pods else []
     config = kueue_config(args)
     workload = load_workload(args.workload, partial(manifest_errors, gates=config.feature_gates))
     topology = load_topology(args.topology) if args.topology else None
     tree = build_tree(nodes, pods, topology)
+    check_levels(tree, workload, f"workload file {args.workload}")
     placement = compute_placement(tree, workload, args.solver, args.time_budget_ms, config)
     return _print(args, to_json(tree, placement))
 
@@ -110,23 +148,28 @@ def run_remote(args: argparse.Namespace) -> int:
     from scheduler.api.convert import place_response_to_json
     from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 
-    load_workload(args.workload, manifest_errors)
+    def checked(path: Path, what: str, expected: str, read: Any) -> bytes:
+        data = read_bytes(path, what)  # once: a pipe (<(kubectl ...)) cannot be read twice
+        read(parse_documents(decode_text(data, what, path), what, path, expected), what, path)
+        return data
+
+    manifest = checked(args.workload, "workload file", EXPECTED_KINDS,
+                       partial(workload_from_documents, check=manifest_errors))
     request = pb.PlaceRequest(
-        workload=pb.WorkloadInput(manifest=args.workload.read_bytes()),
-        solver=pb.Solver.Value(f"SOLVER_{args.solver.upper()}"), time_budget_ms=max(args.time_budget_ms, 0),
+        workload=pb.WorkloadInput(manifest=manifest),
+        solver=pb.Solver.Value(f"SOLVER_{args.solver.upper()}"), time_budget_ms=args.time_budget_ms,
         flavor=args.flavor or "",
     )
-    if args.nodes:
-        load_nodes(args.nodes)
-        request.nodes = args.nodes.read_bytes()
+    node_file = args.nodes or args.cluster
+    if node_file:
+        request.nodes = checked(node_file, "nodes file", NODES_EXPECTED,
+                                partial(nodes_from_documents, check=object_errors))
     if args.pods:
-        if not args.nodes:
+        if not node_file:
             raise UserError("--pods with --server needs --nodes too (the live snapshot has its own pods)")
-        load_pods(args.pods)
-        request.pods = args.pods.read_bytes()
+        request.pods = checked(args.pods, "pods file", PODS_EXPECTED, partial(pods_from_documents, check=object_errors))
     if args.topology:
-        load_topology(args.topology)
-        request.topology = args.topology.read_bytes()
+        request.topology = checked(args.topology, "topology file", TOPOLOGY_EXPECTED, topology_from_documents)
     with api_client.connect_from_args(args) as conn:
         response = conn.call("Place", request)
     return _print(args, place_response_to_json(response))

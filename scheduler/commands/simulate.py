@@ -19,14 +19,21 @@ from typing import Any, TextIO
 
 import yaml
 
-from scheduler.adapter.files import load_documents
+from scheduler.adapter.files import load_data, load_documents, load_node_objects
+from scheduler.adapter.placement import check_time_budget_ms
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
+from scheduler.commands._numbers import DAY_S, bounded
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.errors import UserError
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
 # the controller) load only when it runs, so `toposched --help` and the other commands start in
 # about 0.1 s instead of 1.5 s (scheduler.cli imports every command module to register it).
+
+
+MAX_SYNTHETIC_JOBS = 1_000_000
+# One failure a minute somewhere: far beyond any real cluster, still a finite trace.
+MAX_FAILURES_PER_DAY = 1_440
 
 
 def register(sub: Any) -> None:
@@ -41,7 +48,8 @@ def register(sub: Any) -> None:
     src.add_argument("--synthetic", type=int, metavar="N", help="generate N jobs from the reference distributions")
     p.add_argument("--seed", type=int, default=0, help="seed of --synthetic (default 0)")
     p.add_argument("--failures-per-day", type=float, default=0.0,
-                   help="with --synthetic: node failures per simulated day (each recovers after 1 h)")
+                   help=f"with --synthetic: node failures per simulated day, 0 to {MAX_FAILURES_PER_DAY} (each "
+                        "recovers after 1 h)")
     p.add_argument("--solver", choices=("greedy", "cpsat", "auto"), default="greedy")
     add_kueue_config_argument(p)
     p.add_argument("--time-budget-ms", type=int, default=100, help="CP-SAT budget per placement (default 100)")
@@ -62,13 +70,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def load_world(cluster: Path, queues: Path) -> Any:
-    from scheduler.sim.scenario import ClusterError, cluster_from_documents, world_from_objects
+QUEUES_EXPECTED = "Kueue objects (ClusterQueue, LocalQueue, ResourceFlavor, Topology, ...)"
 
-    cdocs = [o for _, o in load_documents(cluster, "cluster file")]
-    qdocs = [o for _, o in load_documents(queues, "queues file")]
+
+def load_world(cluster: Path, queues: Path) -> Any:
+    from admission.shape import object_errors
+    from scheduler.sim.scenario import ClusterError, world_from_objects
+
+    # the reader `place --nodes` and `topology --cluster` use: a description or Node objects
+    nodes = [o for _, o in load_node_objects(cluster, "cluster file", object_errors)]
+    qdocs = [o for _, o in load_documents(queues, "queues file", QUEUES_EXPECTED)]
     try:
-        return world_from_objects(cluster_from_documents(cdocs), qdocs)
+        return world_from_objects(nodes, qdocs)
     except ClusterError as exc:
         raise UserError(f"cluster file {cluster}: {exc}") from exc
     except ValueError as exc:
@@ -78,14 +91,7 @@ def load_world(cluster: Path, queues: Path) -> Any:
 def load_trace(path: Path) -> Any:
     from scheduler.sim.trace import TraceError, trace_from_data
 
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"trace file {path}: cannot read ({exc.strerror or exc})") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UserError(f"trace file {path}: not valid YAML ({exc.__class__.__name__})") from exc
+    data = load_data(path, "trace file", "a trace (jobs: [...], failures: [...]; examples/traces/)")
     try:
         return trace_from_data(data)
     except TraceError as exc:
@@ -146,7 +152,7 @@ class ProgressPrinter:
 
 
 def write_outputs(out: Path, runs: list[tuple[str, Any, dict[str, Any]]], meta: dict[str, Any]) -> None:
-    from scheduler.sim.report import render_report
+    from scheduler.sim.report import describe_run, render_report
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -155,8 +161,7 @@ def write_outputs(out: Path, runs: list[tuple[str, Any, dict[str, Any]]], meta: 
     summary = {**meta, "variants": {label: s for label, _, s in runs},
                "events": {label: r.events for label, r, _ in runs}}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    text = ", ".join(f"{k}: {v}" for k, v in meta.items() if v is not None)
-    (out / "report.html").write_text(render_report(runs, meta=text))
+    (out / "report.html").write_text(render_report(runs, meta=describe_run(meta)))
 
 
 def run(args: Any) -> int:
@@ -164,14 +169,15 @@ def run(args: Any) -> int:
     from scheduler.sim.scenario import run_variants
     from scheduler.sim.trace import TraceError
 
-    if args.synthetic is not None and args.synthetic < 1:
-        raise UserError("--synthetic: the number of jobs must be >= 1")
+    if args.synthetic is not None:
+        bounded(args.synthetic, "--synthetic", 1, MAX_SYNTHETIC_JOBS, "jobs")
+    bounded(args.failures_per_day, "--failures-per-day", 0, MAX_FAILURES_PER_DAY)
     if args.trace is not None and (args.seed or args.failures_per_day):
         raise UserError("--seed/--failures-per-day only apply to --synthetic")
-    if args.eviction_delay < 0:
-        raise UserError(f"--eviction-delay: must be >= 0, got {args.eviction_delay:g}")
-    if args.time_budget_ms <= 0:
-        raise UserError(f"--time-budget-ms: must be > 0, got {args.time_budget_ms}")
+    bounded(args.eviction_delay, "--eviction-delay", 0, DAY_S, "seconds")
+    if args.horizon is not None:
+        bounded(args.horizon, "--horizon", 1, 3650 * DAY_S, "seconds")
+    check_time_budget_ms(args.time_budget_ms)
     config = kueue_config(args)
     world = dataclasses.replace(load_world(args.cluster, args.queues), config=config)
     try:

@@ -9,15 +9,13 @@ description), rendered by the pure engine in ``scheduler/topoview``.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from scheduler.adapter.topology_view import view_from_objects
 from scheduler.errors import UserError
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -26,10 +24,22 @@ from scheduler.errors import UserError
 
 FORMATS = ("mermaid", "html", "json", "svg")
 HOSTNAME = "kubernetes.io/hostname"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# The instance types AWS's visualize_topology.sh (awsome-distributed-training,
+# 1.architectures/7.sagemaker-hyperpod-eks/task-governance/) draws: the union of its versions'
+# lists (those EC2 reports a network topology for), each with and without HyperPod's "ml."
+# prefix. Its other nodes it refuses (first version) or skips with a line each (later ones);
+# scripts/visualize_topology skips them with a line per type, and draws them when asked to
+# (--include-instance-types).
+AWS_SCRIPT_INSTANCE_TYPES = tuple(prefix + t for t in (
+    "hpc6a.48xlarge", "hpc6id.32xlarge", "hpc7a.12xlarge", "hpc7a.24xlarge", "hpc7a.48xlarge", "hpc7a.96xlarge",
+    "hpc7g.4xlarge", "hpc7g.8xlarge", "hpc7g.16xlarge", "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge",
+    "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6e-gb200.36xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge",
+    "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge") for prefix in ("", "ml."))
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mermaid",
-                  with_server: bool = False) -> None:
+                  with_server: bool = False, aws_instance_types: bool = False) -> None:
     src = parser.add_argument_group("input (default: the live cluster from kubeconfig)")
     src.add_argument("--nodes", type=Path, metavar="FILE",
                      help="node list: output of `kubectl get nodes -o json` (or -o yaml)")
@@ -57,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_format: str = "mer
                      help="HTML/SVG: above N nodes show per-layer-3 domain summaries instead of nodes "
                           "(default: automatic above 400; 0 = never)")
     out.add_argument("--title", default="Cluster topology", help="HTML page title")
+    if aws_instance_types:
+        nodes_group = parser.add_argument_group("instance types (as AWS's visualize_topology.sh)")
+        nodes_group.add_argument(
+            "--include-instance-types", metavar="TYPE[,TYPE...]", default="",
+            help="also draw nodes of these instance types (shell patterns: 'ml.g5.*'; '*' for every type); "
+                 "by default only the types AWS's visualize_topology.sh draws (p4d/p4de/p5/p5e/p5en/p6, "
+                 "trn1/trn2, hpc6/7, p3dn) are, and the others are skipped with a warning per type")
     pol = parser.add_argument_group("health policy")
     pol.add_argument("--unlabelled-unhealthy", action="store_true",
                      help="treat nodes without sagemaker.amazonaws.com/node-health-status as unhealthy")
@@ -79,74 +96,23 @@ def register(sub: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- reading
+# One reader for `place` and `topology` (scheduler.adapter.files): the same bounds, the same
+# lines for the same mistakes, and a cluster description (examples/clusters/) works as --nodes
+# or --cluster alike.
 
 
-def _parse(path: Path, flag: str) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError as exc:
-        raise UserError(f"{flag} {path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{flag} {path}: cannot read ({exc.__class__.__name__}: {exc})") from exc
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc.__class__.__name__
-        raise UserError(f"{flag} {path}: not valid JSON or YAML{where} ({problem})") from exc
-    if not docs:
-        raise UserError(f"{flag} {path}: the file is empty")
-    if len(docs) == 1:
-        return docs[0]
-    return {"apiVersion": "v1", "kind": "List", "items": docs}
+def load_node_file(path: Path, what: str = "nodes file") -> list[tuple[str, dict[str, Any]]]:
+    from admission.shape import object_errors
+    from scheduler.adapter.files import load_node_objects
+
+    return load_node_objects(path, what, object_errors)
 
 
-def objects_of_kind(data: Any, kind: str, source: str, hint: str) -> list[dict[str, Any]]:
-    """Items of a List (or one object) that must all be ``kind``; UserError naming what is wrong."""
-    if not isinstance(data, Mapping):
-        raise UserError(f"{source}: expected a {kind} list ({hint}), got a {type(data).__name__}")
-    got = str(data.get("kind") or "")
-    if got == kind:
-        return [dict(data)]
-    if got not in ("List", f"{kind}List"):
-        raise UserError(f"{source}: expected a List of {kind} objects ({hint}), got kind {got or '(none)'!r}")
-    items = data.get("items")
-    if not isinstance(items, list):
-        raise UserError(f"{source}: kind {got} without an items list")
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise UserError(f"{source}: items[{i}] is not an object")
-        item_kind = item.get("kind") or kind  # typed lists (NodeList) may omit it
-        if item_kind != kind:
-            name = (item.get("metadata") or {}).get("name", "?")
-            raise UserError(f"{source}: items[{i}] ({name}) is a {item_kind}, not a {kind}")
-        if not (item.get("metadata") or {}).get("name"):
-            raise UserError(f"{source}: items[{i}] has no metadata.name")
-    return [dict(i) for i in items]
+def load_pod_file(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    from admission.shape import object_errors
+    from scheduler.adapter.files import load_pod_objects
 
-
-def load_node_file(path: Path) -> list[dict[str, Any]]:
-    return objects_of_kind(_parse(path, "--nodes"), "Node", f"--nodes {path}", "kubectl get nodes -o json")
-
-
-def load_pod_file(path: Path) -> list[dict[str, Any]]:
-    return objects_of_kind(_parse(path, "--pods"), "Pod", f"--pods {path}", "kubectl get pods -A -o json")
-
-
-def load_cluster_description(path: Path) -> list[dict[str, Any]]:
-    from scheduler.core.fakecluster import generate_nodes
-
-    data = _parse(path, "--cluster")
-    try:
-        return generate_nodes(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"--cluster {path}: {exc}") from exc
+    return load_pod_objects(path, "pods file", object_errors)
 
 
 def load_levels(args: argparse.Namespace) -> list[str] | None:
@@ -158,13 +124,10 @@ def load_levels(args: argparse.Namespace) -> list[str] | None:
             raise UserError("--levels: no label keys given")
         return [x for x in levels if x != HOSTNAME] or None
     if args.topology:
-        topo = objects_of_kind(_parse(args.topology, "--topology"), "Topology", f"--topology {args.topology}",
-                               "a kueue.x-k8s.io Topology")[0]
-        raw = (topo.get("spec") or {}).get("levels") or []
-        levels = [str(level.get("nodeLabel", "")) for level in raw if isinstance(level, Mapping)]
-        if not levels or not all(levels):
-            raise UserError(f"--topology {args.topology}: spec.levels[].nodeLabel missing")
-        return [x for x in levels if x != HOSTNAME] or None
+        from scheduler.adapter.files import load_topology
+
+        _, topology_levels = load_topology(args.topology)
+        return [x for x in topology_levels if x != HOSTNAME] or None
     return None
 
 
@@ -211,26 +174,58 @@ def read_live(args: argparse.Namespace, want_pods: bool) -> tuple[list[dict[str,
 
 def build(args: argparse.Namespace) -> tuple[Any, str]:
     """Read everything once and build the view; returns (view, source description)."""
+    from scheduler.adapter.topology_view import named_objects, view_from_located
     from scheduler.core.health import HealthPolicy
 
     if args.nodes and args.cluster:
-        raise UserError("give --nodes or --cluster, not both")
+        raise UserError("give --nodes or --cluster, not both (both take a node list or a cluster description)")
     levels = load_levels(args)
     needs_pods = not args.no_pods and (args.html is not None or args.format in ("html", "json", "svg"))
-    pods_raw: list[dict[str, Any]] = []
-    if args.nodes:
-        nodes_raw, source = load_node_file(args.nodes), str(args.nodes)
-    elif args.cluster:
-        nodes_raw, source = load_cluster_description(args.cluster), str(args.cluster)
+    pods: list[tuple[str, Any]] = []
+    if args.nodes or args.cluster:
+        path = args.nodes or args.cluster
+        nodes, source = load_node_file(path, "nodes file" if args.nodes else "cluster file"), str(path)
     else:
         nodes_raw, pods_raw = read_live(args, needs_pods and not args.pods)
         source = "live cluster"
+        nodes, pods = named_objects(nodes_raw, "Node", source), named_objects(pods_raw, "Pod", source)
     if args.pods and not args.no_pods:
-        pods_raw = load_pod_file(args.pods)
+        pods = load_pod_file(args.pods)
+    skipped: list[str] = []
+    if getattr(args, "include_instance_types", None) is not None:
+        nodes, skipped = aws_script_nodes(nodes, args.include_instance_types, source)
     policy = HealthPolicy(unlabelled_nodes_healthy=not args.unlabelled_unhealthy,
                           require_deep_health_passed=args.require_deep_health)
-    pods_source = str(args.pods) if args.pods and not args.no_pods else None
-    return view_from_objects(nodes_raw, pods_raw, levels, policy, source, pods_source), source
+    view = view_from_located(nodes, pods, levels, policy, source)
+    view.warnings[:0] = skipped
+    return view, source
+
+
+def aws_script_nodes(nodes: list[tuple[str, Any]], include: str,
+                     source: str) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The nodes AWS's visualize_topology.sh would draw, plus those of the ``include`` patterns;
+    and one warning per instance type left out. UserError (exit 1, as AWS's script) when none
+    is left."""
+    patterns = [p.strip() for p in include.split(",") if p.strip()]
+    kept: list[tuple[str, Any]] = []
+    left_out: dict[str, int] = {}
+    for located in nodes:
+        labels = (located[1].get("metadata") or {}).get("labels") or {}
+        itype = str(labels.get(INSTANCE_TYPE_LABEL) or "")
+        if itype in AWS_SCRIPT_INSTANCE_TYPES or any(fnmatch.fnmatchcase(itype, p) for p in patterns):
+            kept.append(located)
+        else:
+            left_out[itype] = left_out.get(itype, 0) + 1
+    def what(itype: str, count: int) -> str:
+        return f"{count} node(s) of instance type {itype or '(none: no ' + INSTANCE_TYPE_LABEL + ' label)'}"
+
+    if not kept:
+        found = "; ".join(what(t, n) for t, n in sorted(left_out.items()))
+        every = ",".join(t or "*" for t in sorted(left_out))
+        raise UserError(f"no node in {source} is of an instance type AWS's visualize_topology.sh draws (found "
+                        f"{found}); add --include-instance-types '{every}' to draw them", exit_code=1)
+    return kept, [f"skipped {what(t, n)}: AWS's visualize_topology.sh does not draw this type; add "
+                  f"--include-instance-types '{t or '*'}' to draw them" for t, n in sorted(left_out.items())]
 
 
 def build_remote(args: argparse.Namespace) -> tuple[Any, str]:
@@ -291,7 +286,7 @@ def script_main(argv: Sequence[str] | None = None, prog: str = "visualize_topolo
     parser = argparse.ArgumentParser(
         prog=prog, description="Draw the cluster's EC2 network topology as a Mermaid flowchart "
         "(drop-in for visualize_topology.sh), optionally as a self-contained HTML page.")
-    add_arguments(parser)
+    add_arguments(parser, aws_instance_types=True)
     args = parser.parse_args(argv)
     try:
         return run(args)

@@ -37,19 +37,45 @@ class QuantityError(ValueError):
     """A Kubernetes quantity string that cannot be parsed."""
 
 
+# Kubernetes keeps a quantity as an int64 count of its smallest unit (and refuses longer
+# spellings); anything past these is refused before arithmetic on it can take time or memory.
+MAX_QUANTITY_CHARS = 64
+MAX_QUANTITY = Decimal(2**63 - 1)
+
+
+def _shown(original: str | int | float) -> str:
+    text = repr(original) if not isinstance(original, int) or abs(original) < 10**30 else "a number of "
+    return text if len(text) <= MAX_QUANTITY_CHARS else text[: MAX_QUANTITY_CHARS - 3] + "..."
+
+
 def _decimal(number: str, original: str | int | float) -> Decimal:
     try:
-        return Decimal(number)
+        amount = Decimal(number)
     except InvalidOperation as exc:
-        raise QuantityError(f"invalid quantity {original!r}") from exc
+        raise QuantityError(f"invalid quantity {_shown(original)}") from exc
+    if not amount.is_finite():
+        raise QuantityError(f"invalid quantity {_shown(original)}: not a finite number")
+    return amount
 
 
 def _quantity_to_decimal(value: str | int | float) -> Decimal:
-    """Binary (Ki..Ei) and decimal (n..E) suffixes; plain numbers may use exponents (1e3)."""
+    """Binary (Ki..Ei) and decimal (n..E) suffixes; plain numbers may use exponents (1e3).
+    Finite and at most 2^63 - 1 (Kubernetes' int64), or :class:`QuantityError`."""
+    amount = _bounded_decimal(value)
+    if abs(amount) > MAX_QUANTITY:
+        raise QuantityError(f"quantity {_shown(value)} is too large (at most {MAX_QUANTITY})")
+    return amount
+
+
+def _bounded_decimal(value: str | int | float) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}")
+    if isinstance(value, int) and abs(value) > MAX_QUANTITY:
+        raise QuantityError(f"quantity {_shown(value)} is too large (at most {MAX_QUANTITY})")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _decimal(str(value), value)
+    if len(value) > MAX_QUANTITY_CHARS:
+        raise QuantityError(f"invalid quantity {_shown(value)}: longer than {MAX_QUANTITY_CHARS} characters")
     text = value.strip()
     for suffix, factor in _BINARY_SUFFIXES.items():
         if text.endswith(suffix):

@@ -185,9 +185,12 @@ class TopologyTree:
         *,
         flavor_node_labels: Mapping[str, str] | None = None,
         health_policy: HealthPolicy | None = DEFAULT_POLICY,
+        count_tas_pods: bool = False,
     ) -> TopologyTree:
         """``health_policy=None`` keeps unhealthy nodes too (the what-if "once every node has
-        recovered" the webhook's can-this-ever-fit question needs)."""
+        recovered" the webhook's can-this-ever-fit question needs). ``count_tas_pods``: count
+        the pods of topology-admitted workloads like any bound pod, for a caller that has the
+        pods but not the Workloads whose assignments normally account them (``place --pods``)."""
         if not levels:
             raise ValueError("a topology needs at least one level")
         tree = cls()
@@ -201,7 +204,7 @@ class TopologyTree:
         tree._index_domains(leaf_paths)
         tree._fill_leaves(leaf_paths, by_path)
         for pod in pods:
-            tree.add_pod(pod)
+            tree.add_pod(pod, count_tas=count_tas_pods)
         return tree
 
     def _index_domains(self, leaf_paths: list[tuple[str, ...]]) -> None:
@@ -468,13 +471,14 @@ class TopologyTree:
     def remove_usage(self, pod_set: PodSetPlacement, per_pod: Resources) -> None:
         self._apply(pod_set, per_pod, -1)
 
-    def add_pod(self, pod: PodInfo) -> None:
+    def add_pod(self, pod: PodInfo, count_tas: bool = False) -> None:
         """Account a bound, non-terminal, non-TAS pod (watch event: added/updated). TAS pods
-        and unbound or finished pods are ignored (an update that finishes a pod releases it)."""
+        (unless ``count_tas``: their Workloads are not known) and unbound or finished pods are
+        ignored (an update that finishes a pod releases it)."""
         key = _pod_key(pod)
         if key in self._pods:
             self.remove_pod(pod)
-        if pod.is_tas or pod.terminal or not pod.node_name:
+        if (pod.is_tas and not count_tas) or pod.terminal or not pod.node_name:
             return
         leaf = self._node_leaf.get(pod.node_name)
         if leaf is None:

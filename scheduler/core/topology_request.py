@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -139,6 +139,21 @@ class TopologyRequest:
     def explicit(self) -> bool:
         """The pod set asked for TAS itself (as opposed to implicit TAS of a TAS-only CQ)."""
         return bool(self.required or self.preferred or self.unconstrained is not None or self.slice_constraints)
+
+
+def levels_used(request: TopologyRequest) -> list[str]:
+    """The topology levels a request names (required or preferred, then each slice level)."""
+    named = [request.required or request.preferred or ""] + [c.level for c in request.slice_constraints]
+    return [level for level in named if level]
+
+
+def unknown_level_detail(level: str, topology: str, levels: Sequence[str]) -> str:
+    """The words for a requested level a Topology does not have, listing the levels it has (the
+    webhook's denial and ``toposched place`` say the same; the fix is "use one of those levels")."""
+    return f"level \"{level}\" is not in Topology \"{topology}\" (levels: {', '.join(levels)})"
+
+
+UNKNOWN_LEVEL_FIX = "use one of those levels"
 
 
 # ---- bounded reading -------------------------------------------------------------------------

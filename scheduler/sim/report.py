@@ -3,7 +3,8 @@ links, no fonts: it opens offline). Styles come from ``scheduler.topoview``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -22,35 +23,77 @@ figure { margin: 0; } figcaption { font-size: 12px; color: #5a6b7c; }
 """
 
 
-def _fmt_t(s: float) -> str:
-    if s >= 7200:
-        return f"{s / 3600:.0f}h"
-    if s >= 120:
-        return f"{s / 60:.0f}m"
-    return f"{s:.0f}s"
+# Units of the time axis: the largest one the span holds at least twice, so a 6.5 h run is
+# labelled 0, 1, 2, ... 6 in hours and a 90 s one 0, 20, 40, 60, 80 in seconds.
+TIME_UNITS = (("days", 86_400.0), ("hours", 3_600.0), ("minutes", 60.0), ("seconds", 1.0))
 
 
-def _frame(title: str, x_max: float, y_max: float, x_label: str, y_fmt: Any = None) -> list[str]:
+def nice_step(span: float, most: int = 8) -> float:
+    """The smallest of 1, 2, 5 x 10^k that cuts ``span`` into at most ``most`` steps."""
+    if span <= 0:
+        return 1.0
+    magnitude = 10.0 ** math.floor(math.log10(span / most))
+    for factor in (1.0, 2.0, 5.0, 10.0):
+        if span / (factor * magnitude) <= most:
+            return factor * magnitude
+    return 10.0 * magnitude
+
+
+def time_ticks(span_s: float) -> tuple[str, list[tuple[float, str]]]:
+    """(unit name, [(seconds, label)]) for a time axis from 0 to ``span_s``: ticks at round
+    multiples of one unit chosen for the span, each label the tick's own value in that unit."""
+    name, size = next(((n, u) for n, u in TIME_UNITS if span_s >= 2 * u), TIME_UNITS[-1])
+    step = nice_step(span_s / size)
+    count = int(math.floor(span_s / size / step + 1e-9))
+    return name, [(k * step * size, f"{k * step:g}") for k in range(count + 1)]
+
+
+def value_ticks(y_max: float, integer: bool = False) -> list[float]:
+    """Round values from 0 to at least ``y_max`` (whole numbers when ``integer``: counts)."""
+    step = max(nice_step(y_max, 4), 1.0) if integer else nice_step(y_max, 4)
+    count = max(int(math.ceil(y_max / step - 1e-9)), 1)
+    return [k * step for k in range(count + 1)]
+
+
+def duration(seconds: float) -> str:
+    """A duration as a person reads it: ``45 s``, ``12 min 30 s``, ``1 h 20 min``, ``2 d 3 h``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f} s"
+    for big, big_name, small, small_name in ((86_400, "d", 3_600, "h"), (3_600, "h", 60, "min"),
+                                             (60, "min", 1, "s")):
+        if s >= big:
+            whole, rest = divmod(s, big)
+            part = rest // small
+            return f"{whole} {big_name} {part} {small_name}" if part else f"{whole} {big_name}"
+    return f"{s} s"  # unreachable: s >= 60 is handled above
+
+
+def _frame(title: str, x_max: float, y_max: float, y_fmt: Any = None, integer: bool = False) -> tuple[list[str], float]:
+    """The axes of a plot over simulated time; returns (SVG parts, the y value at the top)."""
+    unit, x_ticks = time_ticks(x_max)
+    y_values = value_ticks(y_max, integer)
+    top = y_values[-1]
     out = [f'<svg width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" font-family="{escape(SANS)}" '
            f'font-size="11"><title>{escape(title)}</title>',
            f'<rect x="{ML}" y="{MT}" width="{W - ML - MR}" height="{H - MT - MB}" fill="#fbfcfe" stroke="#c9d3dd"/>']
-    for i in range(5):
-        y = MT + (H - MT - MB) * i / 4
-        v = y_max * (4 - i) / 4
+    for v in y_values:
+        y = MT + (H - MT - MB) * (1 - v / top)
         out.append(f'<line x1="{ML}" y1="{y:.1f}" x2="{W - MR}" y2="{y:.1f}" stroke="#e3e8ee"/>')
         out.append(f'<text x="{ML - 4}" y="{y + 4:.1f}" text-anchor="end">{escape(y_fmt(v) if y_fmt else f"{v:g}")}'
                    "</text>")
-    for i in range(6):
-        x = ML + (W - ML - MR) * i / 5
-        out.append(f'<text x="{x:.1f}" y="{H - MB + 14}" text-anchor="middle">{escape(_fmt_t(x_max * i / 5))}</text>')
-    out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 4}" text-anchor="middle" fill="#5a6b7c">'
-               f"{escape(x_label)}</text>")
-    return out
+    for t, label in x_ticks:
+        x = ML + (W - ML - MR) * t / x_max
+        out.append(f'<line class="xtick" x1="{x:.1f}" y1="{H - MB}" x2="{x:.1f}" y2="{H - MB + 4}" stroke="#8796a8"/>')
+        out.append(f'<text class="xtick" x="{x:.1f}" y="{H - MB + 15}" text-anchor="middle">{escape(label)}</text>')
+    out.append(f'<text class="xunit" x="{(ML + W - MR) / 2}" y="{H - 3}" text-anchor="middle" fill="#5a6b7c">'
+               f"simulated time ({unit})</text>")
+    return out, top
 
 
 def utilisation_svg(result: SimResult) -> str:
     x_max = max(result.makespan, 1.0)
-    out = _frame("GPU utilisation over time", x_max, 100.0, "simulated time", lambda v: f"{v:.0f}%")
+    out, _ = _frame("GPU utilisation over time", x_max, 100.0, lambda v: f"{v:.0f}%")
 
     def sx(t: float) -> float:
         return ML + (W - ML - MR) * t / x_max
@@ -74,7 +117,7 @@ def utilisation_svg(result: SimResult) -> str:
     for e in sorted((e for e in result.events if e["kind"] in order), key=lambda e: (order[e["kind"]], e["t"])):
         colour = colours[e["kind"]]
         x = sx(e["t"])
-        label = escape(f'{e["kind"]} {e.get("node") or e.get("workload", "")} at {_fmt_t(e["t"])}')
+        label = escape(f'{e["kind"]} {e.get("node") or e.get("workload", "")} at {duration(e["t"])}')
         node_event = e["kind"] in ("failure", "recovery")
         out.append(f'<line x1="{x:.1f}" y1="{MT}" x2="{x:.1f}" y2="{H - MB}" stroke="{colour}" '
                    f'stroke-width="{2 if node_event else 1}" stroke-dasharray="{"6,3" if node_event else "2,3"}">'
@@ -87,7 +130,7 @@ def utilisation_svg(result: SimResult) -> str:
 
 
 def bars_svg(title: str, rows: Sequence[tuple[str, Sequence[float]]], series: Sequence[str],
-             unit: str = "s") -> str:
+             fmt: Callable[[float], str] = duration) -> str:
     """Horizontal grouped bars: one row per label, one bar per series."""
     bar_h, gap, label_w = 12, 8, 230
     height = MT + len(rows) * (bar_h * len(series) + gap) + 30
@@ -101,10 +144,10 @@ def bars_svg(title: str, rows: Sequence[tuple[str, Sequence[float]]], series: Se
                    f"{escape(label)}</text>")
         for i, v in enumerate(vals):
             bw = (width - label_w - 90) * v / vmax
-            tip = escape(f"{series[i]}: {v:.1f}{unit}")
+            tip = escape(f"{series[i]}: {fmt(v)}")
             out.append(f'<rect x="{label_w}" y="{y}" width="{bw:.1f}" height="{bar_h - 1}" '
                        f'fill="{PALETTE[i % len(PALETTE)]}"><title>{tip}</title></rect>')
-            out.append(f'<text x="{label_w + bw + 4:.1f}" y="{y + bar_h - 2}">{escape(f"{v:.1f}{unit}")}</text>')
+            out.append(f'<text x="{label_w + bw + 4:.1f}" y="{y + bar_h - 2}">{escape(fmt(v))}</text>')
             y += bar_h
         y += gap
     lx = label_w
@@ -137,16 +180,44 @@ def histogram_svg(title: str, counts: Mapping[int, int], x_label: str) -> str:
     return "".join(out)
 
 
-CMP_ROWS = (
-    ("makespan", "makespan_s", "{:.0f} s"), ("admitted", "admitted", "{}"), ("finished", "finished", "{}"),
-    ("still pending", "pending", "{}"), ("wait mean", ("wait_s", "mean"), "{:.1f} s"),
-    ("wait p50", ("wait_s", "p50"), "{:.1f} s"), ("wait p99", ("wait_s", "p99"), "{:.1f} s"),
-    ("GPU utilisation", "gpu_utilization", "{:.1%}"), ("domains / multi-pod job", "mean_domains_multi_pod", "{:.2f}"),
-    ("multi-pod jobs in one domain", "multi_pod_in_one_domain", "{:.1%}"), ("wait p95", "wait_p95_s", "{:.1f} s"),
-    ("GPU-hours lost to evictions", "gpu_hours_lost", "{:.1f}"),
-    ("whole-free domains (mean, all levels)", "free_whole_domains_mean", "{:.1f}"),
-    ("preemptions", "preemptions", "{}"), ("NodeFailures evictions", "evictions_node_failures", "{}"),
-    ("hot swaps", "replacements", "{}"), ("cycles", "cycles", "{}"), ("wall time", "wall_s", "{:.2f} s"),
+def describe_run(meta: Mapping[str, Any]) -> str:
+    """The report's header line from the run's settings (summary.json keeps them as data):
+    ``cluster c.yaml (64 nodes) · trace t.yaml (7 jobs) · solver greedy · ...``."""
+    parts = [f"cluster {meta.get('cluster')} ({meta.get('nodes')} nodes)", f"queues {meta.get('queues')}",
+             f"trace {meta.get('trace')} ({meta.get('jobs')} jobs)", f"solver {meta.get('solver')}"]
+    if meta.get("compare"):
+        parts.append(f"compared by {meta['compare']}")
+    if meta.get("eviction_delay_s") is not None:
+        parts.append(f"a preempted job frees its place after {duration(meta['eviction_delay_s'])}")
+    backoff = meta.get("requeue_backoff_s")
+    if isinstance(backoff, Mapping):
+        parts.append(f"NodeFailures requeue backoff {duration(backoff.get('base', 0))}, doubling up to "
+                     f"{duration(backoff.get('max', 0))}")
+    guard = meta.get("eviction_storm_guard")
+    if isinstance(guard, Mapping):
+        parts.append(f"eviction-storm guard: hold when over {guard.get('threshold', 0):.0%} of the nodes failed "
+                     f"within {duration(guard.get('window_s', 0))} (at least {guard.get('min_nodes')} nodes)")
+    elif "eviction_storm_guard" in meta:
+        parts.append("no eviction-storm guard")
+    return " · ".join(parts)
+
+
+def _fmt(pattern: str) -> Callable[[Any], str]:
+    return pattern.format
+
+
+CMP_ROWS: tuple[tuple[str, Any, Callable[[Any], str]], ...] = (
+    ("makespan", "makespan_s", duration), ("admitted", "admitted", str), ("finished", "finished", str),
+    ("still pending", "pending", str), ("wait mean", ("wait_s", "mean"), duration),
+    ("wait p50", ("wait_s", "p50"), duration), ("wait p99", ("wait_s", "p99"), duration),
+    ("GPU utilisation", "gpu_utilization", _fmt("{:.1%}")),
+    ("domains / multi-pod job", "mean_domains_multi_pod", _fmt("{:.2f}")),
+    ("multi-pod jobs in one domain", "multi_pod_in_one_domain", _fmt("{:.1%}")),
+    ("wait p95", "wait_p95_s", duration), ("GPU-hours lost to evictions", "gpu_hours_lost", _fmt("{:.1f}")),
+    ("whole-free domains (mean, all levels)", "free_whole_domains_mean", _fmt("{:.1f}")),
+    ("preemptions", "preemptions", str), ("NodeFailures evictions", "evictions_node_failures", str),
+    ("hot swaps", "replacements", str), ("cycles", "cycles", str), ("wall time (this machine)", "wall_s",
+                                                                    _fmt("{:.2f} s")),
 )
 
 
@@ -162,7 +233,7 @@ def render_report(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]], *, t
     label0, result0, summary0 = runs[0]
     cards = [("", "jobs", summary0["submitted"]), ("ok", "admitted", summary0["admitted"]),
              ("", "GPU utilisation", f'{summary0["gpu_utilization"]:.1%}'),
-             ("", "wait p50 / p99", f'{summary0["wait_s"]["p50"]:.0f} s / {summary0["wait_s"]["p99"]:.0f} s'),
+             ("", "wait p50 / p99", f'{duration(summary0["wait_s"]["p50"])} / {duration(summary0["wait_s"]["p99"])}'),
              ("warn", "preemptions", summary0["preemptions"]),
              ("bad", "node failures / evictions", f'{summary0["failures"]} / {summary0["evictions_node_failures"]}')]
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{escape(title)}</title>",
@@ -176,7 +247,7 @@ def render_report(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]], *, t
                      + "".join(f"<th>{escape(lbl)}</th>" for lbl, _, _ in runs) + "</tr>")
         for name, key, fmt in CMP_ROWS:
             parts.append(f"<tr><td>{escape(name)}</td>"
-                         + "".join(f"<td>{escape(fmt.format(_get(s, key)))}</td>" for _, _, s in runs) + "</tr>")
+                         + "".join(f"<td>{escape(fmt(_get(s, key)))}</td>" for _, _, s in runs) + "</tr>")
         parts.append("</table>")
         teams = sorted({t for _, _, s in runs for t in s["wait_by_team_s"]})
         parts.append("<figure>" + bars_svg("mean wait per team and policy",
@@ -203,9 +274,9 @@ def render_report(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]], *, t
     ev = [e for e in result0.events if e["kind"] in ("failure", "recovery", "preemption", "eviction", "replacement")]
     parts.append(f"<h2>Preemptions, failures and recoveries ({len(ev)})</h2>")
     if ev:
-        parts.append('<table class="cmp"><tr><th>time</th><th>event</th><th>node / workload</th><th>detail</th></tr>')
+        parts.append('<table class="cmp"><tr><th>after</th><th>event</th><th>node / workload</th><th>detail</th></tr>')
         for e in ev[:300]:
-            parts.append(f'<tr><td>{e["t"]:.0f} s</td><td>{escape(e["kind"])}</td>'
+            parts.append(f'<tr><td>{escape(duration(e["t"]))}</td><td>{escape(e["kind"])}</td>'
                          f'<td>{escape(e.get("node") or e.get("workload", ""))}</td>'
                          f'<td>{escape(e.get("detail", e.get("node", "") if e.get("workload") else ""))}</td></tr>')
         parts.append("</table>" + (f"<div class=\"meta\">… {len(ev) - 300} more in summary.json</div>"
@@ -220,14 +291,14 @@ def free_domains_svg(title: str, runs: Sequence[tuple[str, SimResult, Mapping[st
     """Whole-free domains of one level over time, one line per run (fragmentation, issue 17)."""
     x_max = max([r.makespan for _, r, _ in runs] + [1.0])
     y_max = max([c[level] for _, r, _ in runs for _t, c in r.free_domains if len(c) > level] + [1])
-    out = _frame(title, x_max, float(y_max), "simulated time", lambda v: f"{v:.3g}")
+    out, top = _frame(title, x_max, float(y_max), lambda v: f"{v:g}", integer=True)
     for i, (label, result, _s) in enumerate(runs):
         pts, prev = [], None
         for t, counts in result.free_domains:
             if len(counts) <= level:
                 continue
             x = ML + (W - ML - MR) * t / x_max
-            y = MT + (H - MT - MB) * (1 - counts[level] / y_max)
+            y = MT + (H - MT - MB) * (1 - counts[level] / top)
             if prev is not None:
                 pts.append(f"{x:.1f},{prev:.1f}")
             pts.append(f"{x:.1f},{y:.1f}")

@@ -225,6 +225,18 @@ def test_job_against_cluster(name: str, obj: dict[str, Any], opts: dict[str, Any
         assert not verdict.warnings, warnings
 
 
+@pytest.mark.parametrize("obj, wider", [
+    (job(5, ann={R: L3}), True),  # the layer-3 domain is what stops it: a wider level helps
+    (job(9, ann={P: L2}), False),  # over quota: no level helps
+    (job(9), False),  # no topology request at all
+], ids=["topology-bound", "quota-bound preferred", "quota-bound without topology"])
+def test_quota_denial_suggests_a_wider_level_only_when_the_topology_stops_the_job(obj: dict[str, Any],
+                                                                                   wider: bool) -> None:
+    message = validate_job(obj, cluster()).message()
+    assert "can never be admitted by ClusterQueue" in message and "use another queue" in message, message
+    assert ("choose a wider topology level" in message) == wider, message
+
+
 def test_no_nodes_is_a_warning_not_a_denial() -> None:
     view = cluster()
     view.nodes = {}

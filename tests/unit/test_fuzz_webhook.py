@@ -4,9 +4,13 @@ validate"), and a managed object is never let through unvalidated (fail closed).
 
 from __future__ import annotations
 
+import copy
 import json
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +23,7 @@ from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
 from scheduler.adapter.kinds.mpijob import MPIJOB
 from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
 from scheduler.core.config import FeatureGates
+from tests.fuzzing import example_objects, generic_object, is_queued, mutated, outcome, review_body
 from tests.unit.test_admission_validation import L2, L3, SC, G, R, cluster, job
 
 ANNOTATIONS = [
@@ -164,3 +169,110 @@ def test_updates_with_any_old_object_and_user_are_decided_and_only_the_controlle
         assert "suspend: Forbidden: only toposched's controller" in out["response"]["status"]["message"]
     if unsuspends and new_queue and username == CONTROLLER:
         assert out["response"]["allowed"] is True, (body, out)
+
+
+# ---------------------------------------------------------------------------- structure-aware
+# Each case starts from a valid object of the kind the path serves (examples/, tests/fuzzing.py)
+# and breaks one to three places in it: nulls, wrong scalar types, strings for lists, lists for
+# objects, null list items, deep nesting, thousands of items, deleted or strange keys. Every
+# answer must be decided: a field error or an admission, never an internal-error refusal
+# (counted, goal 0) and never a queued object let through unvalidated (counted, must stay 0).
+# scripts/bench/fuzz_inputs.py runs the same mutations exhaustively and for longer.
+
+SEEDS = example_objects()
+SUITE_HUGE = (50, 1_000)
+
+
+def _kind(path: str) -> str:
+    """The kind a path serves; the default deny's path serves every kind, fuzzed with one it
+    does not govern."""
+    if path == review.QUEUED_PATH:
+        return "RayJob"
+    job_kind = review.JOB_PATHS.get(path)
+    return job_kind.kind if job_kind is not None else review.KUEUE_PATHS[path]
+
+
+def test_structure_aware_fuzz_of_every_kind_counts_no_internal_error_and_no_fail_open() -> None:
+    counts: Counter[str] = Counter()
+    per_path: Counter[str] = Counter()
+
+    @settings(max_examples=200, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data(), path=st.sampled_from(review.PATHS), operation=st.sampled_from(["CREATE", "UPDATE"]),
+           old_mutated=st.booleans())
+    def one_review(data: st.DataObject, path: str, operation: str, old_mutated: bool) -> None:
+        def pick(options: Sequence[Any]) -> Any:
+            return data.draw(st.sampled_from(list(options)))
+
+        kind = _kind(path)
+        seed = SEEDS.get(kind) or generic_object(kind)
+        obj = mutated(seed, pick, huge=SUITE_HUGE)
+        old = (mutated(seed, pick, huge=SUITE_HUGE) if old_mutated else seed) if operation == "UPDATE" else None
+        code, out = review.answer(path, review_body(obj, kind, operation, old), VIEW)
+        result = outcome(out, is_queued(obj))
+        counts[result] += 1
+        per_path[path] += 1
+        assert code in (200, 400) and out["kind"] == "AdmissionReview", out
+        assert result == "decided", (path, obj, out["response"])
+
+    one_review()
+    assert counts["internal"] == 0 and counts["fail-open"] == 0, counts
+    assert counts["decided"] >= 150 and len(per_path) >= len(review.PATHS) * 0.8, (counts, per_path)
+
+
+# The wrongly typed fields the structure-aware fuzz found on the old code (each was an
+# internal-error refusal): now one field error naming the field, the type and the fix.
+WRONG_TYPES: list[tuple[str, tuple[Any, ...], Any, str, str]] = [
+    ("Topology", ("spec", "levels"), [None], "spec.levels[0]: Invalid value: null: must be an object",
+     "remove the null item"),
+    ("ClusterQueue", ("spec", "resourceGroups"), [None], "spec.resourceGroups[0]: Invalid value: null: must be an "
+     "object", "remove the null item"),
+    ("ClusterQueue", ("spec", "resourceGroups", 0, "flavors"), [None],
+     "spec.resourceGroups[0].flavors[0]: Invalid value: null: must be an object", "remove the null item"),
+    ("ClusterQueue", ("apiVersion",), {"a": 1}, "apiVersion: Invalid value: must be a string", "write it as a string"),
+    ("JobSet", ("spec", "replicatedJobs"), [None], "spec.replicatedJobs[0]: Invalid value: null: must be an object",
+     "remove the null item"),
+    ("Job", ("spec", "template", "spec", "containers"), [None],
+     "spec.template.spec.containers[0]: Invalid value: null: must be an object", "remove the null item"),
+    ("Job", ("spec", "template", "spec", "containers", 0, "resources", "requests", "cpu"), "8" * 5000,
+     "spec.template.spec.containers[0].resources.requests[cpu]: Invalid value: \"888", "write a quantity"),
+    ("Job", ("metadata", "ownerReferences"), "x", 'metadata.ownerReferences: Invalid value: "x": must be a list',
+     "write it as a list"),
+    ("PyTorchJob", ("metadata", "ownerReferences"), [None],
+     "metadata.ownerReferences[0]: Invalid value: null: must be an object", "remove the null item"),
+    ("MPIJob", ("metadata", "ownerReferences", 0), True,
+     "metadata.ownerReferences[0]: Invalid value: true: must be an object", "write it as an object"),
+    ("LeaderWorkerSet", ("metadata", "ownerReferences", 0, "controller"), "yes",
+     'metadata.ownerReferences[0].controller: Invalid value: "yes": must be a boolean', "write true or false"),
+    ("Job", ("spec", "parallelism"), "three", 'spec.parallelism: Invalid value: "three": must be an integer',
+     "write a whole number"),
+    ("Job", ("spec", "parallelism"), -3, "spec.parallelism: Invalid value: -3: must be greater than or equal to 0",
+     "write the number of pods"),
+    ("JobSet", ("spec", "replicatedJobs", 0, "replicas"), 2**40,
+     f"spec.replicatedJobs[0].replicas: Invalid value: {2**40}: must be less than or equal to 2147483647",
+     "write the number of pods"),
+    ("Topology", ("spec", "levels"), [{"nodeLabel": f"l{i}"} for i in range(17)],
+     "spec.levels: Too many: 17: must have at most 16 items", "list at most 16 items"),
+]
+
+
+@pytest.mark.parametrize("kind, where, value, error, fix", WRONG_TYPES,
+                         ids=[f"{k}:{'.'.join(map(str, w))}" for k, w, *_ in WRONG_TYPES])
+def test_wrongly_typed_fields_get_a_field_error_naming_field_type_and_fix(
+        kind: str, where: tuple[Any, ...], value: Any, error: str, fix: str) -> None:
+    obj = copy.deepcopy(SEEDS[kind])
+    target = obj
+    for step in where[:-1]:
+        target = target[step]
+    target[where[-1]] = value
+    paths = [p for p in review.PATHS if _kind(p) == kind]
+    assert paths
+    for path in paths:
+        for operation in ("CREATE", "UPDATE"):
+            code, out = review.answer(path, review_body(obj, kind, operation, SEEDS[kind]), VIEW)
+            resp = out["response"]
+            assert code == 200 and resp["allowed"] is False, (path, resp)
+            assert resp["status"]["code"] == 403 and resp["status"]["reason"] == "Forbidden", (path, resp)
+            message = resp["status"]["message"]
+            assert message.startswith(error) or f"- {error}" in message, (path, message)
+            assert fix in message and "internal error" not in message, (path, message)

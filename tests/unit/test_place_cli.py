@@ -65,9 +65,14 @@ def test_does_not_fit_exit_1_with_kueue_message(capsys: pytest.CaptureFixture[st
     )
 
 
-def test_unknown_level_is_a_no_fit(capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc = run_json(capsys, DATA / "job-bad-level.yaml")
-    assert code == 1 and doc["reason"] == "no requested topology level: example.com/rack"
+def test_unknown_level_lists_the_known_levels_as_the_webhook_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """Kueue never admits a job asking for a level its Topology lacks, so place refuses the input
+    (exit 2) with the webhook's words and the levels it has (it said "does not fit", exit 1)."""
+    code, out, err = run(capsys, "--nodes", str(NODES), "--workload", str(DATA / "job-bad-level.yaml"))
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        f"toposched place: workload file {DATA / 'job-bad-level.yaml'}: pod set main: level \"example.com/rack\" "
+        f"is not in Topology \"default\" (levels: {', '.join(ps_levels())}); use one of those levels")
 
 
 def test_pods_file_uses_capacity(capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,9 +142,9 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     "flag, content, expect",
     [
         ("--nodes", None, "no such file"),
-        ("--nodes", "items: [\n  - a: b\n  c", "not valid YAML"),
+        ("--nodes", "items: [\n  - a: b\n  c", "not valid JSON or YAML at line 2"),
         ("--nodes", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n", "kind: expected Node"),
-        ("--nodes", "kind: List\nitems:\n- kind: Node\n  metadata: {}\n", "items[0]: metadata.name: missing"),
+        ("--nodes", "kind: List\nitems:\n- kind: Node\n  metadata: {}\n", "items[0]: metadata.name: Required value"),
         (
             "--nodes",
             "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: lots}}\n",
@@ -159,7 +164,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
             "kind: Topology\nmetadata: {name: t}\nspec: {levels: [{foo: bar}]}\n",
             "spec.levels[0].nodeLabel",
         ),
-        ("--pods", "kind: Pod\nmetadata: {}\n", "metadata.name: missing"),
+        ("--pods", "kind: Pod\nmetadata: {}\n", "metadata.name: Required value"),
     ],
 )
 def test_invalid_input_exit_2_one_line(

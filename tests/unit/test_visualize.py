@@ -27,6 +27,7 @@ def k8s_node(name: str, *layers: str, health: str | None = "Schedulable", gpus: 
              **extra: Any) -> dict[str, Any]:
     labels = {f"{L}{i}": v for i, v in enumerate(layers, start=1)}
     labels["kubernetes.io/hostname"] = name
+    labels["node.kubernetes.io/instance-type"] = "ml.p5.48xlarge"  # a type AWS's script draws
     if health is not None:
         labels["sagemaker.amazonaws.com/node-health-status"] = health
     labels.update(extra.pop("labels", {}))
@@ -159,13 +160,16 @@ def test_mixed_depth_nodes_hang_under_their_own_deepest_layer() -> None:
 
 
 @pytest.mark.parametrize("data, message", [
-    (node_list(*THREE) | {"kind": "PodList"}, "expected a List of Node objects (kubectl get nodes -o json), "
-                                             "got kind 'PodList'"),
-    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}, "got kind 'Pod'"),
-    (node_list(THREE[0], {"kind": "Pod", "metadata": {"name": "p1"}}), "items[1] (p1) is a Pod, not a Node"),
-    (node_list({"kind": "Node", "metadata": {}}), "items[0] has no metadata.name"),
-    ([1, 2], "expected a Node list"),
-    (node_list(), "no nodes"),
+    (node_list(*THREE) | {"kind": "PodList"}, "items[0]: kind: a 'Node' inside a PodList; a PodList holds Pod "
+                                             "objects only"),
+    (node_list(*THREE) | {"kind": "PodList", "items": [{"metadata": {"name": "p"}}]},
+     "items[0] (p): kind: expected Node objects (kubectl get nodes -o yaml) or a cluster description "
+     "(examples/clusters/), got 'Pod'"),
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}, "bad.json: kind: expected Node objects"),
+    (node_list(THREE[0], {"kind": "Pod", "metadata": {"name": "p1"}}), "items[1] (p1): kind: expected Node objects"),
+    (node_list({"kind": "Node", "metadata": {}}), "items[0]: metadata.name: Required value; every Node has a name"),
+    ([1, 2], "top level: expected a Kubernetes object (a mapping), got a list"),
+    (node_list(), "no Node objects in it; expected Node objects"),
     (node_list(k8s_node("plain", health=None)), "no node in"),
 ])
 def test_bad_node_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: Any, message: str) -> None:
@@ -185,7 +189,7 @@ def test_bad_quantities_name_their_file_object_and_field(tmp_path: Path, capsys:
     nodes = str(write(tmp_path, "n.json", node_list(*THREE, bad_node)))
     code, out, err = run_script(["--nodes", nodes], capsys)
     assert (code, out) == (2, "")
-    assert f"{nodes}: Node hyperpod-i-0neg: status.allocatable: negative quantity '-8'" in err
+    assert f"nodes file {nodes}: items[4] (hyperpod-i-0neg): status.allocatable: negative quantity '-8'" in err
     assert len(err.strip().splitlines()) == 1
     good = str(write(tmp_path, "good.json", node_list(*THREE)))
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "d"},
@@ -194,7 +198,8 @@ def test_bad_quantities_name_their_file_object_and_field(tmp_path: Path, capsys:
     pods = str(write(tmp_path, "p.json", pod))
     code, out, err = toposched_run(["topology", "--nodes", good, "--pods", pods, "--format", "json"], capsys)
     assert (code, out) == (2, "")
-    assert f"{pods}: Pod p1: spec.containers[].resources: invalid quantity 'lots'" in err
+    assert (f'pods file {pods}: spec.containers[0].resources.requests[cpu]: Invalid value: "lots": must be a '
+            "quantity") in err
     assert good not in err and len(err.strip().splitlines()) == 1
 
 
@@ -217,7 +222,8 @@ def test_unknown_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     path = str(write(tmp_path, "n.json", node_list(*THREE)))
     code, _, err = run_script(["--nodes", path, "--levels", f"{L}1,{L}9"], capsys)
     assert code == 2
-    assert f"level '{L}9' is not a label of any node" in err
+    assert f"level '{L}9' is not a label of any node in {path} (the nodes' layer labels: {L}1, {L}2, {L}3); " \
+        "check --levels/--topology" in err
     topo = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
             "spec": {"levels": [{"nodeLabel": f"{L}1"}, {"nodeLabel": "rack"},
                                 {"nodeLabel": "kubernetes.io/hostname"}]}}
@@ -226,7 +232,7 @@ def test_unknown_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert code == 2 and "level 'rack'" in err
     wrong = write(tmp_path, "cq.yaml", {"kind": "ClusterQueue", "metadata": {"name": "x"}}, True)
     code, _, err = run_script(["--nodes", path, "--topology", str(wrong)], capsys)
-    assert code == 2 and "expected a List of Topology objects" in err
+    assert code == 2 and "kind: expected a Kueue Topology (spec.levels[].nodeLabel), got ClusterQueue" in err
 
 
 def test_levels_from_kueue_topology(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -296,7 +302,7 @@ def test_json_format_and_toposched_topology(tmp_path: Path, capsys: pytest.Captu
     assert toposched(["topology", "--nodes", path]) == 0
     assert capsys.readouterr().out == THREE_MERMAID
     assert toposched(["topology", "--nodes", str(tmp_path / "missing.json")]) == 2
-    assert "toposched topology: --nodes" in capsys.readouterr().err
+    assert "toposched topology: nodes file" in capsys.readouterr().err
 
 
 def test_view_dict_and_fake_cluster_input(capsys: pytest.CaptureFixture[str]) -> None:
@@ -320,7 +326,7 @@ def test_script_runs_from_checkout_without_install(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), "--nodes", str(bad)], capture_output=True, text=True,
                           cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "got kind 'Service'" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "got 'Service'" in proc.stderr
 
 
 def test_drained_nodes_are_shown_as_drained() -> None:
@@ -331,3 +337,46 @@ def test_drained_nodes_are_shown_as_drained() -> None:
     assert view.totals()["drained"] == 1
     (first,) = [v for v in view.nodes if v.name == THREE[0]["metadata"]["name"]]
     assert first.health == "drained" and "toposched.io/drain" in first.reason
+
+
+def test_instance_types_aws_script_skips_are_skipped_with_a_warning_per_type(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As AWS's visualize_topology.sh: nodes of types it does not draw (g5, or no type label) are
+    left out, with one warning per type naming the flag that draws them (they were drawn
+    without a word); with --include-instance-types they are drawn."""
+    g5 = [k8s_node(f"hyperpod-i-0g5{i}", "nn-a1", "nn-a1-x", "nn-a1-x-1",
+                   labels={"node.kubernetes.io/instance-type": "ml.g5.8xlarge"}) for i in range(2)]
+    bare = k8s_node("hyperpod-i-0bare", "nn-a1", "nn-a1-x", "nn-a1-x-1")
+    del bare["metadata"]["labels"]["node.kubernetes.io/instance-type"]
+    path = str(write(tmp_path, "n.json", node_list(*THREE, *g5, bare)))
+    code, out, err = run_script(["--nodes", path], capsys)
+    assert code == 0 and out == THREE_MERMAID, out
+    assert err.splitlines() == [
+        "warning: skipped 1 node(s) of instance type (none: no node.kubernetes.io/instance-type label): AWS's "
+        "visualize_topology.sh does not draw this type; add --include-instance-types '*' to draw them",
+        "warning: skipped 2 node(s) of instance type ml.g5.8xlarge: AWS's visualize_topology.sh does not draw "
+        "this type; add --include-instance-types 'ml.g5.8xlarge' to draw them"]
+    code, out, err = run_script(["--nodes", path, "--include-instance-types", "ml.g5.*"], capsys)
+    assert code == 0 and "hyperpod-i-0g50" in out and "hyperpod-i-0g51" in out and "0bare" not in out
+    assert "ml.g5.8xlarge" not in err and "(none: no node.kubernetes.io/instance-type label)" in err
+    code, out, _ = run_script(["--nodes", path, "--include-instance-types", "*"], capsys)
+    assert code == 0 and "hyperpod-i-0bare" in out
+    # toposched topology is toposched's own view: every labelled node, as before
+    assert toposched(["topology", "--nodes", path]) == 0
+    assert "hyperpod-i-0g50" in capsys.readouterr().out
+
+
+def test_only_unsupported_instance_types_exit_1_as_aws_script(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    g5 = [k8s_node(f"hyperpod-i-0g5{i}", "nn-a1", "nn-a1-x", "nn-a1-x-1",
+                   labels={"node.kubernetes.io/instance-type": "ml.g5.8xlarge"}) for i in range(3)]
+    path = str(write(tmp_path, "n.json", node_list(*g5)))
+    code, out, err = run_script(["--nodes", path], capsys)
+    assert (code, out) == (1, "")
+    assert err.strip() == (
+        f"visualize_topology: no node in {path} is of an instance type AWS's visualize_topology.sh draws (found 3 "
+        "node(s) of instance type ml.g5.8xlarge); add --include-instance-types 'ml.g5.8xlarge' to draw them")
+    plain = [k8s_node(f"p5-{i}", "nn-a1", "nn-a1-x", "nn-a1-x-1",
+                      labels={"node.kubernetes.io/instance-type": "p5.48xlarge"}) for i in range(2)]
+    code, out, _ = run_script(["--nodes", str(write(tmp_path, "eks.json", node_list(*plain)))], capsys)
+    assert code == 0 and "p5-1" in out  # EKS spelling (no "ml.") as the script's first versions

@@ -16,7 +16,7 @@ from scheduler.adapter.kinds.base import (
     PodSetStart,
     finish_from_conditions,
 )
-from scheduler.adapter.kinds.shapes import JOB_SPEC, METADATA
+from scheduler.adapter.kinds.shapes import JOB_SPEC, TOP
 from scheduler.core.workload import DEFAULT_POD_SET, JOB_COMPLETION_INDEX, job_min_parallelism, job_pod_count
 
 ANN_COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
@@ -83,7 +83,7 @@ def pods_ready(job: Obj) -> bool:
 BATCH_JOB = JobKind(
     group="batch", version="v1", kind="Job", plural="jobs", framework="batch/job",
     pod_sets=pod_sets, finish_state=finish_state, active_pods=active_pods, pods_ready=pods_ready,
-    shape={"metadata": METADATA, "spec": JOB_SPEC}, suspend_path=("spec", "suspend"),
+    shape={**TOP, "spec": JOB_SPEC}, suspend_path=("spec", "suspend"),
     rank_label=JOB_COMPLETION_INDEX, single_pod_set=True,
     start_extra=start_extra, restore_extra=restore_extra, restorable=restorable,
 )

@@ -6,7 +6,7 @@ Job), TAS ranks by child-Job index and completion index, the whole JobSet suspen
 from __future__ import annotations
 
 from scheduler.adapter.kinds.base import FinishState, JobKind, Obj, PodSetSource, finish_from_conditions
-from scheduler.adapter.kinds.shapes import JOB_SPEC, METADATA
+from scheduler.adapter.kinds.shapes import JOB_SPEC, METADATA, TOP
 from scheduler.core.workload import DEFAULT_POD_SET, JOB_COMPLETION_INDEX, job_pod_count
 
 JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"  # child Job's index within its replicated job
@@ -51,6 +51,6 @@ JOBSET = JobKind(
     group="jobset.x-k8s.io", version="v1alpha2", kind="JobSet", plural="jobsets",
     framework="jobset.x-k8s.io/jobset", pod_sets=pod_sets, finish_state=finish_state, active_pods=active_pods,
     pods_ready=pods_ready, suspend_path=("spec", "suspend"), rank_label=JOBSET_JOB_INDEX, children=("batch/job",),
-    shape={"metadata": METADATA, "spec": {"suspend": "bool", "replicatedJobs": [
-        {"name": "str", "replicas": "int", "template": {"metadata": METADATA, "spec": JOB_SPEC}}]}},
+    shape={**TOP, "spec": {"suspend": "bool", "replicatedJobs": [
+        {"name": "str", "replicas": "count", "template": {"metadata": METADATA, "spec": JOB_SPEC}}]}},
 )

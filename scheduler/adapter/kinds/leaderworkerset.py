@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.adapter.kinds.base import FinishState, JobKind, Obj, PodGroups, PodSetSource, json_pointer
-from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE
+from scheduler.adapter.kinds.shapes import POD_TEMPLATE, TOP
 from scheduler.core.kueue_names import ANN_POD_GROUP_SERVING, ANN_POD_INDEX_OFFSET, ANN_POD_SUSPENDING_PARENT
 from scheduler.core.topology_request import ANN_GROUP_NAME
 from scheduler.core.workload import DEFAULT_POD_SET, LABEL_PRIORITY_CLASS
@@ -118,8 +118,8 @@ def _not_ready(_: Obj) -> bool:
 LEADERWORKERSET = JobKind(
     group="leaderworkerset.x-k8s.io", version="v1", kind="LeaderWorkerSet", plural="leaderworkersets",
     framework=FRAMEWORK, pod_sets=pod_sets, finish_state=_not_finished, active_pods=_no_pods, pods_ready=_not_ready,
-    shape={"metadata": METADATA, "spec": {"replicas": "int", "leaderWorkerTemplate": {
-        "size": "int", "leaderTemplate": POD_TEMPLATE, "workerTemplate": POD_TEMPLATE}}},
+    shape={**TOP, "spec": {"replicas": "count", "leaderWorkerTemplate": {
+        "size": "count", "leaderTemplate": POD_TEMPLATE, "workerTemplate": POD_TEMPLATE}}},
     suspend_path=None, rank_label=WORKER_INDEX,
     pod_groups=PodGroups(owner_name_label=LABEL_SET_NAME, group_count=group_count, pod_role=pod_role,
                          template_defaults=template_defaults),

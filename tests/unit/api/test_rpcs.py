@@ -127,8 +127,8 @@ def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: An
      "Kueue Workload"),
     ({"workload": pb.WorkloadInput(manifest=b"kind: Deployment\nmetadata: {name: d}\n")},
      "workload.manifest: kind: Deployment is not built in toposched yet (no Deployment integration)"),
-    ({"workload": pb.WorkloadInput(manifest=b"a: [\n b")}, "workload.manifest: not valid YAML"),
-    ({"workload": pb.WorkloadInput(manifest=b"\xff\xfe")}, "workload.manifest: not UTF-8"),
+    ({"workload": pb.WorkloadInput(manifest=b"a: [\n b")}, "workload.manifest: not valid JSON or YAML"),
+    ({"workload": pb.WorkloadInput(manifest=b"kind: Job\n\xff")}, "workload.manifest: not UTF-8 text (byte 0xff"),
     ({"workload": pb.WorkloadInput(structured=pb.StructuredWorkload())}, "workload.structured.pod_sets:"),
     ({"workload": pb.WorkloadInput(structured=pb.StructuredWorkload(pod_sets=[pb.PodSet(count=-1)]))},
      "workload.structured.pod_sets[0].count: must be >= 0"),
@@ -139,10 +139,16 @@ def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: An
      "workload.structured.pod_sets[0].topology.slice_size"),
     ({"time_budget_ms": -1}, "time_budget_ms: must be >= 0"),
     ({"solver": 42}, "solver: unknown value 42"),
-    ({"nodes": b"kind: Pod\nmetadata: {name: x}\n"}, "nodes: kind: expected Node"),
+    ({"nodes": b"kind: Pod\nmetadata: {name: x}\n"}, "nodes: kind: expected Node objects"),
     ({"nodes": (DATA / "nodes.yaml").read_bytes(), "flavor": "gpu"}, "flavor: must be empty"),
     ({"pods": (DATA / "pods.yaml").read_bytes()}, "pods: only read together with nodes"),
     ({"topology": b"kind: Topology\nmetadata: {name: t}\nspec: {levels: []}\n"}, "topology: spec.levels"),
+    # the same reader and words as `toposched place` (it said "fits: false", a Kueue no-fit)
+    ({"workload": manifest("job-bad-level.yaml"), "nodes": (DATA / "nodes.yaml").read_bytes()},
+     'workload: pod set main: level "example.com/rack" is not in Topology "default" (levels: '),
+    ({"nodes": b"\0\0\0binary"}, "nodes: not a text file (a NUL byte at offset 0)"),
+    ({"nodes": (DATA / "nodes.yaml").read_bytes().replace(b"name: n-a1-1", b"name: n-a1-0")},
+     'nodes: items[1] (n-a1-0): metadata.name: Duplicate value: "n-a1-0"'),
 ])
 def test_place_invalid_argument_names_field(stub: Any, request_kwargs: dict[str, Any], field: str) -> None:
     kwargs = {"workload": manifest("job-required-l3.yaml"), **request_kwargs}

@@ -246,7 +246,7 @@ def test_cli_place_server_errors(server: ApiServer, capsys: pytest.CaptureFixtur
                         "--server", f"127.0.0.1:{server.port}")
     assert code == 2 and "no TAS ResourceFlavor named 'nope'" in err
     code, _, err = _cli(capsys, "place", "--workload", str(DATA / "job-required-l3.yaml"))
-    assert code == 2 and "--nodes FILE is required" in err
+    assert code == 2 and "--nodes FILE (or --cluster FILE) is required" in err
     code, _, err = _cli(capsys, "place", "--workload", str(DATA / "job-required-l3.yaml"), "--server", "127.0.0.1:1",
                         "--server-timeout", "2")
     assert code == 1 and "cannot reach the engine" in err

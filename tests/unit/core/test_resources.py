@@ -34,6 +34,18 @@ def test_bad_quantities_raise(text: str) -> None:
         parse_quantity(text, "cpu")
 
 
+@pytest.mark.parametrize("value, words", [
+    ("NaN", "not a finite number"), (".nan", "invalid quantity"), ("Infinity", "not a finite number"),
+    (float("nan"), "not a finite number"), (float("inf"), "not a finite number"), ("1e999999", "too large"),
+    ("8" * 5000, "longer than 64 characters"), (10**4000, "too large"), ("1e19", "too large"),
+], ids=["NaN", ".nan", "Infinity", "float-nan", "float-inf", "1e999999", "5000-digits", "int-4000-digits", "1e19"])
+def test_non_finite_huge_and_long_quantities_raise_quickly(value: str | float, words: str) -> None:
+    """Each is a QuantityError naming the problem (before: decimal.InvalidOperation, OverflowError,
+    or Python's 4,300-digit limit escaped as other exceptions)."""
+    with pytest.raises(QuantityError, match=words):
+        parse_quantity(value, "cpu")
+
+
 @pytest.mark.parametrize(
     ("amount", "resource", "expected"),
     [(2000, "cpu", "2"), (1500, "cpu", "1500m"), (2**31, "memory", "2Gi"), (7, "nvidia.com/gpu", "7")],
