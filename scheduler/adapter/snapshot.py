@@ -9,6 +9,7 @@ decides, and the shell writes the decisions. Every object is converted once here
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler.adapter.afs import lq_usages
@@ -22,6 +23,7 @@ from scheduler.adapter.objects import (
     by_name,
     condition_true,
 )
+from scheduler.adapter.owned import QueueFacts, Signer, trusted_pending
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.queues import (
     cluster_queue_specs,
@@ -33,6 +35,7 @@ from scheduler.adapter.queues import (
     namespace_labels,
     priority_values,
 )
+from scheduler.adapter.workload_checks import valid_pending
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
@@ -47,7 +50,7 @@ class WorkloadsByState:
     pending: tuple[Obj, ...]  # waiting for quota (active, not finished, not being deleted)
 
 
-def split_workloads(workloads: tuple[Obj, ...] | list[Obj]) -> WorkloadsByState:
+def split_workloads(workloads: Sequence[Obj]) -> WorkloadsByState:
     """Finished and deleting Workloads count nowhere; inactive ones (``spec.active: false``) only
     when they still hold a reservation."""
     holding, pending = [], []
@@ -76,10 +79,14 @@ def _namespace(obj: Obj) -> str:
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    config: KueueConfig = KUEUE_DEFAULTS,
-                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> Snapshot:
+                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
+                   signer: Signer | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
-    Kueue (default: none, Kueue's placement)."""
+    Kueue (default: none, Kueue's placement). Invalid pending Workloads (Kueue's schema and
+    webhook rules, :mod:`scheduler.adapter.workload_checks`) are left out; the controller's own
+    annotations are kept only where it may honour them (:func:`scheduler.adapter.owned.trusted_pending`;
+    ``signer``: the controller's key, None to skip the signature check)."""
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
@@ -91,15 +98,19 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
     ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
-    pending = tuple(_PENDING_MEMO.convert(
-        workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
-        lambda wl: ns_stamps.get(_namespace(wl), ())))
+    converted = _PENDING_MEMO.convert(
+        valid_pending(workloads.pending),
+        lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
+        lambda wl: ns_stamps.get(_namespace(wl), ()))
+    cluster_queues = cluster_queue_specs(objects.cluster_queues)
+    local_queues = {local_queue_key(o): local_queue_spec(o) for o in objects.local_queues}
+    pending = trusted_pending(converted, signer, QueueFacts(local_queues, cluster_queues, ns_labels, now.timestamp()))
     wpc, pc = priority_values(objects.workload_priority_classes), priority_values(objects.priority_classes)
     return Snapshot(
         now=now.timestamp(),
-        cluster_queues=cluster_queue_specs(objects.cluster_queues),
+        cluster_queues=cluster_queues,
         cohorts=cohort_specs(objects.cohorts),
-        local_queues={local_queue_key(o): local_queue_spec(o) for o in objects.local_queues},
+        local_queues=local_queues,
         flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
         trees=trees,
         pending=pending,

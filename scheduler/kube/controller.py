@@ -38,6 +38,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.adapter.owned import Signer
+from scheduler.adapter.snapshot import split_workloads
+from scheduler.adapter.workload_checks import invalid_pending, workload_problems
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
@@ -55,6 +58,7 @@ from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
+from scheduler.kube.invalid import InvalidWorkloads, invalid_message
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import (
     INTEGRATIONS,
@@ -90,7 +94,8 @@ class Controller:
                  requeue_backoff: RequeueBackoff | None = None,
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS,
-                 placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> None:
+                 placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
+                 signer: Signer | None = None) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
@@ -98,7 +103,8 @@ class Controller:
         how long a known-bad / an unreachable assigned node must stay so before its workload is
         hot-swapped or evicted; ``storm_policy``: the eviction-storm guard. ``config``: the admin's
         Kueue Configuration (``--kueue-config``); its ``integrations.frameworks`` limit the job
-        kinds managed."""
+        kinds managed. ``signer``: the key the controller signs its owned annotations with
+        (``scheduler.kube.signing``; default: one of this process only)."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -112,8 +118,10 @@ class Controller:
         self.domain_preemption = domain_preemption
         self.resync_s = resync_s
         self.leading = threading.Event()
-        self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
+        self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock),
+                             signer=signer)
         self.isolation = Isolation(self.writer, clock)
+        self.invalid = InvalidWorkloads(self.writer, clock)
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.unreadable = UnreadableWorkloads()
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
@@ -205,6 +213,10 @@ class Controller:
             body = workload_for_job(integration, job, priority[0], priority[1])
         except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
             self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
+            return
+        problems = workload_problems(body)
+        if problems:  # what the API server would refuse under Kueue's CRD: never written
+            self.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))
             return
         self._create_workload(job, body)
 
@@ -415,6 +427,7 @@ class Controller:
             self._fingerprint = fingerprint
         self.queue_state.release_due(self.clock().timestamp())  # compact waits that ran out
         snapshot = self._snapshot()
+        self.invalid.report(invalid_pending(split_workloads(wi.live(self.cache.workloads)).pending))
         decided, reasons = snapshot, []
         if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
             self.queue_objects.announce_work(snapshot, self.isolation)
@@ -441,7 +454,7 @@ class Controller:
                                   placement_options=self.placement_options,
                                   domain_preemption=self.domain_preemption,
                                   exclude=self.unreadable.current(wi.live(self.cache.workloads)),
-                                  config=self.config)
+                                  config=self.config, signer=self.writer.signer)
         try:
             return build()
         except Exception:
