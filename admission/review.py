@@ -20,6 +20,7 @@ from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
+from admission.workloads import validate_workload
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
 
@@ -52,7 +53,10 @@ def validate_kueue_path(kind: str, version: str = "v1beta2") -> str:
 
 
 KUEUE_PATHS = {validate_kueue_path(k, v): k for k in KUEUE_PLURALS for v in ("v1beta1", "v1beta2")}
-PATHS = (*JOB_KINDS, *KUEUE_PATHS)
+# Workloads: Kueue's rules and the annotations only the controller writes (admission/workloads.py).
+WORKLOAD_PATHS = {validate_kueue_path("Workload", v): "Workload" for v in ("v1beta1", "v1beta2")}
+VALIDATE_WORKLOAD = validate_kueue_path("Workload")
+PATHS = (*JOB_KINDS, *KUEUE_PATHS, *WORKLOAD_PATHS)
 
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
@@ -173,7 +177,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         if kind_check not in (None, JOB_KINDS[path]):
             return _response(uid, True, api_version=api_version)
         obj = dict(obj, kind=JOB_KINDS[path])
-    kind = JOB_KINDS.get(path) or KUEUE_PATHS.get(path)
+    kind = JOB_KINDS.get(path) or KUEUE_PATHS.get(path) or WORKLOAD_PATHS.get(path)
     if kind is None:
         raise ReviewError(f"unknown path {path!r}; serving {', '.join(PATHS)}")
     for part, value in (("object", obj), ("oldObject", old)):
@@ -196,6 +200,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None, gates)
         except Exception as exc:
             return _validation_failed(uid, obj, JOB_KINDS[path], exc, api_version, managed=_is_managed(obj))
+    elif path in WORKLOAD_PATHS:
+        try:
+            verdict = validate_workload(obj, old if operation == "UPDATE" else None, view, requesting_user(req),
+                                        controller_users)
+        except Exception as exc:
+            return _validation_failed(uid, obj, "Workload", exc, api_version, managed=True)
     elif path in KUEUE_PATHS:
         kind = KUEUE_PATHS[path]
         try:
