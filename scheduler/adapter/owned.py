@@ -27,12 +27,14 @@ import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
 from scheduler.core.quota import STOP_NONE, ClusterQueueSpec
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.workload import WorkloadSpec
 
 # Node-failure retries of HyperPod auto-resume (kube/nodefailures.py): how many were used, and
 # which reservation was last counted (so one failure is counted once).
@@ -99,9 +101,26 @@ class Signer:
         return isinstance(signature, str) and hmac.compare_digest(signature, self._mac(uid, annotation, data))
 
 
-def _without(pw: PendingWorkload, keys: Sequence[str]) -> PendingWorkload:
-    annotations = {k: v for k, v in pw.spec.annotations.items() if k not in keys}
-    return replace(pw, spec=replace(pw.spec, annotations=annotations))
+class _HasSpec(Protocol):
+    @property
+    def spec(self) -> WorkloadSpec: ...
+
+
+W = TypeVar("W", bound=_HasSpec)
+
+
+def _without(item: W, keys: Sequence[str]) -> W:
+    annotations = {k: v for k, v in item.spec.annotations.items() if k not in keys}
+    return replace(item, spec=replace(item.spec, annotations=annotations))  # type: ignore[type-var]
+
+
+def without_annotations(items: Sequence[W], keys: Sequence[str]) -> tuple[W, ...]:
+    """``items`` with ``keys`` removed from their annotations (only those carrying one are copied).
+    The snapshot drops ``kueue.x-k8s.io/priority-boost`` this way while Kueue's ``PriorityBoost``
+    gate is off: Kueue then ignores it, and anyone who may update a Workload could write it."""
+    if not keys:
+        return tuple(items)
+    return tuple(_without(item, keys) if any(k in item.spec.annotations for k in keys) else item for item in items)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from scheduler.adapter.objects import (
     by_name,
     condition_true,
 )
-from scheduler.adapter.owned import QueueFacts, Signer, trusted_pending
+from scheduler.adapter.owned import QueueFacts, Signer, trusted_pending, without_annotations
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.queues import (
     cluster_queue_specs,
@@ -41,7 +41,7 @@ from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.queueing import PendingWorkload
+from scheduler.core.queueing import ANN_PRIORITY_BOOST, PendingWorkload
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ def split_workloads(workloads: Sequence[Obj]) -> WorkloadsByState:
             pending.append(wl)
     return WorkloadsByState(tuple(holding), tuple(pending))
 
+
+PRIORITY_BOOST_GATE = "PriorityBoost"  # Kueue's alpha gate (off by default): the boost annotation counts only then
 
 # The controller rebuilds its snapshot every pass; with tens of thousands of pending Workloads
 # their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet a pending
@@ -105,6 +107,8 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     cluster_queues = cluster_queue_specs(objects.cluster_queues)
     local_queues = {local_queue_key(o): local_queue_spec(o) for o in objects.local_queues}
     pending = trusted_pending(converted, signer, QueueFacts(local_queues, cluster_queues, ns_labels, now.timestamp()))
+    ungated = () if config.feature_gates.enabled(PRIORITY_BOOST_GATE) else (ANN_PRIORITY_BOOST,)
+    pending, admitted = without_annotations(pending, ungated), without_annotations(admitted, ungated)
     wpc, pc = priority_values(objects.workload_priority_classes), priority_values(objects.priority_classes)
     return Snapshot(
         now=now.timestamp(),

@@ -187,9 +187,8 @@ class _Checker:
         ref = self.mapping("spec.priorityClassRef", raw)
         if ref is None:
             return
-        if spec.get("priority") is None:
-            self.add(FieldProblem("spec", "Invalid value", "priority should not be nil when priorityClassRef is set",
-                                  "object"))
+        if spec.get("priority") is None:  # the CRD's CEL rules: the API server prints no value for them
+            self.add(FieldProblem("spec", "Invalid value", "priority should not be nil when priorityClassRef is set"))
         group, kind = ref.get("group"), ref.get("kind")
         for name, value, allowed in (("group", group, ("kueue.x-k8s.io", "scheduling.k8s.io")),
                                      ("kind", kind, ("WorkloadPriorityClass", "PriorityClass"))):
@@ -198,11 +197,10 @@ class _Checker:
                                       "supported values: " + ", ".join(json.dumps(a) for a in allowed), value))
         if group == "scheduling.k8s.io" and kind != "PriorityClass":
             self.add(FieldProblem("spec.priorityClassRef", "Invalid value",
-                                  "only the PriorityClass kind is allowed for the scheduling.k8s.io group", "object"))
+                                  "only the PriorityClass kind is allowed for the scheduling.k8s.io group"))
         if group == "kueue.x-k8s.io" and kind != "WorkloadPriorityClass":
             self.add(FieldProblem("spec.priorityClassRef", "Invalid value",
-                                  "only the WorkloadPriorityClass kind is allowed for the kueue.x-k8s.io group",
-                                  "object"))
+                                  "only the WorkloadPriorityClass kind is allowed for the kueue.x-k8s.io group"))
         if ref.get("name") is not None:
             self.string("spec.priorityClassRef.name", ref["name"], 253, _DNS_SUBDOMAIN_RE, min_length=1)
 
@@ -211,7 +209,7 @@ class _Checker:
             self.string("spec.priorityClassName", spec["priorityClassName"], 253, _DNS_SUBDOMAIN_RE)
             if spec.get("priority") is None:
                 self.add(FieldProblem("spec", "Invalid value",
-                                      "priority should not be nil when priorityClassName is set", "object"))
+                                      "priority should not be nil when priorityClassName is set"))
         source = spec.get("priorityClassSource")
         allowed = ("kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", "")
         if source is not None and source not in allowed:
@@ -244,7 +242,7 @@ class _Checker:
                 min_count = self.int32(f"{path}.minCount", ps["minCount"], 1)
                 if min_count is not None and count is not None and min_count > count:
                     self.add(FieldProblem(path, "Invalid value", "minCount should be positive and less or equal to "
-                                          "count", "object"))
+                                          "count"))
             template = ps.get("template")
             if template is None:
                 self.add(FieldProblem(f"{path}.template", "Required value"))
@@ -325,8 +323,8 @@ class _Checker:
             [F_UNCONSTRAINED] if unconstrained is True else [])
         if len(chosen) > 1:
             self.add(FieldProblem(path, "Invalid value", "must not contain more than one topology request: "
-                                  + json.dumps([F_REQUIRED, F_PREFERRED, F_UNCONSTRAINED]), "object",
-                                  f"keep one of {', '.join(chosen)}"))
+                                  + json.dumps([F_REQUIRED, F_PREFERRED, F_UNCONSTRAINED]),
+                                  fix=f"keep one of {', '.join(chosen)}"))
         self.slices(path, request, count)
 
     def slices(self, path: str, request: Mapping[str, Any], count: int | None) -> None:
@@ -404,21 +402,20 @@ def update_problems(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[Fiel
     else:
         for i, (a, b) in enumerate(zip(new_sets, old_sets, strict=True)):
             if a != b:
-                out.append(FieldProblem(f"spec.podSets[{i}]", "Invalid value", "field is immutable", "object",
-                                        "the pod sets cannot change while the Workload holds quota"))
+                out.append(FieldProblem(f"spec.podSets[{i}]", "Invalid value", "field is immutable",
+                                        fix="the pod sets cannot change while the Workload holds quota"))
     if holds_quota(new) and new_spec.get("queueName") != old_spec.get("queueName") and old_spec.get("queueName"):
         out.append(FieldProblem("spec.queueName", "Invalid value", "queueName is immutable while workload quota "
-                                "reserved", new_spec.get("queueName")))
+                                "reserved"))
     new_ref, old_ref = new_spec.get("priorityClassRef"), old_spec.get("priorityClassRef")
     if (new_ref is None) != (old_ref is None):
         out.append(FieldProblem("spec.priorityClassRef", "Invalid value", "priorityClassRef is immutable while "
-                                "workload quota reserved", "object"))
+                                "workload quota reserved"))
     elif isinstance(new_ref, Mapping) and isinstance(old_ref, Mapping):
         for part in ("group", "kind"):
             if new_ref.get(part) != old_ref.get(part):
                 out.append(FieldProblem(f"spec.priorityClassRef.{part}", "Invalid value",
-                                        f"priorityClassRef.{part} is immutable while workload quota reserved",
-                                        new_ref.get(part)))
+                                        f"priorityClassRef.{part} is immutable while workload quota reserved"))
     return out
 
 

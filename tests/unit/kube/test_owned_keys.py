@@ -9,8 +9,10 @@ import json
 from typing import Any
 
 from scheduler.adapter.owned import Signer
+from scheduler.core.config import FeatureGates, KueueConfig
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.queueing import ANN_PRIORITY_BOOST, resolve_priority
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation
 from scheduler.core.workload import PodSetSpec
 from scheduler.kube import status as st
@@ -135,3 +137,25 @@ def test_a_forged_held_domain_on_a_queued_workload_holds_nothing(harness: Harnes
     reconcile(harness)
     assert st.condition_true(workload(harness, "next"), st.ADMITTED)
     assert block_of(harness, "next") == "b1"
+
+
+def test_a_priority_boost_counts_only_while_kueues_gate_is_on(harness: Harness) -> None:
+    """``kueue.x-k8s.io/priority-boost`` is Kueue's alpha PriorityBoost (off by default, and then
+    ignored by Kueue); anyone who may update a Workload can write it, so off it must not count."""
+    harness.api.merge_patch(CLUSTER_QUEUES, "cq", {"spec": {"resourceGroups": [{
+        "coveredResources": ["nvidia.com/gpu"],
+        "flavors": [{"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]}})
+    harness.api.create(WORKLOADS, prioritized("first", 2, 0), NS)  # the whole quota, queued first
+    harness.clock.advance(1)
+    harness.api.create(WORKLOADS, prioritized("boosted", 2, 0, **{ANN_PRIORITY_BOOST: "1000"}), NS)
+    harness.sync()
+    priorities = {pw.spec.name: resolve_priority(pw.spec, {}, {}, pw.priority)
+                  for pw in harness.controller._snapshot().pending}
+    assert priorities == {"first": 0, "boosted": 0}
+    reconcile(harness)
+    assert st.condition_true(workload(harness, "first"), st.ADMITTED)
+    assert not st.has_reservation(workload(harness, "boosted"))
+    harness.controller.config = KueueConfig(feature_gates=FeatureGates({"PriorityBoost": True}))
+    priorities = {pw.spec.name: resolve_priority(pw.spec, {}, {}, pw.priority)
+                  for pw in harness.controller._snapshot().pending}
+    assert priorities == {"boosted": 1000}
