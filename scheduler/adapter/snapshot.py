@@ -35,7 +35,7 @@ from scheduler.adapter.queues import (
     namespace_labels,
     priority_values,
 )
-from scheduler.adapter.workload_checks import valid_pending
+from scheduler.adapter.workload_checks import FieldProblem, problems_of
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
@@ -74,6 +74,20 @@ _PENDING_MEMO: VersionMemo[PendingWorkload] = VersionMemo()
 _QUEUE_MEMO = QueueMemo()
 
 
+Invalid = tuple[Obj, tuple[FieldProblem, ...]]
+
+
+def _valid(pending: Sequence[Obj], invalid: list[Invalid] | None) -> list[Obj]:
+    """The pending Workloads that may be admitted; the others go to ``invalid`` (when given)."""
+    out = []
+    for wl, problems in problems_of(pending):
+        if not problems:
+            out.append(wl)
+        elif invalid is not None:
+            invalid.append((wl, problems))
+    return out
+
+
 def _namespace(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("namespace") or "")
 
@@ -82,13 +96,14 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    config: KueueConfig = KUEUE_DEFAULTS,
                    placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
-                   signer: Signer | None = None) -> Snapshot:
+                   signer: Signer | None = None, invalid: list[Invalid] | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
     Kueue (default: none, Kueue's placement). Invalid pending Workloads (Kueue's schema and
     webhook rules, :mod:`scheduler.adapter.workload_checks`) are left out; the controller's own
     annotations are kept only where it may honour them (:func:`scheduler.adapter.owned.trusted_pending`;
-    ``signer``: the controller's key, None to skip the signature check)."""
+    ``signer``: the controller's key, None to skip the signature check). ``invalid``: filled with
+    the Workloads left out and what is wrong with each (the controller tells their owners)."""
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
@@ -101,7 +116,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
     ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
     converted = _PENDING_MEMO.convert(
-        valid_pending(workloads.pending),
+        _valid(workloads.pending, invalid),
         lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
         lambda wl: ns_stamps.get(_namespace(wl), ()))
     cluster_queues = cluster_queue_specs(objects.cluster_queues)

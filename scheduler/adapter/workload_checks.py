@@ -434,13 +434,3 @@ def problems_of(workloads: Iterable[Obj]) -> list[tuple[Obj, tuple[FieldProblem,
     """Each Workload with its problems (empty when valid), reused while unchanged."""
     objs = list(workloads)
     return list(zip(objs, _MEMO.convert(objs, lambda wl: tuple(workload_problems(wl))), strict=True))
-
-
-def valid_pending(workloads: Iterable[Obj]) -> list[Obj]:
-    """The pending Workloads that may be admitted: the invalid ones are left out of the snapshot."""
-    return [wl for wl, problems in problems_of(workloads) if not problems]
-
-
-def invalid_pending(workloads: Iterable[Obj]) -> list[tuple[Obj, tuple[FieldProblem, ...]]]:
-    """The pending Workloads left out, each with what is wrong with it."""
-    return [(wl, problems) for wl, problems in problems_of(workloads) if problems]

@@ -39,8 +39,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.owned import Signer
-from scheduler.adapter.snapshot import split_workloads
-from scheduler.adapter.workload_checks import invalid_pending, workload_problems
+from scheduler.adapter.snapshot import Invalid
+from scheduler.adapter.workload_checks import workload_problems
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
@@ -426,8 +426,9 @@ class Controller:
             self.queue_state.release()
             self._fingerprint = fingerprint
         self.queue_state.release_due(self.clock().timestamp())  # compact waits that ran out
-        snapshot = self._snapshot()
-        self.invalid.report(invalid_pending(split_workloads(wi.live(self.cache.workloads)).pending))
+        invalid: list[Invalid] = []
+        snapshot = self._snapshot(invalid)
+        self.invalid.report(invalid)
         decided, reasons = snapshot, []
         if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
             self.queue_objects.announce_work(snapshot, self.isolation)
@@ -445,16 +446,19 @@ class Controller:
             apply_decisions(self.writer, self.queue_state, snapshot, reasons, self.clock(), self.isolation)
         return snapshot
 
-    def _snapshot(self) -> Snapshot:
+    def _snapshot(self, invalid: list[Invalid] | None = None) -> Snapshot:
         """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
-        and skipped until it changes); the rest of the cluster is admitted as usual."""
+        and skipped until it changes) nor the invalid ones (into ``invalid``); the rest of the
+        cluster is admitted as usual."""
         def build() -> Snapshot:
+            if invalid is not None:
+                invalid.clear()  # a second build after a probe fills it again
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
                                   placement_options=self.placement_options,
                                   domain_preemption=self.domain_preemption,
                                   exclude=self.unreadable.current(wi.live(self.cache.workloads)),
-                                  config=self.config, signer=self.writer.signer)
+                                  config=self.config, signer=self.writer.signer, invalid=invalid)
         try:
             return build()
         except Exception:
