@@ -120,7 +120,16 @@ def without_annotations(items: Sequence[W], keys: Sequence[str]) -> tuple[W, ...
     gate is off: Kueue then ignores it, and anyone who may update a Workload could write it."""
     if not keys:
         return tuple(items)
-    return tuple(_without(item, keys) if any(k in item.spec.annotations for k in keys) else item for item in items)
+    out = []
+    for item in items:  # plain loops: every pending Workload passes here every pass
+        annotations = item.spec.annotations
+        if annotations:
+            for key in keys:
+                if key in annotations:
+                    item = _without(item, keys)
+                    break
+        out.append(item)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -173,7 +182,7 @@ def trusted_pending(pending: Sequence[PendingWorkload], signer: Signer | None,
     out = []
     for pw in pending:
         annotations = pw.spec.annotations
-        if annotations and any(key in annotations for key in SIGNED):
+        if annotations and (ANN_PREEMPTION_TARGET in annotations or ANN_RESERVED_DOMAIN in annotations):
             dropped = untrusted_keys(pw, signer, facts)
             if dropped:
                 pw = _without(pw, dropped)

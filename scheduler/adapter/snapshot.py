@@ -9,7 +9,7 @@ decides, and the shell writes the decisions. Every object is converted once here
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.adapter.afs import lq_usages
@@ -35,7 +35,7 @@ from scheduler.adapter.queues import (
     namespace_labels,
     priority_values,
 )
-from scheduler.adapter.workload_checks import FieldProblem, problems_of
+from scheduler.adapter.workload_checks import UNREADABLE, FieldProblem, schema_problems, unreadable_problem
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
@@ -69,7 +69,8 @@ PRIORITY_BOOST_GATE = "PriorityBoost"  # Kueue's alpha gate (off by default): th
 # The controller rebuilds its snapshot every pass; with tens of thousands of pending Workloads
 # their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet a pending
 # Workload rarely changes between passes. Its namespace's labels are part of the stamp.
-_PENDING_MEMO: VersionMemo[PendingWorkload] = VersionMemo()
+PendingOrProblems = PendingWorkload | tuple[FieldProblem, ...]
+_PENDING_MEMO: VersionMemo[PendingOrProblems] = VersionMemo()
 # ... and so do their queues: ordering them sorted every pending Workload each pass.
 _QUEUE_MEMO = QueueMemo()
 
@@ -77,15 +78,16 @@ _QUEUE_MEMO = QueueMemo()
 Invalid = tuple[Obj, tuple[FieldProblem, ...]]
 
 
-def _valid(pending: Sequence[Obj], invalid: list[Invalid] | None) -> list[Obj]:
-    """The pending Workloads that may be admitted; the others go to ``invalid`` (when given)."""
-    out = []
-    for wl, problems in problems_of(pending):
-        if not problems:
-            out.append(wl)
-        elif invalid is not None:
-            invalid.append((wl, problems))
-    return out
+def _pending_or_problems(wl: Obj, labels: Mapping[str, str], by_eviction: bool) -> PendingOrProblems:
+    """The pending Workload, or what is wrong with it (Kueue's rules, or unreadable): checked and
+    converted in one memoized step, so an unchanged Workload costs one lookup a pass."""
+    problems = schema_problems(wl)
+    if problems:
+        return tuple(problems)
+    try:
+        return pending_workload(wl, labels, by_eviction)
+    except UNREADABLE as exc:
+        return (unreadable_problem(exc),)
 
 
 def _namespace(obj: Obj) -> str:
@@ -115,10 +117,14 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
     ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
-    converted = _PENDING_MEMO.convert(
-        _valid(workloads.pending, invalid),
-        lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
-        lambda wl: ns_stamps.get(_namespace(wl), ()))
+    converted: list[PendingWorkload] = []
+    for wl, outcome in zip(workloads.pending, _PENDING_MEMO.convert(
+            workloads.pending, lambda wl: _pending_or_problems(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
+            lambda wl: ns_stamps.get(_namespace(wl), ())), strict=True):
+        if isinstance(outcome, PendingWorkload):
+            converted.append(outcome)
+        elif invalid is not None:
+            invalid.append((wl, outcome))
     cluster_queues = cluster_queue_specs(objects.cluster_queues)
     local_queues = {local_queue_key(o): local_queue_spec(o) for o in objects.local_queues}
     pending = trusted_pending(converted, signer, QueueFacts(local_queues, cluster_queues, ns_labels, now.timestamp()))

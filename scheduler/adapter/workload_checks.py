@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.adapter.objects import QUOTA_RESERVED, Obj, VersionMemo, condition_true
+from scheduler.adapter.objects import QUOTA_RESERVED, condition_true
 from scheduler.core.resources import parse_quantity
 from scheduler.core.topology_request import (
     F_GROUP_NAME,
@@ -362,26 +362,40 @@ class _Checker:
                                   f"must not be greater than pod set count {count}", size))
 
 
-def workload_problems(obj: Mapping[str, Any]) -> list[FieldProblem]:
-    """Every way ``obj`` breaks Kueue's Workload schema and webhook rules (at most 20), plus
-    anything that keeps toposched from reading it. Empty: the Workload may be admitted."""
+def schema_problems(obj: Mapping[str, Any]) -> list[FieldProblem]:
+    """Every way ``obj`` breaks Kueue's Workload schema and webhook rules (at most 20)."""
     checker = _Checker()
     spec = obj.get("spec")
     if spec is None:
         checker.add(FieldProblem("spec", "Required value"))
     elif checker.mapping("spec", spec) is not None:
         checker.spec(spec, str(obj.get("apiVersion") or ""))
-    problems = checker.problems
+    return checker.problems[:MAX_PROBLEMS]
+
+
+# What reading a Workload the checks passed may still raise (a node affinity toposched cannot
+# read, a timestamp that is not one, ...): the Workload's problem, not the reader's.
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError)
+
+
+def unreadable_problem(exc: BaseException) -> FieldProblem:
+    if isinstance(exc, RecursionError):
+        return FieldProblem("spec", "", "nested too deeply to read")
+    field = str(getattr(exc, "field", "") or "spec")
+    return FieldProblem(field if field.startswith(("spec", "status", "metadata")) else f"spec.podSets[*].{field}", "",
+                        str(exc))
+
+
+def workload_problems(obj: Mapping[str, Any]) -> list[FieldProblem]:
+    """:func:`schema_problems`, plus anything that keeps toposched from reading the spec. Empty:
+    the Workload may be admitted."""
+    problems = schema_problems(obj)
     if not problems:
-        try:  # what the checks above do not name (a node affinity toposched cannot read, ...)
+        try:
             workload_from_kueue(obj)
-        except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError) as exc:
-            field = getattr(exc, "field", "") or "spec"
-            problems = [FieldProblem(field if field.startswith("spec") else f"spec.podSets[*].{field}", "",
-                                     str(exc))]
-        except RecursionError:
-            problems = [FieldProblem("spec", "", "nested too deeply to read")]
-    return problems[:MAX_PROBLEMS]
+        except UNREADABLE as exc:
+            problems = [unreadable_problem(exc)]
+    return problems
 
 
 def holds_quota(obj: Mapping[str, Any]) -> bool:
@@ -423,14 +437,3 @@ def describe(problems: Iterable[FieldProblem]) -> str:
     """One line per problem, for a condition message, an Event or a log line."""
     texts = [str(p) for p in problems]
     return texts[0] if len(texts) == 1 else f"{len(texts)} problems: " + "; ".join(texts)
-
-
-# Pending Workloads are checked once per resourceVersion (the controller's pass converts every
-# one each time; most never change between passes).
-_MEMO: VersionMemo[tuple[FieldProblem, ...]] = VersionMemo()
-
-
-def problems_of(workloads: Iterable[Obj]) -> list[tuple[Obj, tuple[FieldProblem, ...]]]:
-    """Each Workload with its problems (empty when valid), reused while unchanged."""
-    objs = list(workloads)
-    return list(zip(objs, _MEMO.convert(objs, lambda wl: tuple(workload_problems(wl))), strict=True))
