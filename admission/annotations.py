@@ -20,6 +20,7 @@ from typing import Any
 from admission.fielderrors import OMIT, FieldError, duplicate, forbidden, invalid, plain, required
 from admission.labelkeys import label_key_problems
 from admission.spreading import group_spreading_errors, spreading_errors
+from scheduler.adapter.kinds.registry import KINDS, spelled_list
 from scheduler.core.config import FeatureGates
 from scheduler.core.spreading import ANN_SPREADING
 from scheduler.core.topology_request import (
@@ -231,6 +232,9 @@ def _constraint_layers(items: list[tuple[str, int]], cpath: str, count: int | No
     return errs
 
 
+_MULTI_POD_SET = spelled_list([k for k in KINDS if not k.single_pod_set])
+
+
 def _group_of_one(a: _Annotations) -> list[FieldError]:
     """Group-of-pod-sets rule: a batch Job is one pod set, so a group can never have two members."""
     if not a.has(ANN_GROUP_NAME) or not (a.has(ANN_REQUIRED) or a.has(ANN_PREFERRED)):
@@ -239,8 +243,7 @@ def _group_of_one(a: _Annotations) -> list[FieldError]:
         return []
     return [invalid(a.at(ANN_GROUP_NAME), a.values[ANN_GROUP_NAME],
                     "can only define groups of exactly 2 pod sets, got: 1 pod set(s)",
-                    "a batch Job has one pod set; remove the group name (use it with "
-                    "LeaderWorkerSet, MPIJob or JobSet)")]
+                    f"a batch Job has one pod set; remove the group name (use it with {_MULTI_POD_SET})")]
 
 
 def compact_wait_errors(annotations: Mapping[str, Any], path: str) -> list[FieldError]:

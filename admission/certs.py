@@ -79,11 +79,11 @@ class Pair:
     key: ec.EllipticCurvePrivateKey
 
 
-def issue_ca(validity: dt.timedelta, now: dt.datetime | None = None) -> Pair:
+def issue_ca(validity: dt.timedelta, now: dt.datetime | None = None, purpose: str = "webhook") -> Pair:
     """A self-signed CA (ECDSA P-256) valid from 5 minutes ago (clock skew) for ``validity``."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = now or _now()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"toposched-webhook-ca-{now:%Y%m%d%H%M%S}")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"toposched-{purpose}-ca-{now:%Y%m%d%H%M%S}")])
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -116,6 +116,24 @@ def issue_serving(ca: Pair, dns_names: Sequence[str], ips: Sequence[IPAddress], 
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    return Pair(cert, key)
+
+
+def issue_client(ca: Pair, common_name: str, validity: dt.timedelta, now: dt.datetime | None = None) -> Pair:
+    """A client certificate (TLS client authentication) signed by ``ca``; never outlives the CA."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = now or _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca.cert.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(min(now + validity, not_after(ca.cert)))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
         .sign(ca.key, hashes.SHA256())
     )

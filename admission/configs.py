@@ -2,13 +2,17 @@
 
 failurePolicy design (docs/webhook.md):
 
-* Jobs, JobSets, PyTorchJobs, MPIJobs and LeaderWorkerSets WITH ``kueue.x-k8s.io/queue-name``
+* Every governed kind (the job-kind registry) WITH ``kueue.x-k8s.io/queue-name``
   (objectSelector ``Exists``): ``Fail``. Letting such a Job through un-mutated would start it
   unsuspended, past every quota; a dead webhook only blocks jobs that asked for the queue.
-* Jobs WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
+* Governed kinds WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
   defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
   price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
   unmanaged.
+* Every other queued object, of any group and kind (``vqueued``, the default deny, CREATE and
+  UPDATE, objectSelector ``Exists``): ``Fail``. A queued object of a kind toposched does not
+  govern is refused with one line naming the gap; with the webhook down such objects cannot be
+  created either, which is the point: nothing queued runs outside toposched.
 * Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue): ``Ignore``. Their CRD
   CEL rules still hold; the admins can always repair queues with the webhook down.
 * Workloads: ``Fail`` (as Kueue's own ``vworkload.kb.io``), for everyone but toposched's
@@ -29,22 +33,11 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
-from admission.review import (
-    KUEUE_PLURALS,
-    MUTATE_JOB,
-    MUTATE_JOBSET,
-    MUTATE_LWS,
-    MUTATE_MPIJOB,
-    MUTATE_PYTORCHJOB,
-    VALIDATE_JOB,
-    VALIDATE_JOBSET,
-    VALIDATE_LWS,
-    VALIDATE_MPIJOB,
-    VALIDATE_PYTORCHJOB,
-    VALIDATE_WORKLOAD,
-    validate_kueue_path,
-)
+from admission.governance import QUEUED_PATH
+from admission.review import KUEUE_PLURALS, VALIDATE_WORKLOAD, validate_kueue_path
 from admission.suspension import controller_username
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.registry import KINDS
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.kube.informer import Api, Resource
 
@@ -74,29 +67,9 @@ def _namespace_selector(namespace: str) -> dict[str, Any]:
     return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": exempt}]}
 
 
-def _jobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"],
-             "operations": list(operations), "scope": "Namespaced"}]
-
-
-def _jobsets_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
-    """JobSets (jobset.x-k8s.io); a rule for a resource that is not installed matches nothing."""
-    return [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
-             "operations": list(operations), "scope": "Namespaced"}]
-
-
-def _pytorchjobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
-             "operations": list(operations), "scope": "Namespaced"}]
-
-
-def _mpijobs_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"],
-             "operations": list(operations), "scope": "Namespaced"}]
-
-
-def _lws_rule(operations: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "resources": ["leaderworkersets"],
+def job_kind_rule(kind: JobKind, operations: Sequence[str]) -> list[dict[str, Any]]:
+    """The rule of one governed kind (a rule for a resource that is not installed matches nothing)."""
+    return [{"apiGroups": [kind.group], "apiVersions": [kind.version], "resources": [kind.plural],
              "operations": list(operations), "scope": "Namespaced"}]
 
 
@@ -109,11 +82,8 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "reinvocationPolicy": "IfNeeded", "namespaceSelector": _namespace_selector(namespace)}
     hooks = []
-    for prefix, path, rules in (("mjob", MUTATE_JOB, _jobs_rule(["CREATE"])),
-                                ("mjobset", MUTATE_JOBSET, _jobsets_rule(["CREATE"])),
-                                ("mpytorchjob", MUTATE_PYTORCHJOB, _pytorchjobs_rule(["CREATE"])),
-                                ("mmpijob", MUTATE_MPIJOB, _mpijobs_rule(["CREATE"])),
-                                ("mleaderworkerset", MUTATE_LWS, _lws_rule(["CREATE"]))):
+    for kind in KINDS:
+        prefix, path, rules = f"m{kind.kind.lower()}", kind.mutate_path, job_kind_rule(kind, ["CREATE"])
         hooks.append(dict(common, name=f"{prefix}.toposched.io", clientConfig=client(path), rules=rules,
                           failurePolicy="Fail", timeoutSeconds=5, objectSelector=_QUEUED))
         if default_queue:
@@ -138,19 +108,14 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     controllers = list(controller_users) if controller_users else [controller_username(namespace)]
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "namespaceSelector": _namespace_selector(namespace)}
-    hooks = [dict(common, name="vjob.toposched.io", clientConfig=client(VALIDATE_JOB), failurePolicy="Fail",
-                  timeoutSeconds=5, rules=_jobs_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED),
-             dict(common, name="vjobset.toposched.io", clientConfig=client(VALIDATE_JOBSET), failurePolicy="Fail",
-                  timeoutSeconds=5, rules=_jobsets_rule(["CREATE", "UPDATE"]), objectSelector=_QUEUED),
-             dict(common, name="vpytorchjob.toposched.io", clientConfig=client(VALIDATE_PYTORCHJOB),
-                  failurePolicy="Fail", timeoutSeconds=5, rules=_pytorchjobs_rule(["CREATE", "UPDATE"]),
-                  objectSelector=_QUEUED),
-             dict(common, name="vmpijob.toposched.io", clientConfig=client(VALIDATE_MPIJOB),
-                  failurePolicy="Fail", timeoutSeconds=5, rules=_mpijobs_rule(["CREATE", "UPDATE"]),
-                  objectSelector=_QUEUED),
-             dict(common, name="vleaderworkerset.toposched.io", clientConfig=client(VALIDATE_LWS),
-                  failurePolicy="Fail", timeoutSeconds=5, rules=_lws_rule(["CREATE", "UPDATE"]),
-                  objectSelector=_QUEUED)]
+    hooks = [dict(common, name=f"v{kind.kind.lower()}.toposched.io", clientConfig=client(kind.validate_path),
+                  failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(kind, ["CREATE", "UPDATE"]),
+                  objectSelector=_QUEUED) for kind in KINDS]
+    # The default deny (admission/governance.py): every other queued object, of any kind.
+    hooks.append(dict(common, name="vqueued.toposched.io", clientConfig=client(QUEUED_PATH), failurePolicy="Fail",
+                      timeoutSeconds=5, rules=[{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
+                                                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+                      objectSelector=_QUEUED))
     for kind, plural in KUEUE_PLURALS.items():
         hooks.append(dict(
             common, name=f"v{kind.lower()}.kueue.toposched.io", clientConfig=client(validate_kueue_path(kind)),

@@ -57,3 +57,9 @@ def label_key_problems(key: str) -> list[str]:
     if not _LABEL_KEY_RE.fullmatch(name):
         problems.append("name part " + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
     return problems
+
+
+def dns1123_subdomain_problems(value: str) -> list[str]:
+    """``validation.IsDNS1123Subdomain``: what is wrong with ``value`` as a DNS-1123 subdomain
+    (e.g. a label value that names a Kueue object, as Kueue's ``ValidateLabelAsCRDName``)."""
+    return _dns1123_subdomain_problems(value)

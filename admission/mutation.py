@@ -1,21 +1,24 @@
-"""Mutation of batch/v1 Jobs, JobSets, PyTorchJobs, MPIJobs and LeaderWorkerSets: plain dicts
-in, an RFC 6902 JSON Patch (list of ops) out. No I/O.
+"""Mutation of the governed job kinds (the job-kind registry, ``scheduler/adapter/kinds``):
+plain dicts in, an RFC 6902 JSON Patch (list of ops) out. No I/O.
 
 At CREATE only (as Kueue's job webhooks), for a job managed by a queue:
 
-* LocalQueue defaulting (Kueue v0.17 GA): a Job without ``kueue.x-k8s.io/queue-name`` in a
+* LocalQueue defaulting (Kueue v0.17 GA): a job without ``kueue.x-k8s.io/queue-name`` in a
   namespace that has a LocalQueue named ``default`` gets the label ``default``.
-* ``spec.suspend: true`` (``spec.runPolicy.suspend`` for a PyTorchJob or MPIJob) — the
-  controller unsuspends it when the Workload is admitted. A LeaderWorkerSet has no suspend:
-  as Kueue's LWS webhook, its pod templates get ``kueue.x-k8s.io/pod-suspending-parent`` and
-  ``kueue.x-k8s.io/pod-group-serving`` (and ``kueue.x-k8s.io/pod-index-offset: "1"`` on the
-  workers when there is a leader and no PodSet group), the WorkloadPriorityClass label when the
-  LWS has one; its pods are then held by the extender until their group's Workload is admitted.
-* ``schedulerName: toposched`` in every pod template (a Job's ``spec.template``, each of a
-  JobSet's ``spec.replicatedJobs[i].template.spec.template``) — the second kube-scheduler
-  profile with the extender binds its pods.
-* A Job created by a JobSet (controller owner reference to a JobSet) is left alone: its JobSet
-  is the managed object, as Kueue skips jobs whose parent it manages.
+* A suspendable kind is created suspended (its kind's ``suspend_path``: ``spec.suspend``,
+  ``spec.runPolicy.suspend`` for the Kubeflow jobs): the controller unsuspends it when the
+  Workload is admitted. A kind held per pod group (the LeaderWorkerSet) is not suspended: as
+  Kueue's webhook for it, its pod templates get the pod-group annotations (its kind module's
+  ``template_defaults``); its pods are then held by the extender until their group's
+  Workload is admitted.
+* ``schedulerName: toposched`` in every pod template the kind has a pod set for: the second
+  kube-scheduler profile with the extender binds its pods.
+* A child its governed parent created (a JobSet's Jobs, a launcher Job) is left alone: its
+  parent is the managed object, as Kueue skips jobs whose ancestor it manages. Resolved, not
+  assumed: only when the controller owner reference names an object that exists with that uid,
+  is of a governed kind and is itself queued (``scheduler/adapter/kinds/ownership.py``); a
+  forged reference leaves the job queued like any other. An owner that cannot be read raises
+  ``OwnerUnreadable`` (the review refuses: retry).
 * implicit default priority: no ``kueue.x-k8s.io/priority-class`` label and a
   WorkloadPriorityClass named ``default`` exists -> the label ``default`` is added, so the
   Workload carries an explicit, visible priority (Kueue's WorkloadPriorityClassDefaulting
@@ -32,22 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.view import ClusterView
-from scheduler.core.kueue_names import ANN_POD_INDEX_OFFSET, ANN_POD_SUSPENDING_PARENT
-from scheduler.core.topology_request import ANN_GROUP_NAME
-from scheduler.core.workload import (
-    LABEL_PRIORITY_CLASS,
-    LABEL_QUEUE_NAME,
-    SCHEDULER_NAME,
-    owned_by_managed_parent,
-)
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.ownership import managed_ancestor
+from scheduler.adapter.kinds.registry import KINDS, kind_or_job
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, SCHEDULER_NAME
 
 DEFAULT_LOCAL_QUEUE = "default"
 DEFAULT_PRIORITY_CLASS = "default"
-# Kueue's pod-group constants (pkg/controller/jobs/pod/constants) the LWS webhook writes.
-ANN_POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
-LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
-RUN_POLICY_KINDS = ("PyTorchJob", "MPIJob")
-REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
 
 
 def escape(key: str) -> str:
@@ -72,40 +66,13 @@ def _set_label(job: Mapping[str, Any], ops: list[dict[str, Any]], key: str, valu
         ops.append({"op": "add", "path": f"/metadata/labels/{escape(key)}", "value": value})
 
 
-def pod_template_paths(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(JSON pointer, pod template) of every pod template of a Job, JobSet, PyTorchJob, MPIJob or
-    LeaderWorkerSet (leader first)."""
-    spec = obj.get("spec") or {}
-    kind = obj.get("kind")
-    if kind == "JobSet":
-        return [(f"/spec/replicatedJobs/{i}/template/spec/template",
-                 ((rj.get("template") or {}).get("spec") or {}).get("template") or {})
-                for i, rj in enumerate(spec.get("replicatedJobs") or ())]
-    if kind in REPLICA_SPECS:
-        field = REPLICA_SPECS[str(kind)]
-        return [(f"/spec/{field}/{escape(t)}/template", (rs or {}).get("template") or {})
-                for t, rs in sorted((spec.get(field) or {}).items())]
-    if kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate") or {}
-        return [(f"/spec/leaderWorkerTemplate/{name}", lwt[name] or {})
-                for name in ("leaderTemplate", "workerTemplate") if lwt.get(name) is not None]
-    return [("/spec/template", spec.get("template") or {})]
-
-
-def suspend_path(obj: Mapping[str, Any]) -> tuple[str, bool]:
-    """(JSON pointer of the suspend flag, whether it is set): ``spec.runPolicy.suspend`` for
-    Kubeflow jobs, ``spec.suspend`` for Jobs and JobSets."""
-    spec = obj.get("spec") or {}
-    if obj.get("kind") in RUN_POLICY_KINDS:
-        return "/spec/runPolicy/suspend", (spec.get("runPolicy") or {}).get("suspend") is True
-    return "/spec/suspend", spec.get("suspend") is True
-
-
 def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
-               scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True) -> Mutation:
-    """The mutation of one Job or JobSet (``kind`` tells which; a Job when absent)."""
+               scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
+               kind: JobKind | None = None) -> Mutation:
+    """The mutation of one object of a governed kind (``kind``; else read from the object)."""
+    kind = kind or kind_or_job(job)
     out = Mutation()
-    if operation != "CREATE" or owned_by_managed_parent(job):
+    if operation != "CREATE" or managed_ancestor(job, view.owners if view else None, KINDS).ancestor is not None:
         return out
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -120,51 +87,45 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
     if (not labels.get(LABEL_PRIORITY_CLASS) and view is not None
             and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
         _set_label(job, ops, LABEL_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS)
-    if job.get("kind") == "LeaderWorkerSet":
-        _lws_pod_template_defaults(job, ops)
+    if kind.pod_groups is not None:
+        kind.pod_groups.template_defaults(job, ops, _priority(job, ops))
     else:
-        _suspend(job, ops)
-    _scheduler_names(job, ops, out.warnings, scheduler_name)
+        _suspend(kind, job, ops)
+    _scheduler_names(kind, job, ops, out.warnings, scheduler_name)
     return out
 
 
-def _suspend(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> None:
-    pointer, suspended = suspend_path(job)
-    if not suspended:
-        if pointer == "/spec/runPolicy/suspend" and "runPolicy" not in (job.get("spec") or {}):
-            ops.append({"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}})
-        else:
-            ops.append({"op": "add", "path": pointer, "value": True})
+def _suspend(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]]) -> None:
+    """``true`` at the kind's suspend path, creating the missing objects on the way (a
+    PyTorchJob without ``spec.runPolicy``)."""
+    if kind.suspend_path is None or kind.is_suspended(job):
+        return
+    value: Any = job
+    for depth, step in enumerate(kind.suspend_path):
+        child = value.get(step) if isinstance(value, Mapping) else None
+        if not isinstance(child, Mapping) or depth == len(kind.suspend_path) - 1:
+            rest = kind.suspend_path[depth + 1:]
+            leaf: Any = True
+            for name in reversed(rest):
+                leaf = {name: leaf}
+            ops.append({"op": "add", "path": "/" + "/".join(escape(p) for p in kind.suspend_path[:depth + 1]),
+                        "value": leaf})
+            return
+        value = child
 
 
-def _lws_pod_template_defaults(lws: Mapping[str, Any], ops: list[dict[str, Any]]) -> None:
-    """Kueue's LWS webhook ``podTemplateSpecDefault`` on the leader and worker templates (the
-    WorkloadPriorityClass label: the LWS's own, or the one defaulted by this mutation)."""
-    labels = (lws.get("metadata") or {}).get("labels") or {}
+def _priority(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> str | None:
+    """The WorkloadPriorityClass label: the job's own, or the one defaulted by this mutation."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
     added = next((o["value"] for o in ops if o["path"] == "/metadata/labels"), None) or {}
-    priority = labels.get(LABEL_PRIORITY_CLASS) or added.get(LABEL_PRIORITY_CLASS) or next(
-        (o["value"] for o in ops if o["path"] == "/metadata/labels/kueue.x-k8s.io~1priority-class"), None)
-    for pointer, template in pod_template_paths(lws):
-        meta = template.get("metadata") or {}
-        annotations = dict(meta.get("annotations") or {})
-        wanted = {ANN_POD_SUSPENDING_PARENT: LWS_FRAMEWORK, ANN_POD_GROUP_SERVING: "true"}
-        has_leader = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("leaderTemplate") is not None
-        if pointer.endswith("workerTemplate") and has_leader and ANN_GROUP_NAME not in annotations:
-            wanted[ANN_POD_INDEX_OFFSET] = "1"
-        new_labels = dict(meta.get("labels") or {})
-        if priority:
-            new_labels[LABEL_PRIORITY_CLASS] = priority
-        if "metadata" not in template:
-            ops.append({"op": "add", "path": f"{pointer}/metadata", "value": {}})
-        if new_labels != (meta.get("labels") or {}):
-            ops.append({"op": "add", "path": f"{pointer}/metadata/labels", "value": new_labels})
-        if {**annotations, **wanted} != annotations:
-            ops.append({"op": "add", "path": f"{pointer}/metadata/annotations", "value": {**annotations, **wanted}})
+    found = labels.get(LABEL_PRIORITY_CLASS) or added.get(LABEL_PRIORITY_CLASS) or next(
+        (o["value"] for o in ops if o["path"] == f"/metadata/labels/{escape(LABEL_PRIORITY_CLASS)}"), None)
+    return str(found) if found else None
 
 
-def _scheduler_names(job: Mapping[str, Any], ops: list[dict[str, Any]], warnings: list[str],
+def _scheduler_names(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]], warnings: list[str],
                      scheduler_name: str) -> None:
-    for pointer, template in pod_template_paths(job):
+    for pointer, template in kind.template_paths(job):
         pod_spec = template.get("spec")
         current = (pod_spec or {}).get("schedulerName")
         if current == scheduler_name:

@@ -15,33 +15,26 @@ from typing import Any
 
 from admission.annotations import NO_OVERRIDES
 from admission.fielderrors import Verdict
+from admission.governance import QUEUED_PATH, ungoverned
 from admission.mutation import mutate_job
 from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
 from admission.workloads import validate_workload
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.governance import Governance
+from scheduler.adapter.kinds.ownership import OwnerUnreadable
+from scheduler.adapter.kinds.registry import KINDS
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
 
 log = logging.getLogger(__name__)
 
-MUTATE_JOB = "/mutate-batch-v1-job"
-VALIDATE_JOB = "/validate-batch-v1-job"
-MUTATE_JOBSET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
-VALIDATE_JOBSET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
-MUTATE_PYTORCHJOB = "/mutate-kubeflow-org-v1-pytorchjob"
-VALIDATE_PYTORCHJOB = "/validate-kubeflow-org-v1-pytorchjob"
-MUTATE_MPIJOB = "/mutate-kubeflow-org-v2beta1-mpijob"
-VALIDATE_MPIJOB = "/validate-kubeflow-org-v2beta1-mpijob"
-MUTATE_LWS = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
-VALIDATE_LWS = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
-# path -> the kind it serves (the object's own ``kind`` may be absent in a review)
-JOB_KINDS = {MUTATE_JOB: "Job", VALIDATE_JOB: "Job", MUTATE_JOBSET: "JobSet", VALIDATE_JOBSET: "JobSet",
-             MUTATE_PYTORCHJOB: "PyTorchJob", VALIDATE_PYTORCHJOB: "PyTorchJob",
-             MUTATE_MPIJOB: "MPIJob", VALIDATE_MPIJOB: "MPIJob",
-             MUTATE_LWS: "LeaderWorkerSet", VALIDATE_LWS: "LeaderWorkerSet"}
-MUTATE_PATHS = (MUTATE_JOB, MUTATE_JOBSET, MUTATE_PYTORCHJOB, MUTATE_MPIJOB, MUTATE_LWS)
+# path -> the governed kind it serves (the object's own ``kind`` may be absent in a review):
+# each kind of the job-kind registry has a mutating and a validating path.
+JOB_PATHS: dict[str, JobKind] = {**{k.mutate_path: k for k in KINDS}, **{k.validate_path: k for k in KINDS}}
+MUTATE_PATHS = frozenset(k.mutate_path for k in KINDS)
 KUEUE_KINDS = {"topology": "Topology", "resourceflavor": "ResourceFlavor",
                "clusterqueue": "ClusterQueue", "localqueue": "LocalQueue"}
 KUEUE_PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors",
@@ -56,7 +49,7 @@ KUEUE_PATHS = {validate_kueue_path(k, v): k for k in KUEUE_PLURALS for v in ("v1
 # Workloads: Kueue's rules and the annotations only the controller writes (admission/workloads.py).
 WORKLOAD_PATHS = {validate_kueue_path("Workload", v): "Workload" for v in ("v1beta1", "v1beta2")}
 VALIDATE_WORKLOAD = validate_kueue_path("Workload")
-PATHS = (*JOB_KINDS, *KUEUE_PATHS, *WORKLOAD_PATHS)
+PATHS = (*JOB_PATHS, *KUEUE_PATHS, *WORKLOAD_PATHS, QUEUED_PATH)
 
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
@@ -131,28 +124,62 @@ def _validation_failed(uid: str, obj: Mapping[str, Any], kind: str, exc: Excepti
                      "message", code=500, api_version=api_version)
 
 
-def _unsuspend_refusal(uid: str, kind: str, req: Mapping[str, Any], obj: Mapping[str, Any],
+def _unsuspend_refusal(uid: str, kind: JobKind, req: Mapping[str, Any], obj: Mapping[str, Any],
                        old: Mapping[str, Any] | None, controller_users: Collection[str],
-                       api_version: str) -> dict[str, Any] | None:
+                       api_version: str, view: ClusterView | None) -> dict[str, Any] | None:
     """The denial of an UPDATE that unsuspends a queued job on behalf of anyone but the controller."""
     if req.get("operation") != "UPDATE":
         return None
     user = requesting_user(req)
-    refused = unsuspend_errors(kind, obj, old, user, controller_users)
+    try:
+        refused = unsuspend_errors(kind, obj, old, user, controller_users, view.owners if view else None)
+    except OwnerUnreadable as exc:
+        return _owner_unreadable(uid, kind, exc, api_version)
     if not refused:
         return None
     meta = obj.get("metadata")
-    log.info("refused unsuspending %s %s/%s by %r", kind, _field(meta, "namespace"), _field(meta, "name"), user)
+    log.info("refused unsuspending %s %s/%s by %r", kind.kind, _field(meta, "namespace"), _field(meta, "name"), user)
     return _response(uid, False, Verdict(refused).message(), api_version=api_version)
+
+
+def _owner_unreadable(uid: str, kind: JobKind, exc: OwnerUnreadable, api_version: str) -> dict[str, Any]:
+    """Whether the object is governed through its owner cannot be told now: refuse (never let
+    a queued job through unsuspended), and say it is worth retrying."""
+    log.warning("cannot resolve the owner of a %s: %s", kind.kind, exc)
+    return _response(uid, False, f"toposched webhook: cannot tell whether this {kind.kind} belongs to a queued "
+                     f"owner ({exc}); nothing was created or changed; retry", code=503, api_version=api_version)
+
+
+GOVERN_ALL = Governance()  # no Kueue Configuration: every kind toposched has, no external frameworks
+
+
+def _ungoverned_refusal(uid: str, req: Mapping[str, Any], obj: Mapping[str, Any], old: Any, view: ClusterView | None,
+                        controller_users: Collection[str], governance: Governance,
+                        api_version: str) -> dict[str, Any]:
+    """The default deny (admission/governance.py): a queued object of a kind toposched does not
+    govern is refused with one line naming the gap."""
+    try:
+        gap = ungoverned(req, obj, old if isinstance(old, Mapping) else None, view.owners if view else None,
+                         governance, controller_users)
+    except OwnerUnreadable as exc:
+        log.warning("cannot resolve the owner of a queued object: %s", exc)
+        return _response(uid, False, f"toposched webhook: cannot tell whether this object belongs to a queued "
+                         f"owner ({exc}); nothing was created or changed; retry", code=503, api_version=api_version)
+    if gap is None:
+        return _response(uid, True, api_version=api_version)
+    meta = obj.get("metadata")
+    log.info("refused %s/%s: %s", _field(meta, "namespace"), _field(meta, "name"), gap)
+    return _response(uid, False, gap, api_version=api_version)
 
 
 def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
            scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
            controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-           gates: FeatureGates = NO_OVERRIDES) -> dict[str, Any]:
+           gates: FeatureGates = NO_OVERRIDES, governance: Governance = GOVERN_ALL) -> dict[str, Any]:
     """Decide one AdmissionReview. Raises :class:`ReviewError` for a malformed body or unknown path.
     ``controller_users``: the usernames of toposched's controller, the only one that may unsuspend
-    a queued job. ``gates``: the feature gates of the Kueue Configuration the controller runs with."""
+    a queued job. ``gates``: the feature gates of the Kueue Configuration the controller runs with;
+    ``governance``: the kinds its ``integrations`` govern (the default deny refuses the rest)."""
     if not isinstance(review, Mapping) or review.get("kind") != "AdmissionReview":
         raise ReviewError("body is not an AdmissionReview")
     req = review.get("request")
@@ -172,34 +199,43 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         raise ReviewError("request.namespace is not a string")
     if req.get("namespace") and isinstance(obj.get("metadata"), Mapping) and not obj["metadata"].get("namespace"):
         obj = dict(obj, metadata=dict(obj["metadata"], namespace=req["namespace"]))  # CREATE with generateName
-    if path in JOB_KINDS:
+    if path == QUEUED_PATH:
+        return _ungoverned_refusal(uid, req, obj, old, view, controller_users, governance, api_version)
+    job_kind = JOB_PATHS.get(path)
+    if job_kind is not None:
         kind_check = _field(req.get("kind"), "kind")
-        if kind_check not in (None, JOB_KINDS[path]):
+        if kind_check not in (None, job_kind.kind):
             return _response(uid, True, api_version=api_version)
-        obj = dict(obj, kind=JOB_KINDS[path])
-    kind = JOB_KINDS.get(path) or KUEUE_PATHS.get(path) or WORKLOAD_PATHS.get(path)
+        # The path names the kind (the object's own kind and apiVersion may be absent or, in a
+        # hand-made review, contradict it): read the object as that kind, everywhere below.
+        obj = dict(obj, kind=job_kind.kind, apiVersion=job_kind.api_version)
+        if isinstance(old, Mapping):
+            old = dict(old, kind=job_kind.kind, apiVersion=job_kind.api_version)
+    kind = job_kind.kind if job_kind is not None else KUEUE_PATHS.get(path) or WORKLOAD_PATHS.get(path)
     if kind is None:
         raise ReviewError(f"unknown path {path!r}; serving {', '.join(PATHS)}")
     for part, value in (("object", obj), ("oldObject", old)):
         errors = shape_errors(kind, value, root=f"request.{part}")
         if errors:  # a body no API server sends: refuse with the fields, before anything reads them
             return _response(uid, False, Verdict(errors).message(), api_version=api_version)
-    if path in MUTATE_PATHS:
+    if job_kind is not None and path in MUTATE_PATHS:
         try:
-            m = mutate_job(obj, operation, view, scheduler_name, default_queue)
+            m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind)
+        except OwnerUnreadable as exc:
+            return _owner_unreadable(uid, job_kind, exc, api_version)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
             log.exception("mutation failed")
             return _response(uid, False, f"toposched webhook: internal error while mutating the {obj['kind']}: {exc}; "
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
-    if path in JOB_KINDS:
-        refusal = _unsuspend_refusal(uid, JOB_KINDS[path], req, obj, old, controller_users, api_version)
+    if job_kind is not None:
+        refusal = _unsuspend_refusal(uid, job_kind, req, obj, old, controller_users, api_version, view)
         if refusal is not None:
             return refusal
         try:
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None, gates)
         except Exception as exc:
-            return _validation_failed(uid, obj, JOB_KINDS[path], exc, api_version, managed=_is_managed(obj))
+            return _validation_failed(uid, obj, job_kind.kind, exc, api_version, managed=_is_managed(obj))
     elif path in WORKLOAD_PATHS:
         try:
             verdict = validate_workload(obj, old if operation == "UPDATE" else None, view, requesting_user(req),
@@ -221,7 +257,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
 
 def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str = SCHEDULER_NAME,
            default_queue: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-           gates: FeatureGates = NO_OVERRIDES) -> tuple[int, dict[str, Any]]:
+           gates: FeatureGates = NO_OVERRIDES, governance: Governance = GOVERN_ALL) -> tuple[int, dict[str, Any]]:
     """One HTTP request body in, (HTTP status, AdmissionReview) out; never raises.
 
     A body that is not a usable AdmissionReview gets HTTP 400 with an AdmissionReview whose
@@ -237,7 +273,7 @@ def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str 
     if json_depth(body) > MAX_JSON_DEPTH:
         return 400, _bad_request(uid, f"request body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return 200, handle(path, body, view, scheduler_name, default_queue, controller_users, gates)
+        return 200, handle(path, body, view, scheduler_name, default_queue, controller_users, gates, governance)
     except ReviewError as exc:
         return 400, _bad_request(uid, str(exc))
     except Exception as exc:  # a bug of ours: refuse, and say so

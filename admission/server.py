@@ -1,19 +1,19 @@
-"""The HTTPS shell: ThreadingHTTPServer + ssl, informers, webhook registration, cert rotation.
+"""The HTTPS shell: a bounded HTTP server + ssl, informers, webhook registration, cert rotation.
 
-TLS handshakes run in the per-connection thread (not in ``accept``), so one slow client never
-stalls the others; connections are HTTP/1.1 keep-alive, as the API server reuses them.
+Connections are HTTP/1.1 keep-alive, as the API server reuses them. TLS handshakes and request
+reads run in the server's loop without blocking, with short deadlines; a worker thread gets a
+request only once all of it has arrived, so idle or slow clients never hold one
+(``scheduler/http/bounded.py``; limits below, docs/security.md "Servers and network").
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -21,11 +21,16 @@ from kubernetes.client import ApiException
 from admission import review
 from admission.annotations import NO_OVERRIDES
 from admission.fresh import FreshViews
+from admission.review import GOVERN_ALL
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
+from scheduler.adapter.kinds.governance import Governance
+from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, interim_kind
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.config import FeatureGates
-from scheduler.http.bounded import BoundedHTTPServer, Refuser
+from scheduler.http.bounded import BoundedHTTPServer, BufferedHandler
+from scheduler.http.limits import WEBHOOK_CAPS, ConnectionLimits
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
     COHORTS,
@@ -40,19 +45,26 @@ from scheduler.kube.informer import (
     object_key,
     wait_synced,
 )
+from scheduler.kube.owners import CachedOwners
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 8 * 1024 * 1024  # the API server's own request limit is 3 MiB; leave headroom
-IDLE_TIMEOUT_S = 90
-# The API server keeps a handful of keep-alive connections per webhook; 64 leaves room for
-# several API servers and bursts while bounding threads (one per connection).
-MAX_CONNECTIONS = 64
-REFUSERS = 4
+# Idle connections hold no thread; 16 workers answer the reviews (most of a review is CPU under
+# the GIL; a denial's fresh read waits on the API server). Connection caps: WEBHOOK_CAPS.
+WORKERS = 16
+IDLE_TIMEOUT_S = 90  # client-go closes its idle connections after 90 s: never close one it may reuse
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+def webhook_limits(max_connections: int = WEBHOOK_CAPS.total,
+                   max_per_client: int = WEBHOOK_CAPS.per_client) -> ConnectionLimits:
+    """The webhook's bounds; the API server's TLS handshake and request take milliseconds, so
+    the 5 s handshake and 10 s head deadlines only ever cut off clients that are not it."""
+    return ConnectionLimits(max_connections=max_connections, max_per_client=max_per_client, workers=WORKERS,
+                            max_body_bytes=MAX_BODY, idle_timeout_s=IDLE_TIMEOUT_S)
+
+
+class _Handler(BufferedHandler):
     server: WebhookHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -90,9 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
         code, answer = self.server.app.decide(path, raw)
         for observe in self.server.app.answer_observers:  # (allowed, seconds): the latency metric
             observe(bool((answer.get("response") or {}).get("allowed")), time.perf_counter() - started)
-        if self.server.crowded() or self.server.draining.is_set():
-            # Shed idle keep-alive connections while many are open; while draining, make the
-            # API server open its next connection to another replica.
+        if self.server.draining.is_set():
+            # Make the API server open its next connection to another replica.
             self.close_connection = True
         self._send_review(code, answer)
         resp = answer.get("response") or {}
@@ -103,29 +114,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, json.dumps(answer, separators=(",", ":")).encode())
 
 
-class _Refuser(Refuser):
-    """A connection over the limit: a 503 AdmissionReview that says why (the API server
-    retries; its failurePolicy decides meanwhile)."""
-
-    server: WebhookHTTPServer
-
-    def body(self) -> bytes:
-        return json.dumps(review.refusal(f"serving its limit of {self.server.max_connections} connections; "
-                                         "retry", 503), separators=(",", ":")).encode()
-
-
 class WebhookHTTPServer(BoundedHTTPServer):
-    """At most :data:`MAX_CONNECTIONS` connections, one thread each; one over the limit gets a 503
-    review from one of :data:`REFUSERS` refuser threads (``scheduler.http.bounded``). The TLS
-    handshake runs in the connection's thread (:meth:`wrap`), so a slow client stalls nobody."""
+    """HTTPS with :func:`webhook_limits` (``scheduler.http.bounded``): handshakes and reads in the
+    serving loop, complete reviews answered by worker threads."""
 
-    def __init__(self, address: tuple[str, int], app: WebhookApp, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(self, address: tuple[str, int], app: WebhookApp, ssl_context: ssl.SSLContext | None,
+                 limits: ConnectionLimits | None = None) -> None:
         self.app = app
-        self.ssl_context = ssl_context
         self.draining = threading.Event()
         self.cert_readiness: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
-        super().__init__(address, _Handler, _Refuser, max_connections=MAX_CONNECTIONS, refusers=REFUSERS,
-                         idle_timeout_s=IDLE_TIMEOUT_S)
+        super().__init__(address, _Handler, limits=limits or webhook_limits(), ssl_context=ssl_context,
+                         name="webhook")
 
     def readiness(self) -> tuple[bool, str]:
         """Ready = not shutting down, informers synced, a certificate loaded whose CA is trusted."""
@@ -134,16 +133,6 @@ class WebhookHTTPServer(BoundedHTTPServer):
         if not self.app.ready.is_set():
             return False, "informers not synced"
         return self.cert_readiness()
-
-    def wrap(self, request: Any, client_address: Any) -> Any | None:
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.ssl_context is None:
-            return request
-        try:
-            return self.ssl_context.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as exc:
-            log.debug("TLS handshake with %s failed: %s", client_address, exc)
-            return None
 
 
 def _fingerprint(node: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -178,16 +167,18 @@ class WebhookApp:
 
     def __init__(self, api: Api | None, scheduler_name: str = "toposched", default_queue: bool = True,
                  watch_nodes: bool = True, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-                 gates: FeatureGates = NO_OVERRIDES) -> None:
+                 gates: FeatureGates = NO_OVERRIDES, governance: Governance = GOVERN_ALL) -> None:
         self.api = api
         self.gates = gates
+        self.governance = governance
         self.scheduler_name = scheduler_name
         self.default_queue = default_queue
         self.controller_users = frozenset(controller_users)
         self.ready = threading.Event()
         self.answer_observers: list[Callable[[bool, float], None]] = []
         self.informers: list[Informer] = []
-        self.view = ClusterView(lookup=self._lookup if api else None)
+        self.view = ClusterView(lookup=self._lookup if api else None,
+                                owners=CachedOwners(self._get_owner) if api else None)
         self._node_prints: dict[str, tuple[Any, ...]] = {}
         # Denials are decided again on a view listed after the request arrived (admission/fresh.py).
         self.fresh: FreshViews | None = None
@@ -226,6 +217,27 @@ class WebhookApp:
                 return None
             raise
 
+    def _get_owner(self, namespace: str, ref: OwnerRef) -> dict[str, Any] | None:
+        """A live GET of the object an owner reference names (a governed kind, or a kind that
+        stands between a pod and its governed ancestor); None when there is none. A short
+        timeout: the API server waits at most the webhook's timeoutSeconds for the answer."""
+        kind = BY_GROUP_KIND.get((ref.group, ref.kind))
+        interim = interim_kind(ref)
+        plural = kind.plural if kind is not None else interim.plural if interim is not None else None
+        if plural is None or not ref.name:
+            return None
+        assert self.api is not None
+        try:
+            found: dict[str, Any] = self.api.request(
+                "GET", Resource(ref.group, ref.version, plural).path(namespace, ref.name), timeout=2)
+            return found
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise OwnerUnreadable(f"reading {ref.spelled}: HTTP {exc.status} {exc.reason}") from exc
+        except Exception as exc:  # unreachable API server, timeout
+            raise OwnerUnreadable(f"reading {ref.spelled}: {exc}") from exc
+
     def start(self, timeout_s: float = 60) -> None:
         for inf in self.informers:
             inf.start()
@@ -243,7 +255,7 @@ class WebhookApp:
     def _listed_view(self) -> ClusterView:
         """The view of the informers' resources listed from the API server now (consistent reads)."""
         assert self.api is not None
-        view = ClusterView(lookup=self._lookup, health_policy=self.view.health_policy)
+        view = ClusterView(lookup=self._lookup, owners=self.view.owners, health_policy=self.view.health_policy)
         for inf in self.informers:
             try:
                 items = self.api.list(inf.resource).get("items") or ()
@@ -281,17 +293,18 @@ class WebhookApp:
 
     def _answer(self, path: str, raw: bytes, view: ClusterView | None) -> tuple[int, dict[str, Any]]:
         return review.answer(path, raw, view, self.scheduler_name, self.default_queue, self.controller_users,
-                             self.gates)
+                             self.gates, self.governance)
 
 
 class WebhookServer:
     """The running webhook: HTTPS listener, informers, and a certificate source (which loads,
     rotates and publishes the certificate: ``admission/sources.py``, ``admission/sharedcerts.py``)."""
 
-    def __init__(self, app: WebhookApp, certs: CertSource, bind: str, port: int) -> None:
+    def __init__(self, app: WebhookApp, certs: CertSource, bind: str, port: int,
+                 limits: ConnectionLimits | None = None) -> None:
         self.app = app
         self.certs = certs
-        self.httpd = WebhookHTTPServer((bind, port), app, certs.ssl_context)
+        self.httpd = WebhookHTTPServer((bind, port), app, certs.ssl_context, limits)
         self.httpd.cert_readiness = certs.readiness
         self.port = int(self.httpd.server_address[1])
 

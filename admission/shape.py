@@ -7,9 +7,8 @@ its schema): it turns "a label value is a number" into one field error that name
 instead of an exception somewhere in validation. After the gate, mutation and validation may
 assume the types below.
 
-A schema is plain data: a type name (``str``, ``bool``, ``int``, ``quantity``), a ``dict`` of
-field -> schema (an object with those optional fields), ``[schema]`` (a list of such items),
-or ``{MAP: schema}`` (an object with any keys whose values have that schema).
+A schema is plain data (``scheduler/adapter/kinds/shapes.py``); each governed kind declares its
+own in its kind module, the Kueue objects' are here.
 """
 
 from __future__ import annotations
@@ -18,36 +17,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from admission.fielderrors import OMIT, FieldError, invalid
+from scheduler.adapter.kinds.registry import KINDS
+from scheduler.adapter.kinds.shapes import MAP, METADATA, STRING_MAP
 from scheduler.core.resources import parse_quantity
 
-MAP = "*"  # the key of a map schema: {MAP: value schema}
-
-_STRING_MAP = {MAP: "str"}
-_QUANTITIES = {MAP: "quantity"}
-_METADATA = {"name": "str", "generateName": "str", "namespace": "str", "labels": _STRING_MAP,
-             "annotations": _STRING_MAP}
-_CONTAINER = {"name": "str", "resources": {"requests": _QUANTITIES, "limits": _QUANTITIES}}
-_POD_TEMPLATE = {
-    "metadata": _METADATA,
-    "spec": {"containers": [_CONTAINER], "initContainers": [_CONTAINER], "schedulerName": "str",
-             "priorityClassName": "str", "nodeSelector": _STRING_MAP, "tolerations": [{}], "schedulingGates": [{}]},
-}
-_JOB_SPEC = {"parallelism": "int", "completions": "int", "completionMode": "str", "suspend": "bool",
-             "template": _POD_TEMPLATE}
+_STRING_MAP = STRING_MAP
+_METADATA = METADATA
 _LEVELS = [{"nodeLabel": "str"}]
 _FLAVOR_QUOTAS = [{"name": "str", "resources": [{"name": "str", "nominalQuota": "quantity",
                                                  "borrowingLimit": "quantity", "lendingLimit": "quantity"}]}]
 
 SCHEMAS: Mapping[str, Mapping[str, Any]] = {
-    "Job": {"metadata": _METADATA, "spec": _JOB_SPEC},
-    "JobSet": {"metadata": _METADATA, "spec": {"suspend": "bool", "replicatedJobs": [
-        {"name": "str", "replicas": "int", "template": {"metadata": _METADATA, "spec": _JOB_SPEC}}]}},
-    "PyTorchJob": {"metadata": _METADATA, "spec": {"runPolicy": {"suspend": "bool"}, "pytorchReplicaSpecs": {
-        MAP: {"replicas": "int", "template": _POD_TEMPLATE}}}},
-    "MPIJob": {"metadata": _METADATA, "spec": {"runPolicy": {"suspend": "bool"}, "mpiReplicaSpecs": {
-        MAP: {"replicas": "int", "template": _POD_TEMPLATE}}}},
-    "LeaderWorkerSet": {"metadata": _METADATA, "spec": {"replicas": "int", "leaderWorkerTemplate": {
-        "size": "int", "leaderTemplate": _POD_TEMPLATE, "workerTemplate": _POD_TEMPLATE}}},
+    **{kind.kind: kind.shape for kind in KINDS},  # each governed kind declares its own (scheduler/adapter/kinds)
     "Topology": {"metadata": _METADATA, "spec": {"levels": _LEVELS}},
     "ResourceFlavor": {"metadata": _METADATA, "spec": {"nodeLabels": _STRING_MAP, "topologyName": "str",
                                                        "nodeTaints": [{}], "tolerations": [{}]}},

@@ -1,7 +1,7 @@
 """Who may unsuspend a queued job: only toposched's controller, when it admits the Workload.
 
-A managed job (a Job, JobSet or PyTorchJob carrying ``kueue.x-k8s.io/queue-name``) is created
-suspended and waits in its queue; the controller unsuspends it once its Workload is admitted,
+A managed job (an object of a suspendable governed kind carrying ``kueue.x-k8s.io/queue-name``)
+is created suspended and waits in its queue; the controller unsuspends it once its Workload is admitted,
 after writing the flavor's node selector and the topology assignment into its pod templates.
 A user who flips ``suspend`` to false themselves would run the job past quota and topology:
 Kueue re-suspends such a job after the fact; the webhook refuses the update up front, so the
@@ -10,8 +10,9 @@ pods never start. The controller is recognised by the AdmissionReview's
 the local dev cluster).
 
 Not judged here: jobs that leave the queue in the same update (the label removed: from then on
-they are not ours), and Jobs created by a managed JobSet (the JobSet controller unsuspends its
-children when toposched unsuspends the JobSet).
+they are not ours), and children of a queued governed parent (the JobSet controller unsuspends
+its Jobs when toposched unsuspends the JobSet) - resolved, not assumed: the owner reference must
+name an existing, queued object of a governed kind with that uid (``owners``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from admission.fielderrors import FieldError, forbidden
-from scheduler.core.workload import LABEL_QUEUE_NAME, owned_by_managed_parent
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.ownership import OwnerLookup, managed_ancestor
+from scheduler.adapter.kinds.registry import KINDS
+from scheduler.core.workload import LABEL_QUEUE_NAME
 
 DEFAULT_CONTROLLER_NAMESPACE = "toposched-system"
-RUN_POLICY_KINDS = ("PyTorchJob", "MPIJob")  # Kubeflow jobs keep suspend under spec.runPolicy
 CONTROLLER_SERVICE_ACCOUNT = "toposched-controller"
 
 
@@ -34,21 +37,6 @@ def controller_username(namespace: str = DEFAULT_CONTROLLER_NAMESPACE,
 
 
 DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({controller_username()})
-
-
-def suspend_field(kind: str) -> str:
-    """Where the kind keeps its suspend flag (Kubeflow jobs under ``runPolicy``)."""
-    return "spec.runPolicy.suspend" if kind in RUN_POLICY_KINDS else "spec.suspend"
-
-
-def is_suspended(obj: Mapping[str, Any], kind: str) -> bool:
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        return False
-    if kind in RUN_POLICY_KINDS:
-        run_policy = spec.get("runPolicy")
-        return isinstance(run_policy, Mapping) and run_policy.get("suspend") is True
-    return spec.get("suspend") is True
 
 
 def _queue(obj: Mapping[str, Any]) -> str:
@@ -65,18 +53,21 @@ def requesting_user(request: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
-def unsuspend_errors(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, username: str,
-                     controller_users: Collection[str]) -> list[FieldError]:
-    """The error refusing an UPDATE that unsuspends a queued job, or none when the update may pass."""
-    if old is None or not is_suspended(old, kind) or is_suspended(obj, kind):
+def unsuspend_errors(kind: JobKind, obj: Mapping[str, Any], old: Mapping[str, Any] | None, username: str,
+                     controller_users: Collection[str], owners: OwnerLookup | None = None) -> list[FieldError]:
+    """The error refusing an UPDATE that unsuspends a queued job, or none when the update may pass
+    (a kind held per pod group has no suspend flag to flip)."""
+    if old is None or not kind.suspendable or not kind.is_suspended(old) or kind.is_suspended(obj):
         return []
     queue = _queue(obj)
-    if not queue or owned_by_managed_parent(obj) or username in controller_users:
+    if not queue or username in controller_users:
         return []
+    if managed_ancestor(obj, owners, KINDS).ancestor is not None:
+        return []  # its queued parent is guarded; the parent's controller resumes it
     who = f"user \"{username}\"" if username else "a request without a user"
     return [forbidden(
-        suspend_field(kind),
-        f"only toposched's controller may unsuspend a queued {kind} ({who} is not it); it does so when the "
+        kind.suspend_field,
+        f"only toposched's controller may unsuspend a queued {kind.kind} ({who} is not it); it does so when the "
         f"Workload is admitted by ClusterQueue quota and topology",
         f"wait for admission (kubectl get workloads -n <namespace> shows why it is pending), or remove the "
         f"{LABEL_QUEUE_NAME} label (queue \"{queue}\") to run it outside the queue")]

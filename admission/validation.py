@@ -35,7 +35,9 @@ from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, req
 from admission.fit import NEVER, OK, WARN, empty_quota, group_fit, pod_set_shape, quota_limits, topology_fit
 from admission.labelkeys import label_key_problems
 from admission.view import ClusterView
-from scheduler.adapter.jobkinds import workload_from_manifest
+from scheduler.adapter.kinds.base import PodSetSource
+from scheduler.adapter.kinds.registry import kind_of, kind_or_job
+from scheduler.adapter.kinds.workloads import workload_from_manifest
 from scheduler.core.config import FeatureGates
 from scheduler.core.nodes import pod_spec_requests
 from scheduler.core.placement.types import PlacementGates
@@ -472,10 +474,6 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
     return verdict
 
 
-MULTI_POD_SET_KINDS = ("JobSet", "PyTorchJob", "MPIJob", "LeaderWorkerSet")
-MANAGED_KINDS = ("Job", *MULTI_POD_SET_KINDS)
-
-
 def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None,
                  gates: FeatureGates = NO_OVERRIDES) -> Verdict:
     """The validating webhook's decision for a batch/v1 Job carrying the queue label.
@@ -484,7 +482,7 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     the controller's own updates (unsuspend, node selectors) must not be blocked because a
     queue was deleted after the job was accepted. ``gates``: the Kueue Configuration's.
     """
-    if job.get("kind") in MULTI_POD_SET_KINDS:
+    if not kind_or_job(job).single_pod_set:
         return validate_multi_pod_set_job(job, view, old, gates)
     verdict = Verdict()
     template = (job.get("spec") or {}).get("template") or {}
@@ -505,94 +503,44 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
 
 def manifest_errors(obj: Obj, gates: FeatureGates = NO_OVERRIDES) -> list[str]:
     """The webhook's checks that need no cluster (Kueue's annotation and PodSet-group rules) of
-    a Job, JobSet, PyTorchJob, MPIJob or LeaderWorkerSet manifest, one line each; ``toposched
-    place`` and gRPC ``Place`` refuse a manifest the webhook would deny, with the same words.
-    Other kinds: none."""
-    if obj.get("kind") not in MANAGED_KINDS:
+    a manifest of a governed kind, one line each; ``toposched place`` and gRPC ``Place`` refuse
+    a manifest the webhook would deny, with the same words. Other kinds: none."""
+    if kind_of(obj) is None:
         return []
     return [str(err) for err in validate_job(obj, gates=gates).errors]
 
 
-@dataclass(frozen=True)
-class _PodSetOf:
-    """One pod set of a multi-pod-set job: its name, where its template is, the template, count."""
-
-    name: str
-    template_path: str
-    template: Obj
-    count: int
-
-    @property
-    def annotations_path(self) -> str:
-        return f"{self.template_path}.metadata.annotations"
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return (self.template.get("metadata") or {}).get("annotations") or {}
+def _pod_sets_of(obj: Obj) -> list[PodSetSource]:
+    """The pod sets of a governed job, with their template paths: the registry's, the very pod
+    sets the controller's Workload gets (``scheduler/adapter/kinds``)."""
+    return kind_or_job(obj).pod_sets(obj)
 
 
-def _replica_pod_sets(spec: Obj, field_name: str, order: Sequence[str]) -> list[_PodSetOf]:
-    specs = spec.get(field_name) or {}
-    known = [t for t in order if specs.get(t) is not None]
-    out = []
-    for replica_type in known + sorted(t for t in specs if t not in order):
-        rs = specs.get(replica_type) or {}
-        replicas = rs.get("replicas")
-        out.append(_PodSetOf(replica_type.lower(), f"spec.{field_name}[{replica_type}].template",
-                             rs.get("template") or {}, 1 if replicas is None else int(replicas)))
-    return out
-
-
-def _pod_sets_of(obj: Obj, kind: str) -> list[_PodSetOf]:
-    """The pod sets of a JobSet (replicated jobs), a PyTorchJob or MPIJob (replica types, in
-    Kueue's order) or a LeaderWorkerSet group (leader, worker / main), with their paths."""
-    spec = obj.get("spec") or {}
-    if kind == "PyTorchJob":
-        return _replica_pod_sets(spec, "pytorchReplicaSpecs", ("Master", "Worker"))
-    if kind == "MPIJob":
-        return _replica_pod_sets(spec, "mpiReplicaSpecs", ("Launcher", "Worker"))
-    if kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate") or {}
-        size = 1 if lwt.get("size") is None else int(lwt["size"])
-        base = "spec.leaderWorkerTemplate"
-        if lwt.get("leaderTemplate") is None:
-            return [_PodSetOf("main", f"{base}.workerTemplate", lwt.get("workerTemplate") or {}, size)]
-        return [_PodSetOf("leader", f"{base}.leaderTemplate", lwt["leaderTemplate"] or {}, 1),
-                _PodSetOf("worker", f"{base}.workerTemplate", lwt.get("workerTemplate") or {}, size - 1)]
-    out = []
-    for i, rj in enumerate(spec.get("replicatedJobs") or ()):
-        job_spec = (rj.get("template") or {}).get("spec") or {}
-        count = int(rj.get("replicas", 1) or 0) * job_pod_count({"spec": job_spec})
-        out.append(_PodSetOf(str(rj.get("name") or f"replicatedJobs[{i}]"),
-                             f"spec.replicatedJobs[{i}].template.spec.template", job_spec.get("template") or {}, count))
-    return out
-
-
-def _pod_set_annotations(obj: Obj, kind: str) -> list[tuple[str, Mapping[str, str], int]]:
+def _pod_set_annotations(obj: Obj) -> list[tuple[str, Mapping[str, str], int]]:
     """(annotations path, pod template annotations, pod count) per pod set."""
-    return [(ps.annotations_path, ps.annotations, ps.count) for ps in _pod_sets_of(obj, kind)]
+    return [(ps.annotations_path, ps.annotations, ps.count) for ps in _pod_sets_of(obj)]
 
 
 def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None,
                                gates: FeatureGates = NO_OVERRIDES) -> Verdict:
-    """A JobSet, PyTorchJob, MPIJob or LeaderWorkerSet carrying the queue label: Kueue's
+    """A job of a kind with several pod sets carrying the queue label: Kueue's
     annotation checks on every pod set's template, that the priority class, LocalQueue and
     ClusterQueue exist, and the fit checks of :func:`validate_job_against_cluster` for every
     pod set (level exists, its quota and topology can ever fit) plus the whole job's quota
     (:func:`_multi_pod_set_fit`)."""
     verdict = Verdict()
-    kind = str(job.get("kind"))
-    pod_sets = _pod_set_annotations(job, kind)
+    kind = kind_or_job(job).kind
+    pod_sets = _pod_set_annotations(job)
     if old is not None:
         before = {path: {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}
-                  for path, ann, _ in _pod_set_annotations(old, kind)}
+                  for path, ann, _ in _pod_set_annotations(old)}
         pod_sets = [(path, ann, count) for path, ann, count in pod_sets
                     if before.get(path) != {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}]
     for path, ann, count in pod_sets:
         verdict.errors.extend(validate_topology_annotations(ann, count, path, single_pod_set=False, gates=gates))
     if old is None:  # groups span pod sets: checked on the whole job, at creation
         verdict.errors.extend(validate_pod_set_groups(
-            [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job, kind)], gates))
+            [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job)], gates))
     if verdict.errors or old is not None or view is None:
         return verdict
     found = _queue_checks(job, view, verdict)
@@ -601,7 +549,7 @@ def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: O
     return verdict
 
 
-def _relocated(err: FieldError, ps: _PodSetOf) -> FieldError:
+def _relocated(err: FieldError, ps: PodSetSource) -> FieldError:
     """A single-pod-set check's error moved to the pod set's own template path and words."""
     path = err.path.replace("spec.template", ps.template_path, 1) if err.path.startswith("spec.template") else err.path
     detail = err.detail.replace("the job (", f"pod set \"{ps.name}\" (", 1)
@@ -619,7 +567,7 @@ def _multi_pod_set_fit(job: Obj, kind: str, view: ClusterView, found: tuple[str,
     verdict = Verdict()
     quota = empty_quota(view.cluster_queues, view.cohorts, cq_name, cq)
     sums: dict[str, int] = {}
-    for ps in _pod_sets_of(job, kind):
+    for ps in _pod_sets_of(job):
         if ps.count <= 0:
             continue
         ctx = _JobFit(view=view, queue=queue, cq_name=cq_name, cq=cq, count=ps.count,
@@ -660,7 +608,7 @@ def _groups_fit(job: Obj, kind: str, view: ClusterView, cq_name: str, cq: Obj, g
     empty cluster, flavor by flavor (the first that holds it ends the search): an error when no
     TAS flavor of the ClusterQueue ever can, a warning when it fits only counting unhealthy nodes."""
     verdict = Verdict()
-    paths = {ps.name: ps.annotations_path for ps in _pod_sets_of(job, kind)}
+    paths = {ps.name: ps.annotations_path for ps in _pod_sets_of(job)}
     placement_gates = PlacementGates.from_gates(gates.enabled)
     for group, members in _group_members(job).items():
         request = members[0].topology
@@ -700,7 +648,7 @@ def _summed_quota_errors(job: Obj, kind: str, cq_name: str, cq: Obj, quota: Quot
     """The whole job's requests against the most its ClusterQueue could ever get per resource,
     all flavors of the resource group together (nominal + borrowable)."""
     errors = []
-    pods = sum(ps.count for ps in _pod_sets_of(job, kind))
+    pods = sum(ps.count for ps in _pod_sets_of(job))
     for g_index, group in enumerate((cq.get("spec") or {}).get("resourceGroups") or ()):
         for r in (str(r) for r in group.get("coveredResources") or ()):
             if r not in sums:

@@ -2,7 +2,9 @@
 
 The server fills it from informers (``scheduler.kube.informer``); unit tests fill it with
 literals. ``lookup`` (optional) is a live GET used on a cache miss before denying, so a
-LocalQueue created a moment before its first Job (``kubectl apply -f`` of both) is found.
+LocalQueue created a moment before its first Job (``kubectl apply -f`` of both) is found;
+``owners`` reads the owner an owner reference names (ownership is resolved, never assumed:
+``scheduler/adapter/kinds/ownership.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.fit import EmptyTrees, empty_trees, nodes_of
+from scheduler.adapter.kinds.ownership import OwnerLookup
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
 
 Obj = dict[str, Any]
@@ -29,6 +32,9 @@ class ClusterView:
     cohorts: Mapping[str, Obj] = field(default_factory=dict)
     nodes: Mapping[str, Obj] = field(default_factory=dict)
     lookup: Lookup | None = None
+    # Owner references are resolved with it (the object under the reference's name, any uid):
+    # a live GET in the server; None (unit tests without owners) resolves nothing.
+    owners: OwnerLookup | None = None
     health_policy: HealthPolicy = DEFAULT_POLICY
     # Bumped by the owner whenever a node's labels, allocatable or health changed.
     nodes_version: int = 0

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from scheduler.errors import UserError
 from scheduler.logsetup import configure_logging
@@ -48,7 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def other_checkout(cwd: Path, running: Path) -> Path | None:
+    """The toposched checkout ``cwd`` is in, when it is not the one whose code runs (``running``):
+    the editable install points ``toposched`` at whichever checkout ran scripts/setup.sh last."""
+    for folder in (cwd, *cwd.parents):
+        if (folder / "scheduler" / "cli.py").is_file() and (folder / "pyproject.toml").is_file():
+            return None if folder.resolve() == running.resolve() else folder
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    elsewhere = other_checkout(Path.cwd(), Path(__file__).resolve().parents[1])
+    if elsewhere is not None:
+        print(f"toposched: note: running the code of {Path(__file__).resolve().parents[1]}, not of this checkout "
+              f"({elsewhere}): run scripts/setup.sh here, or python3 -m scheduler.cli", file=sys.stderr)
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(getattr(args, "log_format", "text"), args.verbose)

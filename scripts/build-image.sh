@@ -5,6 +5,9 @@
 #
 #   scripts/build-image.sh [IMAGE]        default IMAGE: localhost/toposched:<version>
 #
+# The image is labelled org.opencontainers.image.revision=$IMAGE_REVISION (default: the git
+# commit), so two builds of one tree for different revisions are different images.
+#
 # Needs root (or a working rootless buildah), buildah and mmdebstrap (Debian: apt-get install
 # buildah mmdebstrap). BASE_IMAGE=<image> skips mmdebstrap and builds on that image instead
 # (e.g. docker.io/library/debian:bookworm-slim where a registry is reachable).
@@ -15,37 +18,8 @@ cd "$(dirname "$0")/.."
 
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 image=${1:-localhost/toposched:$version}
-cache=${TOPOSCHED_CACHE:-$HOME/.cache/toposched}/image
-base_image=${BASE_IMAGE:-}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org}
-
-command -v buildah >/dev/null || { echo "build-image: buildah is not installed (apt-get install buildah mmdebstrap)" >&2; exit 2; }
-pull=false  # pull the base only if it is not in the store
-
-if [ -z "$base_image" ]; then
-  base_image=localhost/toposched-base:bookworm
-  pull=never
-  rootfs=$cache/debian-bookworm-minbase.tar
-  if [ ! -s "$rootfs" ]; then
-    command -v mmdebstrap >/dev/null || { echo "build-image: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 2; }
-    mkdir -p "$cache"
-    echo "build-image: making a Debian bookworm base filesystem with mmdebstrap -> $rootfs" >&2
-    mmdebstrap --quiet --variant=minbase --format=tar bookworm "$rootfs.partial" \
-      "deb $mirror/debian bookworm main" \
-      "deb $mirror/debian bookworm-updates main" \
-      "deb $mirror/debian-security bookworm-security main"
-    mv "$rootfs.partial" "$rootfs"
-  fi
-  if ! buildah inspect --type image "$base_image" >/dev/null 2>&1; then
-    echo "build-image: importing $rootfs as $base_image" >&2
-    ctr=$(buildah from --pull=never scratch)
-    trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
-    buildah add --quiet "$ctr" "$rootfs" / >/dev/null
-    buildah config --cmd /bin/bash "$ctr"
-    buildah commit --quiet --rm "$ctr" "$base_image" >/dev/null
-    trap - EXIT
-  fi
-fi
+# shellcheck source=scripts/image-base.sh
+. scripts/image-base.sh
 
 # A TLS-intercepting proxy's CA (what pip on this host trusts) reaches pip in the build as a
 # secret, never as a layer.
@@ -55,7 +29,10 @@ if [ -n "$ca_bundle" ] && [ -f "$ca_bundle" ]; then
   secret=(--secret "id=ca-bundle,src=$ca_bundle")
 fi
 
+revision=${IMAGE_REVISION:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+
 echo "build-image: building $image on $base_image" >&2
 exec buildah bud --isolation chroot --layers --pull=$pull "${secret[@]}" \
+  --label "org.opencontainers.image.revision=$revision" \
   --build-arg "BASE_IMAGE=$base_image" \
   -f deploy/image/Containerfile -t "$image" .

@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
-# Idempotent set-up shared by scripts/demo.sh and scripts/test.sh: Python packages (editable
-# install with dev extras, skipped when pyproject.toml is unchanged), and Debian's chromium
-# for the topology page screenshot test when we are root and it is missing. The Kubernetes
-# binaries and KWOK are built on first use into ~/.cache/toposched (see README).
+# Idempotent set-up shared by scripts/demo.sh and scripts/test.sh.
+#
+#   scripts/setup.sh          what the demo needs: Python packages (editable install with dev
+#                             extras into $PYTHON, skipped when pyproject.toml and this checkout
+#                             are unchanged). Nothing else is installed on the machine.
+#   scripts/setup.sh --test   also what the tests use, when run as root with apt-get: Debian's
+#                             chromium (topology page screenshot test) and prometheus (metrics
+#                             e2e), buildah, mmdebstrap, podman and runc (the Helm install
+#                             test; not with TOPOSCHED_INSTALL_TEST=0).
+#
+# The Kubernetes binaries and KWOK are built on first use into ~/.cache/toposched (see README).
+# The editable install points `toposched` at THIS checkout: with several checkouts, the one
+# that ran setup.sh last is what `toposched` runs (it warns when run from another checkout);
+# `python3 -m scheduler.cli` inside a checkout runs that checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+tests=false
+case "${1:-}" in
+  --test) tests=true ;;
+  "") ;;
+  *) echo "setup: unknown argument $1 (usage: scripts/setup.sh [--test])" >&2; exit 2 ;;
+esac
 
 if ! command -v "$PYTHON" >/dev/null; then
   echo "setup: $PYTHON not found: install Python 3.11 or newer" >&2; exit 2
@@ -27,23 +43,24 @@ if [ "$(cat "$stamp_dir/pip.stamp" 2>/dev/null)" != "$want" ] || ! "$PYTHON" -c 
   echo "$want" > "$stamp_dir/pip.stamp"
 fi
 
-if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "setup: installing Debian's chromium (headless screenshot test of the topology page) ..." >&2
-  (apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }) \
-    || echo "setup: chromium could not be installed; the screenshot test will be skipped" >&2
-fi
-
-if ! command -v prometheus >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "setup: installing Debian's prometheus (e2e: the real server scrapes the controller's /metrics) ..." >&2
-  (apt-get install -y -qq prometheus >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null; }) \
-    || echo "setup: prometheus could not be installed; tests/e2e/test_prometheus_metrics.py will be skipped" >&2
-fi
-
-# Opt-in image build test (tests/integration/test_image.py): buildah and mmdebstrap are large,
-# so they are installed only when asked for with TOPOSCHED_IMAGE_TEST=1 (else the test skips).
-if [ "${TOPOSCHED_IMAGE_TEST:-}" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-    && ! { command -v buildah >/dev/null && command -v mmdebstrap >/dev/null; }; then
-  echo "setup: installing Debian's buildah and mmdebstrap (TOPOSCHED_IMAGE_TEST=1) ..." >&2
-  (apt-get install -y -qq buildah mmdebstrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq buildah mmdebstrap >/dev/null; }) \
-    || echo "setup: buildah/mmdebstrap could not be installed; the image test will be skipped" >&2
+# Debian packages for the tests only (never for the demo), installed when we are root.
+apt_install() {  # apt_install WHY PACKAGE...
+  local why=$1; shift
+  echo "setup: installing Debian's $* ($why) ..." >&2
+  (apt-get install -y -qq "$@" >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq "$@" >/dev/null; }) \
+    || echo "setup: $* could not be installed; the tests that need them will be skipped" >&2
+}
+if $tests && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  command -v chromium >/dev/null || apt_install "headless screenshot test of the topology page" chromium
+  command -v prometheus >/dev/null || apt_install "e2e: the real server scrapes the controller's /metrics" prometheus
+  # The Helm install test (tests/e2e/test_helm_install.py: the image built, the chart run by the
+  # podman node) and the opt-in image test (tests/integration/test_image.py) need buildah and
+  # mmdebstrap, the install test also podman and runc. TOPOSCHED_INSTALL_TEST=0 skips them.
+  if [ "${TOPOSCHED_INSTALL_TEST:-}" != 0 ] || [ "${TOPOSCHED_IMAGE_TEST:-}" = 1 ]; then
+    { command -v buildah >/dev/null && command -v mmdebstrap >/dev/null; } \
+      || apt_install "image build and Helm install tests" buildah mmdebstrap
+  fi
+  if [ "${TOPOSCHED_INSTALL_TEST:-}" != 0 ]; then
+    { command -v podman >/dev/null && command -v runc >/dev/null; } || apt_install "Helm install test" podman runc
+  fi
 fi

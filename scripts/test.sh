@@ -3,5 +3,5 @@
 # real local control plane, e2e). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --test
 exec "${PYTHON:-python3}" -m pytest -q "$@"

@@ -20,14 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.adapter.kinds.registry import suspendable
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Kueue's TopologyUngater removes this gate once it has pinned a pod to its assigned domain;
 # toposched does not remove Kueue's gate, so such a pod would stay Pending after the switch.
 KUEUE_TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 KUEUE_LEADER_LEASE = "c1f6bfd2.kueue.x-k8s.io"  # Kueue's default leaderElection.resourceName
-# The job kinds toposched's controller starts and stops (scheduler/kube/jobs.py); a pending
-# Workload of another kind (Pod groups, RayJob, ...) could be admitted but never started.
-ADOPTABLE_OWNER_KINDS = frozenset({"Job", "JobSet", "PyTorchJob", "MPIJob"})
+# The job kinds toposched's controller starts and stops (the suspendable kinds of the job-kind
+# registry); a pending Workload of another kind (Pod groups, RayJob, ...) could be admitted but
+# never started.
+ADOPTABLE_OWNER_KINDS = frozenset(k.kind for k in suspendable())
 
 Obj = Mapping[str, Any]
 
@@ -67,7 +70,7 @@ def _condition_true(obj: Obj, kind: str) -> bool:
 
 def kueue_webhook_configurations(configurations: Sequence[Obj]) -> list[str]:
     """Configurations with a webhook on Kueue's own kinds: only Kueue's webhooks have one
-    (toposched's webhook intercepts Jobs, JobSets and PyTorchJobs only)."""
+    (toposched's intercepts the governed job kinds, never Kueue's own objects)."""
     found = []
     for conf in configurations:
         for hook in conf.get("webhooks") or ():

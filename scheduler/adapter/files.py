@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from scheduler.adapter.jobkinds import EXPECTED_KINDS, is_placeable, workload_from_manifest
+from scheduler.adapter.kinds.workloads import EXPECTED_KINDS, is_placeable, workload_from_manifest
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.resources import QuantityError
 from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME
@@ -155,8 +155,8 @@ ManifestCheck = Callable[[Mapping[str, Any]], list[str]]
 
 
 def load_workload(path: Path | str, check: ManifestCheck | None = None) -> WorkloadSpec:
-    """The first managed object in the file: a batch/v1 Job, JobSet, PyTorchJob, MPIJob,
-    LeaderWorkerSet or Kueue Workload."""
+    """The first managed object in the file: an object of a governed kind (the job-kind
+    registry) or a Kueue Workload."""
     return workload_from_documents(load_documents(path, "workload file"), "workload file", path, check)
 
 

@@ -280,12 +280,39 @@ def _resources(raw: object, not_supported: list[str]) -> None:
 def _frameworks(raw: object, not_supported: list[str]) -> tuple[str, ...]:
     integrations = _mapping(raw, "integrations")
     _only(integrations, {"frameworks", "externalFrameworks", "podOptions", "labelKeysToCopy"}, "integrations")
-    not_supported.extend(f"integrations.{k}" for k in ("externalFrameworks", "podOptions", "labelKeysToCopy")
-                         if integrations.get(k))
+    not_supported.extend(f"integrations.{k}" for k in ("podOptions", "labelKeysToCopy") if integrations.get(k))
     frameworks = integrations.get("frameworks") or []
     if not isinstance(frameworks, list):
         raise ConfigError("integrations.frameworks: expected a list of framework names such as batch/job")
     return tuple(str(f) for f in frameworks)
+
+
+def external_framework(arg: str) -> tuple[str, str, str] | None:
+    """Kubernetes' ``schema.ParseKindArg`` as Kueue validates ``integrations.externalFrameworks``:
+    ``Kind.version.group`` (at least two dots; the group is everything after the second)."""
+    if arg.count(".") < 2:
+        return None
+    kind, version, group = arg.split(".", 2)
+    return group, version, kind
+
+
+def _external_frameworks(raw: object) -> tuple[tuple[str, str, str], ...]:
+    """Kueue's ``validateIntegrations`` for ``integrations.externalFrameworks``: each one
+    ``Kind.version.group``, none twice."""
+    listed = _mapping(raw, "integrations").get("externalFrameworks") or []
+    if not isinstance(listed, list):
+        raise ConfigError("integrations.externalFrameworks: expected a list such as "
+                          "[HyperPodPytorchJob.v1.sagemaker.amazonaws.com]")
+    out: list[tuple[str, str, str]] = []
+    for i, arg in enumerate(listed):
+        gvk = external_framework(str(arg))
+        path = f"integrations.externalFrameworks[{i}]"
+        if gvk is None:
+            raise ConfigError(f"{path}: Invalid value: \"{arg}\": must be format, 'Kind.version.group.com'")
+        if gvk in out:
+            raise ConfigError(f"{path}: Duplicate value: \"{arg}\"")
+        out.append(gvk)
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ entry points
@@ -311,6 +338,7 @@ def parse_kueue_config(doc: object) -> LoadedConfig:
         admission_fair_sharing=_admission_fair_sharing(obj.get("admissionFairSharing")),
         wait_for_pods_ready=_wait_for_pods_ready(obj.get("waitForPodsReady"), v1beta1),
         frameworks=_frameworks(obj.get("integrations"), not_supported),
+        external_frameworks=_external_frameworks(obj.get("integrations")),
     )
     process = tuple(sorted(k for k in PROCESS_SETTINGS if k in obj))
     return LoadedConfig(config, process, tuple(sorted(not_supported)), inert)

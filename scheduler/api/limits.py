@@ -1,4 +1,5 @@
-"""Bounds on the work one gRPC call can make the engine do, and the refusal to serve unprotected.
+"""Bounds on the work one gRPC call can make the engine do, on the connections and calls one
+client may hold, and the refusal to serve unprotected.
 
 The API shares its process (and its two or so cores) with the admission cycle: a call that
 solves for a minute or simulates a million jobs delays every admission, and with 16 worker
@@ -8,10 +9,15 @@ work starts and refused with the limit named, so a client learns the rule from t
 
 from __future__ import annotations
 
-import ipaddress
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from scheduler.http.limits import is_loopback
 from scheduler.sim.trace import Trace
 
 # Place/Explain: CP-SAT gives its best answer within the budget; past a few seconds it rarely
@@ -30,8 +36,6 @@ MAX_SIMULATE_NODES = 2_000
 # Simulated time: 30 days covers any trace worth replaying through the API; a longer horizon or
 # a job submitted/running later is almost always a unit mistake (milliseconds given as seconds).
 MAX_SIMULATE_SECONDS = 30 * 24 * 3600.0
-
-LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
 
 
 class LimitExceeded(Exception):
@@ -97,16 +101,6 @@ def check_simulate_sizes(node_count: int, trace: Trace) -> None:
                                 f"got {seconds:g}")
 
 
-def is_loopback(bind: str) -> bool:
-    host = bind.strip("[]")
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
-
-
 def unprotected_bind_error(bind: str, tls: bool, token: bool) -> str | None:
     """The one line refusing to serve the engine on a non-loopback address in the clear and
     without a token (anyone who reaches it could read every workload and load the solver), or None."""
@@ -115,3 +109,136 @@ def unprotected_bind_error(bind: str, tls: bool, token: bool) -> str | None:
     return (f"refusing to serve the gRPC API on {bind} without TLS or a token: add --grpc-tls-cert FILE "
             "--grpc-tls-key FILE (and --grpc-client-ca FILE for mTLS) and/or --grpc-token-file FILE, or bind "
             "loopback with --grpc-bind 127.0.0.1 (--grpc-port 0 turns the API off)")
+
+
+# ---------------------------------------------------------------------------- connections, calls
+
+@dataclass(frozen=True)
+class GrpcLimits:
+    """What the gRPC server allows its clients (issue 30). gRPC's C core holds connections
+    without a thread each, so they are bounded in number and time; a call holds a worker thread
+    while it runs (a WatchDecisions stream for as long as it is open), so calls are bounded per
+    client address. The C core cannot count connections per address: a client can fill
+    ``max_connections`` for up to ``handshake_timeout_ms`` at a time (docs/api.md, Security)."""
+
+    max_connections: int = 512            # grpc.max_allowed_incoming_connections: more are closed at once
+    handshake_timeout_ms: int = 5_000     # the TLS handshake and HTTP/2 settings (gRPC's default: 120 s)
+    max_connection_idle_ms: int = 300_000  # a connection without a call for 5 min gets GOAWAY
+    max_concurrent_streams: int = 16       # calls at once on one connection
+    keepalive_time_ms: int = 60_000        # ping a peer that holds calls, to find dead ones...
+    keepalive_timeout_ms: int = 20_000     # ...and drop it when the ping goes unanswered this long
+    min_ping_interval_ms: int = 30_000     # a client pinging more often than this...
+    max_ping_strikes: int = 2              # ...this many times is disconnected (ping flood)
+    max_receive_bytes: int = 4 * 1024 * 1024  # gRPC's default, made explicit: a request's documents
+    max_send_bytes: int = 64 * 1024 * 1024    # a GetTopology of every node of a large cluster fits
+    calls_per_client: int | None = None    # None: a quarter of the workers, at least 2
+
+    def options(self) -> list[tuple[str, int]]:
+        return [
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
+            ("grpc.server_handshake_timeout_ms", self.handshake_timeout_ms),
+            ("grpc.max_connection_idle_ms", self.max_connection_idle_ms),
+            ("grpc.max_concurrent_streams", self.max_concurrent_streams),
+            ("grpc.keepalive_time_ms", self.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", self.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", 0),
+            ("grpc.http2.min_ping_interval_without_data_ms", self.min_ping_interval_ms),
+            ("grpc.http2.max_ping_strikes", self.max_ping_strikes),
+            ("grpc.max_receive_message_length", self.max_receive_bytes),
+            ("grpc.max_send_message_length", self.max_send_bytes),
+        ]
+
+    def per_client(self, workers: int) -> int:
+        return self.calls_per_client if self.calls_per_client is not None else max(2, workers // 4)
+
+
+_PEER_HOST = re.compile(r"^(?:ipv4:|ipv6:)?\[?(?P<host>[^\]]*?)\]?(?::\d+)?$")
+
+
+def client_address(peer: str) -> str:
+    """``ipv4:10.0.0.5:41234`` -> ``10.0.0.5``; ``ipv6:[::1]:5000`` -> ``::1``; other forms whole."""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        match = _PEER_HOST.match(peer)
+        if match:
+            return match.group("host")
+    return peer
+
+
+class CallsPerClient(grpc.ServerInterceptor):  # type: ignore[misc]
+    """At most ``limit`` calls running per client address; one more is RESOURCE_EXHAUSTED at
+    once, naming the limit, so one client cannot hold every worker thread (e.g. with
+    WatchDecisions streams). The health service is exempt (probes)."""
+
+    def __init__(self, limit: int, exempt_prefixes: tuple[str, ...] = ("/grpc.health.v1.Health/",)) -> None:
+        self.limit = limit
+        self._exempt = exempt_prefixes
+        self._lock = threading.Lock()
+        self._running: dict[str, int] = {}
+
+    def running(self, client: str) -> int:
+        with self._lock:
+            return self._running.get(client, 0)
+
+    def _enter(self, client: str) -> bool:
+        with self._lock:
+            if self._running.get(client, 0) >= self.limit:
+                return False
+            self._running[client] = self._running.get(client, 0) + 1
+            return True
+
+    def _leave(self, client: str) -> None:
+        with self._lock:
+            left = self._running.get(client, 0) - 1
+            if left > 0:
+                self._running[client] = left
+            else:
+                self._running.pop(client, None)
+
+    def _admit(self, context: grpc.ServicerContext) -> Callable[[], None]:
+        """Count the call in (or abort it); the returned function counts it out, once."""
+        client = client_address(context.peer())
+        if not self._enter(client):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{self.limit} calls from {client} are running (the per-client limit); retry when one "
+                          "ends")
+        done = threading.Event()
+
+        def leave() -> None:
+            if not done.is_set():
+                done.set()
+                self._leave(client)
+
+        if not context.add_callback(leave):  # the call already ended
+            leave()
+        return leave
+
+    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+                          handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(self._exempt):
+            return handler
+        if handler.response_streaming:
+            inner_stream = handler.stream_stream if handler.request_streaming else handler.unary_stream
+
+            def stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+                leave = self._admit(context)
+                try:
+                    yield from inner_stream(request, context)
+                finally:
+                    leave()
+
+            factory = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
+                       else grpc.unary_stream_rpc_method_handler)
+            return factory(stream, handler.request_deserializer, handler.response_serializer)
+        inner_unary = handler.stream_unary if handler.request_streaming else handler.unary_unary
+
+        def unary(request: Any, context: grpc.ServicerContext) -> Any:
+            leave = self._admit(context)
+            try:
+                return inner_unary(request, context)
+            finally:
+                leave()
+
+        factory = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
+                   else grpc.unary_unary_rpc_method_handler)
+        return factory(unary, handler.request_deserializer, handler.response_serializer)

@@ -3,7 +3,8 @@
 Started by ``toposched controller --grpc-port N`` on the controller's engine (one engine,
 several doors), or by tests/benchmarks on a :class:`~scheduler.api.engine.StaticEngine`.
 Loopback only unless ``bind`` says otherwise; TLS with an optional client CA (mTLS) and/or a
-bearer token checked by :class:`BearerTokenInterceptor`. See docs/api.md.
+bearer token checked by :class:`BearerTokenInterceptor`; connections and calls bounded by
+:class:`~scheduler.api.limits.GrpcLimits`. See docs/api.md.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import grpc
 
 from scheduler.api.engine import Engine
 from scheduler.api.gen.toposched.v1 import placement_pb2, placement_pb2_grpc
-from scheduler.api.limits import unprotected_bind_error
+from scheduler.api.limits import CallsPerClient, GrpcLimits, unprotected_bind_error
 from scheduler.api.servicer import PlacementServicer
 from scheduler.errors import UserError
 
@@ -107,7 +108,7 @@ class ApiServer:
 
     def __init__(self, engine: Engine, *, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT,
                  tls: TlsConfig | None = None, token: str | None = None, reflection: bool = False,
-                 max_workers: int = 16) -> None:
+                 max_workers: int = 16, limits: GrpcLimits | None = None) -> None:
         from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
         refusal = unprotected_bind_error(bind, tls is not None, bool(token))
@@ -115,9 +116,15 @@ class ApiServer:
             raise UserError(refusal)
         self.engine = engine
         self._health_pb2 = health_pb2
-        interceptors = [BearerTokenInterceptor(token)] if token else []
+        limits = limits or GrpcLimits()
+        self.calls = CallsPerClient(limits.per_client(max_workers))
+        interceptors: list[grpc.ServerInterceptor] = [BearerTokenInterceptor(token)] if token else []
+        interceptors.append(self.calls)
+        # Calls past four times the workers are refused at once (RESOURCE_EXHAUSTED) rather than queued
+        # behind streams that may never end.
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-                                  interceptors=interceptors)
+                                  interceptors=interceptors, options=limits.options(),
+                                  maximum_concurrent_rpcs=4 * max_workers)
         self.servicer = PlacementServicer(engine)
         placement_pb2_grpc.add_PlacementServicer_to_server(self.servicer, self.server)
         self.health = health.HealthServicer()

@@ -261,10 +261,15 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
                 pending=p.pending, preemptions=p.preemptions, gpu_utilization=p.gpu_utilization)))
 
         solver = SOLVER_NAMES[request.solver]
+        # Cancelled, past its deadline or done: the simulation stops at its next instant or cycle
+        # instead of competing with admission for the controller's cores (issue 30).
+        stop = threading.Event()
+        if not context.add_callback(stop.set):
+            return
         sim = Simulator(world, jobs, failures, solver="greedy" if solver == "auto" else solver,
                         time_budget_s=(request.time_budget_ms or DEFAULT_TIME_BUDGET_MS) / 1000,
                         horizon_s=request.horizon_s or None, progress=progress,
-                        progress_every_s=request.progress_every_s)
+                        progress_every_s=request.progress_every_s, should_stop=stop.is_set)
         # Stream while simulating: the engine calls back synchronously, so run it in steps.
         result_box: list[Any] = []
         done = threading.Event()
@@ -279,14 +284,17 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
 
         threading.Thread(target=work, name="simulate", daemon=True).start()
         sent = 0
-        while not done.wait(STREAM_POLL_S) or sent < len(events):
-            if not context.is_active():
-                return
-            while sent < len(events):
-                yield events[sent]
-                sent += 1
-            if done.is_set() and sent >= len(events):
-                break
+        try:
+            while not done.wait(STREAM_POLL_S) or sent < len(events):
+                if not context.is_active():
+                    return
+                while sent < len(events):
+                    yield events[sent]
+                    sent += 1
+                if done.is_set() and sent >= len(events):
+                    break
+        finally:
+            stop.set()  # also when the stream is closed without a callback (the generator is dropped)
         result = result_box[0]
         if isinstance(result, Exception):
             context.abort(grpc.StatusCode.INTERNAL, f"simulation failed: {result}")

@@ -87,6 +87,9 @@ def register(sub: Any) -> None:
                    help="require metadata 'authorization: Bearer <token>' with the token in this file")
     g.add_argument("--grpc-reflection", action="store_true", help="enable gRPC server reflection")
     g.add_argument("--grpc-workers", type=int, default=16, help="gRPC worker threads (each open stream holds one)")
+    g.add_argument("--grpc-calls-per-client", type=int, default=None, metavar="N",
+                   help="calls (streams included) one client address may have running; more are refused with "
+                        "RESOURCE_EXHAUSTED (default: a quarter of --grpc-workers, at least 2)")
     p.add_argument("--kueue-lease", default="", metavar="NAMESPACE/NAME",
                    help="hold admission while this Lease (Kueue's leader Lease, e.g. "
                    "kueue-system/c1f6bfd2.kueue.x-k8s.io) keeps being renewed: a Kueue controller that comes back "
@@ -128,6 +131,9 @@ def check_grpc_args(args: argparse.Namespace) -> None:
     refusal = unprotected_bind_error(args.grpc_bind, bool(args.grpc_tls_cert), bool(args.grpc_token_file))
     if refusal is not None:
         raise UserError(refusal)
+    calls = getattr(args, "grpc_calls_per_client", None)
+    if calls is not None and calls < 1:
+        raise UserError(f"--grpc-calls-per-client must be at least 1, got {calls}")
 
 
 def start_api(args: argparse.Namespace, controller: Any) -> Any:
@@ -136,6 +142,7 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
     if not args.grpc_port:
         return None
     from scheduler.api.engine import ControllerEngine
+    from scheduler.api.limits import GrpcLimits
     from scheduler.api.server import ApiServer, TlsConfig, load_token
     from scheduler.errors import UserError
 
@@ -145,7 +152,8 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
     engine = ControllerEngine(controller)
     try:
         server = ApiServer(engine, bind=args.grpc_bind, port=args.grpc_port, tls=tls, token=token,
-                           reflection=args.grpc_reflection, max_workers=args.grpc_workers)
+                           reflection=args.grpc_reflection, max_workers=args.grpc_workers,
+                           limits=GrpcLimits(calls_per_client=args.grpc_calls_per_client))
     except UserError as err:
         if err.exit_code == 1:  # cannot listen
             log.error("%s; running without the gRPC API", err)
@@ -180,7 +188,7 @@ def start_http(args: argparse.Namespace, ready: Any, metrics: Any) -> None:
 def controller_kueue_config(args: argparse.Namespace) -> Any:
     """The Configuration, with the frameworks it enables that toposched has no integration for
     reported among what is not honoured."""
-    from scheduler.kube.jobs import unmanaged_frameworks
+    from scheduler.adapter.kinds.registry import unmanaged_frameworks
 
     return kueue_config(args, unmanaged_frameworks)
 

@@ -57,9 +57,10 @@ def parse_target(target: str) -> tuple[str, str]:
 
 def read_cluster(api: Any) -> Any:
     """One list call per resource -> an ``EngineSnapshot`` (what the informers would hold)."""
+    from scheduler.adapter.kinds.registry import KINDS
     from scheduler.api.engine import EngineSnapshot
     from scheduler.kube import informer as inf
-    from scheduler.kube.jobs import INTEGRATIONS
+    from scheduler.kube.jobs import resource_of
 
     def items(resource: Any, **query: Any) -> list[dict[str, Any]]:
         try:
@@ -71,8 +72,7 @@ def read_cluster(api: Any) -> Any:
             raise UserError(f"cannot list {resource.plural}: {getattr(exc, 'reason', None) or exc}", exit_code=1) \
                 from exc
 
-    jobs = [j for integ in INTEGRATIONS.values()
-            for j in items(integ.resource, labelSelector="kueue.x-k8s.io/queue-name")]
+    jobs = [j for kind in KINDS for j in items(resource_of(kind), labelSelector="kueue.x-k8s.io/queue-name")]
     return EngineSnapshot(
         nodes=items(inf.NODES), pods=items(inf.PODS), flavors=items(inf.RESOURCE_FLAVORS),
         topologies=items(inf.TOPOLOGIES), workloads=items(inf.WORKLOADS), jobs=jobs,

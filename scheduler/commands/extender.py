@@ -1,4 +1,5 @@
-"""``toposched extender``: the kube-scheduler extender (HTTP) for the ``toposched`` profile.
+"""``toposched extender``: the kube-scheduler extender (HTTP on loopback, or HTTPS serving only
+client certificates) for the ``toposched`` profile.
 
 Serves ``POST /filter``, ``/prioritize``, ``/bind`` (k8s.io/kube-scheduler/extender/v1) and
 ``GET /healthz``, ``/readyz``, ``/stats``. ``--print-config`` prints the KubeSchedulerConfiguration
@@ -15,9 +16,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._connections import add_connection_arguments, connection_caps
 from scheduler.commands._metrics import start_metrics
 from scheduler.errors import UserError
 from scheduler.extender.config import BINDERS, DEFAULT_BINDER
+from scheduler.http.limits import EXTENDER_CAPS
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -40,8 +43,22 @@ def register(sub: Any) -> None:
         default=None,
         help="kubeconfig (default: in-cluster service account, else $KUBECONFIG / ~/.kube/config)",
     )
-    p.add_argument("--port", type=int, default=8888, help="HTTP port (default 8888; 0 = any free port)")
-    p.add_argument("--bind", default="127.0.0.1", help="listen address (default 127.0.0.1; 0.0.0.0 in a Pod)")
+    p.add_argument("--port", type=int, default=8888, help="HTTP(S) port (default 8888; 0 = any free port)")
+    p.add_argument("--bind", default="127.0.0.1",
+                   help="listen address (default 127.0.0.1: a sidecar of kube-scheduler, reachable only inside its "
+                        "Pod); any other address is refused without --tls-dir")
+    p.add_argument("--tls-dir", type=Path, default=None, metavar="DIR",
+                   help="serve HTTPS with DIR/tls.crt and DIR/tls.key, and only to clients presenting a certificate "
+                        "signed by DIR/ca.crt (kube-scheduler's tlsConfig; docs/extender.md, 'Who may call it')")
+    p.add_argument("--client-ca", type=Path, default=None, metavar="FILE",
+                   help="with --tls-dir: the CA client certificates must chain to (default DIR/ca.crt)")
+    p.add_argument("--client-name", action="append", default=None, metavar="NAME",
+                   help="with --tls-dir: serve only client certificates with this common or DNS name (repeatable; "
+                        "default: any the client CA signed)")
+    p.add_argument("--issue-certs", type=Path, default=None, metavar="DIR",
+                   help="write a fresh CA, the extender's certificate for 127.0.0.1 and kube-scheduler's client "
+                        "certificate (ca.crt, tls.crt/key, client.crt/key) into DIR and exit (deploy/: the scheduler "
+                        "Pod's init container)")
     p.add_argument(
         "--scheduler-name",
         default="toposched",
@@ -69,6 +86,7 @@ def register(sub: Any) -> None:
                    help="serve Prometheus /metrics (filter/prioritize/bind latency, docs/metrics.md)"
                    " on this port (default 0: off)")
     p.add_argument("--metrics-bind", default="127.0.0.1", help="address of /metrics (0.0.0.0 in a Pod)")
+    add_connection_arguments(p, EXTENDER_CAPS, "kube-scheduler")
     add_log_format_argument(p)
     p.set_defaults(func=run)
 
@@ -80,32 +98,64 @@ def _api(kubeconfig: Path | None) -> Any:
     return Api(api_client(kubeconfig))
 
 
-def run(args: argparse.Namespace) -> int:
+def _print_config(args: argparse.Namespace) -> int:
+    import yaml
+
     from scheduler.extender import config as cfg
 
-    if args.print_config:
-        import yaml
+    host = "127.0.0.1" if args.bind in ("0.0.0.0", "::") else args.bind
+    port = args.port or cfg.DEFAULT_PORT
+    tls_dir = str(args.tls_dir) if args.tls_dir else None
+    doc = (
+        cfg.toposched_scheduler_config(port, host, scheduler_name=args.scheduler_name, binder=args.binder,
+                                       tls_dir=tls_dir)
+        if args.print_config == "entry"
+        else cfg.dedicated_scheduler_config(None, port, host, scheduler_name=args.scheduler_name,
+                                            binder=args.binder, tls_dir=tls_dir)
+    )
+    print(yaml.safe_dump(doc, sort_keys=False), end="")
+    return 0
 
-        host = "127.0.0.1" if args.bind in ("0.0.0.0", "::") else args.bind
-        port = args.port or cfg.DEFAULT_PORT
-        doc = (
-            cfg.toposched_scheduler_config(port, host, scheduler_name=args.scheduler_name, binder=args.binder)
-            if args.print_config == "entry"
-            else cfg.dedicated_scheduler_config(None, port, host, scheduler_name=args.scheduler_name,
-                                                binder=args.binder)
-        )
-        print(yaml.safe_dump(doc, sort_keys=False), end="")
+
+def _tls(args: argparse.Namespace) -> Any:
+    """The extender's TLS settings, or None (plain HTTP, loopback only); refusals exit 2."""
+    from scheduler.extender.tls import ExtenderTLS, unauthenticated_bind_error
+
+    if args.tls_dir is None:
+        if args.client_ca or args.client_name:
+            raise UserError("--client-ca and --client-name need --tls-dir (they narrow who HTTPS serves)")
+        refusal = unauthenticated_bind_error(args.bind, tls=False)
+        if refusal is not None:
+            raise UserError(refusal)
+        return None
+    return ExtenderTLS.from_dir(args.tls_dir, args.client_ca, args.client_name or ())
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.issue_certs is not None:
+        from scheduler.extender.tls import issue_pod_certificates
+
+        try:
+            issue_pod_certificates(args.issue_certs)
+        except OSError as exc:
+            raise UserError(f"--issue-certs {args.issue_certs}: cannot write ({exc.strerror or exc})") from exc
+        print(f"toposched extender: certificates written to {args.issue_certs}", flush=True)
         return 0
+    if args.print_config:
+        return _print_config(args)
+    caps = connection_caps(args)
+    tls = _tls(args)
 
     from scheduler.extender.logic import SlotBook
-    from scheduler.extender.server import ExtenderHTTPServer, ExtenderService
+    from scheduler.extender.server import ExtenderHTTPServer, ExtenderService, extender_limits
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     api = _api(args.kubeconfig)
     book = SlotBook(scheduler_name=args.scheduler_name, choose_node=args.binder == "kube-scheduler")
     service = ExtenderService(api, book)
     try:
-        server = ExtenderHTTPServer(service.extender, args.bind, args.port)
+        server = ExtenderHTTPServer(service.extender, args.bind, args.port,
+                                    limits=extender_limits(caps.total, caps.per_client), tls=tls)
     except OSError as exc:
         raise UserError(
             f"cannot listen on {args.bind}:{args.port} ({exc.strerror}); choose another --port"
@@ -116,15 +166,16 @@ def run(args: argparse.Namespace) -> int:
     # Serve at once (pass-through pods need no cache; ours get a retryable Error until synced).
     metrics_server = start_metrics(args, "extender", lambda metrics: server.stats.observers.append(metrics.observe))
     server.start()
-    print(f"toposched extender: serving http://{args.bind}:{server.port}", flush=True)
+    scheme = "https" if tls is not None else "http"
+    print(f"toposched extender: serving {scheme}://{args.bind}:{server.port}"
+          f"{' (client certificates required)' if tls is not None else ''}", flush=True)
     try:
         service.start(args.sync_timeout)
     except TimeoutError as exc:
         server.stop()
         raise UserError(f"{exc}: is the API server reachable and are Kueue's CRDs installed?") from exc
-    log.info(
-        "toposched extender ready on http://%s:%d (scheduler %s)", args.bind, server.port, args.scheduler_name
-    )
+    log.info("toposched extender ready on %s://%s:%d (scheduler %s)", scheme, args.bind, server.port,
+             args.scheduler_name)
     print("toposched extender: caches synced", flush=True)
     done.wait()
     server.stop()

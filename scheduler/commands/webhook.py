@@ -17,9 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._connections import add_connection_arguments, connection_caps
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands._metrics import start_metrics
 from scheduler.errors import UserError
+from scheduler.http.limits import WEBHOOK_CAPS
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -82,7 +84,10 @@ def register(sub: Any) -> None:
                    help="serve Prometheus /metrics (AdmissionReview latency, docs/metrics.md)"
                    " on this port (default 0: off)")
     p.add_argument("--metrics-bind", default="127.0.0.1", help="address of /metrics (0.0.0.0 in a Pod)")
-    add_kueue_config_argument(p)  # its featureGates switch Kueue's gated checks (TASTopologySpreading)
+    # its featureGates switch Kueue's gated checks (TASTopologySpreading); its integrations decide
+    # which queued kinds the default deny refuses (frameworks, externalFrameworks)
+    add_connection_arguments(p, WEBHOOK_CAPS, "each API server")
+    add_kueue_config_argument(p)
     add_log_format_argument(p)
     p.set_defaults(func=run)
 
@@ -151,15 +156,20 @@ def _cert_source(args: argparse.Namespace, api: Any, in_cluster: bool, desired: 
 
 
 def run(args: argparse.Namespace) -> int:
-    from admission.server import WebhookApp, WebhookServer
+    from admission.server import WebhookApp, WebhookServer, webhook_limits
     from admission.suspension import controller_username
 
+    caps = connection_caps(args)
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and args.kubeconfig is None
     api = _api(args.kubeconfig)
+    from scheduler.adapter.kinds.governance import Governance
+    from scheduler.adapter.kinds.registry import unmanaged_frameworks
+
+    config = kueue_config(args, unmanaged_frameworks)
     app = WebhookApp(api, scheduler_name=args.scheduler_name, default_queue=not args.no_default_queue,
                      watch_nodes=not args.no_watch_nodes,
                      controller_users=args.controller_user or [controller_username(args.namespace)],
-                     gates=kueue_config(args).feature_gates)
+                     gates=config.feature_gates, governance=Governance.from_config(config))
     port = args.port
     if port == 0 and not args.webhook_url and not args.no_register:
         from scheduler.devcluster.controlplane import free_port
@@ -167,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         port = free_port()  # the registered URL names the port: choose it before the configurations
     source = _cert_source(args, api, in_cluster, _desired_configs(args, in_cluster, port))
     try:
-        server = WebhookServer(app, source, args.bind, port)
+        server = WebhookServer(app, source, args.bind, port, webhook_limits(caps.total, caps.per_client))
     except OSError as exc:
         raise UserError(f"cannot listen on {args.bind}:{port} ({exc.strerror}); choose another --port") from exc
     done = threading.Event()

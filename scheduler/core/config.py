@@ -101,6 +101,9 @@ class KueueConfig:
     wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
     # ``integrations.frameworks`` (Kueue's names, e.g. ``batch/job``); empty = toposched's default set.
     frameworks: tuple[str, ...] = ()
+    # ``integrations.externalFrameworks``: (group, version, kind) of kinds whose Workloads an
+    # external controller creates; the webhook lets their queued objects through.
+    external_frameworks: tuple[tuple[str, str, str], ...] = ()
 
 
 # Kueue started without a Configuration file (the default of every ``config`` parameter).

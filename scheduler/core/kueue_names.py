@@ -12,3 +12,13 @@ LABEL_PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
 ANN_POD_SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 # On a pod template: where this pod set's rank numbering starts (LWS leader-worker groups).
 ANN_POD_INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"
+# Kueue's pod-group integrations (pkg/controller/constants, jobs/pod/constants): on the pods of
+# a group, and on the group's prebuilt Workload.
+LABEL_MANAGED = "kueue.x-k8s.io/managed"
+LABEL_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+ANN_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+ANN_POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
+ANN_IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
+ANN_JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
+ANN_JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
+ANN_COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"

@@ -230,21 +230,6 @@ def workload_from_object(obj: Mapping[str, Any]) -> WorkloadSpec:
     raise WorkloadFormatError(f"kind: expected a batch/v1 Job or a Kueue Workload, got {kind!r}")
 
 
-# (apiVersion group, kind) of parents whose child Jobs are managed through the parent.
-# (the mpi-operator's launcher Job is owned by its MPIJob)
-MANAGED_PARENTS = {("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "MPIJob")}
-
-
-def owned_by_managed_parent(obj: Mapping[str, Any]) -> bool:
-    """A Job created by a JobSet or an MPIJob (its controller owner): the parent is the managed object, so
-    neither the webhook nor the controller manages the child (Kueue skips such jobs too)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        group = str(ref.get("apiVersion") or "").partition("/")[0]
-        if ref.get("controller") and (group, ref.get("kind")) in MANAGED_PARENTS:
-            return True
-    return False
-
-
 def kueue_workload_name(owner_kind: str, owner_group: str, owner_name: str, owner_uid: str, max_len: int = 253) -> str:
     """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``<kind>-<name>`` truncated, plus a 5-hex
     SHA-1 suffix over ``Kind\\nGroup\\nname\\nuid`` (e.g. ``job-sample-job-7f173``)."""

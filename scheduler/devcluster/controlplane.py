@@ -48,6 +48,10 @@ WATCH_LIST_OFF = "--feature-gates=WatchListClient=false"
 _APISERVER_NETWORK_FLAGS = (
     "--service-cluster-ip-range=10.96.0.0/16",
     "--endpoint-reconciler-type=none",
+    # A webhook registered through a Service (the Helm chart's) is called at a ready endpoint of
+    # the Service's EndpointSlices, not at its ClusterIP, which nothing routes here (kube-proxy
+    # would). Webhooks registered by URL are unaffected.
+    "--enable-aggregator-routing=true",
 )
 # kube-apiserver limits: generous, and no priority and fairness (tests and benchmarks are the
 # only clients).
@@ -276,18 +280,30 @@ class LocalCluster:
                 )
 
     # ---- processes ---------------------------------------------------------------------
-    def start_process(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> processes.Started:
+    def start_process(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+                      health: str = "") -> processes.Started:
         """Start an extra process (toposched's controller, webhook, extender) that ``stop()``
-        and ``toposched dev down`` will stop too."""
-        started = processes.start(name, argv, self.logs, env=env)
+        and ``toposched dev down`` will stop too; ``health``: its health URL, for ``dev status``."""
+        started = processes.start(name, argv, self.logs, env=env, health=health)
         self.state.processes[name] = started
         self.state.save(self.state_file)
         return started
 
     def _start(self, name: str, argv: list[str]) -> None:
         env = dict(os.environ, KUBE_FEATURE_WatchListClient="false")  # client-go's env gate (kwok)
-        self.state.processes[name] = processes.start(name, argv, self.logs, env=env)
+        self.state.processes[name] = processes.start(name, argv, self.logs, env=env, health=self.health_url(name))
         self.state.save(self.state_file)
+
+    def health_url(self, name: str) -> str:
+        """Where control-plane component ``name`` answers when healthy ("" if nowhere)."""
+        p = self.ports
+        return {
+            "etcd": f"http://{LOOPBACK}:{p.etcd_client}/health",
+            "kube-apiserver": f"https://{LOOPBACK}:{p.apiserver}/readyz",
+            "kube-controller-manager": f"https://{LOOPBACK}:{p.controller_manager}/healthz",
+            "kube-scheduler": f"https://{LOOPBACK}:{p.scheduler}/healthz",
+            "kwok": f"http://{LOOPBACK}:{p.kwok}/healthz",
+        }.get(name, "")
 
     def _argv(self, name: str) -> list[str]:
         """The command line of control-plane component ``name`` (KeyError for an unknown one)."""

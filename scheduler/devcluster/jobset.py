@@ -74,7 +74,7 @@ def start_jobset(cluster: LocalCluster, *, timeout_s: float = 120) -> peers.Peer
     proc = cluster.start_process(PROCESS_NAME, [
         str(binary), f"--config={config_path}", f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
         "--metrics-bind-address=0", f"--health-probe-bind-address={LOOPBACK}:{health_port}",
-        "--kube-api-qps=200", "--kube-api-burst=400"])
+        "--kube-api-qps=200", "--kube-api-burst=400"], health=f"http://{LOOPBACK}:{health_port}/readyz")
     handle = peers.PeerHandle(cluster, proc)
     try:
         peers.wait_http_ready(f"http://{LOOPBACK}:{health_port}/readyz", proc, timeout_s)

@@ -87,7 +87,8 @@ def start_training_operator(cluster: LocalCluster, *, timeout_s: float = 120) ->
         f"--metrics-bind-address={LOOPBACK}:{metrics_port}", f"--health-probe-bind-address={LOOPBACK}:{health_port}",
         "--leader-elect=false", "--enable-scheme=pytorchjob", f"--webhook-server-port={webhook_port}",
         "--kube-api-qps=200", "--kube-api-burst=400",
-    ], env=dict(os.environ, TMPDIR=str(tmp), MY_POD_NAMESPACE=NAMESPACE))
+    ], env=dict(os.environ, TMPDIR=str(tmp), MY_POD_NAMESPACE=NAMESPACE),
+        health=f"http://{LOOPBACK}:{health_port}/readyz")
     handle = peers.PeerHandle(cluster, proc)
     try:
         peers.wait_http_ready(f"http://{LOOPBACK}:{health_port}/readyz", proc, timeout_s)

@@ -170,7 +170,7 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
     apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}])
     argv = [str(binary), f"--config={config_path}", f"--kubeconfig={cluster.kubeconfig}", "--zap-log-level=2"]
     argv += list(extra_args)
-    proc = cluster.start_process(PROCESS_NAME, argv)
+    proc = cluster.start_process(PROCESS_NAME, argv, health=f"http://{LOOPBACK}:{ports.health}/readyz")
     handle = KueueHandle(cluster, proc, ports, config_path)
     try:
         peers.wait_http_ready(f"http://{LOOPBACK}:{ports.health}/readyz", proc, timeout_s)

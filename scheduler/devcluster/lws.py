@@ -90,7 +90,7 @@ def start_lws(cluster: LocalCluster, *, timeout_s: float = 120) -> peers.PeerHan
     }, sort_keys=False))
     proc = cluster.start_process(PROCESS_NAME, [
         str(binary), f"--config={config_path}", f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
-        "--kube-api-qps=200", "--kube-api-burst=400"])
+        "--kube-api-qps=200", "--kube-api-burst=400"], health=f"http://{LOOPBACK}:{health_port}/readyz")
     handle = peers.PeerHandle(cluster, proc)
     try:
         peers.wait_http_ready(f"http://{LOOPBACK}:{health_port}/readyz", proc, timeout_s)

@@ -37,10 +37,12 @@ class PeerHandle:
         self.cluster.state.save(self.cluster.state_file)
 
 
-def wait_http_ready(url: str, proc: processes.Started, timeout_s: float, verify_tls: bool = True) -> None:
-    """Until ``url`` answers 200; fails fast (naming the log) if the process exits first."""
-    ctx = None
-    if not verify_tls:
+def wait_http_ready(url: str, proc: processes.Started, timeout_s: float, verify_tls: bool = True,
+                    context: ssl.SSLContext | None = None) -> None:
+    """Until ``url`` answers 200; fails fast (naming the log) if the process exits first.
+    ``context``: the TLS client settings (a client certificate, a CA) for an HTTPS ``url``."""
+    ctx = context
+    if ctx is None and not verify_tls:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE

@@ -21,9 +21,12 @@ class Started:
     executable: str
     log: str
     argv: tuple[str, ...] = ()
+    # Where it says it is healthy (http[s]://127.0.0.1:PORT/PATH), "" when it has no such
+    # endpoint: `toposched dev status` asks it, not only whether the pid lives.
+    health: str = ""
 
 
-def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> Started:
+def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None, health: str = "") -> Started:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with log_path.open("ab") as out:
@@ -35,7 +38,7 @@ def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
             env=env,
             start_new_session=True,  # its own process group: a Ctrl-C in the caller does not reach it
         )
-    return Started(name, proc.pid, argv[0], str(log_path), tuple(argv))
+    return Started(name, proc.pid, argv[0], str(log_path), tuple(argv), health)
 
 
 def is_ours(pid: int, executable: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,9 +12,19 @@ from pathlib import Path
 from scheduler.devcluster import certs, peers, processes
 from scheduler.devcluster.controlplane import LocalCluster, default_scheduler_config, free_ports
 from scheduler.errors import UserError
-from scheduler.extender.config import BINDERS, DEFAULT_BINDER, extender_entry, toposched_profile
+from scheduler.extender.config import (
+    BINDERS,
+    CA_FILE,
+    CLIENT_CERT_FILE,
+    CLIENT_KEY_FILE,
+    DEFAULT_BINDER,
+    extender_entry,
+    toposched_profile,
+)
+from scheduler.extender.tls import SCHEDULER_CLIENT_NAME, issue_pod_certificates
 
-COMPONENTS = ("toposched-extender", "toposched-webhook", "toposched-controller")
+EXTENDER = "toposched-extender"
+COMPONENTS = (EXTENDER, "toposched-webhook", "toposched-controller")
 BINDER_ENV = "TOPOSCHED_BINDER"  # who binds on the local stack, for a whole test or demo run
 
 
@@ -49,32 +60,55 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
     kubeconfig = str(cluster.kubeconfig)
     python = [sys.executable, "-m", "scheduler.cli"]
     started: list[tuple[processes.Started, str]] = []
+    tls_dir = cluster.dir / "extender-tls"
+    extender_ready: list[tuple[processes.Started, str]] = []
     if "toposched-extender" in wanted:
+        # As deployed (deploy/scheduler/): a fresh set for this kube-scheduler and extender, and the
+        # extender serves HTTPS to kube-scheduler's client certificate alone (on this host's
+        # loopback, which every local process shares, that is what keeps the others out).
+        issue_pod_certificates(tls_dir)
+        url = f"https://127.0.0.1:{ports.extender}/readyz"
         proc = cluster.start_process("toposched-extender", [*python, "extender", "--kubeconfig", kubeconfig,
-                                                            "--port", str(ports.extender), "--binder", binder])
-        started.append((proc, f"http://127.0.0.1:{ports.extender}/readyz"))
+                                                            "--port", str(ports.extender), "--binder", binder,
+                                                            "--tls-dir", str(tls_dir),
+                                                            "--client-name", SCHEDULER_CLIENT_NAME],
+                                     health=url)
+        extender_ready.append((proc, url))
     if "toposched-webhook" in wanted:
         # The controller below runs with the admin kubeconfig: the admin certificate's CN is the
         # username the webhook must recognise as the one that may unsuspend queued jobs.
         controller_user = certs.common_name(cluster.pki / "admin.crt")
+        url = f"https://127.0.0.1:{ports.webhook}/readyz"
         proc = cluster.start_process("toposched-webhook", [*python, "webhook", "--kubeconfig", kubeconfig,
                                                            "--port", str(ports.webhook),
                                                            "--cert-dir", str(cluster.dir / "webhook-certs"),
-                                                           "--controller-user", controller_user, *config_args])
-        started.append((proc, f"https://127.0.0.1:{ports.webhook}/readyz"))
+                                                           "--controller-user", controller_user, *config_args],
+                                     health=url)
+        started.append((proc, url))
     if "toposched-controller" in wanted:
+        url = f"http://127.0.0.1:{ports.controller_health}/readyz"
         proc = cluster.start_process("toposched-controller", [
             *python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(ports.controller_health),
             "--grpc-port", str(ports.grpc),
-            *config_args, *controller_args])
-        started.append((proc, f"http://127.0.0.1:{ports.controller_health}/readyz"))
+            *config_args, *controller_args], health=url)
+        started.append((proc, url))
     for proc, url in started:
         peers.wait_http_ready(url, proc, timeout_s, verify_tls=False)
+    for proc, url in extender_ready:
+        peers.wait_http_ready(url, proc, timeout_s, context=scheduler_client_context(tls_dir))
     if "toposched-extender" in wanted:
         cluster.reconfigure_scheduler(default_scheduler_config(
             cluster.dir / "scheduler.kubeconfig", extra_profiles=[toposched_profile()],
-            extenders=[extender_entry(ports.extender, binder=binder)]))
-    return [p.name for p, _ in started]
+            extenders=[extender_entry(ports.extender, binder=binder, tls_dir=str(tls_dir))]))
+    return [p.name for p, _ in [*extender_ready, *started]]
+
+
+def scheduler_client_context(tls_dir: Path) -> ssl.SSLContext:
+    """What kube-scheduler presents to the extender (its tlsConfig), for a test or a tool that
+    calls the local stack's extender: the CA and kube-scheduler's client certificate."""
+    ctx = ssl.create_default_context(cafile=str(tls_dir / CA_FILE))
+    ctx.load_cert_chain(str(tls_dir / CLIENT_CERT_FILE), str(tls_dir / CLIENT_KEY_FILE))
+    return ctx
 
 
 def stop_component(cluster: LocalCluster, name: str, kill: bool = False) -> None:
@@ -89,4 +123,4 @@ def restart_component(cluster: LocalCluster, name: str) -> processes.Started:
     proc = cluster.state.processes[name]
     if processes.alive(proc.pid) and processes.is_ours(proc.pid, proc.executable):
         raise UserError(f"{name} is still running (pid {proc.pid})")
-    return cluster.start_process(name, list(proc.argv))
+    return cluster.start_process(name, list(proc.argv), health=proc.health)

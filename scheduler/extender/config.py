@@ -34,6 +34,12 @@ from typing import Any
 from scheduler.core.workload import SCHEDULER_NAME
 
 DEFAULT_PORT = 8888
+# The files of ``toposched extender --issue-certs DIR`` (scheduler/extender/tls.py) and of a
+# kubernetes.io/tls Secret with ca.crt: the extender serves tls.crt/tls.key and requires client
+# certificates signed by ca.crt; kube-scheduler presents client.crt/client.key.
+CA_FILE, CERT_FILE, KEY_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE = "ca.crt", "tls.crt", "tls.key", "client.crt", \
+    "client.key"
+POD_TLS_DIR = "/run/toposched/extender-tls"  # deploy/: an in-memory volume of the scheduler Pod
 BINDERS = ("extender", "kube-scheduler")
 # kube-scheduler binds by default (issue 18, item 6): filter passes one node and reserves its
 # slot, so a pod costs one extender call instead of three and no Binding POST of ours; the
@@ -53,8 +59,12 @@ def extender_entry(
     managed_resources: Sequence[str] = (GPU,),
     node_cache_capable: bool = True,
     binder: str = DEFAULT_BINDER,
+    tls_dir: str | None = None,
 ) -> dict[str, Any]:
     """One ``extenders[]`` entry. ``managed_resources=()`` sends every pod of every profile.
+
+    ``tls_dir``: HTTPS; kube-scheduler checks the extender's certificate against
+    ``tls_dir/ca.crt`` and presents ``client.crt``/``client.key`` (``extender --tls-dir``).
 
     ``binder="kube-scheduler"``: only ``filterVerb``; the extender (run with ``--binder
     kube-scheduler``) passes one node per pod and reserves its slot in filter, kube-scheduler
@@ -67,14 +77,19 @@ def extender_entry(
     verbs = {"filterVerb": "filter"}
     if binder == "extender":
         verbs.update(prioritizeVerb="prioritize", bindVerb="bind")
+    scheme = "https" if tls_dir else "http"
     entry: dict[str, Any] = {
-        "urlPrefix": url_prefix or f"http://{host}:{port}",
+        "urlPrefix": url_prefix or f"{scheme}://{host}:{port}",
         **verbs,
         "weight": weight,
         "nodeCacheCapable": node_cache_capable,
         "ignorable": ignorable,
         "httpTimeout": http_timeout,
     }
+    if tls_dir:
+        entry["enableHTTPS"] = True
+        entry["tlsConfig"] = {"certFile": f"{tls_dir}/{CLIENT_CERT_FILE}", "keyFile": f"{tls_dir}/{CLIENT_KEY_FILE}",
+                              "caFile": f"{tls_dir}/{CA_FILE}"}
     if managed_resources:
         entry["managedResources"] = [{"name": r, "ignoredByScheduler": False} for r in managed_resources]
     return entry

@@ -12,8 +12,9 @@ Which pods count as managed (docs/extender.md, "Whose pods"): a pod routed to to
 
 1. carries ``kueue.x-k8s.io/workload``: the slot book decides (admitted Workload or not);
 2. carries the ``kueue.x-k8s.io/queue-name`` label itself; or
-3. whose controller owner chain (a Job, the JobSet or MPIJob that owns that Job, a PyTorchJob,
-   an MPIJob) carries the ``kueue.x-k8s.io/queue-name`` label;
+3. whose controller owner chain (objects of the suspendable governed kinds of the job-kind
+   registry: a Job, the JobSet that owns that Job, ...) carries the ``kueue.x-k8s.io/queue-name``
+   label;
 4. a pod of a queued LeaderWorkerSet (``kueue.x-k8s.io/pod-suspending-parent`` set by the
    webhook in its templates): held until the controller has labelled it with its group's
    Workload (``kueue.x-k8s.io/prebuilt-workload-name``), then the slot book decides. This is
@@ -25,38 +26,22 @@ pod is refused with a "retrying" message rather than let through unchecked.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from scheduler.adapter.kinds.ownership import OwnerLookup, OwnerRef, controller_ref
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND, suspendable
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
+from scheduler.kube.owners import CachedOwners
 
-# (API group, kind) of the owners whose queue label makes their pods managed.
-QUEUED_OWNER_KINDS = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "PyTorchJob"),
-                                ("kubeflow.org", "MPIJob")})
-# Kueue's pod-group annotation the webhook writes into a queued LeaderWorkerSet's templates.
-# pod -> Job -> JobSet is the longest chain among them.
+# (API group, kind) of the owners whose queue label makes their pods managed: the suspendable
+# kinds of the registry, whatever version the reference names (a wider net than Kueue's).
+QUEUED_OWNER_KINDS = frozenset((k.group, k.kind) for k in suspendable())
+# pod -> child Job -> its parent (the parent role) is the longest chain among them.
 MAX_OWNER_DEPTH = 3
-
-
-@dataclass(frozen=True)
-class OwnerRef:
-    """A controller owner reference of a queued kind."""
-
-    group: str
-    version: str
-    kind: str
-    name: str
-    uid: str
-
-
-OwnerLookup = Callable[[str, OwnerRef], Mapping[str, Any] | None]
-"""(namespace, owner) -> the owner object, or None when it does not exist; raises when it
-cannot be read."""
 
 
 class Refusal(StrEnum):
@@ -77,14 +62,8 @@ class GateVerdict:
 
 def controller_owner(obj: Mapping[str, Any]) -> OwnerRef | None:
     """The object's controller owner reference when it is of a queued kind."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if not isinstance(ref, Mapping) or ref.get("controller") is not True:
-            continue
-        group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
-        kind = str(ref.get("kind") or "")
-        if (group, kind) in QUEUED_OWNER_KINDS:
-            return OwnerRef(group, version, kind, str(ref.get("name") or ""), str(ref.get("uid") or ""))
-    return None
+    ref = controller_ref(obj)
+    return ref if ref is not None and (ref.group, ref.kind) in QUEUED_OWNER_KINDS else None
 
 
 def _queue_label(obj: Mapping[str, Any]) -> str:
@@ -127,7 +106,7 @@ def judge(pod: Mapping[str, Any], lookup: OwnerLookup | None) -> GateVerdict | N
         except Exception as exc:  # unreachable API, missing RBAC: fail closed, retry
             return GateVerdict(Refusal.OWNER_UNREADABLE, f"toposched: cannot read {what}, the owner of pod "
                                f"{pod_name}, to tell whether it is queued ({exc}); retrying (the extender needs get "
-                               f"on {ref.kind.lower()}s.{ref.group})")
+                               f"on {BY_GROUP_KIND[(ref.group, ref.kind)].plural}.{ref.group})")
         if owner is None:
             return GateVerdict(Refusal.OWNER_NOT_FOUND, f"toposched: {what}, the owner of pod {pod_name}, was not "
                                "found (deleted, or recreated under the same name); retrying")
@@ -138,32 +117,4 @@ def judge(pod: Mapping[str, Any], lookup: OwnerLookup | None) -> GateVerdict | N
     return None
 
 
-class CachedOwners:
-    """An :data:`OwnerLookup` over a fetch function (a GET), remembering each answer for
-    ``ttl_s``: the pods of one job ask about the same owner one after another. Only answers are
-    cached; a failed fetch is asked again next time."""
-
-    def __init__(self, fetch: OwnerLookup, ttl_s: float = 5.0, max_entries: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.fetch = fetch
-        self.ttl_s = ttl_s
-        self.max_entries = max_entries
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._answers: dict[tuple[str, OwnerRef], tuple[float, Mapping[str, Any] | None]] = {}
-
-    def __call__(self, namespace: str, ref: OwnerRef) -> Mapping[str, Any] | None:
-        key = (namespace, ref)
-        now = self.clock()
-        with self._lock:
-            hit = self._answers.get(key)
-        if hit is not None and now - hit[0] < self.ttl_s:
-            return hit[1]
-        owner = self.fetch(namespace, ref)
-        if owner is not None and ref.uid and (owner.get("metadata") or {}).get("uid") != ref.uid:
-            owner = None  # a different object under the owner's name: the owner itself is gone
-        with self._lock:
-            if len(self._answers) >= self.max_entries:
-                self._answers.clear()  # a burst of distinct owners: start over rather than grow
-            self._answers[key] = (now, owner)
-        return owner
+__all__ = ["CachedOwners", "GateVerdict", "OwnerLookup", "OwnerRef", "Refusal", "controller_owner", "judge"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 import time
 from collections import deque
@@ -28,13 +27,18 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.health import UnknownValues
 from scheduler.core.nodes import node_from_k8s
+from scheduler.errors import UserError
 from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, OwnerRef, judge
 from scheduler.extender.logic import PodRef, SlotBook, SlotTaken, pod_ref, workload_view
+from scheduler.extender.tls import ExtenderTLS, unauthenticated_bind_error
 from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
-from scheduler.http.bounded import BoundedHTTPServer, Refuser
+from scheduler.http.bounded import BoundedHTTPServer, serve_in_thread
+from scheduler.http.connection import Connection
 from scheduler.http.lean import LeanRequestHandler
+from scheduler.http.limits import EXTENDER_CAPS, ConnectionLimits
 from scheduler.kube.informer import (
     NODES,
     PODS,
@@ -143,18 +147,19 @@ class Extender:
 
     def _recall(self, namespace: str, name: str, uid: str) -> str | None:
         """Teach the book a pod it has no filter record of (read from the API), judging it as
-        filter would; why it may not be bound, or None."""
-        if self.pod_lookup is None:
-            return None
-        found = self.pod_lookup(namespace, name)
+        filter would; why it may not be bound, or None. A pod that cannot be found with that
+        uid is refused: the extender binds only pods it knows (issue 30)."""
+        unknown = (f"toposched: no pod {namespace}/{name} with uid {uid} went through this extender's filter or "
+                   "is held by the API server; not binding a pod the extender does not know")
+        found = self.pod_lookup(namespace, name) if self.pod_lookup is not None else None
         if found is None:
-            return None
+            return unknown
         try:
             obj = check_pod(found, f"pod {namespace}/{name}")
         except WireError as exc:
             return f"toposched: cannot read {exc}; retrying"
         if (obj.get("metadata") or {}).get("uid") != uid:
-            return None
+            return unknown
         ref = pod_ref(obj)
         if self.book.remember(ref) is not None:
             return None
@@ -184,6 +189,8 @@ class Extender:
             log.info("bind: undecodable request: %s", exc)
             return {"Error": f"toposched extender bind: bad request: {exc}"}
         ns, name, uid, node = request.namespace, request.name, request.uid, request.node
+        if not uid:
+            return {"Error": "toposched extender bind: PodUID is required (kube-scheduler always sends it)"}
         known, _ = self.book.group_for(uid)
         if not known:
             # Restarted between filter and bind, or the pod never went through filter.
@@ -334,14 +341,14 @@ class ExtenderService:
             return cached
         try:
             return self.api.get(PODS, name, namespace)
-        except Exception:  # gone, or API unreachable: bind proceeds as pass-through-or-refuse
+        except Exception:  # gone, or API unreachable: bind refuses it (kube-scheduler retries)
             return None
 
     def _get_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
-        """A live GET of a pod's owner (Job, JobSet, PyTorchJob): only pods routed to toposched
+        """A live GET of a pod's owner (a governed kind): only pods routed to toposched
         without a workload annotation ask, and answers are cached (gate.CachedOwners). A short
         timeout: filter must answer within kube-scheduler's httpTimeout (5 s)."""
-        resource = Resource(ref.group, ref.version, f"{ref.kind.lower()}s")
+        resource = Resource(ref.group, ref.version, BY_GROUP_KIND[(ref.group, ref.kind)].plural)
         try:
             return self.api.request("GET", resource.path(namespace, ref.name), timeout=2)  # type: ignore[no-any-return]
         except ApiException as exc:
@@ -364,7 +371,9 @@ class ExtenderService:
 # serial) and binds in parallel goroutines with tiny bodies. With nodeCacheCapable (the default)
 # a 5,000-node filter body is about 150 KiB; with full Node objects about 25 MiB.
 MAX_BODY = 32 * 1024 * 1024
-MAX_CONNECTIONS = 64
+# Binds (with --binder extender) wait on the API server's answer to our Binding POST, and
+# kube-scheduler sends them in parallel; filter and prioritize are CPU under the GIL.
+WORKERS = 16
 VERBS = ("filter", "prioritize", "bind")
 
 
@@ -398,13 +407,7 @@ def answer(extender: Extender, verb: str, raw: bytes) -> bytes:
 
 class _Handler(LeanRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: kube-scheduler's Go client reuses connections
-    server: ExtenderHTTPServer
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body are two writes; without NODELAY, Nagle + the client's delayed ACK add
-        # ~40 ms to every keep-alive answer.
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    server: ExtenderHTTPServer  # type: ignore[assignment]  # the bounded server, not a socketserver
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s " + format, self.address_string(), *args)
@@ -416,9 +419,9 @@ class _Handler(LeanRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         if self.close_connection:
             self.send_header("Connection", "close")
-        # Headers and body in one write (end_headers would flush the headers on their own): one
-        # send per answer, so one GIL hand-back instead of two while informer threads decode
-        # watch events (kube-scheduler waits for filter on every pod).
+        # Headers and body in one buffer (end_headers would flush the headers on their own): the
+        # server sends an answer with one write (with TCP_NODELAY; two writes would meet Nagle
+        # and the client's delayed ACK, ~40 ms).
         buffered: list[bytes] = getattr(self, "_headers_buffer")  # noqa: B009 - set by send_response
         head = b"".join(buffered) + b"\r\n"
         buffered.clear()
@@ -466,26 +469,37 @@ class _Handler(LeanRequestHandler):
         start = time.perf_counter()
         result = self.server.decide(verb, raw)
         self.server.stats.record(verb, time.perf_counter() - start)
-        if self.server.crowded():
-            self.close_connection = True  # shed keep-alive connections while many are open
         self._send(200, result)
 
 
-class _Refuser(Refuser):
-    """Answers one request on a connection over :data:`MAX_CONNECTIONS`: 503 with the verb's
-    error answer, then closes (kube-scheduler fails the cycle and retries the pod after backoff)."""
-
-    def body(self) -> bytes:
-        verb = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-        return _encode(error_answer(verb, f"toposched extender is serving its limit of {MAX_CONNECTIONS} "
-                                          "connections; retrying"))
+def extender_limits(max_connections: int = EXTENDER_CAPS.total,
+                    max_per_client: int = EXTENDER_CAPS.per_client) -> ConnectionLimits:
+    return ConnectionLimits(max_connections=max_connections, max_per_client=max_per_client, workers=WORKERS,
+                            max_body_bytes=MAX_BODY)
 
 
 class ExtenderHTTPServer(BoundedHTTPServer):
-    def __init__(self, extender: Extender, bind: str, port: int, *, max_connections: int = MAX_CONNECTIONS) -> None:
+    """The extender's HTTP(S) door (``scheduler.http.bounded``): plain HTTP only on loopback; with
+    ``tls``, HTTPS that serves only clients presenting a certificate the client CA signed (and,
+    with ``tls.client_names``, naming one of them): kube-scheduler's ``tlsConfig``."""
+
+    def __init__(self, extender: Extender, bind: str, port: int, *, limits: ConnectionLimits | None = None,
+                 tls: ExtenderTLS | None = None) -> None:
+        refusal = unauthenticated_bind_error(bind, tls is not None)
+        if refusal is not None:
+            raise UserError(refusal)
         self.extender = extender
         self.stats = Stats()
-        super().__init__((bind, port), _Handler, _Refuser, max_connections=max_connections)
+        self.tls = tls
+        super().__init__((bind, port), _Handler, limits=limits or extender_limits(),
+                         ssl_context=tls.server_context() if tls is not None else None, name="extender")
+
+    def accept_peer(self, conn: Connection) -> bool:
+        if self.tls is None or self.tls.allows(conn.sock):
+            return True
+        log.warning("closed a connection from %s: its client certificate names none of %s", conn.client,
+                    ", ".join(sorted(self.tls.client_names)))
+        return False
 
     @property
     def port(self) -> int:
@@ -495,10 +509,7 @@ class ExtenderHTTPServer(BoundedHTTPServer):
         return answer(self.extender, verb, raw)
 
     def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="extender-http",
-                                  daemon=True)
-        thread.start()
-        return thread
+        return serve_in_thread(self, 0.1, "extender-http")
 
     def stop(self) -> None:
         self.shutdown()

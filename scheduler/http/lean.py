@@ -15,8 +15,9 @@ answered with 400 or 431 and the connection is closed.
 from __future__ import annotations
 
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from scheduler.http.bounded import BufferedHandler
 
 MAX_LINE = 65536  # the stdlib's limit (http.client._MAXLINE)
 MAX_HEADERS = 100  # likewise (http.client._MAXHEADERS)
@@ -37,7 +38,7 @@ class Headers(dict[str, str]):
         return isinstance(name, str) and super().__contains__(name.lower())
 
 
-class LeanRequestHandler(BaseHTTPRequestHandler):
+class LeanRequestHandler(BufferedHandler):
     raw_requestline: bytes  # set by handle_one_request before parse_request
 
     def parse_request(self) -> bool:

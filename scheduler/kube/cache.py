@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.adapter.kinds.registry import KINDS
 from scheduler.kube import informer as inf
-from scheduler.kube.jobs import INTEGRATIONS
+from scheduler.kube.jobs import resource_of
 from scheduler.kube.workload_index import index_workloads
 
 Obj = dict[str, Any]
@@ -33,9 +34,8 @@ class ClusterCache:
     cohorts: inf.Informer
     workload_priority_classes: inf.Informer
     priority_classes: inf.Informer
+    # The queued objects of every governed kind (the job-kind registry), by Kueue framework name.
     jobs: dict[str, inf.Informer]
-    # LeaderWorkerSets (scheduler.kube.lws): not a suspendable job, so not in ``jobs``.
-    leaderworkersets: inf.Informer | None = None
 
     def __post_init__(self) -> None:
         index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
@@ -56,19 +56,16 @@ class ClusterCache:
             cohorts=inf.Informer(api, inf.COHORTS),
             workload_priority_classes=inf.Informer(api, inf.WORKLOAD_PRIORITY_CLASSES),
             priority_classes=inf.Informer(api, inf.PRIORITY_CLASSES),
-            # Only batch/v1 is always served; other integrations' CRDs may be missing.
-            jobs={key: inf.Informer(api, integ.resource, label_selector="kueue.x-k8s.io/queue-name",
-                                    optional=integ.resource.group != "batch")
-                  for key, integ in INTEGRATIONS.items()},
-            leaderworkersets=inf.Informer(api, inf.LEADERWORKERSETS, label_selector="kueue.x-k8s.io/queue-name",
-                                          optional=True),
+            # Only batch/v1 is always served; other kinds' CRDs may be missing.
+            jobs={kind.framework: inf.Informer(api, resource_of(kind), label_selector="kueue.x-k8s.io/queue-name",
+                                               optional=kind.group != "batch")
+                  for kind in KINDS},
         )
 
     def all(self) -> list[inf.Informer]:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
-                self.priority_classes, *self.jobs.values(),
-                *([self.leaderworkersets] if self.leaderworkersets is not None else [])]
+                self.priority_classes, *self.jobs.values()]
 
     def start(self, on_change: Callable[[], None], timeout_s: float = 60) -> None:
         for informer in self.all():

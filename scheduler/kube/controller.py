@@ -11,7 +11,7 @@ snapshot), and on eviction released at once (nothing to stop) with the same requ
 
 1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference), one
                           per LeaderWorkerSet group, whose pods are labelled with it
-                          (``scheduler.kube.lws``);
+                          (``scheduler.kube.podgroups``);
    ``suspend_unadmitted`` a managed job running without an admitted Workload is suspended
                           again (Kueue's "Not admitted by cluster queue").
 2. ``sync_finished``      a finished Job finishes its Workload (quota is released).
@@ -38,6 +38,16 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.adapter.kinds.base import JobKind, PodSetStart
+from scheduler.adapter.kinds.ownership import (
+    OwnerRef,
+    OwnerUnreadable,
+    Resolution,
+    governed_kind,
+    managed_ancestor,
+)
+from scheduler.adapter.kinds.registry import enabled_kinds
+from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.owned import Signer
 from scheduler.adapter.snapshot import Invalid
 from scheduler.adapter.workload_checks import workload_problems
@@ -48,7 +58,7 @@ from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
@@ -60,17 +70,10 @@ from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.invalid import InvalidWorkloads, invalid_message
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
-from scheduler.kube.jobs import (
-    INTEGRATIONS,
-    LWS_KEY,
-    JobIntegration,
-    PodSetStart,
-    managed_integrations,
-    workload_for_job,
-)
-from scheduler.kube.lws import LwsGroups, is_group_workload
+from scheduler.kube.jobs import JobIndex
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
+from scheduler.kube.podgroups import PodGroupPhases, is_group_workload
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
@@ -110,7 +113,7 @@ class Controller:
         self.clock = clock
         self.solver = solver
         self.config = config
-        self.managed_kinds = managed_integrations(config.frameworks)
+        self.kinds = enabled_kinds(config.frameworks)  # the job-kind registry's, as the Configuration enables
         self.time_budget_s = time_budget_s
         self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
         # Domain-clearing preemption and sticky targets (core/domain_preemption.py); off: Kueue's
@@ -129,7 +132,7 @@ class Controller:
                                                 unreachable_grace_s=node_unreachable_grace_s,
                                                 storm_policy=storm_policy)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
-        self.lws = LwsGroups(cache, self.writer, self.isolation, self.resolve_priority)
+        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.resolve_priority, self.kinds)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
@@ -150,15 +153,31 @@ class Controller:
         self.gc_policy: GcPolicy | None = None
 
     # ------------------------------------------------------------------ lookups
-    def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
-        out: dict[str, tuple[JobIntegration, Obj]] = {}
-        for key, informer in self.cache.jobs.items():
-            if key not in self.managed_kinds:
+    def _job_index(self) -> dict[str, tuple[JobKind, Obj]]:
+        """uid -> (kind, object) of the queued objects of every enabled suspendable kind."""
+        out: dict[str, tuple[JobKind, Obj]] = {}
+        for kind in self.kinds:
+            informer = self.cache.jobs.get(kind.framework)
+            if informer is None or not kind.suspendable:
                 continue
-            integration = INTEGRATIONS[key]
             for job in informer.items():
-                out[str(job["metadata"]["uid"])] = (integration, job)
+                out[str(job["metadata"]["uid"])] = (kind, job)
         return out
+
+    def _queued_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
+        """An owner from the informer caches, which hold the queued objects of every governed
+        kind: one found there exists and is queued; one that is not is no managed ancestor."""
+        kind = governed_kind(ref, self.kinds)
+        informer = self.cache.jobs.get(kind.framework) if kind is not None else None
+        return informer.get(f"{namespace}/{ref.name}") if informer is not None else None
+
+    def ownership(self, job: Mapping[str, Any]) -> Resolution:
+        """The job's queued ancestor of a governed kind, resolved by uid (a forged owner reference
+        is not honoured: the job is queued on its own). A cyclic or too long chain: on its own."""
+        try:
+            return managed_ancestor(job, self._queued_owner, self.kinds)
+        except OwnerUnreadable as exc:
+            return Resolution(None, str(exc))
 
     # ------------------------------------------------------------------ phase 1
     def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
@@ -191,15 +210,17 @@ class Controller:
                                                      if wi.owned_by(workloads, uid) is None],
                                 lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1],
                                 concurrent=True)
-        if LWS_KEY in self.managed_kinds:
-            self.lws.ensure()
-            self.lws.label_pods()
+        self.pod_groups.ensure()
+        self.pod_groups.label_pods()
 
-    def _ensure_workload(self, integration: JobIntegration, job: Obj) -> None:
-        if (job.get("metadata") or {}).get("deletionTimestamp") or owned_by_managed_parent(job):
+    def _ensure_workload(self, integration: JobKind, job: Obj) -> None:
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
             return
         if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
             return
+        ownership = self.ownership(job)
+        if ownership.ancestor is not None:
+            return  # governed through its queued parent (a JobSet's Job, an mpi-operator launcher)
         if integration.finish_state(job).finished:
             return
         priority = self.resolve_priority(job)
@@ -214,6 +235,9 @@ class Controller:
         except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
             self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
+        if ownership.unhonoured:
+            self.writer.event(job, "Warning", "OwnerReferenceNotHonoured",
+                              f"{ownership.unhonoured}: queued on its own like any other {integration.kind}")
         problems = workload_problems(body)
         if problems:  # what the API server would refuse under Kueue's CRD: never written
             self.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))
@@ -241,18 +265,25 @@ class Controller:
                                 subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
                                 wanted=lambda item: self._runs_unadmitted(*item))
 
-    @staticmethod
-    def _runs_unadmitted(integration: JobIntegration, job: Obj, wl: Obj | None) -> bool:
+    def _runs_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> bool:
         meta = job.get("metadata") or {}
-        if integration.is_suspended(job) or meta.get("deletionTimestamp") or owned_by_managed_parent(job):
+        if integration.is_suspended(job) or meta.get("deletionTimestamp"):
             return False
         if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
             return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
+        ancestor = self.ownership(job).ancestor
+        if ancestor is not None:
+            # Kueue's shouldSuspendChildJob: a child runs only while its ancestor's Workload is admitted.
+            wl = wi.owned_by(self.cache.workloads, ancestor.uid)
+            return wl is None or st.is_finished(wl) or not st.condition_true(wl, st.ADMITTED)
         # Admitted (or evicted: the eviction phase stops it with the eviction's message).
         return wl is None or not (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl))
 
-    def _suspend_unadmitted(self, integration: JobIntegration, job: Obj, wl: Obj | None) -> None:
+    def _suspend_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> None:
         message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
+        ancestor = self.ownership(job).ancestor
+        if ancestor is not None:
+            message = f"{NOT_ADMITTED_MESSAGE}: the Workload of its owner {ancestor.spelled}"
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
             log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
                      message)
@@ -271,11 +302,11 @@ class Controller:
                                 wanted=lambda wl: self._job_finished(wl, jobs))
 
     @staticmethod
-    def _job_finished(wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> bool:
+    def _job_finished(wl: Obj, jobs: JobIndex) -> bool:
         integration, job = jobs[owner_uid(wl) or ""]
         return integration.finish_state(job).finished
 
-    def _sync_finished(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+    def _sync_finished(self, wl: Obj, jobs: JobIndex) -> None:
         integration, job = jobs[owner_uid(wl) or ""]
         state = integration.finish_state(job)
         if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message, self.clock())):
@@ -289,10 +320,10 @@ class Controller:
                                 lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl,
                                 concurrent=True)
 
-    def _progress_eviction(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+    def _progress_eviction(self, wl: Obj, jobs: JobIndex) -> None:
         entry = jobs.get(owner_uid(wl) or "")
         if entry is None and is_group_workload(wl):
-            if self.lws.stop_group(wl):  # a LeaderWorkerSet group: its pods go first
+            if self.pod_groups.stop_group(wl):  # a pod group (LeaderWorkerSet): its pods go first
                 self._release(wl, None)
             return
         if entry is None:
@@ -332,7 +363,7 @@ class Controller:
             else:
                 self.writer.notify("requeued", wl, {})
 
-    def _suspend(self, integration: JobIntegration, job: Obj, wl: Mapping[str, Any]) -> None:
+    def _suspend(self, integration: JobKind, job: Obj, wl: Mapping[str, Any]) -> None:
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
             evicted = st.find_condition(wl, st.EVICTED) or {}
             self.writer.event(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
@@ -387,13 +418,13 @@ class Controller:
                                 wanted=lambda wl: self._startable(wl, jobs))
 
     @staticmethod
-    def _startable(wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> bool:
+    def _startable(wl: Obj, jobs: JobIndex) -> bool:
         """An owner job that is still suspended and whose previous run's pods are gone (never
         two copies of a pod)."""
         entry = jobs.get(owner_uid(wl) or "")
         return entry is not None and entry[0].is_suspended(entry[1]) and entry[0].can_restore(entry[1])
 
-    def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
+    def _start(self, wl: Obj, jobs: JobIndex) -> None:
         integration, job = jobs[owner_uid(wl) or ""]
         patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
         if not self.writer.patch_job(integration, job, patch):

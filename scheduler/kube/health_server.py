@@ -1,18 +1,26 @@
 """/healthz and /readyz (liveness and readiness probes) and /metrics on small HTTP ports.
 
 One port may carry both (the default: ``--metrics-port`` is the health port), or /metrics has
-its own; a path the port does not carry answers 404.
+its own; a path the port does not carry answers 404. Served by the bounded server
+(``scheduler.http.bounded``, caps ``PROBE_CAPS``): half-sent requests and idle connections hold
+no thread and are closed at their deadline, so they cannot stop the probes.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from scheduler.http.bounded import BoundedHTTPServer, BufferedHandler, serve_in_thread
+from scheduler.http.limits import PROBE_CAPS, ConnectionLimits
+
 Exposition = Callable[[], bytes]
+
+# Probes and scrapes are GETs without a body; two workers answer them (a scrape renders the
+# registry, a few ms), the loop holds everything else.
+PROBE_LIMITS = ConnectionLimits(max_connections=PROBE_CAPS.total, max_per_client=PROBE_CAPS.per_client,
+                                workers=2, max_body_bytes=64 * 1024)
 
 
 def exposition(registry: CollectorRegistry) -> Exposition:
@@ -31,9 +39,10 @@ def _answer(path: str, ready: Callable[[], bool] | None, metrics: Exposition | N
 
 
 def serve_http(bind: str, port: int, *, ready: Callable[[], bool] | None = None,
-               metrics: Exposition | None = None, name: str = "health") -> ThreadingHTTPServer:
+               metrics: Exposition | None = None, name: str = "health",
+               limits: ConnectionLimits = PROBE_LIMITS) -> BoundedHTTPServer:
     """Serve the probes (when ``ready`` is given) and/or /metrics on a daemon thread."""
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(BufferedHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server naming)
             code, body, content_type = _answer(self.path, ready, metrics)
             self.send_response(code)
@@ -45,16 +54,15 @@ def serve_http(bind: str, port: int, *, ready: Callable[[], bool] | None = None,
         def log_message(self, *_args: object) -> None:
             return
 
-    server = ThreadingHTTPServer((bind, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+    server = BoundedHTTPServer((bind, port), Handler, limits=limits, name=name)
+    serve_in_thread(server)
     return server
 
 
 def serve_health(bind: str, port: int, ready: Callable[[], bool],
-                 metrics: Exposition | None = None) -> ThreadingHTTPServer:
+                 metrics: Exposition | None = None) -> BoundedHTTPServer:
     return serve_http(bind, port, ready=ready, metrics=metrics)
 
 
-def serve_metrics(bind: str, port: int, metrics: Exposition) -> ThreadingHTTPServer:
+def serve_metrics(bind: str, port: int, metrics: Exposition) -> BoundedHTTPServer:
     return serve_http(bind, port, metrics=metrics, name="metrics")

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
+from scheduler.adapter.kinds.batch import BATCH_JOB
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
@@ -55,11 +57,7 @@ class Resource:
 NODES = Resource("", "v1", "nodes", namespaced=False)
 PODS = Resource("", "v1", "pods")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
-JOBS = Resource("batch", "v1", "jobs")
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
-PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs")
-MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs")
-LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
+JOBS = Resource(BATCH_JOB.group, BATCH_JOB.version, BATCH_JOB.plural)  # the other kinds: kube.jobs.resource_of
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"

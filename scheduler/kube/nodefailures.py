@@ -35,6 +35,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
+from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY
 from scheduler.core.assignment import encode_v1beta2
@@ -66,7 +67,6 @@ from scheduler.kube.cache import ClusterCache
 from scheduler.kube.eviction import evict
 from scheduler.kube.informer import PODS, object_key
 from scheduler.kube.isolation import Isolation
-from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)

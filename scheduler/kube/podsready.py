@@ -25,17 +25,17 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from scheduler.adapter.kinds.base import JobKind
 from scheduler.core import podsready as pr
 from scheduler.core.config import WaitForPodsReady
 from scheduler.kube import status as st
 from scheduler.kube.defrag import REASON as DEFRAGMENTATION
 from scheduler.kube.informer import WORKLOADS, object_key
 from scheduler.kube.isolation import Isolation
-from scheduler.kube.jobs import JobIntegration
+from scheduler.kube.jobs import JobIndex
 from scheduler.kube.writer import Obj, Writer
 
 Clock = Callable[[], dt.datetime]
-Jobs = Mapping[str, tuple[JobIntegration, Obj]]
 
 
 def _seconds(text: str | None) -> float | None:
@@ -78,12 +78,12 @@ class PodsReadyHandler:
         self.config = config
         self.isolation = isolation
 
-    def run(self, workloads: list[Obj], jobs: Jobs, owner_of: Callable[[Obj], str | None]) -> None:
+    def run(self, workloads: list[Obj], jobs: JobIndex, owner_of: Callable[[Obj], str | None]) -> None:
         live = [wl for wl in workloads if not st.is_finished(wl)]
         self.isolation.for_each("pods_ready", live, lambda wl: self.step(wl, jobs.get(owner_of(wl) or "")),
                                 workload_of=lambda wl: wl)
 
-    def step(self, wl: Obj, job: tuple[JobIntegration, Obj] | None) -> None:
+    def step(self, wl: Obj, job: tuple[JobKind, Obj] | None) -> None:
         if self._deactivation(wl) or self._restarted(wl) or not self.config.enabled:
             return
         if job is not None and self._condition(wl, *job):
@@ -144,7 +144,7 @@ class PodsReadyHandler:
         return True
 
     # ------------------------------------------------------------------ 2. the condition
-    def _condition(self, wl: Obj, integration: JobIntegration, job: Obj) -> bool:
+    def _condition(self, wl: Obj, integration: JobKind, job: Obj) -> bool:
         admitted = st.condition_true(wl, st.ADMITTED)
         ready = admitted and not integration.is_suspended(job) and integration.pods_ready(job)
         current = current_condition(wl)

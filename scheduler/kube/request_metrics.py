@@ -7,10 +7,9 @@ listens on loopback inside the scheduler pod, so neither port is one Prometheus 
 
 from __future__ import annotations
 
-from http.server import ThreadingHTTPServer
-
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
 
+from scheduler.http.bounded import BoundedHTTPServer
 from scheduler.kube.health_server import exposition, serve_metrics
 
 # Sub-millisecond to seconds: both answer in milliseconds, and their callers time out at
@@ -46,5 +45,6 @@ class WebhookMetrics:
         self.latency.labels("true" if allowed else "false").observe(seconds)
 
 
-def serve(registry: CollectorRegistry, bind: str, port: int) -> ThreadingHTTPServer:
+def serve(registry: CollectorRegistry, bind: str, port: int) -> BoundedHTTPServer:
+    """/metrics on its own bounded server (``PROBE_CAPS``: Prometheus is its one client)."""
     return serve_metrics(bind, port, exposition(registry))

@@ -33,12 +33,13 @@ from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.owned import Signer
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.informer import PODS, WORKLOADS, Informer, KubeApi, Resource, object_key
-from scheduler.kube.jobs import JobIntegration
+from scheduler.kube.jobs import resource_of
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -167,13 +168,13 @@ class Writer:
         return self.patch(WORKLOADS, workload, {"metadata": {"annotations": dict(annotations)}},
                           self.cache.workloads)
 
-    def patch_job(self, integration: JobIntegration, job: Obj, patch: Mapping[str, Any]) -> Obj | None:
-        """A job's suspend / start / restore patch (sent as the integration builds it)."""
+    def patch_job(self, kind: JobKind, job: Obj, patch: Mapping[str, Any]) -> Obj | None:
+        """A job's suspend / start / restore patch (sent as its kind builds it)."""
         def failed(exc: ApiException) -> None:
             log.warning("patching %s failed: HTTP %s %s", object_key(job), exc.status, str(exc.body)[:300])
             self.event(job, "Warning", "UpdateFailed", str(exc.body)[:500])
 
-        return self.patch(integration.resource, job, patch, self.cache.jobs[f"{integration.group}/{integration.kind}"],
+        return self.patch(resource_of(kind), job, patch, self.cache.jobs[kind.framework],
                           versioned=False, on_error=failed)
 
     def delete_pod(self, name: str, namespace: str) -> bool:

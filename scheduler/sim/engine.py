@@ -81,6 +81,10 @@ FAILED_STATUS = "UnschedulablePendingReboot"
 MAX_CYCLES_PER_INSTANT = 10_000
 
 
+class SimulationStopped(Exception):
+    """``should_stop`` said so (the gRPC call that asked for the simulation was cancelled)."""
+
+
 @dataclass(frozen=True)
 class World:
     """The static configuration: nodes, queues, flavors, topologies (core specs)."""
@@ -178,11 +182,12 @@ class Simulator:
                  progress_every_s: float = 0.0, eviction_delay_s: float = 30.0,
                  requeue_backoff: RequeueBackoff | None = None, storm_policy: StormPolicy | None = None,
                  storm_guard: bool = True, domain_preemption: bool = True,
-                 preemption_budget_s: float = 0.5) -> None:
+                 preemption_budget_s: float = 0.5, should_stop: Callable[[], bool] | None = None) -> None:
         """``requeue_backoff`` and ``storm_policy`` default to the controller's defaults (its
         ``--node-failure-requeue-*`` and ``--eviction-storm-*`` flags); ``storm_guard=False``
         turns the guard off. ``preemption_budget_s``: CP-SAT's budget per victim search (the
-        cycle's default)."""
+        cycle's default). ``should_stop`` is asked before every simulated instant and cycle;
+        True ends :meth:`run` with :class:`SimulationStopped`."""
         if cycle_cost not in ("zero", "measured"):
             raise ValueError(f"cycle_cost must be 'zero' or 'measured', got {cycle_cost!r}")
         self.world = world
@@ -196,6 +201,7 @@ class Simulator:
                 raise ValueError(f"failure at {f.at:g}s: no node named {f.node!r} in the cluster")
         self.solver, self.time_budget_s, self.cycle_cost = solver, time_budget_s, cycle_cost
         self.preemption_budget_s = preemption_budget_s
+        self.should_stop = should_stop
         self.horizon_s = horizon_s
         self.domain_preemption = domain_preemption  # Snapshot.domain_preemption (core/domain_preemption.py)
         self.eviction_delay_s = eviction_delay_s
@@ -539,6 +545,10 @@ class Simulator:
                                   len(self.jobs)))
 
     # ------------------------------------------------------------------ run
+    def _check_stop(self) -> None:
+        if self.should_stop is not None and self.should_stop():
+            raise SimulationStopped(f"stopped at simulated time {self.now:g}s after {self.cycles} cycles")
+
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
         for job in sorted(self.jobs.values(), key=lambda j: (j.submit_at, j.key)):
@@ -549,6 +559,7 @@ class Simulator:
                 self._push(f.at + f.recover_after, "recover", f.node)
         self._sample()
         while self.events or self.pending:
+            self._check_stop()
             if self.events and self.events[0][0] <= self.now:
                 while self.events and self.events[0][0] <= self.now:
                     _t, _s, kind, key = heapq.heappop(self.events)
@@ -574,6 +585,7 @@ class Simulator:
                     self._health_changed = False
                     self._node_failures()
             for _ in range(MAX_CYCLES_PER_INSTANT):
+                self._check_stop()
                 if not self.pending or not self._cycle():
                     break
             self._sample()

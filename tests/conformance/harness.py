@@ -29,6 +29,9 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
+from scheduler.adapter.kinds.mpijob import MPIJOB
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
@@ -37,7 +40,12 @@ from scheduler.devcluster.jobset import jobset_crd_file
 from scheduler.devcluster.lws import lws_crd_file
 from scheduler.devcluster.mpioperator import mpijob_crd_file
 from scheduler.devcluster.peers import wait_crds_established
-from scheduler.kube.informer import JOBS, JOBSETS, LEADERWORKERSETS, MPIJOBS, NODES, PODS, WORKLOADS, Api, Resource
+from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS, Api, Resource
+from scheduler.kube.jobs import resource_of
+
+JOBSETS = resource_of(JOBSET)
+MPIJOBS = resource_of(MPIJOB)
+LEADERWORKERSETS = resource_of(LEADERWORKERSET)
 
 ENGINES = ("kueue", "toposched")
 LAYER = "topology.k8s.aws/network-node-layer-"

@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 
+from scheduler.adapter.kinds.jobset import JOBSET
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.jobset import start_jobset
-from scheduler.kube.informer import JOBS, JOBSETS, PODS, WORKLOADS
+from scheduler.kube.informer import JOBS, PODS, WORKLOADS
+from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
+
+JOBSETS = resource_of(JOBSET)
 
 CLUSTER = {"name": "e2e-jobset", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}
 NS = "hyperpod-ns-team-a"

@@ -12,9 +12,13 @@ from typing import Any
 
 import pytest
 
+from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
 from scheduler.devcluster.lws import start_lws
-from scheduler.kube.informer import LEADERWORKERSETS, PODS, WORKLOADS
+from scheduler.kube.informer import PODS, WORKLOADS
+from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
+
+LEADERWORKERSETS = resource_of(LEADERWORKERSET)
 
 CLUSTER = {"name": "e2e-lws", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}
 NS = "hyperpod-ns-team-a"

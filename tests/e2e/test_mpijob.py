@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from scheduler.adapter.kinds.mpijob import MPIJOB
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.mpioperator import start_mpi_operator
-from scheduler.kube.informer import JOBS, MPIJOBS, PODS, WORKLOADS
+from scheduler.kube.informer import JOBS, PODS, WORKLOADS
+from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
+
+MPIJOBS = resource_of(MPIJOB)
 
 CLUSTER = {"name": "e2e-mpijob", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}
 NS = "hyperpod-ns-team-a"

@@ -3,7 +3,7 @@ the local control plane, and PromQL over Prometheus's HTTP API returns the admis
 pending workload this test created, under Kueue's metric names.
 
 Prometheus listens on 127.0.0.1 with a temporary data directory and is stopped at the end.
-Without the binary (scripts/setup.sh installs it when run as root) the test skips."""
+Without the binary (scripts/setup.sh --test installs it when run as root) the test skips."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ METRICS_PORT, PROMETHEUS_PORT = free_ports(2)
 def prometheus_binary() -> str:
     path = shutil.which("prometheus")
     if path is None:
-        pytest.skip("the prometheus binary is not installed (Debian package `prometheus`; scripts/setup.sh "
+        pytest.skip("the prometheus binary is not installed (Debian package `prometheus`; scripts/setup.sh --test "
                     "installs it when run as root)")
     return path
 

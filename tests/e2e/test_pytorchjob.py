@@ -9,10 +9,14 @@ from typing import Any
 
 import pytest
 
+from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.kubeflow import start_training_operator
-from scheduler.kube.informer import PODS, PYTORCHJOBS, WORKLOADS
+from scheduler.kube.informer import PODS, WORKLOADS
+from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
+
+PYTORCHJOBS = resource_of(PYTORCHJOB)
 
 CLUSTER = {"name": "e2e-pytorch", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}
 NS = "hyperpod-ns-team-a"

@@ -87,7 +87,10 @@ def test_scheduler_configuration(objects: list[dict[str, Any]]) -> None:
     assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1" and cfg["kind"] == "KubeSchedulerConfiguration"
     assert [p["schedulerName"] for p in cfg["profiles"]] == ["toposched"]
     (ext,) = cfg["extenders"]
-    assert ext["urlPrefix"] == "http://127.0.0.1:8888"
+    # HTTPS with kube-scheduler's client certificate (issue 30): the extender serves nobody else.
+    assert ext["urlPrefix"] == "https://127.0.0.1:8888" and ext["enableHTTPS"] is True
+    tls_files = ext["tlsConfig"]
+    assert set(tls_files) == {"certFile", "keyFile", "caFile"} and "insecure" not in tls_files
     # kube-scheduler binds (the default binder): filter only, and the extender runs to match.
     assert ext["filterVerb"] == "filter" and "prioritizeVerb" not in ext and "bindVerb" not in ext
     assert ext["nodeCacheCapable"] is True and ext["ignorable"] is False and ext["httpTimeout"] == "5s"
@@ -100,6 +103,18 @@ def test_scheduler_configuration(objects: list[dict[str, Any]]) -> None:
     assert {"kube-scheduler", "extender"} == set(containers)
     assert "--port=8888" in containers["extender"]["args"]
     assert "--binder=kube-scheduler" in containers["extender"]["args"]
+    # The init container issues the Pod's set into an in-memory volume both containers mount, at
+    # the directory the extender serves from and kube-scheduler's tlsConfig names.
+    (init,) = dep["spec"]["template"]["spec"]["initContainers"]
+    tls_dir = next(a.split("=", 1)[1] for a in init["args"] if a.startswith("--issue-certs="))
+    assert f"--tls-dir={tls_dir}" in containers["extender"]["args"]
+    assert "--client-name=toposched-scheduler" in containers["extender"]["args"]
+    assert {f"{tls_dir}/client.crt", f"{tls_dir}/client.key", f"{tls_dir}/ca.crt"} == set(tls_files.values())
+    volume = next(v for v in volumes if "emptyDir" in v)
+    assert volume["emptyDir"]["medium"] == "Memory"
+    for container in (init, containers["kube-scheduler"], containers["extender"]):
+        assert {"name": volume["name"], "mountPath": tls_dir} == {
+            k: m[k] for m in container["volumeMounts"] if m["name"] == volume["name"] for k in ("name", "mountPath")}
 
 
 def test_every_object_passes_server_side_dry_run(kube_api: client.ApiClient, objects: list[dict[str, Any]]) -> None:

@@ -12,12 +12,13 @@ import yaml
 from kubernetes import client
 
 from scheduler import cli
+from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL
 from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, TOPOLOGIES, WORKLOADS, Api
-from scheduler.kube.jobs import BatchJob, workload_for_job
 
 KQ = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
@@ -57,7 +58,7 @@ def setup(kube_api: client.ApiClient, namespace: str) -> Iterator[dict[str, Any]
     job["metadata"]["namespace"] = namespace
     job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
     job = api.create(JOBS, job, namespace)  # 10 pods x 1 GPU, required layer-3
-    api.create(WORKLOADS, workload_for_job(BatchJob(), job, 0, None), namespace)
+    api.create(WORKLOADS, workload_for_job(BATCH_JOB, job, 0, None), namespace)
     try:
         yield {"namespace": namespace, "nodes": [n["metadata"]["name"] for n in nodes], "cq": cq}
     finally:

@@ -76,7 +76,7 @@ def by_key(objects: list[Obj]) -> dict[tuple[str, str, str], Obj]:
 
 
 def _normalise_pod_spec(spec: Obj) -> None:
-    for container in spec.get("containers", []):
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         # Kubernetes' default for a non-latest tag; the chart states it, kustomize leaves it out.
         if container.get("imagePullPolicy") == "IfNotPresent":
             del container["imagePullPolicy"]
@@ -175,13 +175,18 @@ def test_every_component_has_a_disruption_budget_and_anti_affinity(chart_objects
 def test_network_policy_admits_only_the_given_sources_on_the_webhook_port(helm: Path, tmp_path: Path) -> None:
     objects = helm_template(helm, {"networkPolicy": {"apiServerCIDRs": ["10.1.0.0/24", "10.1.1.0/24"]},
                                    "webhook": {"port": 10443}}, tmp_path)
-    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "NetworkPolicy"}
+    assert set(policies) == {"toposched-webhook", "toposched-scheduler"}
+    policy = policies["toposched-webhook"]
     assert policy["spec"]["podSelector"] == _deployment(objects, "webhook")["spec"]["selector"]
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = policy["spec"]["ingress"]
     assert rule["from"] == [{"ipBlock": {"cidr": "10.1.0.0/24"}}, {"ipBlock": {"cidr": "10.1.1.0/24"}}]
     assert rule["ports"] == [{"protocol": "TCP", "port": 10443}]
     assert "--port=10443" in _container(objects, "webhook")["args"]
+    scheduler = policies["toposched-scheduler"]["spec"]  # only kube-scheduler's port; never the extender's
+    assert scheduler["podSelector"] == _deployment(objects, "scheduler")["spec"]["selector"]
+    assert scheduler["ingress"] == [{"ports": [{"protocol": "TCP", "port": 10259}]}]
     off = helm_template(helm, {"networkPolicy": {"enabled": False}}, tmp_path)
     assert not [o for o in off if o["kind"] == "NetworkPolicy"]
 
@@ -288,7 +293,7 @@ def test_image_scheduling_and_profile_values(helm: Path, tmp_path: Path) -> None
     cm = by_key(objects)[("ConfigMap", "toposched-scheduler-config", NS)]
     config = yaml.safe_load(cm["data"]["config.yaml"])
     assert [p["schedulerName"] for p in config["profiles"]] == ["gpu-topo"]
-    assert config["extenders"][0]["urlPrefix"] == "http://127.0.0.1:8899" and config["extenders"][0]["weight"] == 5
+    assert config["extenders"][0]["urlPrefix"] == "https://127.0.0.1:8899" and config["extenders"][0]["weight"] == 5
     monitor = by_key(objects)[("ServiceMonitor", "toposched-controller", NS)]["spec"]
     assert monitor["endpoints"][0]["port"] == "http" and monitor["endpoints"][0]["path"] == "/metrics"
 

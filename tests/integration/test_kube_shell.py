@@ -10,9 +10,10 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.devcluster.binaries import repo_root
 from scheduler.kube.informer import JOBS, WORKLOADS, Api, Informer, wait_synced
-from scheduler.kube.jobs import BatchJob, workload_for_job
 from scheduler.kube.leader import LeaseElector
 
 
@@ -25,7 +26,7 @@ def _sample_job(namespace: str) -> dict[str, Any]:
 def test_workload_for_job_passes_kueue_crd_validation(kube_api: client.ApiClient, namespace: str) -> None:
     api = Api(kube_api)
     job = api.create(JOBS, _sample_job(namespace), namespace)
-    body = workload_for_job(BatchJob(), job, 70, {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+    body = workload_for_job(BATCH_JOB, job, 70, {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
                                                     "name": "training-priority"})
     created = api.create(WORKLOADS, body, namespace)
     assert created["metadata"]["name"].startswith("job-test-tas-job-")

@@ -13,6 +13,7 @@ from admission import review
 from admission.fresh import FreshViews
 from admission.server import WebhookApp
 from admission.view import ClusterView
+from scheduler.adapter.kinds.batch import BATCH_JOB
 from scheduler.kube.fakeapi import FakeApi
 from scheduler.kube.informer import (
     CLUSTER_QUEUES,
@@ -82,10 +83,10 @@ def test_a_job_on_a_quota_raise_the_cache_has_not_seen_yet_is_admitted() -> None
     api.merge_patch(CLUSTER_QUEUES, "cq", {"spec": {"resourceGroups": [{
         "coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [
             {"name": "nvidia.com/gpu", "nominalQuota": "64"}]}]}]}})  # ... not yet the raise
-    on_cache = review.answer(review.VALIDATE_JOB, _job_review(4), app.view)
+    on_cache = review.answer(BATCH_JOB.validate_path, _job_review(4), app.view)
     assert not _allowed(on_cache), "the cached view alone would refuse it"
     assert "can never be admitted by ClusterQueue" in on_cache[1]["response"]["status"]["message"]
-    assert _allowed(app.decide(review.VALIDATE_JOB, _job_review(4)))
+    assert _allowed(app.decide(BATCH_JOB.validate_path, _job_review(4)))
     assert app.fresh is not None and app.fresh.built == 1
 
 
@@ -102,7 +103,7 @@ def test_a_job_that_never_fits_is_still_refused_after_the_fresh_read() -> None:
     app = WebhookApp(api)  # type: ignore[arg-type]
     _cluster(api, nodes=4)
     _cache(app, api)
-    status, body = app.decide(review.VALIDATE_JOB, _job_review(5))  # 5 nodes' worth in a 4-node rack
+    status, body = app.decide(BATCH_JOB.validate_path, _job_review(5))  # 5 nodes' worth in a 4-node rack
     assert status == 200 and body["response"]["allowed"] is False
     assert "even on an empty cluster" in body["response"]["status"]["message"]
 
@@ -112,7 +113,7 @@ def test_an_allowed_job_costs_no_read() -> None:
     app = WebhookApp(api)  # type: ignore[arg-type]
     _cluster(api, nodes=4)
     _cache(app, api)
-    assert _allowed(app.decide(review.VALIDATE_JOB, _job_review(4)))
+    assert _allowed(app.decide(BATCH_JOB.validate_path, _job_review(4)))
     assert app.fresh is not None and app.fresh.built == 0
 
 
@@ -124,7 +125,7 @@ def test_an_object_refused_on_its_own_costs_no_read() -> None:
     body = json.loads(_job_review(4))
     body["request"]["object"]["spec"]["template"]["metadata"]["annotations"] = {
         "kueue.x-k8s.io/podset-requried-topology": L3}  # a typo: refused whatever the cluster holds
-    status, out = app.decide(review.VALIDATE_JOB, json.dumps(body).encode())
+    status, out = app.decide(BATCH_JOB.validate_path, json.dumps(body).encode())
     assert status == 200 and out["response"]["allowed"] is False
     assert "did you mean kueue.x-k8s.io/podset-required-topology" in out["response"]["status"]["message"]
     assert app.fresh is not None and app.fresh.built == 0

@@ -10,6 +10,7 @@ import pytest
 
 from admission import review
 from admission.view import ClusterView
+from scheduler.adapter.kinds.batch import BATCH_JOB
 
 
 def rev(obj: dict[str, Any], operation: str = "CREATE", kind: str = "Job", old: Any = None) -> dict[str, Any]:
@@ -25,7 +26,7 @@ def job(ann: dict[str, str] | None = None, queue: str | None = "lq") -> dict[str
 
 
 def test_mutate_response_shape() -> None:
-    out = review.handle(review.MUTATE_JOB, rev(job()), ClusterView())
+    out = review.handle(BATCH_JOB.mutate_path, rev(job()), ClusterView())
     assert out["apiVersion"] == "admission.k8s.io/v1" and out["kind"] == "AdmissionReview"
     resp = out["response"]
     assert resp["uid"] == "abc-123" and resp["allowed"] is True and resp["patchType"] == "JSONPatch"
@@ -35,20 +36,20 @@ def test_mutate_response_shape() -> None:
 
 
 def test_empty_patch_is_omitted() -> None:
-    resp = review.handle(review.MUTATE_JOB, rev(job(queue=None)), ClusterView())["response"]
+    resp = review.handle(BATCH_JOB.mutate_path, rev(job(queue=None)), ClusterView())["response"]
     assert resp == {"uid": "abc-123", "allowed": True}
 
 
 def test_denial_shape() -> None:
     bad = job({"kueue.x-k8s.io/podset-required-topology": "a/b", "kueue.x-k8s.io/podset-preferred-topology": "a/c"})
-    resp = review.handle(review.VALIDATE_JOB, rev(bad), ClusterView())["response"]
+    resp = review.handle(BATCH_JOB.validate_path, rev(bad), ClusterView())["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 403 and resp["status"]["reason"] == "Forbidden"
     assert resp["status"]["message"].startswith("spec.template.metadata.annotations: Invalid value: must not contain")
 
 
 def test_warnings_pass_through() -> None:
     view = ClusterView(local_queues={"team-a/lq": {"metadata": {"name": "lq"}, "spec": {"clusterQueue": "gone"}}})
-    resp = review.handle(review.VALIDATE_JOB, rev(job()), view)["response"]
+    resp = review.handle(BATCH_JOB.validate_path, rev(job()), view)["response"]
     assert resp["allowed"] is True and 'ClusterQueue "gone"' in resp["warnings"][0]
 
 
@@ -62,13 +63,13 @@ def test_kueue_object_paths() -> None:
 
 
 def test_delete_is_allowed() -> None:
-    assert review.handle(review.VALIDATE_JOB, rev(job(), operation="DELETE"), None)["response"]["allowed"]
+    assert review.handle(BATCH_JOB.validate_path, rev(job(), operation="DELETE"), None)["response"]["allowed"]
 
 
 @pytest.mark.parametrize("body", [{}, {"kind": "AdmissionReview"}, {"kind": "AdmissionReview", "request": {}}, []])
 def test_malformed(body: Any) -> None:
     with pytest.raises(review.ReviewError):
-        review.handle(review.VALIDATE_JOB, body, None)
+        review.handle(BATCH_JOB.validate_path, body, None)
 
 
 def test_unknown_path() -> None:
@@ -82,7 +83,7 @@ class _BrokenView(ClusterView):
 
 
 def test_internal_validation_error_fails_closed_for_a_managed_job() -> None:
-    resp = review.handle(review.VALIDATE_JOB, rev(job()), _BrokenView())["response"]
+    resp = review.handle(BATCH_JOB.validate_path, rev(job()), _BrokenView())["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 500
     message = resp["status"]["message"]
     assert "could not validate Job j: boom" in message and "kueue.x-k8s.io/queue-name" in message
@@ -94,9 +95,9 @@ def test_internal_validation_error_lets_an_unmanaged_job_through_with_a_warning(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(review, "validate_job", broken)
-    resp = review.handle(review.VALIDATE_JOB, rev(job(queue=None)), ClusterView())["response"]
+    resp = review.handle(BATCH_JOB.validate_path, rev(job(queue=None)), ClusterView())["response"]
     assert resp["allowed"] is True and "internal error: boom" in resp["warnings"][0]
-    resp = review.handle(review.VALIDATE_JOB, rev(job()), ClusterView())["response"]
+    resp = review.handle(BATCH_JOB.validate_path, rev(job()), ClusterView())["response"]
     assert resp["allowed"] is False
 
 
@@ -110,18 +111,18 @@ def test_internal_validation_error_lets_an_unmanaged_job_through_with_a_warning(
     (b"[]", "not an AdmissionReview"),
 ])
 def test_answer_is_always_a_well_formed_review(body: bytes, fragment: str) -> None:
-    code, out = review.answer(review.VALIDATE_JOB, body, ClusterView())
+    code, out = review.answer(BATCH_JOB.validate_path, body, ClusterView())
     assert code == 400 and out["kind"] == "AdmissionReview"
     assert out["response"]["allowed"] is False and fragment in out["response"]["status"]["message"]
 
 
 def test_answer_refuses_a_managed_job_when_deciding_breaks() -> None:
-    code, out = review.answer(review.VALIDATE_JOB, json.dumps(rev(job())).encode(), _BrokenView())
+    code, out = review.answer(BATCH_JOB.validate_path, json.dumps(rev(job())).encode(), _BrokenView())
     assert code == 200 and out["response"]["uid"] == "abc-123" and out["response"]["allowed"] is False
 
 
 def test_non_object_request_kind_is_answered() -> None:
     body = rev(job())
     body["request"]["kind"] = "Job"
-    code, out = review.answer(review.VALIDATE_JOB, json.dumps(body).encode(), ClusterView())
+    code, out = review.answer(BATCH_JOB.validate_path, json.dumps(body).encode(), ClusterView())
     assert code == 200 and out["response"]["uid"] == "abc-123"

@@ -15,6 +15,7 @@ import pytest
 from admission import review
 from admission.annotations import validate_topology_annotations
 from admission.validation import manifest_errors, validate_multi_pod_set_job
+from scheduler.adapter.kinds.batch import BATCH_JOB
 from scheduler.core.config import FeatureGates
 
 SPREAD, REQUIRED, PREFERRED, GROUP = ("kueue.x-k8s.io/podset-topology-spreading", "kueue.x-k8s.io/podset-required-topology",
@@ -148,9 +149,9 @@ def test_admission_review_follows_the_configured_gate() -> None:
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u1", "kind": {"group": "batch", "version": "v1", "kind": "Job"}, "operation": "CREATE",
         "namespace": "team-a", "object": _job({PREFERRED: RACK, SPREAD: spec(rule())})}}
-    off = review.handle(review.VALIDATE_JOB, body, None)["response"]  # None: no cluster checks
+    off = review.handle(BATCH_JOB.validate_path, body, None)["response"]  # None: no cluster checks
     assert off["allowed"] is True
-    on = review.handle(review.VALIDATE_JOB, body, None, gates=ON)["response"]
+    on = review.handle(BATCH_JOB.validate_path, body, None, gates=ON)["response"]
     assert on["allowed"] is False
     assert on["status"]["message"].startswith(f"{P}: Forbidden: may only be set together with '{REQUIRED}'; ")
 

@@ -13,10 +13,13 @@ import pytest
 from admission import review
 from admission.suspension import DEFAULT_CONTROLLER_USERS, controller_username, unsuspend_errors
 from admission.view import ClusterView
+from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
 CONTROLLER = "system:serviceaccount:toposched-system:toposched-controller"
-PATHS = {"Job": review.VALIDATE_JOB, "JobSet": review.VALIDATE_JOBSET, "PyTorchJob": review.VALIDATE_PYTORCHJOB}
+PATHS = {"Job": BATCH_JOB.validate_path, "JobSet": JOBSET.validate_path, "PyTorchJob": PYTORCHJOB.validate_path}
 
 
 def managed(kind: str, suspended: bool, queue: str | None = "lq") -> dict[str, Any]:
@@ -114,22 +117,24 @@ def test_a_jobset_child_job_is_unsuspended_by_the_jobset_controller() -> None:
     for obj in (child, old):
         obj["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                                                "name": "js", "uid": "x", "controller": True}]
-    assert unsuspend_errors("Job", child, old, "system:serviceaccount:jobset-system:jobset-controller-manager",
-                            DEFAULT_CONTROLLER_USERS) == []
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "js", "uid": "x", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}}
+    assert unsuspend_errors(BATCH_JOB, child, old, "system:serviceaccount:jobset-system:jobset-controller-manager",
+                            DEFAULT_CONTROLLER_USERS, lambda namespace, ref: jobset) == []
 
 
 def test_create_and_delete_are_not_judged_here() -> None:
     body = update("Job", managed("Job", False), managed("Job", True), {"username": "alice"})
     for operation in ("CREATE", "DELETE"):
         body["request"]["operation"] = operation
-        _, out = review.answer(review.VALIDATE_JOB, json.dumps(body).encode(), ClusterView())
+        _, out = review.answer(BATCH_JOB.validate_path, json.dumps(body).encode(), ClusterView())
         assert "spec.suspend" not in (out["response"].get("status") or {}).get("message", ""), operation
 
 
 def test_the_mutating_path_does_not_judge_updates() -> None:
     """UPDATE is registered on the validating webhook only; the mutating path leaves it alone."""
     body = update("Job", managed("Job", False), managed("Job", True), {"username": "alice"})
-    _, out = review.answer(review.MUTATE_JOB, json.dumps(body).encode(), ClusterView())
+    _, out = review.answer(BATCH_JOB.mutate_path, json.dumps(body).encode(), ClusterView())
     assert out["response"]["allowed"] is True
 
 
@@ -145,5 +150,5 @@ def test_update_is_registered_for_every_job_kind() -> None:
 def test_the_old_object_is_not_modified() -> None:
     old = managed("Job", True)
     before = copy.deepcopy(old)
-    unsuspend_errors("Job", managed("Job", False), old, "alice", DEFAULT_CONTROLLER_USERS)
+    unsuspend_errors(BATCH_JOB, managed("Job", False), old, "alice", DEFAULT_CONTROLLER_USERS)
     assert old == before

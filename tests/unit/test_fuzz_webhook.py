@@ -12,6 +12,12 @@ from hypothesis import strategies as st
 
 from admission import review
 from admission.annotations import NO_OVERRIDES
+from admission.governance import QUEUED_PATH
+from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
+from scheduler.adapter.kinds.mpijob import MPIJOB
+from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
 from scheduler.core.config import FeatureGates
 from tests.unit.test_admission_validation import L2, L3, SC, G, R, cluster, job
 
@@ -78,8 +84,9 @@ def reviews(obj: Any, kind: Any, operation: Any) -> dict[str, Any]:
         "oldObject": obj if operation == "UPDATE" else None}}
 
 
-PATHS = [review.VALIDATE_JOB, review.MUTATE_JOB, review.VALIDATE_JOBSET, review.MUTATE_JOBSET,
-         review.VALIDATE_PYTORCHJOB, review.MUTATE_PYTORCHJOB, review.VALIDATE_MPIJOB, review.VALIDATE_LWS]
+PATHS = [BATCH_JOB.validate_path, BATCH_JOB.mutate_path, JOBSET.validate_path, JOBSET.mutate_path,
+         PYTORCHJOB.validate_path, PYTORCHJOB.mutate_path, MPIJOB.validate_path, LEADERWORKERSET.validate_path,
+         QUEUED_PATH]
 # The gates the webhook's --kueue-config may switch on (TASTopologySpreading turns on its checks).
 GATES = st.sampled_from([FeatureGates(), FeatureGates({"TASTopologySpreading": True, "TASBalancedPlacement": True})])
 VIEW = cluster()
@@ -98,14 +105,15 @@ def check(path: str, body: dict[str, Any], gates: FeatureGates = NO_OVERRIDES) -
 @given(path=st.sampled_from(PATHS), obj=jobs(),
        kind=st.one_of(st.just({"group": "batch", "version": "v1", "kind": "Job"}), SCALARS, JSONISH),
        operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", ""]), gates=GATES)
-@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: "²"}), kind={"kind": "Job"}, operation="CREATE",
+@example(path=BATCH_JOB.validate_path, obj=job(4, ann={R: L3, G: "²"}), kind={"kind": "Job"}, operation="CREATE",
          gates=FeatureGates())
-@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L2, SC: '{"a":' * 300 + "1" + "}" * 300}), kind={"kind": "Job"},
+@example(path=BATCH_JOB.validate_path, obj=job(4, ann={R: L2, SC: '{"a":' * 300 + "1" + "}" * 300}),
+         kind={"kind": "Job"},
          operation="CREATE",
          gates=FeatureGates())
-@example(path=review.VALIDATE_JOB, obj=job(4, ann={R: L3, G: 7}), kind={"kind": "Job"}, operation="CREATE",
+@example(path=BATCH_JOB.validate_path, obj=job(4, ann={R: L3, G: 7}), kind={"kind": "Job"}, operation="CREATE",
          gates=FeatureGates())
-@example(path=review.MUTATE_JOB, obj=job(4, ann={R: L3}), kind="Job", operation="CREATE",
+@example(path=BATCH_JOB.mutate_path, obj=job(4, ann={R: L3}), kind="Job", operation="CREATE",
          gates=FeatureGates())
 def test_any_job_review_gets_a_decided_answer(path: str, obj: dict[str, Any], kind: Any, operation: str,
                                               gates: FeatureGates) -> None:
@@ -122,8 +130,8 @@ CONTROLLER = "system:serviceaccount:toposched-system:toposched-controller"
 USER_INFOS = st.one_of(st.none(), JSONISH, st.fixed_dictionaries(
     {"username": st.one_of(st.sampled_from([CONTROLLER, "alice", ""]), SCALARS)},
     optional={"groups": st.one_of(st.just(["system:masters"]), JSONISH)}))
-SUSPEND_KINDS = {review.VALIDATE_JOB: "Job", review.VALIDATE_JOBSET: "JobSet",
-                 review.VALIDATE_PYTORCHJOB: "PyTorchJob"}
+SUSPEND_KINDS = {BATCH_JOB.validate_path: "Job", JOBSET.validate_path: "JobSet",
+                 PYTORCHJOB.validate_path: "PyTorchJob"}
 
 
 def with_suspend(kind: str, suspend: Any, queue: Any) -> dict[str, Any]:

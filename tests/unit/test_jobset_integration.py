@@ -7,9 +7,13 @@ import copy
 from typing import Any
 
 from admission.mutation import apply_patch, mutate_job
-from admission.review import MUTATE_JOB, MUTATE_JOBSET, handle
+from admission.review import handle
 from admission.validation import validate_job
-from scheduler.kube.jobs import INTEGRATIONS, JobSetJob, PodSetStart, merge_patched, workload_for_job
+from admission.view import ClusterView
+from scheduler.adapter.kinds.base import PodSetStart, merge_patched
+from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.workloads import workload_for_job, workload_pod_sets
 
 L3 = "topology.k8s.aws/network-node-layer-3"
 Q = "kueue.x-k8s.io/queue-name"
@@ -41,13 +45,13 @@ def without_empty_maps(obj: Any) -> Any:
 
 
 def test_one_pod_set_per_replicated_job_with_sub_group_ranks() -> None:
-    sets = JobSetJob().pod_sets(jobset())
+    sets = workload_pod_sets(JOBSET, jobset())
     assert [(ps["name"], ps["count"]) for ps in sets] == [("leader", 1), ("workers", 6)]
     assert "topologyRequest" in sets[0]  # index labels only: ranks work for every pod set
     assert sets[1]["topologyRequest"] == {
         "required": L3, "podIndexLabel": "batch.kubernetes.io/job-completion-index",
         "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index", "subGroupCount": 2}
-    wl = workload_for_job(INTEGRATIONS["jobset.x-k8s.io/JobSet"], jobset(), 0, None)
+    wl = workload_for_job(JOBSET, jobset(), 0, None)
     assert wl["metadata"]["name"].startswith("jobset-train-")
     assert wl["metadata"]["ownerReferences"] == [{
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train", "uid": "u-1",
@@ -56,7 +60,7 @@ def test_one_pod_set_per_replicated_job_with_sub_group_ranks() -> None:
 
 def test_start_then_restore_round_trips_every_template() -> None:
     js = jobset(suspend=True)
-    integ = JobSetJob()
+    integ = JOBSET
     patch = integ.start_patch(js, "wl-1", [PodSetStart("leader", {"pool": "a"}),
                                           PodSetStart("workers", {"pool": "b", L3: "d1"})])
     assert patch["spec"]["suspend"] is False
@@ -74,21 +78,21 @@ def test_start_then_restore_round_trips_every_template() -> None:
     assert not integ.can_restore(stopped)
     stopped["status"]["replicatedJobsStatus"][0]["active"] = 0
     assert integ.can_restore(stopped)
-    restore = integ.restore_patch(stopped, integ.pod_sets(js))
+    restore = integ.restore_patch(stopped, workload_pod_sets(JOBSET, js))
     assert restore is not None
     restored = merge_patched(stopped, restore)
     assert without_empty_maps(restored["spec"]["replicatedJobs"]) == js["spec"]["replicatedJobs"]
-    assert integ.restore_patch(restored, integ.pod_sets(js)) is None
+    assert integ.restore_patch(restored, workload_pod_sets(JOBSET, js)) is None
 
 
 def test_finished_from_jobset_conditions() -> None:
     js = jobset()
-    assert not JobSetJob().finish_state(js).finished
+    assert not JOBSET.finish_state(js).finished
     js["status"] = {"conditions": [{"type": "Completed", "status": "True", "message": "jobset completed successfully"}]}
-    state = JobSetJob().finish_state(js)
+    state = JOBSET.finish_state(js)
     assert (state.finished, state.reason) == (True, "Succeeded")
     js["status"] = {"conditions": [{"type": "Failed", "status": "True", "message": "jobset failed: job x failed"}]}
-    assert JobSetJob().finish_state(js).message == "jobset failed: job x failed"
+    assert JOBSET.finish_state(js).message == "jobset failed: job x failed"
 
 
 def test_webhook_suspends_a_queued_jobset_and_routes_every_template_to_toposched() -> None:
@@ -107,10 +111,14 @@ def test_child_jobs_of_a_jobset_are_left_to_their_parent() -> None:
         "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train",
                              "uid": "u-1", "controller": True}]},
         "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
-    assert mutate_job(child, "CREATE", None).patch == []
+    owners = ClusterView(owners=lambda namespace, ref: jobset() if ref.kind == "JobSet" else None)
+    assert mutate_job(child, "CREATE", owners).patch == []
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "r1", "operation": "CREATE", "kind": {"group": "batch", "kind": "Job"}, "object": child}}
-    assert "patch" not in handle(MUTATE_JOB, review, None)["response"]
+    assert "patch" not in handle(BATCH_JOB.mutate_path, review, owners)["response"]
+    # the same reference without a JobSet of that uid behind it: queued like any other Job
+    assert "patch" in handle(BATCH_JOB.mutate_path, review, ClusterView(owners=lambda namespace, ref: None))[
+        "response"]
 
 
 def test_jobset_review_path_and_annotation_errors_name_the_replicated_job() -> None:
@@ -125,4 +133,4 @@ def test_jobset_review_path_and_annotation_errors_name_the_replicated_job() -> N
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "r2", "operation": "CREATE", "kind": {"group": "jobset.x-k8s.io", "kind": "JobSet"},
         "object": {k: v for k, v in js.items() if k != "kind"}}}
-    assert handle(MUTATE_JOBSET, review, None)["response"]["patchType"] == "JSONPatch"
+    assert handle(JOBSET.mutate_path, review, None)["response"]["patchType"] == "JSONPatch"

@@ -11,12 +11,17 @@ import yaml
 
 from admission.mutation import apply_patch, mutate_job
 from admission.validation import manifest_errors, validate_job
-from scheduler.adapter.jobkinds import lws_pod_sets, mpijob_pod_sets, workload_from_manifest
-from scheduler.core.workload import kueue_workload_name, owned_by_managed_parent
+from admission.view import ClusterView
+from scheduler.adapter.kinds.base import PodSetStart, merge_patched
+from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET, group_count
+from scheduler.adapter.kinds.mpijob import MPIJOB
+from scheduler.adapter.kinds.ownership import managed_ancestor
+from scheduler.adapter.kinds.podgroups import group_workload, pod_group_patch
+from scheduler.adapter.kinds.registry import KINDS
+from scheduler.adapter.kinds.workloads import workload_for_job, workload_from_manifest, workload_pod_sets
+from scheduler.core.workload import kueue_workload_name
 from scheduler.extender.gate import Refusal, judge
 from scheduler.extender.logic import RankRule, pod_ref
-from scheduler.kube.jobs import INTEGRATIONS, MPIJobJob, PodSetStart, merge_patched, workload_for_job
-from scheduler.kube.lws import GVK, group_count, group_workload, pod_group_patch
 from tests.unit.test_admission_validation import L2, L3, cluster
 
 R = "kueue.x-k8s.io/podset-required-topology"
@@ -48,10 +53,10 @@ def lws(size: int = 4, replicas: int = 2, leader: bool = True, ann: dict[str, st
 
 # ---- MPIJob ------------------------------------------------------------------------------------
 def test_mpijob_pod_sets_launcher_then_worker_ranked_by_replica_index() -> None:
-    sets = mpijob_pod_sets(mpijob(worker_ann={R: L3}))
+    sets = workload_pod_sets(MPIJOB, mpijob(worker_ann={R: L3}))
     assert [(ps["name"], ps["count"]) for ps in sets] == [("launcher", 1), ("worker", 4)]
     assert sets[1]["topologyRequest"] == {"required": L3, "podIndexLabel": "training.kubeflow.org/replica-index"}
-    wl = workload_for_job(INTEGRATIONS["kubeflow.org/MPIJob"], mpijob(), 0, None)
+    wl = workload_for_job(MPIJOB, mpijob(), 0, None)
     assert wl["metadata"]["name"] == kueue_workload_name("MPIJob", "kubeflow.org", "nccl", "u-1")
     assert wl["metadata"]["name"].startswith("mpijob-nccl-")
     assert wl["metadata"]["ownerReferences"][0]["apiVersion"] == "kubeflow.org/v2beta1"
@@ -60,7 +65,7 @@ def test_mpijob_pod_sets_launcher_then_worker_ranked_by_replica_index() -> None:
 def test_mpijob_runs_and_stops_through_run_policy_and_finishes_by_conditions() -> None:
     job = mpijob()
     job["spec"]["runPolicy"] = {"suspend": True}
-    integ = MPIJobJob()
+    integ = MPIJOB
     started = merge_patched(job, integ.start_patch(job, "wl-1", [PodSetStart("launcher", {"pool": "a"}),
                                                                  PodSetStart("worker", {"pool": "b"})]))
     assert not integ.is_suspended(started)
@@ -75,8 +80,10 @@ def test_mpijob_runs_and_stops_through_run_policy_and_finishes_by_conditions() -
 def test_mpijob_launcher_job_belongs_to_its_mpijob() -> None:
     launcher = {"kind": "Job", "metadata": {"ownerReferences": [
         {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "nccl", "controller": True}]}}
-    assert owned_by_managed_parent(launcher)
-    assert mutate_job(launcher, "CREATE", None).patch == []
+    launcher["metadata"]["ownerReferences"][0]["uid"] = "u-1"
+    owners = ClusterView(owners=lambda namespace, ref: mpijob() if ref.kind == "MPIJob" else None)
+    assert managed_ancestor(launcher, owners.owners, KINDS).ancestor is not None
+    assert mutate_job(launcher, "CREATE", owners).patch == []
 
 
 def test_webhook_suspends_an_mpijob_through_run_policy() -> None:
@@ -88,19 +95,19 @@ def test_webhook_suspends_an_mpijob_through_run_policy() -> None:
 
 # ---- LeaderWorkerSet ---------------------------------------------------------------------------
 def test_lws_pod_sets_leader_and_workers_or_main() -> None:
-    sets = lws_pod_sets(lws(ann={R: L3, G: "g"}))
+    sets = workload_pod_sets(LEADERWORKERSET, lws(ann={R: L3, G: "g"}))
     assert [(ps["name"], ps["count"]) for ps in sets] == [("leader", 1), ("worker", 3)]
     assert sets[0]["topologyRequest"] == {"required": L3, "podSetGroupName": "g"}
     assert sets[1]["topologyRequest"] == {"required": L3, "podSetGroupName": "g",
                                           "podIndexLabel": "leaderworkerset.sigs.k8s.io/worker-index"}
     assert set(sets[1]["template"]) == {"spec"}  # Kueue keeps only the spec of each template
-    plain = lws_pod_sets(lws(size=3, leader=False))
+    plain = workload_pod_sets(LEADERWORKERSET, lws(size=3, leader=False))
     assert [(ps["name"], ps["count"]) for ps in plain] == [("main", 3)]
     assert plain[0]["topologyRequest"] == {"podIndexLabel": "leaderworkerset.sigs.k8s.io/worker-index"}
 
 
 def test_lws_group_workload_is_kueues_prebuilt_group_workload() -> None:
-    wl = group_workload(lws(), 1, 0, None)
+    wl = group_workload(LEADERWORKERSET, lws(), 1, 0, None)
     assert wl["metadata"]["name"] == kueue_workload_name("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "vllm-1",
                                                          "u-2")
     assert wl["metadata"]["name"].startswith("leaderworkerset-vllm-1-")
@@ -109,7 +116,7 @@ def test_lws_group_workload_is_kueues_prebuilt_group_workload() -> None:
         "kueue.x-k8s.io/is-group-workload": "true",
         "kueue.x-k8s.io/job-owner-gvk": "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet",
         "kueue.x-k8s.io/job-owner-name": "vllm", "kueue.x-k8s.io/component-workload-index": "1"}
-    assert GVK == "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"
+    assert LEADERWORKERSET.gvk == "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"
     assert "controller" not in wl["metadata"]["ownerReferences"][0]  # SetOwnerReference, not the controller
     assert wl["spec"]["queueName"] == "lq"
 
@@ -136,31 +143,31 @@ def pod(group: str = "0", leader_name: str | None = None) -> dict[str, Any]:
 
 
 def test_lws_pods_get_kueues_pod_group_labels_and_role() -> None:
-    patch = pod_group_patch(pod("1", leader_name="vllm-1"), lws())
+    patch = pod_group_patch(LEADERWORKERSET, pod("1", leader_name="vllm-1"), lws())
     assert patch is not None
-    name = group_workload(lws(), 1, 0, None)["metadata"]["name"]
+    name = group_workload(LEADERWORKERSET, lws(), 1, 0, None)["metadata"]["name"]
     assert patch["metadata"]["labels"] == {"kueue.x-k8s.io/managed": "true", Q: "lq",
                                            "kueue.x-k8s.io/pod-group-name": name,
                                            "kueue.x-k8s.io/prebuilt-workload-name": name}
     assert patch["metadata"]["annotations"] == {"kueue.x-k8s.io/pod-group-total-count": "4",
                                                 "kueue.x-k8s.io/role-hash": "worker"}
-    leader = pod_group_patch(pod("1"), lws())
+    leader = pod_group_patch(LEADERWORKERSET, pod("1"), lws())
     assert leader is not None and leader["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] == "leader"
-    main = pod_group_patch(pod("0"), lws(leader=False))
+    main = pod_group_patch(LEADERWORKERSET, pod("0"), lws(leader=False))
     assert main is not None and main["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] == "main"
     labelled = merge_patched(pod("1"), leader)
-    assert pod_group_patch(labelled, lws()) is None  # already labelled: nothing to do
+    assert pod_group_patch(LEADERWORKERSET, labelled, lws()) is None  # already labelled: nothing to do
 
 
 def test_extender_holds_unlabelled_group_pods_and_reads_labelled_ones() -> None:
     verdict = judge(pod(), None)
     assert verdict is not None and verdict.reason == Refusal.GROUP_UNLABELLED
-    patch = pod_group_patch(pod("0", leader_name="vllm-0"), lws())
+    patch = pod_group_patch(LEADERWORKERSET, pod("0", leader_name="vllm-0"), lws())
     assert patch is not None
     labelled = merge_patched(pod("0", leader_name="vllm-0"), patch)
     labelled["metadata"]["annotations"]["kueue.x-k8s.io/pod-index-offset"] = "1"
     ref = pod_ref(labelled)
-    assert ref.workload == group_workload(lws(), 0, 0, None)["metadata"]["name"]
+    assert ref.workload == group_workload(LEADERWORKERSET, lws(), 0, 0, None)["metadata"]["name"]
     assert ref.pod_set == "worker"
     # worker-index 2 with offset 1 (the leader is index 0): rank 1 of the 3 workers
     assert RankRule("leaderworkerset.sigs.k8s.io/worker-index").rank_of(ref.labels, 3, ref.index_offset) == 1

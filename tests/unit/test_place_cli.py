@@ -147,9 +147,9 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
         ),
         (
             "--workload",
-            "kind: Deployment\nmetadata: {name: d}\n",
+            "kind: ConfigMap\nmetadata: {name: d}\n",
             "kind: expected a batch/v1 Job, a JobSet, a PyTorchJob, an MPIJob, a LeaderWorkerSet or a Kueue Workload, "
-            "got 'Deployment'",
+            "got 'ConfigMap'",
         ),
         ("--workload", "kind: Job\nmetadata: {name: j}\nspec: {}\n", "spec.template"),
         ("--workload", "", "empty"),

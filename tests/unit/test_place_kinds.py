@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from admission.validation import validate_multi_pod_set_job
-from scheduler.adapter.jobkinds import jobset_pod_sets
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.workloads import workload_from_manifest, workload_pod_sets
 from scheduler.cli import main
-from scheduler.kube.jobs import JobSetJob
 
 BLOCK, RACK, HOST = "cloud.com/block", "cloud.com/rack", "kubernetes.io/hostname"
 SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
@@ -69,8 +69,12 @@ def test_jobset_pod_sets_per_replicated_job(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_the_controller_and_place_read_the_same_pod_sets() -> None:
-    js = jobset(("workers", 2, template(**{"kueue.x-k8s.io/podset-preferred-topology": RACK})))
-    assert JobSetJob().pod_sets(js) == jobset_pod_sets(js)
+    preferred = template(**{"kueue.x-k8s.io/podset-preferred-topology": RACK})
+    js = jobset(("driver", 1, template()), ("workers", 2, preferred))
+    controller = workload_pod_sets(JOBSET, js)
+    placed = workload_from_manifest(js).pod_sets
+    assert [(ps["name"], ps["count"]) for ps in controller] == [(ps.name, ps.count) for ps in placed]
+    assert controller[1]["topologyRequest"]["preferred"] == RACK == placed[1].topology.preferred
 
 
 def test_pytorchjob_master_and_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

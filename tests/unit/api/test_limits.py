@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from scheduler.api.server import ApiServer
 from scheduler.cli import main
 from scheduler.commands.controller import check_grpc_args
 from scheduler.errors import UserError
+from tests.unit.http.hostile import wait_until
 
 from .conftest import DATA
 
@@ -153,3 +155,34 @@ def test_simulate_too_many_nodes_is_resource_exhausted(stub: Any, monkeypatch: p
     monkeypatch.setattr(limits, "MAX_SIMULATE_NODES", 1)
     code, details = status_of(lambda: simulate(stub, [sim_job(0)]))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and details.startswith("cluster: at most 1 nodes"), details
+
+
+# ---------------------------------------------------------------------------- Simulate stops with its call
+
+def _simulations_running() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "simulate" and t.is_alive())
+
+
+def _long_simulation(stub: Any, **kwargs: Any) -> Any:
+    """500 jobs queued for one 2-node domain: about a minute of simulating here when left alone."""
+    jobs = [sim_job(i, duration=100) for i in range(500)]
+    return stub.Simulate(pb.SimulateRequest(
+        cluster=yaml.safe_dump(ONE_DOMAIN).encode(), queues=yaml.safe_dump_all(QUEUES).encode(),
+        trace=yaml.safe_dump({"jobs": jobs}).encode(), solver=pb.SOLVER_GREEDY, progress_every_s=100), **kwargs)
+
+
+def test_a_cancelled_simulate_stops_simulating(stub: Any) -> None:
+    """Issue 30: the simulation went on after the client cancelled, competing with admission."""
+    assert wait_until(lambda: _simulations_running() == 0, 30)
+    stream = _long_simulation(stub, timeout=120)
+    assert next(stream).HasField("progress")
+    assert _simulations_running() == 1
+    stream.cancel()
+    assert wait_until(lambda: _simulations_running() == 0, 5), "the simulation kept running after the cancel"
+
+
+def test_a_simulate_past_its_deadline_stops_simulating(stub: Any) -> None:
+    assert wait_until(lambda: _simulations_running() == 0, 30)
+    code, _ = status_of(lambda: list(_long_simulation(stub, timeout=2)))
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert wait_until(lambda: _simulations_running() == 0, 5), "the simulation kept running past the deadline"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.adapter.jobkinds import topology_request_from_template
+from scheduler.adapter.kinds.workloads import topology_request_from_template
 from scheduler.core.topology_request import (
     ANN_GROUP_NAME,
     ANN_PREFERRED,

@@ -5,9 +5,10 @@ pod never passes a filter it could not be checked by."""
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
-import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,15 +16,17 @@ from typing import Any
 import pytest
 
 from scheduler.extender import server as server_module
-from scheduler.extender.server import ExtenderHTTPServer
+from scheduler.extender.server import ExtenderHTTPServer, extender_limits
 from scheduler.extender.wire import MAX_JSON_DEPTH, BindingArgs, FilterArgs, WireError, decode_body
+from scheduler.http.limits import EXTENDER_CAPS
 from tests.unit.extender.serving import serving
 from tests.unit.extender.test_logic import ALL, pod
+from tests.unit.http.hostile import ATTACKER, closed_by_server, idle_sockets, wait_until
 
 
 @pytest.fixture
 def served() -> Iterator[ExtenderHTTPServer]:
-    with serving({"a1": 2}, max_connections=4) as (httpd, _):
+    with serving({"a1": 2}) as (httpd, _):
         yield httpd
 
 
@@ -108,23 +111,43 @@ def test_an_internal_error_is_an_answer_not_a_dropped_connection(served: Extende
     assert status == 200 and "internal error (RecursionError" in out["Error"] and out["NodeNames"] == []
 
 
-def test_connections_over_the_limit_get_a_503_answer_and_threads_stay_bounded(served: ExtenderHTTPServer) -> None:
-    idle = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(4)]
+def _filter(port: int, timeout_s: float) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     try:
-        deadline = time.monotonic() + 5
-        while served.open_connections < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert served.open_connections == 4
-        status, out = raw_post(served.port, "/filter", json.dumps({"Pod": pod("p"), "NodeNames": ALL}).encode())
-        assert status == 503 and "limit of" in out["Error"] and out["NodeNames"] == []
+        conn.request("POST", "/filter", json.dumps({"Pod": pod("p"), "NodeNames": ALL}).encode())
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
     finally:
-        for sock in idle:
-            sock.close()
-    deadline = time.monotonic() + 5
-    while served.open_connections and time.monotonic() < deadline:
-        time.sleep(0.01)
-    status, out = raw_post(served.port, "/filter", json.dumps({"Pod": pod("p"), "NodeNames": ALL}).encode())
-    assert status == 200 and out["NodeNames"] == ["a1"]
+        conn.close()
+
+
+def test_1000_idle_sockets_do_not_delay_kube_schedulers_filter() -> None:
+    """Issue 30: 64 idle connections took every slot and the 65th got a 503. Idle sockets now
+    hold no thread, and an address over its limit loses its own idle connections first."""
+    with serving({"a1": 2}) as (httpd, _):
+        threads_before = threading.active_count()
+        with idle_sockets(httpd.port, 1000):
+            assert wait_until(lambda: httpd.open_connections >= EXTENDER_CAPS.per_client)
+            status, out = _filter(httpd.port, timeout_s=1.0)
+            assert status == 200 and out["NodeNames"] == ["a1"] and not out["Error"]
+            assert httpd.connections_of(ATTACKER) <= EXTENDER_CAPS.per_client
+            assert threading.active_count() <= threads_before + 1
+
+
+def test_a_trickled_body_is_cut_at_its_deadline_and_never_reaches_filter() -> None:
+    limits = dataclasses.replace(extender_limits(), body_timeout_s=0.5, header_timeout_s=0.5)
+    with serving({"a1": 2}, limits=limits) as (httpd, _):
+        head = b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{"
+        with idle_sockets(httpd.port, 1, first_bytes=head) as (trickle,), \
+                idle_sockets(httpd.port, 50, first_bytes=b"POST /filter HTTP/1.1\r\n") as half_sent:
+            for _ in range(3):
+                trickle.sendall(b" ")
+                time.sleep(0.05)
+            status, _ = _filter(httpd.port, timeout_s=1.0)
+            assert status == 200
+            assert closed_by_server(trickle, within_s=5)
+            assert all(closed_by_server(sock, within_s=5) for sock in half_sent)
+        assert httpd.stats.snapshot()["filter"]["count"] == 1  # only the honest one was decided
 
 
 def test_decoding_names_the_field() -> None:

@@ -1,23 +1,28 @@
-"""Kueue's ``integrations.frameworks`` decide which job kinds the controller manages."""
+"""Kueue's ``integrations.frameworks`` decide which job kinds the controller manages (the
+job-kind registry, by Kueue's framework names)."""
 
 from __future__ import annotations
 
-from scheduler.kube.jobs import INTEGRATIONS, LWS_KEY, managed_integrations, unmanaged_frameworks
+from scheduler.adapter.kinds.registry import KINDS, enabled_kinds, unmanaged_frameworks
+
+
+def names(kinds: tuple[object, ...]) -> list[str]:
+    return [k.framework for k in kinds]  # type: ignore[attr-defined]
 
 
 def test_no_configuration_manages_every_integration() -> None:
-    assert managed_integrations(()) == frozenset(INTEGRATIONS) | {LWS_KEY}
+    assert enabled_kinds(()) == KINDS
 
 
 def test_mpijob_and_leaderworkerset_by_kueues_framework_names() -> None:
-    assert managed_integrations(("kubeflow.org/mpijob", "leaderworkerset.x-k8s.io/leaderworkerset")) == {
-        "kubeflow.org/MPIJob", LWS_KEY}
+    assert names(enabled_kinds(("kubeflow.org/mpijob", "leaderworkerset.x-k8s.io/leaderworkerset"))) == [
+        "kubeflow.org/mpijob", "leaderworkerset.x-k8s.io/leaderworkerset"]
 
 
 def test_only_the_listed_frameworks_are_managed() -> None:
-    assert managed_integrations(("batch/job",)) == {"batch/Job"}
-    assert managed_integrations(("batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob")) == {
-        "batch/Job", "jobset.x-k8s.io/JobSet"}
+    assert names(enabled_kinds(("batch/job",))) == ["batch/job"]
+    assert names(enabled_kinds(("batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob"))) == [
+        "batch/job", "jobset.x-k8s.io/jobset"]
 
 
 def test_frameworks_without_an_integration_are_named() -> None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.kube import status as st
 from scheduler.kube.events import EVENTS
-from scheduler.kube.informer import JOBS, PYTORCHJOBS, WORKLOADS
+from scheduler.kube.informer import JOBS, WORKLOADS
+from scheduler.kube.jobs import resource_of
 from tests.unit.kube.test_phases import GPU, NS, Harness, job
+
+PYTORCHJOBS = resource_of(PYTORCHJOB)
 
 
 def stopped_messages(harness: Harness, name: str) -> list[str]:

@@ -1,0 +1,193 @@
+"""The pod webhook path: Kueue v0.17.0's pod integration (``pkg/controller/jobs/pod/pod_webhook.go``)
+on plain dicts, so a pod with a queue label, a pod of a pod group, and a pod of a Deployment or
+StatefulSet (``kueue.x-k8s.io/pod-suspending-parent``) is held until its Workload is admitted and
+then placed in its domain, whoever created it. Built, not wired: the registry's webhook rules
+route ``pods`` here (docs/design/new-kinds.md, "Wiring").
+
+Mutation at CREATE of a pod to be managed (a queue label, the default LocalQueue, or a
+suspending-parent annotation; not when its controller owner is a kind toposched governs, whose
+job is the managed object; not outside the managed namespaces):
+
+* label ``kueue.x-k8s.io/managed: "true"`` (not for a pod held for its parent),
+* finalizer ``kueue.x-k8s.io/managed`` (not for a pod held for its parent: Kueue's
+  SkipFinalizersForPodsSuspendedByParent, on by default since v0.16),
+* scheduling gates ``kueue.x-k8s.io/admission`` (removed when its Workload is admitted) and
+  ``kueue.x-k8s.io/topology`` (removed by the topology ungater with the pod's domain; TAS is
+  always on in toposched),
+* label ``kueue.x-k8s.io/pod-group-pod-index`` copied from the label that
+  ``kueue.x-k8s.io/pod-group-pod-index-label`` names (the pod's rank),
+* annotation ``kueue.x-k8s.io/role-hash`` (its pod set in a group),
+* ``schedulerName: toposched`` (as the job webhooks do for pod templates), with a warning when
+  another scheduler was named.
+
+Validation (CREATE and UPDATE) with Kueue's messages: the managed label may only be ``true``; a
+pod group needs both its name label and its total-count annotation, a valid name and a positive
+count; the group name is immutable; an unretriable group cannot become retriable; the topology
+annotations go through the same checks as a pod template's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from admission.annotations import validate_topology_annotations
+from admission.fielderrors import FieldError, Verdict, forbidden, invalid, required
+from admission.labelkeys import dns1123_subdomain_problems
+from admission.mutation import DEFAULT_LOCAL_QUEUE, Mutation, escape
+from scheduler.adapter.newkinds.common import (
+    ANN_POD_GROUP_POD_INDEX_LABEL,
+    ANN_POD_GROUP_TOTAL_COUNT,
+    ANN_RETRIABLE_IN_GROUP,
+    FINALIZER_MANAGED,
+    GATE_ADMISSION,
+    GATE_TOPOLOGY,
+    LABEL_MANAGED,
+    LABEL_POD_GROUP_NAME,
+    LABEL_POD_GROUP_POD_INDEX,
+    MANAGED_VALUE,
+)
+from scheduler.adapter.newkinds.podgroups import PodGroupError, group_total_count, role_hash
+from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT
+from scheduler.core.workload import ANN_ROLE_HASH, LABEL_QUEUE_NAME, SCHEDULER_NAME
+
+LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
+GROUP_METADATA_DETAIL = (f"both the '{ANN_POD_GROUP_TOTAL_COUNT}' annotation and the '{LABEL_POD_GROUP_NAME}' label "
+                         "should be set")
+
+
+@dataclass(frozen=True)
+class PodContext:
+    """What the pod webhook needs to know of the cluster and the configuration.
+
+    ``governed_owner``: the pod's controller owner is an object of a kind toposched governs (a
+    Job, a JobSet's Job, the launcher of an MPI job ...): the job is managed, the pod left alone.
+    ``default_local_queue``: the namespace has a LocalQueue named ``default``.
+    ``namespace_managed``: the namespace matches ``managedJobsNamespaceSelector``.
+    ``parents_held_elsewhere``: suspending parents whose pods toposched holds another way (today
+    the LeaderWorkerSet's pods, held by the extender until their group is admitted)."""
+
+    governed_owner: bool = False
+    default_local_queue: bool = False
+    manage_without_queue_name: bool = False
+    namespace_managed: bool = True
+    parents_held_elsewhere: frozenset[str] = field(default_factory=lambda: frozenset({LWS_FRAMEWORK}))
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _add_map_entry(pod: Mapping[str, Any], ops: list[dict[str, Any]], where: str, key: str, value: str) -> None:
+    """Add ``key: value`` to ``metadata.<where>`` (creating the map when the pod has none)."""
+    current = _meta(pod).get(where)
+    pending = next((o for o in ops if o["path"] == f"/metadata/{where}"), None)
+    if pending is not None:
+        pending["value"][key] = value
+    elif current is None:
+        ops.append({"op": "add", "path": f"/metadata/{where}", "value": {key: value}})
+    elif current.get(key) != value:
+        ops.append({"op": "add", "path": f"/metadata/{where}/{escape(key)}", "value": value})
+
+
+def _gates_op(pod: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any] | None:
+    gates = list((pod.get("spec") or {}).get("schedulingGates") or [])
+    have = {g.get("name") for g in gates}
+    missing = [{"name": n} for n in names if n not in have]
+    if not missing:
+        return None
+    return {"op": "add", "path": "/spec/schedulingGates", "value": gates + missing}
+
+
+def should_manage(pod: Mapping[str, Any], ctx: PodContext) -> tuple[bool, bool]:
+    """(managed, held for its parent) of a pod at creation, as Kueue's pod webhook decides."""
+    parent = (_meta(pod).get("annotations") or {}).get(ANN_POD_SUSPENDING_PARENT)
+    if parent is not None:
+        return parent not in ctx.parents_held_elsewhere, True
+    if not ctx.namespace_managed or ctx.governed_owner:
+        return False, False
+    labels = _meta(pod).get("labels") or {}
+    return bool(labels.get(LABEL_QUEUE_NAME)) or ctx.default_local_queue or ctx.manage_without_queue_name, False
+
+
+def mutate_pod(pod: Mapping[str, Any], operation: str, ctx: PodContext,
+               scheduler_name: str = SCHEDULER_NAME) -> Mutation:
+    out = Mutation()
+    if operation != "CREATE":
+        return out
+    managed, for_parent = should_manage(pod, ctx)
+    if not managed:
+        return out
+    ops = out.patch
+    meta = _meta(pod)
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    if not for_parent:
+        if not labels.get(LABEL_QUEUE_NAME) and ctx.default_local_queue:
+            _add_map_entry(pod, ops, "labels", LABEL_QUEUE_NAME, DEFAULT_LOCAL_QUEUE)
+        _add_map_entry(pod, ops, "labels", LABEL_MANAGED, MANAGED_VALUE)
+        finalizers = list(meta.get("finalizers") or [])
+        if FINALIZER_MANAGED not in finalizers:
+            ops.append({"op": "add", "path": "/metadata/finalizers", "value": finalizers + [FINALIZER_MANAGED]})
+    index_label = annotations.get(ANN_POD_GROUP_POD_INDEX_LABEL)
+    if index_label is not None:
+        _add_map_entry(pod, ops, "labels", LABEL_POD_GROUP_POD_INDEX, str(labels.get(index_label, "")))
+    gates = _gates_op(pod, (GATE_ADMISSION, GATE_TOPOLOGY))
+    if gates is not None:
+        ops.append(gates)
+    if ANN_ROLE_HASH not in annotations:
+        _add_map_entry(pod, ops, "annotations", ANN_ROLE_HASH, role_hash(pod.get("spec") or {}))
+    current = (pod.get("spec") or {}).get("schedulerName")
+    if current != scheduler_name:
+        ops.append({"op": "add", "path": "/spec/schedulerName", "value": scheduler_name})
+        if current and current != "default-scheduler":
+            out.warnings.append(f"toposched: spec.schedulerName {current!r} replaced by {scheduler_name!r} "
+                                "(pods of a Kueue queue are placed by toposched)")
+    return out
+
+
+def _group_errors(pod: Mapping[str, Any]) -> list[FieldError]:
+    labels = _meta(pod).get("labels") or {}
+    annotations = _meta(pod).get("annotations") or {}
+    name = labels.get(LABEL_POD_GROUP_NAME)
+    has_count = ANN_POD_GROUP_TOTAL_COUNT in annotations
+    name_path = f"metadata.labels[{LABEL_POD_GROUP_NAME}]"
+    count_path = f"metadata.annotations[{ANN_POD_GROUP_TOTAL_COUNT}]"
+    if not name:
+        return [required(name_path, GROUP_METADATA_DETAIL)] if has_count else []
+    errors: list[FieldError] = []
+    problems = dns1123_subdomain_problems(str(name))
+    if problems:
+        errors.append(invalid(name_path, name, ",".join(problems)))
+    if not has_count:
+        return errors + [required(count_path, GROUP_METADATA_DETAIL)]
+    try:
+        group_total_count(pod)
+    except PodGroupError as exc:
+        errors.append(invalid(count_path, annotations[ANN_POD_GROUP_TOTAL_COUNT], str(exc)))
+    return errors
+
+
+def validate_pod(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Verdict:
+    """Kueue's pod webhook validation (``old`` given on UPDATE)."""
+    verdict = Verdict()
+    labels = _meta(pod).get("labels") or {}
+    managed = labels.get(LABEL_MANAGED)
+    if managed is not None and managed != MANAGED_VALUE:
+        verdict.errors.append(forbidden(f"metadata.labels[{LABEL_MANAGED}]",
+                                        f"managed label value can only be '{MANAGED_VALUE}'"))
+    verdict.errors.extend(_group_errors(pod))
+    verdict.errors.extend(validate_topology_annotations(_meta(pod).get("annotations") or {}, 1, "metadata.annotations"))
+    if old is not None:
+        old_labels = _meta(old).get("labels") or {}
+        old_group = old_labels.get(LABEL_POD_GROUP_NAME)
+        if old_group and labels.get(LABEL_POD_GROUP_NAME) != old_group:
+            verdict.errors.append(invalid(f"metadata.labels[{LABEL_POD_GROUP_NAME}]", labels.get(LABEL_POD_GROUP_NAME),
+                                          "field is immutable"))
+        was_unretriable = (_meta(old).get("annotations") or {}).get(ANN_RETRIABLE_IN_GROUP) == "false"
+        now_unretriable = (_meta(pod).get("annotations") or {}).get(ANN_RETRIABLE_IN_GROUP) == "false"
+        if labels.get(LABEL_POD_GROUP_NAME) and was_unretriable and not now_unretriable:
+            verdict.errors.append(forbidden(f"metadata.annotations[{ANN_RETRIABLE_IN_GROUP}]",
+                                            "unretriable pod group can't be converted to retriable"))
+    return verdict

@@ -1,0 +1,376 @@
+"""What a job kind declares (:class:`JobKind`), and the kind-agnostic behaviour built on it.
+
+A kind module (``batch.py``, ``jobset.py``, ...) declares, as plain data and pure functions on
+object dicts, everything the controller, the webhook, the extender, ``toposched place``,
+adoption, RBAC and the chart need to know about one kind: its group/version/kind, Kueue's
+framework name, where its suspend flag is, its pod sets (name, count, template, where the
+template sits, rank label), when it is finished / how many pods are active / ready, which
+children it creates, and the field types the webhook's shape gate checks. The rest here is
+derived from that declaration once, for every kind: suspend / start / restore patches,
+JSON pointers and field paths of the pod templates, webhook paths.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.topology_request import ANN_UNCONSTRAINED
+from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class MapKey:
+    """A path step that is a key of a map the user chose (``pytorchReplicaSpecs[Master]``),
+    not a field name: field paths print it in brackets."""
+
+    name: str
+
+
+PathPart = str | int | MapKey
+TemplatePath = tuple[PathPart, ...]
+
+
+def field_path(path: TemplatePath) -> str:
+    """``spec.replicatedJobs[0].template`` / ``spec.pytorchReplicaSpecs[Master].template``:
+    how field errors name a place in the object."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, MapKey):
+            out += f"[{part.name}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def json_pointer(path: TemplatePath) -> str:
+    """RFC 6901 pointer of a path (JSON patches of the mutating webhook)."""
+    def token(part: PathPart) -> str:
+        text = part.name if isinstance(part, MapKey) else str(part)
+        return text.replace("~", "~0").replace("/", "~1")
+    return "".join(f"/{token(p)}" for p in path)
+
+
+def _step(part: PathPart) -> str | int:
+    return part.name if isinstance(part, MapKey) else part
+
+
+@dataclass(frozen=True)
+class PodSetSource:
+    """One pod set of a job as its kind defines it: what the Workload's pod set is built from,
+    and where in the object its pod template sits (the webhook mutates and validates it there,
+    the controller patches it there at start)."""
+
+    name: str
+    count: int
+    template: Obj
+    path: TemplatePath
+    pod_index_label: str | None = None  # Kueue's PodIndexLabel (TAS ranks)
+    sub_group: tuple[str, int] | None = None  # (index label, count) of a pod set made of child jobs
+    min_count: int | None = None  # partial admission
+    spec_only: bool = False  # pod-group integrations keep only the template's spec in the Workload
+
+    @property
+    def template_path(self) -> str:
+        return field_path(self.path)
+
+    @property
+    def annotations_path(self) -> str:
+        return f"{self.template_path}.metadata.annotations"
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return (self.template.get("metadata") or {}).get("annotations") or {}
+
+
+@dataclass(frozen=True)
+class FinishState:
+    finished: bool
+    reason: str = ""
+    message: str = ""
+
+
+def finish_from_conditions(job: Obj, succeeded: str, failed: str, succeeded_message: str | None,
+                           failed_message: str) -> FinishState:
+    """Finished when the job's ``succeeded`` or ``failed`` condition is True (Kueue's Finished
+    reason Succeeded / Failed, with the condition's message, or the given default; a
+    ``succeeded_message`` given is used as is, as Kueue's batch Job integration does)."""
+    for cond in (job.get("status") or {}).get("conditions") or ():
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") == succeeded:
+            return FinishState(True, "Succeeded", succeeded_message or cond.get("message") or "succeeded")
+        if cond.get("type") == failed:
+            return FinishState(True, "Failed", cond.get("message") or failed_message)
+    return FinishState(False)
+
+
+def condition_true(job: Obj, condition: str) -> bool:
+    return any(c.get("type") == condition and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or ())
+
+
+@dataclass(frozen=True)
+class PodSetStart:
+    """What the controller injects into one pod set's template when it starts the job."""
+
+    name: str
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    # e.g. the unconstrained-topology annotation Kueue adds for implicit TAS, so the pods are
+    # recognised as TAS pods (counted once, from the assignment) and not as foreign usage.
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    count: int | None = None  # the admitted pod count (partial admission may have reduced it)
+
+
+def template_start_patch(template: Obj, start: PodSetStart, workload_name: str) -> dict[str, Any]:
+    """Merge patch of one pod template at start: the flavor's (and required domain's) node
+    selector, its tolerations, the workload annotation and the pod-set label."""
+    selector = {**((template.get("spec") or {}).get("nodeSelector") or {}), **start.node_selector}
+    spec_patch: dict[str, Any] = {"nodeSelector": selector}
+    if start.tolerations:
+        existing = list((template.get("spec") or {}).get("tolerations") or [])
+        spec_patch["tolerations"] = existing + [dict(t) for t in start.tolerations if dict(t) not in existing]
+    return {"metadata": {"annotations": {**start.annotations, ANN_WORKLOAD: workload_name},
+                         "labels": {LABEL_PODSET: start.name}},
+            "spec": spec_patch}
+
+
+def template_restore_patch(current: Obj, original: Obj) -> dict[str, Any] | None:
+    """Merge patch that undoes :func:`template_start_patch` (Kueue restores from the Workload's
+    pod set templates), or None when there is nothing to restore."""
+    ospec, cspec = original.get("spec") or {}, current.get("spec") or {}
+    cmeta = current.get("metadata") or {}
+    spec_patch: dict[str, Any] = {}
+    if (cspec.get("nodeSelector") or {}) != (ospec.get("nodeSelector") or {}):
+        spec_patch["nodeSelector"] = ospec.get("nodeSelector") or None
+    if (cspec.get("tolerations") or []) != (ospec.get("tolerations") or []):
+        spec_patch["tolerations"] = ospec.get("tolerations") or None
+    meta_patch: dict[str, Any] = {}
+    original_ann = (original.get("metadata") or {}).get("annotations") or {}
+    stale = {k: None for k in (cmeta.get("annotations") or {})
+             if k in (ANN_WORKLOAD, ANN_UNCONSTRAINED) and k not in original_ann}
+    if stale:
+        meta_patch["annotations"] = stale
+    if LABEL_PODSET in (cmeta.get("labels") or {}):
+        meta_patch["labels"] = {LABEL_PODSET: None}
+    patch: dict[str, Any] = {}
+    if spec_patch:
+        patch["spec"] = spec_patch
+    if meta_patch:
+        patch["metadata"] = meta_patch
+    return patch or None
+
+
+def merge_patched(obj: Obj, patch: Obj) -> dict[str, Any]:
+    """``obj`` with a JSON merge patch (RFC 7386) applied: what the API server would store.
+    Used where the patched object sits inside a list (a merge patch replaces lists whole)."""
+    out = copy.deepcopy(dict(obj))
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_patched(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _get(obj: Any, path: Sequence[str | int]) -> Any:
+    for step in path:
+        if isinstance(step, int):
+            obj = obj[step] if isinstance(obj, list) and step < len(obj) else None
+        else:
+            obj = obj.get(step) if isinstance(obj, Mapping) else None
+    return obj
+
+
+def _merged_at(value: Any, path: Sequence[str | int], patch: Obj) -> Any:
+    """``value`` with ``patch`` merged at ``path`` (lists copied whole, entries merged)."""
+    if not path:
+        return merge_patched(value if isinstance(value, Mapping) else {}, patch)
+    step, rest = path[0], path[1:]
+    if isinstance(step, int):
+        items = list(value) if isinstance(value, list) else []
+        items[step] = _merged_at(items[step], rest, patch)
+        return items
+    out = dict(value) if isinstance(value, Mapping) else {}
+    out[step] = _merged_at(out.get(step), rest, patch)
+    return out
+
+
+def _nested(path: Sequence[str | int], leaf: Any) -> Any:
+    for step in reversed(path):
+        leaf = {step: leaf}
+    return leaf
+
+
+def templates_merge_patch(obj: Obj, patches: Sequence[tuple[TemplatePath, Obj]]) -> dict[str, Any]:
+    """One JSON merge patch of ``obj`` applying each template patch at its path. A merge patch
+    replaces lists whole, so below the first list on a path the patch carries the whole list
+    (every entry, the patched ones merged); maps are patched key by key."""
+    out: dict[str, Any] = {}
+    for path, patch in patches:
+        steps = [_step(p) for p in path]
+        first_list = next((i for i, s in enumerate(steps) if isinstance(s, int)), len(steps))
+        if first_list == len(steps):
+            out = merge_patched(out, _nested(steps, dict(patch)))
+            continue
+        head = steps[:first_list]
+        current = _get(out, head)
+        if current is None:
+            current = copy.deepcopy(_get(obj, head))
+        out = merge_patched(out, _nested(head, _merged_at(current, steps[first_list:], patch)))  # list: whole
+    return out
+
+
+Patch = dict[str, Any]
+PodSetsOf = Callable[[Obj], list[PodSetSource]]
+
+
+def _never(_: Obj) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class PodGroups:
+    """A kind held per pod group instead of suspended (Kueue's pod-group integrations: the
+    LeaderWorkerSet). One Workload per group, prebuilt by the controller; the pods get the
+    group's labels from :attr:`pod_role` and are held until their group's Workload is admitted."""
+
+    # The label naming the owning object on each of its pods.
+    owner_name_label: str
+    # How many groups (Workloads) the object has now.
+    group_count: Callable[[Obj], int]
+    # (group index, role = pod set name, group size) of one of its pods; None: not yet known.
+    pod_role: Callable[[Obj, Obj], tuple[int, str, int] | None]
+    # The mutating webhook's JSON patch ops on the pod templates at CREATE (Kueue's webhook).
+    template_defaults: Callable[[Obj, list[dict[str, Any]], str | None], None]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One job kind toposched governs, as Kueue's jobframework integration for it.
+
+    The callables are pure functions on the object dict. A kind is either suspendable
+    (``suspend_path``: the webhook creates it suspended, the controller unsuspends it when its
+    Workload is admitted) or held per pod group (``pod_groups``)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    framework: str  # Kueue's integrations.frameworks name, e.g. "batch/job"
+    pod_sets: PodSetsOf
+    finish_state: Callable[[Obj], FinishState]
+    active_pods: Callable[[Obj], int]
+    pods_ready: Callable[[Obj], bool]
+    shape: Mapping[str, Any]  # field types of the webhook's shape gate (admission/shape.py)
+    suspend_path: tuple[str, ...] | None = ("spec", "suspend")
+    pod_groups: PodGroups | None = None
+    # The rank label of its pods (Kueue's PodIndexLabel), per pod set name; documentation and
+    # `place`; the pod sets carry it.
+    rank_label: str | None = None
+    # Parent role: the kinds (Kueue framework names) of the children it creates and governs
+    # through itself (a JobSet's Jobs); such children are never queued on their own.
+    children: tuple[str, ...] = ()
+    # Kueue's single-pod-set rules (a batch Job: no PodSet groups; partial admission).
+    single_pod_set: bool = False
+    # Kind-specific parts of start / restore (a batch Job's parallelism under partial admission).
+    start_extra: Callable[[Obj, Sequence[PodSetStart]], Patch] | None = None
+    restore_extra: Callable[[Obj, Sequence[Obj]], Patch] | None = None
+    restorable: Callable[[Obj], bool] = _never  # besides "suspended and no pods active"
+
+    # ---- identity
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def gvk(self) -> str:
+        """Go's ``schema.GroupVersionKind.String()`` (Kueue's job-owner-gvk annotation)."""
+        return f"{self.group}/{self.version}, Kind={self.kind}"
+
+    @property
+    def spelled(self) -> str:
+        """How messages name the kind: ``jobset.x-k8s.io/v1alpha2 JobSet``."""
+        return f"{self.api_version} {self.kind}"
+
+    @property
+    def webhook_suffix(self) -> str:
+        """``batch-v1-job``: the tail of the kind's webhook paths (controller-runtime's)."""
+        return f"{self.group.replace('.', '-')}-{self.version}-{self.kind.lower()}"
+
+    @property
+    def mutate_path(self) -> str:
+        return f"/mutate-{self.webhook_suffix}"
+
+    @property
+    def validate_path(self) -> str:
+        return f"/validate-{self.webhook_suffix}"
+
+    def template_paths(self, obj: Obj) -> list[tuple[str, Obj]]:
+        """(JSON pointer, template) of every pod template the controller creates a pod set for."""
+        return [(json_pointer(ps.path), ps.template) for ps in self.pod_sets(obj)]
+
+    # ---- suspension (Kueue's GenericJob IsSuspended / Suspend / RunWithPodSetsInfo / RestorePodSetsInfo)
+    @property
+    def suspendable(self) -> bool:
+        return self.suspend_path is not None
+
+    @property
+    def suspend_field(self) -> str:
+        return ".".join(self.suspend_path or ())
+
+    def is_suspended(self, obj: Obj) -> bool:
+        value: Any = obj
+        for step in self.suspend_path or ():
+            value = value.get(step) if isinstance(value, Mapping) else None
+        return value is True
+
+    def _suspend(self, flag: bool) -> Patch:
+        return _nested(list(self.suspend_path or ()), flag)  # type: ignore[no-any-return]
+
+    def stop_patch(self, obj: Obj) -> Patch:
+        """Suspend only: a batch Job's template may not change while it has a startTime; the
+        templates are restored once nothing of the run is left (:meth:`restore_patch`)."""
+        return self._suspend(True)
+
+    def start_patch(self, obj: Obj, workload_name: str, starts: Sequence[PodSetStart]) -> Patch:
+        """Unsuspend with each admitted pod set's node selector, tolerations, the workload
+        annotation and the pod-set label: one merge patch, applied while the job is still
+        suspended, which is when its templates may change."""
+        by_name = {s.name: s for s in starts}
+        patches = [(ps.path, template_start_patch(ps.template, by_name[ps.name], workload_name))
+                   for ps in self.pod_sets(obj) if ps.name in by_name]
+        patch = merge_patched(templates_merge_patch(obj, patches), self._suspend(False))
+        if self.start_extra is not None:
+            patch = merge_patched(patch, self.start_extra(obj, starts))
+        return patch
+
+    def restore_patch(self, obj: Obj, original_pod_sets: Sequence[Obj]) -> Patch | None:
+        """Undo the start patch from the Workload's pod set templates (Kueue's
+        RestorePodSetsInfo); None when there is nothing to restore."""
+        originals = {ps.get("name"): ps.get("template") or {} for ps in original_pod_sets}
+        patches = []
+        for ps in self.pod_sets(obj):
+            if ps.name not in originals:
+                continue
+            undo = template_restore_patch(ps.template, originals[ps.name])
+            if undo:
+                patches.append((ps.path, undo))
+        patch = templates_merge_patch(obj, patches) if patches else {}
+        if self.restore_extra is not None:
+            patch = merge_patched(patch, self.restore_extra(obj, original_pod_sets))
+        return patch or None
+
+    def can_restore(self, obj: Obj) -> bool:
+        """Suspended, no pods left, and whatever else the kind needs before its templates may
+        change: nothing of the previous run is still going."""
+        return self.is_suspended(obj) and self.active_pods(obj) == 0 and self.restorable(obj)

@@ -1,0 +1,86 @@
+"""The job-kind registry: every kind toposched governs, one line each, and the lookups everyone
+else uses (controller, webhook, extender, ``place``, adoption, RBAC, the chart's checks).
+
+Adding a kind: write its module next to this one (a :class:`~scheduler.adapter.kinds.base.JobKind`
+declaration, pure functions on dicts) and add it to :data:`KINDS` (docs/design/job-kinds.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
+from scheduler.adapter.kinds.mpijob import MPIJOB
+from scheduler.adapter.kinds.notbuilt import NOT_BUILT, KnownKind
+from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
+
+# The registry: one line per governed kind.
+KINDS: tuple[JobKind, ...] = (BATCH_JOB, JOBSET, PYTORCHJOB, MPIJOB, LEADERWORKERSET)
+
+BY_FRAMEWORK: Mapping[str, JobKind] = {k.framework: k for k in KINDS}
+BY_GROUP_KIND: Mapping[tuple[str, str], JobKind] = {(k.group, k.kind): k for k in KINDS}
+BY_KIND: Mapping[str, JobKind] = {k.kind: k for k in KINDS}
+NOT_BUILT_BY_GROUP_KIND: Mapping[tuple[str, str], KnownKind] = {(k.group, k.kind): k for k in NOT_BUILT}
+
+
+def kind_of(obj: Mapping[str, Any]) -> JobKind | None:
+    """The governed kind of an object dict, by its ``apiVersion`` group and ``kind`` (any
+    version: a kind is one integration whatever version the object was written in); an object
+    without ``apiVersion`` by its kind alone (manifests for ``place``)."""
+    kind = obj.get("kind")
+    api_version = obj.get("apiVersion")
+    if not isinstance(kind, str):
+        return None
+    if not isinstance(api_version, str):
+        return BY_KIND.get(kind)
+    group = api_version.rpartition("/")[0]
+    return BY_GROUP_KIND.get((group, kind))
+
+
+def kind_or_job(obj: Mapping[str, Any]) -> JobKind:
+    """:func:`kind_of`, or a batch Job when the object says no governed kind (the webhook's
+    job paths set ``kind``; a bare job spec is a Job, as it always was)."""
+    return kind_of(obj) or BATCH_JOB
+
+
+def by_owner_reference(ref: Mapping[str, Any]) -> JobKind | None:
+    """The governed kind an owner reference names: its ``apiVersion`` and ``kind`` exactly as
+    the kind's (Kueue's ``matchingOwnerReference`` compares both)."""
+    found = BY_GROUP_KIND.get((str(ref.get("apiVersion") or "").rpartition("/")[0], str(ref.get("kind") or "")))
+    return found if found is not None and ref.get("apiVersion") == found.api_version else None
+
+
+def enabled_kinds(frameworks: Sequence[str]) -> tuple[JobKind, ...]:
+    """The kinds a Kueue ``integrations.frameworks`` list enables; an empty list (no
+    Configuration) keeps toposched's default: every kind it governs."""
+    if not frameworks:
+        return KINDS
+    return tuple(k for k in KINDS if k.framework in frameworks)
+
+
+def unmanaged_frameworks(frameworks: Sequence[str]) -> list[str]:
+    """Frameworks the Configuration enables that toposched has no integration for."""
+    return [f for f in frameworks if f not in BY_FRAMEWORK]
+
+
+def suspendable(kinds: Iterable[JobKind] = KINDS) -> tuple[JobKind, ...]:
+    return tuple(k for k in kinds if k.suspendable)
+
+
+def with_pod_groups(kinds: Iterable[JobKind] = KINDS) -> tuple[JobKind, ...]:
+    return tuple(k for k in kinds if k.pod_groups is not None)
+
+
+def spelled_list(kinds: Sequence[JobKind] = KINDS, last: str = "or") -> str:
+    """``a Job, JobSet, ... or LeaderWorkerSet`` for messages."""
+    names = [k.kind for k in kinds]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def parent_kinds() -> tuple[JobKind, ...]:
+    """Kinds that create children they govern (the parent role)."""
+    return tuple(k for k in KINDS if k.children)
