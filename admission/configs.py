@@ -15,12 +15,17 @@ failurePolicy design (docs/webhook.md):
   created either, which is the point: nothing queued runs outside toposched.
 * Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue): ``Ignore``. Their CRD
   CEL rules still hold; the admins can always repair queues with the webhook down.
+* Workloads: ``Fail`` (as Kueue's own ``vworkload.kb.io``), for everyone but toposched's
+  controller, whose username ``matchConditions`` exclude: tenants cannot write the annotations
+  the controller owns nor an invalid Workload while the webhook is down, and the controller's
+  own writes never wait for (or on) the webhook.
 * Namespaces kube-system, kube-public, kube-node-lease and our own are never sent to us.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +34,8 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from admission.governance import QUEUED_PATH
-from admission.review import KUEUE_PLURALS, validate_kueue_path
+from admission.review import KUEUE_PLURALS, VALIDATE_WORKLOAD, validate_kueue_path
+from admission.suspension import controller_username
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.registry import KINDS
 from scheduler.core.workload import LABEL_QUEUE_NAME
@@ -89,7 +95,17 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
             "webhooks": hooks}
 
 
-def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+def not_the_controller(controller_users: Sequence[str]) -> list[dict[str, str]]:
+    """``matchConditions``: every request but the controller's (CEL on the AdmissionReview)."""
+    names = ", ".join(json.dumps(u) for u in sorted(set(controller_users)))
+    return [{"name": "not-toposched-controller", "expression": f"!(request.userInfo.username in [{names}])"}]
+
+
+def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
+                             controller_users: Sequence[str] | None = None) -> dict[str, Any]:
+    """``controller_users``: the controller's usernames (``--controller-user``; default its
+    ServiceAccount in ``namespace``), whose Workload writes skip the webhook."""
+    controllers = list(controller_users) if controller_users else [controller_username(namespace)]
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "namespaceSelector": _namespace_selector(namespace)}
     hooks = [dict(common, name=f"v{kind.kind.lower()}.toposched.io", clientConfig=client(kind.validate_path),
@@ -107,6 +123,11 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
             rules=[{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"], "resources": [plural],
                     "operations": ["CREATE", "UPDATE"],
                     "scope": "Namespaced" if kind == "LocalQueue" else "Cluster"}]))
+    hooks.append(dict(common, name="vworkload.kueue.toposched.io", clientConfig=client(VALIDATE_WORKLOAD),
+                      failurePolicy="Fail", timeoutSeconds=5,
+                      rules=[{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"],
+                              "resources": ["workloads"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+                      matchConditions=not_the_controller(controllers)))
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": CONFIG_NAME, "labels": {"app.kubernetes.io/name": "toposched",
                                                          "app.kubernetes.io/component": "webhook"}},

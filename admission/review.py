@@ -21,6 +21,7 @@ from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
+from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.governance import Governance
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
@@ -45,7 +46,10 @@ def validate_kueue_path(kind: str, version: str = "v1beta2") -> str:
 
 
 KUEUE_PATHS = {validate_kueue_path(k, v): k for k in KUEUE_PLURALS for v in ("v1beta1", "v1beta2")}
-PATHS = (*JOB_PATHS, *KUEUE_PATHS, QUEUED_PATH)
+# Workloads: Kueue's rules and the annotations only the controller writes (admission/workloads.py).
+WORKLOAD_PATHS = {validate_kueue_path("Workload", v): "Workload" for v in ("v1beta1", "v1beta2")}
+VALIDATE_WORKLOAD = validate_kueue_path("Workload")
+PATHS = (*JOB_PATHS, *KUEUE_PATHS, *WORKLOAD_PATHS, QUEUED_PATH)
 
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
@@ -207,7 +211,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         obj = dict(obj, kind=job_kind.kind, apiVersion=job_kind.api_version)
         if isinstance(old, Mapping):
             old = dict(old, kind=job_kind.kind, apiVersion=job_kind.api_version)
-    kind = job_kind.kind if job_kind is not None else KUEUE_PATHS.get(path)
+    kind = job_kind.kind if job_kind is not None else KUEUE_PATHS.get(path) or WORKLOAD_PATHS.get(path)
     if kind is None:
         raise ReviewError(f"unknown path {path!r}; serving {', '.join(PATHS)}")
     for part, value in (("object", obj), ("oldObject", old)):
@@ -232,6 +236,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None, gates)
         except Exception as exc:
             return _validation_failed(uid, obj, job_kind.kind, exc, api_version, managed=_is_managed(obj))
+    elif path in WORKLOAD_PATHS:
+        try:
+            verdict = validate_workload(obj, old if operation == "UPDATE" else None, view, requesting_user(req),
+                                        controller_users)
+        except Exception as exc:
+            return _validation_failed(uid, obj, "Workload", exc, api_version, managed=True)
     elif path in KUEUE_PATHS:
         kind = KUEUE_PATHS[path]
         try:

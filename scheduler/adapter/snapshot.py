@@ -9,6 +9,7 @@ decides, and the shell writes the decisions. Every object is converted once here
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.adapter.afs import lq_usages
@@ -22,6 +23,7 @@ from scheduler.adapter.objects import (
     by_name,
     condition_true,
 )
+from scheduler.adapter.owned import QueueFacts, Signer, trusted_pending, without_annotations
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.queues import (
     cluster_queue_specs,
@@ -33,12 +35,13 @@ from scheduler.adapter.queues import (
     namespace_labels,
     priority_values,
 )
+from scheduler.adapter.workload_checks import UNREADABLE, FieldProblem, schema_problems, unreadable_problem
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.queueing import PendingWorkload
+from scheduler.core.queueing import ANN_PRIORITY_BOOST, PendingWorkload
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class WorkloadsByState:
     pending: tuple[Obj, ...]  # waiting for quota (active, not finished, not being deleted)
 
 
-def split_workloads(workloads: tuple[Obj, ...] | list[Obj]) -> WorkloadsByState:
+def split_workloads(workloads: Sequence[Obj]) -> WorkloadsByState:
     """Finished and deleting Workloads count nowhere; inactive ones (``spec.active: false``) only
     when they still hold a reservation."""
     holding, pending = [], []
@@ -61,12 +64,30 @@ def split_workloads(workloads: tuple[Obj, ...] | list[Obj]) -> WorkloadsByState:
     return WorkloadsByState(tuple(holding), tuple(pending))
 
 
+PRIORITY_BOOST_GATE = "PriorityBoost"  # Kueue's alpha gate (off by default): the boost annotation counts only then
+
 # The controller rebuilds its snapshot every pass; with tens of thousands of pending Workloads
 # their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet a pending
 # Workload rarely changes between passes. Its namespace's labels are part of the stamp.
-_PENDING_MEMO: VersionMemo[PendingWorkload] = VersionMemo()
+PendingOrProblems = PendingWorkload | tuple[FieldProblem, ...]
+_PENDING_MEMO: VersionMemo[PendingOrProblems] = VersionMemo()
 # ... and so do their queues: ordering them sorted every pending Workload each pass.
 _QUEUE_MEMO = QueueMemo()
+
+
+Invalid = tuple[Obj, tuple[FieldProblem, ...]]
+
+
+def _pending_or_problems(wl: Obj, labels: Mapping[str, str], by_eviction: bool) -> PendingOrProblems:
+    """The pending Workload, or what is wrong with it (Kueue's rules, or unreadable): checked and
+    converted in one memoized step, so an unchanged Workload costs one lookup a pass."""
+    problems = schema_problems(wl)
+    if problems:
+        return tuple(problems)
+    try:
+        return pending_workload(wl, labels, by_eviction)
+    except UNREADABLE as exc:
+        return (unreadable_problem(exc),)
 
 
 def _namespace(obj: Obj) -> str:
@@ -76,10 +97,15 @@ def _namespace(obj: Obj) -> str:
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    config: KueueConfig = KUEUE_DEFAULTS,
-                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> Snapshot:
+                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
+                   signer: Signer | None = None, invalid: list[Invalid] | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
-    Kueue (default: none, Kueue's placement)."""
+    Kueue (default: none, Kueue's placement). Invalid pending Workloads (Kueue's schema and
+    webhook rules, :mod:`scheduler.adapter.workload_checks`) are left out; the controller's own
+    annotations are kept only where it may honour them (:func:`scheduler.adapter.owned.trusted_pending`;
+    ``signer``: the controller's key, None to skip the signature check). ``invalid``: filled with
+    the Workloads left out and what is wrong with each (the controller tells their owners)."""
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
@@ -91,15 +117,25 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
     ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
-    pending = tuple(_PENDING_MEMO.convert(
-        workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
-        lambda wl: ns_stamps.get(_namespace(wl), ())))
+    converted: list[PendingWorkload] = []
+    for wl, outcome in zip(workloads.pending, _PENDING_MEMO.convert(
+            workloads.pending, lambda wl: _pending_or_problems(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
+            lambda wl: ns_stamps.get(_namespace(wl), ())), strict=True):
+        if isinstance(outcome, PendingWorkload):
+            converted.append(outcome)
+        elif invalid is not None:
+            invalid.append((wl, outcome))
+    cluster_queues = cluster_queue_specs(objects.cluster_queues)
+    local_queues = {local_queue_key(o): local_queue_spec(o) for o in objects.local_queues}
+    pending = trusted_pending(converted, signer, QueueFacts(local_queues, cluster_queues, ns_labels, now.timestamp()))
+    ungated = () if config.feature_gates.enabled(PRIORITY_BOOST_GATE) else (ANN_PRIORITY_BOOST,)
+    pending, admitted = without_annotations(pending, ungated), without_annotations(admitted, ungated)
     wpc, pc = priority_values(objects.workload_priority_classes), priority_values(objects.priority_classes)
     return Snapshot(
         now=now.timestamp(),
-        cluster_queues=cluster_queue_specs(objects.cluster_queues),
+        cluster_queues=cluster_queues,
         cohorts=cohort_specs(objects.cohorts),
-        local_queues={local_queue_key(o): local_queue_spec(o) for o in objects.local_queues},
+        local_queues=local_queues,
         flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
         trees=trees,
         pending=pending,

@@ -30,6 +30,9 @@ def register(sub: Any) -> None:
     p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--namespace", default="toposched-system", help="namespace of the leader-election Lease")
     p.add_argument("--lease-name", default="toposched-controller")
+    p.add_argument("--signing-secret", default="toposched-controller-signing-key",
+                   help="Secret in --namespace holding the key the controller signs the annotations it owns with "
+                        "(created when missing; docs/security.md)")
     p.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}", help="leader-election identity")
     p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS",
                    help="how long candidates wait, after last seeing the Lease change, before taking it over")
@@ -207,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.kube.leader import LeaseElector, WriteFence
     from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
+    from scheduler.kube.signing import load_signer
 
     check_grpc_args(args)
     try:
@@ -223,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(f"leader election: {exc}") from exc
     fence = WriteFence(elector)
+    signer = load_signer(api, args.namespace, args.signing_secret)
     cache = ClusterCache.create(api)
     controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
                             placement_options=placement_options(args.placement_policy),
@@ -230,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
-                            is_leader=fence, config=config)
+                            is_leader=fence, config=config, signer=signer)
     if args.defrag:
         if args.defrag_budget < 1 or args.defrag_interval_seconds <= 0:
             raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")

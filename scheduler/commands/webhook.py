@@ -76,7 +76,8 @@ def register(sub: Any) -> None:
                    help="longest sleep between rotation checks (rotation happens at 2/3 of validity)")
     p.add_argument("--controller-user", action="append", default=None, metavar="USERNAME",
                    help="the API username of toposched's controller, the only one that may unsuspend a queued "
-                        "job (repeatable; default system:serviceaccount:<--namespace>:toposched-controller)")
+                        "job or write the annotations it owns on Workloads; its Workload writes skip the webhook "
+                        "(repeatable; default system:serviceaccount:<--namespace>:toposched-controller)")
     p.add_argument("--no-watch-nodes", action="store_true",
                    help="skip the topology capacity check (no node informer)")
     p.add_argument("--metrics-port", type=int, default=0,
@@ -121,7 +122,7 @@ def _desired_configs(args: argparse.Namespace, in_cluster: bool, port: int) -> l
     else:
         client_config = configs.url_client_config(f"https://127.0.0.1:{port}")
     return [configs.mutating_configuration(client_config, args.namespace, not args.no_default_queue),
-            configs.validating_configuration(client_config, args.namespace)]
+            configs.validating_configuration(client_config, args.namespace, args.controller_user)]
 
 
 def _cert_source(args: argparse.Namespace, api: Any, in_cluster: bool, desired: list[dict[str, Any]]) -> Any:

@@ -154,11 +154,14 @@ def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
 def record_target(writer: Writer, wl: Obj, target: str | None, key: str = ANN_PREEMPTION_TARGET) -> Obj:
     """Keep the preemptor's sticky preemption target on its Workload (``None`` removes it), so
     the next cycle, and a restarted or new leader, preempts for the same domain. ``key``
-    :data:`ANN_RESERVED_DOMAIN`: the same for the domain a compact wait holds (reserve-compact)."""
+    :data:`ANN_RESERVED_DOMAIN`: the same for the domain a compact wait holds (reserve-compact).
+    Written signed with the controller's key for this Workload's uid: the next snapshot honours
+    only values the controller wrote (``scheduler.adapter.owned``)."""
     annotations = (wl.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(key) == target:
+    stored = None if target is None else writer.signer.sign(str(wl["metadata"].get("uid") or ""), key, target)
+    if annotations.get(key) == stored:
         return wl
-    updated = writer.patch(WORKLOADS, wl, {"metadata": {"annotations": {key: target}}},
+    updated = writer.patch(WORKLOADS, wl, {"metadata": {"annotations": {key: stored}}},
                            writer.cache.workloads)
     return updated or wl
 

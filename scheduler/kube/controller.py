@@ -48,6 +48,9 @@ from scheduler.adapter.kinds.ownership import (
 )
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workloads import workload_for_job
+from scheduler.adapter.owned import Signer
+from scheduler.adapter.snapshot import Invalid
+from scheduler.adapter.workload_checks import workload_problems
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
@@ -65,6 +68,7 @@ from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
+from scheduler.kube.invalid import InvalidWorkloads, invalid_message
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import JobIndex
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
@@ -93,7 +97,8 @@ class Controller:
                  requeue_backoff: RequeueBackoff | None = None,
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS,
-                 placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> None:
+                 placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
+                 signer: Signer | None = None) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
@@ -101,7 +106,8 @@ class Controller:
         how long a known-bad / an unreachable assigned node must stay so before its workload is
         hot-swapped or evicted; ``storm_policy``: the eviction-storm guard. ``config``: the admin's
         Kueue Configuration (``--kueue-config``); its ``integrations.frameworks`` limit the job
-        kinds managed."""
+        kinds managed. ``signer``: the key the controller signs its owned annotations with
+        (``scheduler.kube.signing``; default: one of this process only)."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -115,8 +121,10 @@ class Controller:
         self.domain_preemption = domain_preemption
         self.resync_s = resync_s
         self.leading = threading.Event()
-        self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock))
+        self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock),
+                             signer=signer)
         self.isolation = Isolation(self.writer, clock)
+        self.invalid = InvalidWorkloads(self.writer, clock)
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.unreadable = UnreadableWorkloads()
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
@@ -230,6 +238,10 @@ class Controller:
         if ownership.unhonoured:
             self.writer.event(job, "Warning", "OwnerReferenceNotHonoured",
                               f"{ownership.unhonoured}: queued on its own like any other {integration.kind}")
+        problems = workload_problems(body)
+        if problems:  # what the API server would refuse under Kueue's CRD: never written
+            self.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))
+            return
         self._create_workload(job, body)
 
     def _create_workload(self, job: Obj, body: Obj) -> None:
@@ -445,7 +457,9 @@ class Controller:
             self.queue_state.release()
             self._fingerprint = fingerprint
         self.queue_state.release_due(self.clock().timestamp())  # compact waits that ran out
-        snapshot = self._snapshot()
+        invalid: list[Invalid] = []
+        snapshot = self._snapshot(invalid)
+        self.invalid.report(invalid)
         decided, reasons = snapshot, []
         if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
             self.queue_objects.announce_work(snapshot, self.isolation)
@@ -463,16 +477,19 @@ class Controller:
             apply_decisions(self.writer, self.queue_state, snapshot, reasons, self.clock(), self.isolation)
         return snapshot
 
-    def _snapshot(self) -> Snapshot:
+    def _snapshot(self, invalid: list[Invalid] | None = None) -> Snapshot:
         """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
-        and skipped until it changes); the rest of the cluster is admitted as usual."""
+        and skipped until it changes) nor the invalid ones (into ``invalid``); the rest of the
+        cluster is admitted as usual."""
         def build() -> Snapshot:
+            if invalid is not None:
+                invalid.clear()  # a second build after a probe fills it again
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
                                   placement_options=self.placement_options,
                                   domain_preemption=self.domain_preemption,
                                   exclude=self.unreadable.current(wi.live(self.cache.workloads)),
-                                  config=self.config)
+                                  config=self.config, signer=self.writer.signer, invalid=invalid)
         try:
             return build()
         except Exception:

@@ -37,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.adapter.objects import VersionMemo
+from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -69,8 +70,6 @@ from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)
-ANN_RETRIES = "toposched.dev/node-failure-retries"
-ANN_RETRY_KEY = "toposched.dev/node-failure-counted"
 DEFAULT_MAX_RETRIES = 1  # HyperPod CLI default when --auto-resume is set without --max-retry
 # A node nobody can reach (Ready=Unknown) gets as long as Kubernetes gives a pod on it before
 # evicting it (the DefaultTolerationSeconds admission plugin's 300 s toleration of

@@ -15,6 +15,9 @@ The controller's phases decide; the :class:`Writer` sends. It owns:
 - cache write-through of the API server's answer, so the next cycle sees its own results;
 - Events (deduplicated, asynchronous: :class:`~scheduler.kube.events.EventRecorder`);
 - decision observers (the gRPC WatchDecisions stream, metrics): ``fn(kind, workload, detail)``;
+- the controller's signing key (:attr:`Writer.signer`): the owned values that steer other
+  workloads are written signed, and honoured only when the signature holds
+  (``scheduler.adapter.owned``);
 - how many writes run at once (:meth:`Writer.run_each`): the writes of one phase touch one
   object each, so they are sent side by side, as Kueue's scheduler writes its admissions in
   goroutines; a pass waits for all of them before its next phase.
@@ -31,6 +34,7 @@ from typing import Any, TypeVar
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.owned import Signer
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES
 from scheduler.kube.events import EventRecorder
@@ -47,8 +51,11 @@ SKIPPED_STATUSES = (404, 409)  # gone, or a newer copy exists: the next reconcil
 
 class Writer:
     def __init__(self, api: KubeApi, cache: ClusterCache, is_leader: Callable[[], bool],
-                 events: EventRecorder | None = None, concurrency: int = DEFAULT_CONCURRENT_WRITES) -> None:
+                 events: EventRecorder | None = None, concurrency: int = DEFAULT_CONCURRENT_WRITES,
+                 signer: Signer | None = None) -> None:
+        """``signer``: the controller's key (default: one of this process only)."""
         self.api = api
+        self.signer = signer if signer is not None else Signer.per_process()
         self.cache = cache
         self.is_leader = is_leader
         self.events = events if events is not None else EventRecorder(api)

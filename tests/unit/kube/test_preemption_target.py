@@ -8,7 +8,7 @@ import argparse
 
 from scheduler.commands import controller as cmd
 from scheduler.core.cycle import Pending
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.informer import JOBS, WORKLOADS
 from tests.unit.kube.test_phases import BLOCK, NS, Harness, job
@@ -34,9 +34,11 @@ def _waiting(harness: Harness) -> None:
 def test_target_is_written_and_read_back_by_the_next_snapshot(harness: Harness) -> None:
     _waiting(harness)
     wl = harness.workload()
-    assert wl["metadata"]["annotations"][ANN_PREEMPTION_TARGET] == TARGET
+    stored = wl["metadata"]["annotations"][ANN_PREEMPTION_TARGET]
+    assert parse_target({ANN_PREEMPTION_TARGET: stored}) == parse_target({ANN_PREEMPTION_TARGET: TARGET})
+    assert harness.controller.writer.signer.verify(wl["metadata"]["uid"], ANN_PREEMPTION_TARGET, stored)  # signed
     [pending] = harness.controller._snapshot().pending
-    assert pending.spec.annotations[ANN_PREEMPTION_TARGET] == TARGET  # survives a restart: it is on the object
+    assert pending.spec.annotations[ANN_PREEMPTION_TARGET] == stored  # survives a restart: it is on the object
 
 
 def test_target_is_removed_once_admitted_there(harness: Harness) -> None:

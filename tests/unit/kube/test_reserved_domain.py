@@ -7,7 +7,7 @@ from __future__ import annotations
 from scheduler.commands import controller as cmd
 from scheduler.core.cycle import Pending
 from scheduler.core.domain_preemption import DomainTarget
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation
+from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation, parse_reserved
 from scheduler.core.workload import PodSetSpec
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.informer import JOBS
@@ -41,9 +41,10 @@ def _queued(harness: Harness) -> None:
 def test_held_domain_is_written_read_back_and_removed_when_nothing_is_held(harness: Harness) -> None:
     _queued(harness)
     _decide(harness, HELD)
-    assert _annotations(harness)[ANN_RESERVED_DOMAIN] == HELD
+    stored = _annotations(harness)[ANN_RESERVED_DOMAIN]
+    assert parse_reserved({ANN_RESERVED_DOMAIN: stored}) == parse_reserved({ANN_RESERVED_DOMAIN: HELD})
     [pending] = harness.controller._snapshot().pending
-    assert pending.spec.annotations[ANN_RESERVED_DOMAIN] == HELD  # survives a restart: it is on the object
+    assert pending.spec.annotations[ANN_RESERVED_DOMAIN] == stored  # survives a restart: it is on the object
     _decide(harness, "")
     assert ANN_RESERVED_DOMAIN not in _annotations(harness)
 
