@@ -189,7 +189,7 @@ def _kind(path: str) -> str:
     if path == review.QUEUED_PATH:
         return "RayJob"
     job_kind = review.JOB_PATHS.get(path)
-    return job_kind.kind if job_kind is not None else review.KUEUE_PATHS[path]
+    return job_kind.kind if job_kind is not None else review.KUEUE_PATHS.get(path) or review.WORKLOAD_PATHS[path]
 
 
 def test_structure_aware_fuzz_of_every_kind_counts_no_internal_error_and_no_fail_open() -> None:
