@@ -38,7 +38,7 @@ from scheduler.core import afs
 from scheduler.core.compact import remaining_s
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Pending, Preempt, Snapshot, quota_in_use, run_cycle
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
 from scheduler.core.fairsharing import Contender, fair_order, node_weights, share_rows
 from scheduler.core.health import node_health
 from scheduler.core.podsready import PODS_READY

@@ -22,10 +22,10 @@ from scheduler.adapter.objects import (
     condition_true,
     find_condition,
 )
+from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.podsready import PODS_READY
-from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import PendingWorkload
 from scheduler.core.resources import parse_quantity
 from scheduler.core.workload import WorkloadSpec, workload_from_kueue

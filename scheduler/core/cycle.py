@@ -25,35 +25,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler.core import afs, compact, reservation
+from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
-from scheduler.core.domain_preemption import (
-    ClearContext,
-    DomainChoice,
-    DomainTarget,
-    clear_domain,
-    parse_target,
-    selector_of,
-    target_of_placement,
-)
-from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
+from scheduler.core.domain_target import DomainTarget, parse_target, selector_of, target_of_placement
+from scheduler.core.fairsharing import Contender, next_contender, node_weights
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
 from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
-from scheduler.core.preemption import (
-    AdmittedWorkload,
-    DomainRequest,
-    FitCheck,
-    LqUsage,
-    Target,
-    TASUsage,
-    classical_targets,
-    find_candidates,
-    preemption_message,
-    preemption_plan,
-    tas_targets,
-)
+from scheduler.core.preemption.classical import classical_targets
+from scheduler.core.preemption.clear_domain import ClearContext, DomainChoice, clear_domain
+from scheduler.core.preemption.cost import LqUsage
+from scheduler.core.preemption.cpsat import tas_targets
+from scheduler.core.preemption.domains import DomainRequest
+from scheduler.core.preemption.fair_sharing import fair_targets
+from scheduler.core.preemption.plan import find_candidates, preemption_plan
+from scheduler.core.preemption.targets import FitCheck, Target, preemption_message
 from scheduler.core.queueing import (
     REQUEUE_IMMEDIATE,
     REQUEUE_INADMISSIBLE,

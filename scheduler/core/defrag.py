@@ -24,10 +24,12 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.cycle import Snapshot, quota_in_use
-from scheduler.core.domain_preemption import Domains, gpus_held, levels_to_try, selector_of
+from scheduler.core.domain_target import levels_to_try, selector_of
 from scheduler.core.placement.planner import place_workload
-from scheduler.core.preemption import AdmittedWorkload, DomainRequest
+from scheduler.core.preemption.cost import gpus_held
+from scheduler.core.preemption.domains import DomainRequest, Domains
 from scheduler.core.queueing import PendingWorkload, resolve_priority
 from scheduler.core.quota import FIT, assign_flavors
 from scheduler.core.topology import TopologyTree

@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.cycle import Snapshot, quota_in_use
 from scheduler.core.fairsharing import node_weights, status_shares
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.queueing import (
     CQ_READY,
     LQ_CLUSTER_QUEUE_INACTIVE,

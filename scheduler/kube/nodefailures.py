@@ -36,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.adapter.objects import VersionMemo
+from scheduler.core.admitted import TASUsage
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -56,7 +57,6 @@ from scheduler.core.failures import (
 )
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
-from scheduler.core.preemption import TASUsage
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
 from scheduler.kube import status as st

@@ -44,9 +44,10 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
 from scheduler.core.failures import (
     EVICTION_REASON,
     FailureTracker,
@@ -68,7 +69,6 @@ from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import NodeInfo
 from scheduler.core.placement.fragmentation import whole_free_leaves
 from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
 from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN

@@ -75,3 +75,20 @@ def test_imports_inside_functions_say_why() -> None:
     silent = [m for m in sorted(modules)
               if "Imports inside functions:" not in (ROOT / (m.replace(".", "/") + ".py")).read_text()]
     assert silent == []
+
+
+def _project_modules() -> list[Path]:
+    return sorted(p for base in ("scheduler", "admission") for p in (ROOT / base).rglob("*.py")
+                  if "gen" not in p.relative_to(ROOT).parts)
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A leading underscore means "this module's own": another module that needs the name needs
+    it public (issue 33: domain-clearing preemption imported two private helpers of preemption)."""
+    offenders = []
+    for path in _project_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("scheduler", "admission")):
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert offenders == []

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.cycle import Admit, Decision, Pending, Preempt, Snapshot
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
-from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
 from scheduler.core.quota import (
     ClusterQueueSpec,

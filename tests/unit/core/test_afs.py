@@ -14,7 +14,7 @@ from scheduler.core import afs
 from scheduler.core.afs import USAGE_BASED, LocalQueueUsage
 from scheduler.core.config import AdmissionFairSharing, FeatureGates, KueueConfig
 from scheduler.core.cycle import Admit, run_cycle, run_cycles
-from scheduler.core.preemption import candidates_ordering
+from scheduler.core.preemption.cost import candidates_ordering
 
 from ._admission import NS, admitted, cq, lqs, pending, rq, snapshot, wl
 

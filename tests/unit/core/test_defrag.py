@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.cycle import Snapshot
 from scheduler.core.defrag import (
     ANN_AUTO_RESUME,
@@ -12,7 +13,6 @@ from scheduler.core.defrag import (
     ANN_LAST_CHECKPOINT,
     plan_defrag,
 )
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.quota import FlavorSpec
 from scheduler.core.workload import WorkloadSpec
 

@@ -9,13 +9,13 @@ from ortools.sat.python import cp_model
 
 from scheduler.core import cycle, quota
 from scheduler.core.placement import cpsat, greedy
-from scheduler.core.preemption import (
+from scheduler.core.preemption.classical import classical_targets
+from scheduler.core.preemption.plan import preemption_plan
+from scheduler.core.preemption.targets import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
-    _target_reason,
-    classical_targets,
-    preemption_plan,
+    target_reason,
 )
 from scheduler.core.queueing import LocalQueueSpec
 from scheduler.core.quota import (
@@ -145,10 +145,10 @@ def test_target_reason_table() -> None:
         return 5
 
     own, other = admitted(wl("own"), "a"), admitted(wl("other"), "b")
-    assert _target_reason(own, "a", 3, prio) == (IN_CLUSTER_QUEUE, False)
-    assert _target_reason(other, "a", None, prio) == (IN_COHORT_RECLAMATION, False)
-    assert _target_reason(other, "a", 5, prio) == (IN_COHORT_RECLAMATION, True)
-    assert _target_reason(other, "a", 6, prio) == (IN_COHORT_RECLAIM_WHILE_BORROWING, False)
+    assert target_reason(own, "a", 3, prio) == (IN_CLUSTER_QUEUE, False)
+    assert target_reason(other, "a", None, prio) == (IN_COHORT_RECLAMATION, False)
+    assert target_reason(other, "a", 5, prio) == (IN_COHORT_RECLAMATION, True)
+    assert target_reason(other, "a", 6, prio) == (IN_COHORT_RECLAIM_WHILE_BORROWING, False)
 
 
 def test_classical_targets_walks_the_plan() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.cycle import Admit, Pending, Preempt, run_cycle
-from scheduler.core.preemption import candidates_ordering
+from scheduler.core.preemption.cost import candidates_ordering
 from scheduler.core.queueing import QueueState, resolve_priority
 from scheduler.core.quota import CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, ResourceQuota, assign_flavors
 
