@@ -30,6 +30,14 @@ from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
 from scheduler.core.domain_target import DomainTarget, parse_target, selector_of, target_of_placement
 from scheduler.core.fairsharing import Contender, next_contender, node_weights
+from scheduler.core.flavorassigner import (
+    FlavorAssignment,
+    Mode,
+    PreemptionMode,
+    PreemptionOracle,
+    assign_flavors,
+    is_tas_only,
+)
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
@@ -55,25 +63,15 @@ from scheduler.core.queueing import (
     resolve_priority,
 )
 from scheduler.core.quota import (
-    FIT,
-    NO_CANDIDATES,
-    NO_FIT,
-    PREEMPT,
-    PREEMPT_IN_QUEUE,
-    RECLAIM,
     STOP_HOLD_AND_DRAIN,
     STOP_NONE,
     STRICT_FIFO,
     ClusterQueueSpec,
     CohortSpec,
-    FlavorAssignment,
     FlavorResource,
     FlavorSpec,
-    PreemptionOracle,
     QuotaState,
     Usage,
-    assign_flavors,
-    is_tas_only,
 )
 from scheduler.core.reasons import (
     EvictReason,
@@ -218,7 +216,7 @@ class _Entry:
     assignment: FlavorAssignment
     placements: dict[str, PodSetPlacement]  # pod set -> TAS placement
     tas_flavor: dict[str, str]  # pod set -> TAS flavor
-    mode: int
+    mode: Mode
     reason: str
     message: str
     targets: list[Target] = field(default_factory=list)
@@ -233,7 +231,7 @@ class _Entry:
     @property
     def admissible(self) -> bool:
         """Fits, or fits after preempting the targets found (Kueue's reducer ``fits``)."""
-        return self.mode == FIT or (self.mode == PREEMPT and bool(self.targets))
+        return self.mode == Mode.FIT or (self.mode == Mode.PREEMPT and bool(self.targets))
     request: DomainRequest | None = None  # a single TAS pod set wanting one domain
     required: bool = False  # request's level is required (else preferred)
     domain_choice: DomainChoice | None = None  # set by domain-clearing preemption
@@ -489,12 +487,12 @@ class _Cycle:
             pw, cq, prio, assignment, {}, {}, assignment.mode, assignment.reason, assignment.message,
             reduced=spec if spec is not pw.spec else None,
         )
-        if assignment.mode == NO_FIT:
+        if assignment.mode == Mode.NO_FIT:
             return entry
         implied = is_tas_only(cq, self.snap.flavors)
         needs = set(assignment.needs_preemption)
         by_flavor = self._tas_pod_sets(cq, assignment, spec.pod_sets)
-        if assignment.mode == FIT:
+        if assignment.mode == Mode.FIT:
             for flavor, pod_sets in sorted(by_flavor.items()):
                 held = self._held(entry, flavor)
                 placement = self._place(self.trees[flavor], pod_sets, implied, spec, flavor, held=held)
@@ -509,28 +507,28 @@ class _Cycle:
                 message = flavors_message(placement.failed_pod_set or pod_sets[0].name, placement.reason)
                 failed = PendingReason.TOPOLOGY_FAILED.value
                 if not self._place(self._empty_tree(flavor), pod_sets, implied).fits:
-                    entry.mode, entry.reason, entry.message = NO_FIT, failed, message
+                    entry.mode, entry.reason, entry.message = Mode.NO_FIT, failed, message
                     return entry
-                entry.mode, entry.reason, entry.message = PREEMPT, failed, message
+                entry.mode, entry.reason, entry.message = Mode.PREEMPT, failed, message
                 for ps in pod_sets:
                     psf = next(p for p in assignment.pod_sets if p.name == ps.name)
                     needs.update(fr for fr in psf.usage if fr[0] == flavor)
-            if entry.mode == FIT and entry.placements:
+            if entry.mode == Mode.FIT and entry.placements:
                 self._compact(entry, by_flavor, implied)
         elif not self._tas_preempt_needs(assignment, by_flavor, implied, needs):
-            entry.mode = NO_FIT  # Kueue: no topology fits even on an empty cluster
+            entry.mode = Mode.NO_FIT  # Kueue: no topology fits even on an empty cluster
             return entry
-        if entry.mode == PREEMPT:
+        if entry.mode == Mode.PREEMPT:
             entry.wanted_preemption = True
             entry.targets = self.targets(entry, frozenset(needs), by_flavor, implied)
             if not entry.targets:
-                entry.mode = NO_FIT
+                entry.mode = Mode.NO_FIT
         return entry
 
     def _oracle(self, priority: int, timestamp: float, cq: ClusterQueueSpec) -> PreemptionOracle:
         """Kueue's ``SimulatePreemption`` for the flavor assigner: would preempting free
         ``quantity`` of one flavor-resource, and whose workloads would go."""
-        def simulate(fr: FlavorResource, quantity: int) -> int:
+        def simulate(fr: FlavorResource, quantity: int) -> PreemptionMode:
             needs = frozenset({fr})
             plan = preemption_plan(priority, timestamp, cq, self.quota, self.admitted, needs, self.priority_of,
                                    self.lq_usage())
@@ -540,8 +538,9 @@ class _Cycle:
 
             targets = classical_targets(plan, cq.name, self.quota, needs, fits, self.priority_of) if plan else []
             if not targets:
-                return NO_CANDIDATES
-            return PREEMPT_IN_QUEUE if any(t.workload.cluster_queue == cq.name for t in targets) else RECLAIM
+                return PreemptionMode.NO_CANDIDATES
+            in_queue = any(t.workload.cluster_queue == cq.name for t in targets)
+            return PreemptionMode.PREEMPT_IN_QUEUE if in_queue else PreemptionMode.RECLAIM
 
         return simulate
 
@@ -564,7 +563,7 @@ class _Cycle:
         before it: it stays pending (no preemption: the room exists) and is decided again when
         capacity is released or the first of those waits ends. A waiter held back keeps its own
         reservation."""
-        entry.mode, entry.reason = NO_FIT, reservation.HELD_REASON
+        entry.mode, entry.reason = Mode.NO_FIT, reservation.HELD_REASON
         entry.message = reservation.held_message(pod_set, held)
         entry.retry_at = min(r.until for r in held)
         entry.reservation = self.reservations.get(entry.pw.key)
@@ -595,7 +594,7 @@ class _Cycle:
             return
         verdict = compact.verdict(misses, entry.pw.timestamp, self.snap.now)
         if verdict.waiting:
-            entry.mode, entry.reason, entry.message = NO_FIT, compact.WAITING_REASON, verdict.message
+            entry.mode, entry.reason, entry.message = Mode.NO_FIT, compact.WAITING_REASON, verdict.message
             entry.retry_at = verdict.deadline
             if self.snap.placement_options.reserve_compact:  # hold one domain for the first unmet wish
                 entry.reservation = self._reservation_for(entry, missed_on[0], misses[0][0], verdict.deadline)
@@ -1068,9 +1067,9 @@ def _settle_fit(cyc: _Cycle, e: _Entry) -> list[Decision]:
 
 def _settle(cyc: _Cycle, e: _Entry, preempted: set[str]) -> list[Decision]:
     """Step 5 for one entry, against the usage left by the entries before it."""
-    if e.mode == NO_FIT:
+    if e.mode == Mode.NO_FIT:
         decisions = _settle_no_fit(cyc, e)
-    elif e.mode == PREEMPT:
+    elif e.mode == Mode.PREEMPT:
         decisions = _settle_preempt(cyc, e, preempted)
     else:
         decisions = _settle_fit(cyc, e)
