@@ -35,10 +35,10 @@ from scheduler.adapter.queues import (
 )
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import PendingWorkload
+from scheduler.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

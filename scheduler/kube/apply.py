@@ -14,11 +14,12 @@ from typing import Any
 
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.compact import RELAXED_REASON
-from scheduler.core.cycle import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt, Snapshot
+from scheduler.core.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
 from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.core.resources import format_quantity
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
 from scheduler.kube.informer import WORKLOADS

@@ -40,10 +40,12 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
+from scheduler.core.cycle import run_cycles
+from scheduler.core.decisions import Pending
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
+from scheduler.core.snapshot import Snapshot, after_decisions, draining
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
 from scheduler.kube import status as st

@@ -27,9 +27,9 @@ from scheduler.adapter.afs import admitted_usage, by_local_queue, newly_admitted
 from scheduler.core import afs
 from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.config import KueueConfig
-from scheduler.core.cycle import Snapshot
 from scheduler.core.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
 from scheduler.core.queueing import ACTIVE
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube import informer as inf
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache

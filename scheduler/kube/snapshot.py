@@ -16,9 +16,9 @@ from scheduler.adapter import snapshot as adapter_snapshot
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees  # re-exported
 from scheduler.adapter.objects import ClusterObjects
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube.informer import object_key
 from scheduler.kube.workload_index import live
 

@@ -46,7 +46,8 @@ import numpy as np
 
 from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Admit, Evict, Pending, Preempt, Snapshot, admitted_from_decision, run_cycle
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit, Evict, Pending, Preempt
 from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -72,6 +73,7 @@ from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import REQUEUE_INADMISSIBLE, LocalQueueSpec, PendingWorkload, QueueState
 from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.snapshot import Snapshot, admitted_from_decision
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec

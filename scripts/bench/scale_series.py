@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scheduler.adapter.objects import ClusterObjects  # noqa: E402
 from scheduler.adapter.snapshot import build_snapshot  # noqa: E402
-from scheduler.core.cycle import Admit, run_cycle  # noqa: E402
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.kube.gcpolicy import GcPolicy  # noqa: E402
 from scripts.bench.percentiles import percentile  # noqa: E402

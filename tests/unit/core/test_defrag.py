@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.cycle import Snapshot
 from scheduler.core.defrag import (
     ANN_AUTO_RESUME,
     ANN_CHECKPOINTABLE,
@@ -14,6 +13,7 @@ from scheduler.core.defrag import (
     plan_defrag,
 )
 from scheduler.core.quota import FlavorSpec
+from scheduler.core.snapshot import Snapshot
 from scheduler.core.workload import WorkloadSpec
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, wl

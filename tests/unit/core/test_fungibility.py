@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from scheduler.core import flavorassigner
-from scheduler.core.cycle import Admit, run_cycle
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit
 from scheduler.core.flavorassigner import Mode
 from scheduler.core.quota import MAY_STOP_SEARCH, PREEMPTION_OVER_BORROWING, TRY_NEXT_FLAVOR, FlavorFungibility
 
