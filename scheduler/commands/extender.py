@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(doc, sort_keys=False), end="")
         return 0
 
-    from scheduler.extender.logic import SlotBook
+    from scheduler.extender.book import SlotBook
     from scheduler.extender.server import ExtenderHTTPServer, ExtenderService
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)

@@ -14,7 +14,7 @@ from admission.validation import manifest_errors, validate_job
 from scheduler.adapter.jobkinds import lws_pod_sets, mpijob_pod_sets, workload_from_manifest
 from scheduler.core.workload import kueue_workload_name, owned_by_managed_parent
 from scheduler.extender.gate import Refusal, judge
-from scheduler.extender.logic import RankRule, pod_ref
+from scheduler.extender.workload_view import RankRule, pod_ref
 from scheduler.kube.jobs import INTEGRATIONS, MPIJobJob, PodSetStart, merge_patched, workload_for_job
 from scheduler.kube.lws import GVK, group_count, group_workload, pod_group_patch
 from tests.unit.test_admission_validation import L2, L3, cluster
