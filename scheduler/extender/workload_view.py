@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
+from scheduler.adapter.objects import ADMITTED, EVICTED, FINISHED, condition_true
+from scheduler.adapter.workloads import topology_assignments
 from scheduler.core.kueue_names import ANN_POD_INDEX_OFFSET, LABEL_PREBUILT_WORKLOAD
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.topology_request import TopologyRequestError, request_from_kueue
@@ -164,49 +165,33 @@ class WorkloadView:
     errors: Mapping[str, str] = field(default_factory=dict)  # pod set -> undecodable assignment
 
 
-def _condition(obj: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == type_:
-            return cond  # type: ignore[no-any-return]
-    return None
-
-
 def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
-    """A Kueue Workload dict (v1beta2, v1beta1 assignment shapes both accepted)."""
+    """A Kueue Workload dict (v1beta2, v1beta1 assignment shapes both accepted; the adapter
+    decodes them: ``adapter.workloads.topology_assignments``)."""
     meta = obj.get("metadata") or {}
     ns, name = meta.get("namespace") or "default", meta.get("name") or ""
-    status = obj.get("status") or {}
-    admission = status.get("admission")
-    admitted_cond = _condition(obj, "Admitted")
-    finished = _condition(obj, "Finished")
     reason = ""
-    if not admission:
+    if not (obj.get("status") or {}).get("admission"):
         reason = "has no status.admission yet"
-    elif admitted_cond is None or admitted_cond.get("status") != "True":
+    elif not condition_true(obj, ADMITTED):
         reason = "is not Admitted (condition Admitted is not True)"
-    elif finished is not None and finished.get("status") == "True":
+    elif condition_true(obj, FINISHED):
         reason = "is Finished"
-    elif (_condition(obj, "Evicted") or {}).get("status") == "True":
+    elif condition_true(obj, EVICTED):
         reason = "is being evicted (condition Evicted is True)"
     pod_sets: dict[str, Assignment] = {}
     errors: dict[str, str] = {}
     rules = {str(ps.get("name") or DEFAULT_POD_SET): _rank_rule(ps.get("topologyRequest"))
              for ps in (obj.get("spec") or {}).get("podSets") or ()}
-    for psa in (admission or {}).get("podSetAssignments") or ():
-        ps_name = psa.get("name") or DEFAULT_POD_SET
-        ta = psa.get("topologyAssignment")
-        if not ta:
-            continue
-        try:
-            levels, domains = decode_topology_assignment(ta)
-        except AssignmentFormatError as exc:
-            errors[ps_name] = str(exc)
+    for ps in topology_assignments(obj):
+        if ps.placement is None:
+            errors[ps.name] = str(ps.error)
             continue
         counts: dict[Domain, int] = {}
-        for d in domains:
+        for d in ps.placement.domains:
             counts[d.values] = counts.get(d.values, 0) + d.count
-        flavors = sorted({str(f) for f in (psa.get("flavors") or {}).values()})
-        pod_sets[ps_name] = Assignment(levels, counts, rules.get(ps_name), flavors[0] if flavors else "")
+        pod_sets[ps.name] = Assignment(ps.placement.levels, counts, rules.get(ps.name),
+                                       ps.flavors[0] if ps.flavors else "")
     return WorkloadView(ns, name, not reason, reason, pod_sets, errors)
 
 
