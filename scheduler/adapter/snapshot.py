@@ -12,17 +12,16 @@ import datetime as dt
 from dataclasses import dataclass
 
 from scheduler.adapter.afs import lq_usages
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.cluster import core_nodes, core_pods, empty_flavor_trees, subtract_admitted
 from scheduler.adapter.objects import (
     FINISHED,
     QUOTA_RESERVED,
     ClusterObjects,
     Obj,
-    VersionMemo,
     by_name,
     condition_true,
 )
-from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
@@ -37,7 +36,6 @@ from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.queueing import PendingWorkload
 from scheduler.core.snapshot import Snapshot
 
 
@@ -61,14 +59,6 @@ def split_workloads(workloads: tuple[Obj, ...] | list[Obj]) -> WorkloadsByState:
     return WorkloadsByState(tuple(holding), tuple(pending))
 
 
-# The controller rebuilds its snapshot every pass; with tens of thousands of pending Workloads
-# their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet a pending
-# Workload rarely changes between passes. Its namespace's labels are part of the stamp.
-_PENDING_MEMO: VersionMemo[PendingWorkload] = VersionMemo()
-# ... and so do their queues: ordering them sorted every pending Workload each pass.
-_QUEUE_MEMO = QueueMemo()
-
-
 def _namespace(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("namespace") or "")
 
@@ -76,22 +66,25 @@ def _namespace(obj: Obj) -> str:
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    config: KueueConfig = KUEUE_DEFAULTS,
-                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> Snapshot:
+                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
+                   caches: SnapshotCaches | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
-    Kueue (default: none, Kueue's placement)."""
+    Kueue (default: none, Kueue's placement). ``caches``: the conversions a builder of one
+    snapshot after another reuses (caches.py); none: everything is converted afresh."""
+    caches = caches if caches is not None else SnapshotCaches()
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
-    trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes), core_pods(objects.pods),
-                               health_policy)
+    trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes, caches.nodes),
+                               core_pods(objects.pods), health_policy, caches.trees)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
-    admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees)))
+    admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees), caches.admitted))
     subtract_admitted(trees, admitted)
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
     ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
-    pending = tuple(_PENDING_MEMO.convert(
+    pending = tuple(caches.pending.convert(
         workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
         lambda wl: ns_stamps.get(_namespace(wl), ())))
     wpc, pc = priority_values(objects.workload_priority_classes), priority_values(objects.priority_classes)
@@ -103,7 +96,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
         trees=trees,
         pending=pending,
-        queues=_QUEUE_MEMO.queues(pending, wpc, pc),
+        queues=caches.queues.queues(pending, wpc, pc),
         admitted=admitted,
         workload_priority_classes=wpc,
         priority_classes=pc,

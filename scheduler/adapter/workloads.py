@@ -154,14 +154,12 @@ def _tas_usage(reserved: Iterable[ReservedPodSet], tas_flavors: frozenset[str] |
     return tuple(out)
 
 
-# The controller converts every Workload holding a reservation each pass (its usage is
-# subtracted from the trees); one rarely changes between passes (issue 18: the pass is CPU-bound).
-_ADMITTED_MEMO: VersionMemo[AdmittedWorkload] = VersionMemo()
-
-
-def admitted_workloads(holding: Iterable[Obj], tas_flavors: frozenset[str]) -> list[AdmittedWorkload]:
-    """:func:`admitted_workload` of each, reused while the Workload and the TAS flavors are unchanged."""
-    return _ADMITTED_MEMO.convert(holding, lambda wl: admitted_workload(wl, tas_flavors), lambda _wl: tas_flavors)
+def admitted_workloads(holding: Iterable[Obj], tas_flavors: frozenset[str],
+                       memo: VersionMemo[AdmittedWorkload] | None = None) -> list[AdmittedWorkload]:
+    """:func:`admitted_workload` of each; with ``memo`` (a snapshot builder's), reused while the
+    Workload and the TAS flavors are unchanged."""
+    return (memo if memo is not None else VersionMemo()).convert(
+        holding, lambda wl: admitted_workload(wl, tas_flavors), lambda _wl: tas_flavors)
 
 
 def admitted_workload(workload: Obj, tas_flavors: frozenset[str] | set[str] = frozenset()) -> AdmittedWorkload:

@@ -38,6 +38,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import run_cycles
@@ -118,10 +119,13 @@ class Controller:
         self.isolation = Isolation(self.writer, clock)
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.unreadable = UnreadableWorkloads()
+        # The conversions one pass's snapshot reuses from the last (the node-failure record reads
+        # the same nodes and trees): owned here, the builder of snapshot after snapshot.
+        self.snapshot_caches = SnapshotCaches()
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
                                                 isolation=self.isolation,
                                                 unreachable_grace_s=node_unreachable_grace_s,
-                                                storm_policy=storm_policy)
+                                                storm_policy=storm_policy, caches=self.snapshot_caches)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
         self.lws = LwsGroups(cache, self.writer, self.isolation, self.resolve_priority)
         self.queue_state = QueueState()
@@ -443,7 +447,7 @@ class Controller:
                                   placement_options=self.placement_options,
                                   domain_preemption=self.domain_preemption,
                                   exclude=self.unreadable.current(wi.live(self.cache.workloads)),
-                                  config=self.config)
+                                  config=self.config, caches=self.snapshot_caches)
         try:
             return build()
         except Exception:

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from scheduler.adapter import snapshot as adapter_snapshot
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees  # re-exported
 from scheduler.adapter.objects import ClusterObjects
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
@@ -50,10 +51,12 @@ def cluster_objects(cache: Any, exclude: frozenset[str] = frozenset()) -> Cluste
 def build_snapshot(cache: Any, now: Any, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    exclude: frozenset[str] = frozenset(), config: KueueConfig = KUEUE_DEFAULTS,
-                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> Snapshot:
-    """The informer caches as one immutable core ``Snapshot`` (converted by ``scheduler.adapter``)."""
+                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
+                   caches: SnapshotCaches | None = None) -> Snapshot:
+    """The informer caches as one immutable core ``Snapshot`` (converted by ``scheduler.adapter``;
+    ``caches``: the conversions the builder keeps from one snapshot to the next)."""
     return adapter_snapshot.build_snapshot(cluster_objects(cache, exclude), now, solver=solver,
                                            time_budget_s=time_budget_s, inadmissible=inadmissible,
                                            health_policy=health_policy, config=config,
                                            placement_options=placement_options,
-                                           domain_preemption=domain_preemption)
+                                           domain_preemption=domain_preemption, caches=caches)

@@ -92,3 +92,15 @@ def test_no_module_imports_a_private_name_of_another() -> None:
                 offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}"
                               for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
     assert offenders == []
+
+
+def test_no_module_keeps_a_memo_of_its_own() -> None:
+    """Conversions reused between snapshots belong to whoever builds the snapshots
+    (adapter/caches.py ``SnapshotCaches``), not to module state shared by every caller."""
+    offenders = []
+    for path in _project_modules():
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1].lstrip("_").endswith("Memo"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)[:80]}")
+    assert offenders == []
