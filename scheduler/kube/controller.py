@@ -39,19 +39,16 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.caches import SnapshotCaches
-from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import run_cycles
-from scheduler.core.decisions import Pending
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
-from scheduler.core.snapshot import Snapshot, after_decisions, draining
-from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
+from scheduler.core.snapshot import Snapshot
+from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
-from scheduler.kube.apply import apply_decisions
+from scheduler.kube.admit import AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 from scheduler.kube.defrag import DefragExecutor
@@ -63,7 +60,6 @@ from scheduler.kube.jobs import (
     INTEGRATIONS,
     LWS_KEY,
     JobIntegration,
-    PodSetStart,
     managed_integrations,
     workload_for_job,
 )
@@ -72,7 +68,7 @@ from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
 from scheduler.kube.queues import QueueObjectsWriter
-from scheduler.kube.snapshot import build_snapshot
+from scheduler.kube.start import start_selectors
 from scheduler.kube.workload_index import owner_uid
 from scheduler.kube.writer import Observer, Writer
 
@@ -130,7 +126,6 @@ class Controller:
         self.lws = LwsGroups(cache, self.writer, self.isolation, self.resolve_priority)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
-        self._fingerprint = 0
         self.wakeup = Wakeup()
         self._stop = threading.Event()
         # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own
@@ -146,6 +141,7 @@ class Controller:
         # Process-wide garbage-collection tuning (scheduler.kube.gcpolicy); off unless the
         # controller command sets it, since it changes the collector for the whole process.
         self.gc_policy: GcPolicy | None = None
+        self.admission = AdmitPhase(self)  # phase 5; reads the settings above when it runs
 
     # ------------------------------------------------------------------ lookups
     def _job_index(self) -> dict[str, tuple[JobIntegration, Obj]]:
@@ -332,46 +328,6 @@ class Controller:
             self.writer.event(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
 
     # ------------------------------------------------------------------ phase 4
-    def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
-        """Per pod set: the flavors' nodeLabels, plus the required domain's labels (every level
-        from the top down to the required one), read from the nodes of the assignment."""
-        spec_sets = {ps["name"]: ps for ps in (wl.get("spec") or {}).get("podSets") or ()}
-        out = []
-        for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
-            selector: dict[str, str] = {}
-            tolerations: list[Mapping[str, Any]] = []
-            for flavor_name in sorted(set((psa.get("flavors") or {}).values())):
-                flavor = self.cache.flavors.get(flavor_name) or {}
-                selector.update(((flavor.get("spec") or {}).get("nodeLabels")) or {})
-                tolerations.extend(((flavor.get("spec") or {}).get("tolerations")) or ())
-            request = request_from_kueue((spec_sets.get(psa["name"]) or {}).get("topologyRequest"))
-            required = request.required if request is not None else None
-            annotations: dict[str, str] = {}
-            if psa.get("topologyAssignment"):
-                if required:
-                    selector.update(self._required_domain_selector(psa, required, flavor_name))
-                if request is None or not request.explicit:
-                    annotations[ANN_UNCONSTRAINED] = "true"
-            out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations, psa.get("count")))
-        return out
-
-    def _required_domain_selector(self, psa: Mapping[str, Any], required: str, flavor_name: str) -> dict[str, str]:
-        levels, domains = decode_topology_assignment(psa["topologyAssignment"])
-        topo_name = ((self.cache.flavors.get(flavor_name) or {}).get("spec") or {}).get("topologyName")
-        topo = self.cache.topologies.get(topo_name or "") or {}
-        topo_levels = [lv["nodeLabel"] for lv in (topo.get("spec") or {}).get("levels") or ()]
-        wanted = topo_levels[: topo_levels.index(required) + 1] if required in topo_levels else [required]
-        values: dict[str, set[str]] = {level: set() for level in wanted}
-        for domain in domains:
-            labels: dict[str, str] = dict(zip(levels, domain.values, strict=False))
-            if "kubernetes.io/hostname" in labels and len(levels) == 1:
-                node = self.cache.nodes.get(labels["kubernetes.io/hostname"]) or {}
-                labels = {**((node.get("metadata") or {}).get("labels") or {}), **labels}
-            for level in wanted:
-                if level in labels:
-                    values[level].add(labels[level])
-        return {level: next(iter(vals)) for level, vals in values.items() if len(vals) == 1}
-
     def start_admitted(self) -> None:
         jobs = self._job_index()
         self.isolation.for_each("start_admitted",
@@ -389,73 +345,19 @@ class Controller:
 
     def _start(self, wl: Obj, jobs: Mapping[str, tuple[JobIntegration, Obj]]) -> None:
         integration, job = jobs[owner_uid(wl) or ""]
-        patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
+        patch = integration.start_patch(job, wl["metadata"]["name"], start_selectors(wl, self.cache))
         if not self.writer.patch_job(integration, job, patch):
             return
         self.writer.event(job, "Normal", "Started",
                           f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 
     # ------------------------------------------------------------------ phase 5
-    def _capacity_fingerprint(self) -> int:
-        """Changes whenever capacity or queue configuration may have changed: then workloads
-        parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
-        a workload finishes or is evicted, or queue objects change)."""
-        # A Workload that finishes leaves the holding set: that changes the fingerprint too.
-        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED)) for w in wi.holding(self.cache.workloads))
-        # Queue objects by spec generation (and deletion), not resourceVersion: our own status
-        # and finalizer writes (kube.queues) must not count as a configuration change.
-        config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("generation"),
-                            bool(o["metadata"].get("deletionTimestamp")))
-                           for inf in (self.cache.cluster_queues, self.cache.local_queues, self.cache.flavors,
-                                       self.cache.topologies, self.cache.cohorts)
-                           for o in inf.items())
-        nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in self.cache.nodes.items())
-        return hash((holding, config, nodes))
-
     def admit(self) -> Snapshot:
-        """One admission cycle; returns the snapshot it decided on (the queue status is
-        computed from it too)."""
-        fingerprint = self._capacity_fingerprint()
-        if fingerprint != self._fingerprint:
-            self.queue_state.release()
-            self._fingerprint = fingerprint
-        self.queue_state.release_due(self.clock().timestamp())  # compact waits that ran out
-        snapshot = self._snapshot()
-        decided, reasons = snapshot, []
-        if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
-            self.queue_objects.announce_work(snapshot, self.isolation)
-            decisions = self.metrics.admission_attempt(lambda: run_cycles(snapshot, self.cycles_per_pass))
-            reasons = [d for d in decisions if isinstance(d, Pending)]
-            actions = [d for d in decisions if not isinstance(d, Pending)]
-            apply_decisions(self.writer, self.queue_state, snapshot, actions, self.clock(), self.isolation)
-            decided = after_decisions(snapshot, decisions)
-        # Queue status with this pass's admissions, before the pending reasons: a ClusterQueue
-        # reports an admission (and its pending count) in the pass that made it, as Kueue's
-        # cache does, even when hundreds of new Workloads each get a first pending reason
-        # (issue 18: Kueue's perf recorder reads usage and "work left" from ClusterQueue status).
-        self.queue_objects.sync(decided, self.isolation)
-        if reasons:
-            apply_decisions(self.writer, self.queue_state, snapshot, reasons, self.clock(), self.isolation)
-        return snapshot
+        """One admission pass (kube/admit.py); returns the snapshot it decided on."""
+        return self.admission.run()
 
     def _snapshot(self) -> Snapshot:
-        """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
-        and skipped until it changes); the rest of the cluster is admitted as usual."""
-        def build() -> Snapshot:
-            return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
-                                  inadmissible=self.queue_state.inadmissible(),
-                                  placement_options=self.placement_options,
-                                  domain_preemption=self.domain_preemption,
-                                  exclude=self.unreadable.current(wi.live(self.cache.workloads)),
-                                  config=self.config, caches=self.snapshot_caches)
-        try:
-            return build()
-        except Exception:
-            if not self.unreadable.probe(self.cache.workloads.items(), self.cache.flavors.items(),
-                                         lambda wl, exc: self.isolation.report("admit", wl, exc, wl),
-                                         self.cache.workloads.get):
-                raise  # no Workload is to blame: something else is broken (reconcile logs it)
-            return build()
+        return self.admission.snapshot()
 
     # ------------------------------------------------------------------ loop
     def reconcile(self) -> None:

@@ -104,3 +104,17 @@ def test_no_module_keeps_a_memo_of_its_own() -> None:
             if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1].lstrip("_").endswith("Memo"):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)[:80]}")
     assert offenders == []
+
+
+def test_no_class_over_three_hundred_lines() -> None:
+    """A room one person can hold (docs/architecture.md): no class of scheduler/ or admission/
+    over 300 lines (issue 33: the cycle, the slot book, the simulator, the controller, the
+    local cluster and the topology tree had grown past it)."""
+    offenders = []
+    for path in _project_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 300:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.name} {lines} lines")
+    assert offenders == []
