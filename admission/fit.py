@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.adapter.cluster import core_nodes
+from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, empty_quota_state
 from scheduler.core.health import HealthPolicy, recovered
 from scheduler.core.nodes import NodeInfo, Toleration, pod_spec_requests, tolerations_from_k8s
@@ -187,5 +188,5 @@ def group_fit(trees: EmptyTrees, members: Sequence[PodSetSpec], flavor: Obj,
     return OK, ""
 
 
-def nodes_of(objs: Mapping[str, Obj]) -> list[NodeInfo]:
-    return core_nodes(list(objs.values()))
+def nodes_of(objs: Mapping[str, Obj], memo: VersionMemo[NodeInfo] | None = None) -> list[NodeInfo]:
+    return core_nodes(list(objs.values()), memo)

@@ -16,7 +16,9 @@ from typing import Any
 
 from admission.fit import EmptyTrees, empty_trees, nodes_of
 from scheduler.adapter.kinds.ownership import OwnerLookup
+from scheduler.adapter.objects import VersionMemo
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.nodes import NodeInfo
 
 Obj = dict[str, Any]
 Lookup = Callable[[str, str, str | None], Obj | None]  # (kind, name, namespace) -> object or None
@@ -39,6 +41,7 @@ class ClusterView:
     # Bumped by the owner whenever a node's labels, allocatable or health changed.
     nodes_version: int = 0
     _cache: dict[tuple[str, ...], tuple[int, EmptyTrees]] = field(default_factory=dict, repr=False)
+    _node_memo: VersionMemo[NodeInfo] = field(default_factory=VersionMemo, repr=False)  # unchanged nodes reused
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _get(self, store: Mapping[str, Obj], kind: str, key: str, name: str, namespace: str | None,
@@ -73,7 +76,7 @@ class ClusterView:
             if hit and hit[0] == self.nodes_version:
                 return hit[1]
             version = self.nodes_version
-            nodes = nodes_of(dict(self.nodes))
+            nodes = nodes_of(dict(self.nodes), self._node_memo)
         trees = empty_trees(topology, levels, nodes, node_labels, self.health_policy)
         with self._lock:
             self._cache[key] = (version, trees)

@@ -37,14 +37,17 @@ from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core import afs
 from scheduler.core.compact import remaining_s
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Admit, Pending, Preempt, Snapshot, quota_in_use, run_cycle
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit, Pending, Preempt
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
 from scheduler.core.fairsharing import Contender, fair_order, node_weights, share_rows
+from scheduler.core.flavorassigner import assign_flavors
 from scheduler.core.health import node_health
 from scheduler.core.podsready import PODS_READY
 from scheduler.core.queueing import OrderKey, PendingWorkload, order_key, resolve_priority
-from scheduler.core.quota import QuotaState, assign_flavors
+from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity, with_pod_slot
+from scheduler.core.snapshot import Snapshot, quota_in_use
 from scheduler.core.topology import DRAINED_REASON, is_drained
 
 

@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.core import afs
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.resources import quantity_float
 
 Obj = Mapping[str, Any]

@@ -15,10 +15,10 @@ from typing import Any
 from scheduler.adapter.objects import Obj, VersionMemo, name_of
 from scheduler.adapter.queues import topology_levels
 from scheduler.adapter.workloads import admitted_workloads, reserved_pod_sets
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.placement.types import PodSetPlacement
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.topology import TopologyTree
 
 
@@ -32,15 +32,10 @@ class TasFlavor:
     node_labels: Mapping[str, str]
 
 
-# The controller converts every node on every pass (snapshot and node-failure record): on a
-# 640-node cluster whose nodes arrive one by one that was O(nodes) per watch event, the top of
-# the profile (issue 18); unchanged nodes now reuse their conversion.
-_NODE_MEMO: VersionMemo[NodeInfo] = VersionMemo()
-
-
-def core_nodes(nodes: Iterable[Obj]) -> list[NodeInfo]:
-    """The nodes as core values (conversions reused per resourceVersion: ``VersionMemo``)."""
-    return _NODE_MEMO.convert(nodes, node_from_k8s)
+def core_nodes(nodes: Iterable[Obj], memo: VersionMemo[NodeInfo] | None = None) -> list[NodeInfo]:
+    """The nodes as core values; with ``memo`` (a snapshot builder's: ``SnapshotCaches``), an
+    unchanged node reuses its conversion."""
+    return (memo if memo is not None else VersionMemo()).convert(nodes, node_from_k8s)
 
 
 def core_pods(pods: Iterable[Obj]) -> list[PodInfo]:
@@ -75,12 +70,12 @@ def tas_flavors(flavors: Iterable[Obj], topologies: Mapping[str, Obj]) -> list[T
     return out
 
 
-class _TreeMemo:
+class TreeMemo:
     """The last empty tree of each TAS flavor, reused (cloned) while its inputs are the very
     same objects: building a 10,000-node tree was most of a pass's snapshot (issue 18). The
-    node values come from :func:`core_nodes` (``VersionMemo``), so an unchanged node is the same object; a new
-    pod or node list content builds afresh. The entry keeps its inputs alive, so the ids in
-    its key cannot be reused by other objects."""
+    node values come from :func:`core_nodes` with the same builder's memo, so an unchanged node
+    is the same object; a new pod or node list content builds afresh. The entry keeps its
+    inputs alive, so the ids in its key cannot be reused by other objects."""
 
     def __init__(self) -> None:
         self._entries: dict[str, tuple[tuple[Any, ...], list[NodeInfo], list[PodInfo], TopologyTree]] = {}
@@ -97,14 +92,13 @@ class _TreeMemo:
         return hit[3].clone()
 
 
-_TREE_MEMO = _TreeMemo()
-
-
 def empty_flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: list[NodeInfo],
-                       pods: list[PodInfo], health_policy: HealthPolicy | None = None) -> dict[str, TopologyTree]:
+                       pods: list[PodInfo], health_policy: HealthPolicy | None = None,
+                       memo: TreeMemo | None = None) -> dict[str, TopologyTree]:
     """One tree per TAS flavor with the pods' usage, before any workload's reservation (a
-    fresh copy: callers subtract reservations from it)."""
-    return {tas.flavor: _TREE_MEMO.tree(tas, nodes, pods, health_policy or DEFAULT_POLICY)
+    fresh copy: callers subtract reservations from it); ``memo``: the builder's trees."""
+    memo = memo if memo is not None else TreeMemo()
+    return {tas.flavor: memo.tree(tas, nodes, pods, health_policy or DEFAULT_POLICY)
             for tas in tas_flavors(flavors, topologies)}
 
 
@@ -118,12 +112,13 @@ def subtract_admitted(trees: Mapping[str, TopologyTree], admitted: Iterable[Admi
 
 
 def flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: list[NodeInfo],
-                 pods: list[PodInfo], holding: Iterable[Obj],
-                 health_policy: HealthPolicy | None = None) -> dict[str, TopologyTree]:
+                 pods: list[PodInfo], holding: Iterable[Obj], health_policy: HealthPolicy | None = None,
+                 memo: TreeMemo | None = None,
+                 admitted_memo: VersionMemo[AdmittedWorkload] | None = None) -> dict[str, TopologyTree]:
     """One tree per TAS flavor; the usage of every workload in ``holding`` (raw Workloads
-    holding a reservation) subtracted."""
-    trees = empty_flavor_trees(flavors, topologies, nodes, pods, health_policy)
+    holding a reservation) subtracted. The memos: a snapshot builder's (``SnapshotCaches``)."""
+    trees = empty_flavor_trees(flavors, topologies, nodes, pods, health_policy, memo)
     names = frozenset(trees)
     subtract_admitted(trees, admitted_workloads([wl for wl in holding if (wl.get("status") or {}).get("admission")],
-                                                names))
+                                                names, admitted_memo))
     return trees

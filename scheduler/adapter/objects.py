@@ -10,6 +10,7 @@ Obj = Mapping[str, Any]
 T = TypeVar("T")
 
 QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
 FINISHED = "Finished"
 EVICTED = "Evicted"
 REQUEUED = "Requeued"
@@ -55,10 +56,15 @@ def condition_true(obj: Obj, type_: str) -> bool:
     return cond is not None and cond.get("status") == "True"
 
 
+def has_reservation(workload: Obj) -> bool:
+    """The one reader of a Workload's quota reservation: QuotaReserved with an admission (a
+    Finished workload may still carry it: Kueue keeps the record)."""
+    return condition_true(workload, QUOTA_RESERVED) and bool((workload.get("status") or {}).get("admission"))
+
+
 def holds_reservation(workload: Obj) -> bool:
-    """QuotaReserved with an admission, not finished: the workload's quota and topology usage count."""
-    return (condition_true(workload, QUOTA_RESERVED) and bool((workload.get("status") or {}).get("admission"))
-            and not condition_true(workload, FINISHED))
+    """A reservation that counts: not finished, so its quota and topology usage are charged."""
+    return has_reservation(workload) and not condition_true(workload, FINISHED)
 
 
 class VersionMemo(Generic[T]):

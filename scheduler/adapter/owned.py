@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
+from scheduler.core.preferred_domains import ANN_PREVIOUS_DOMAINS
 from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
 from scheduler.core.quota import STOP_NONE, ClusterQueueSpec
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN

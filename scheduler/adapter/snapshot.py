@@ -13,18 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.adapter.afs import lq_usages
+from scheduler.adapter.caches import PendingOrProblems, SnapshotCaches
 from scheduler.adapter.cluster import core_nodes, core_pods, empty_flavor_trees, subtract_admitted
 from scheduler.adapter.objects import (
     FINISHED,
     QUOTA_RESERVED,
     ClusterObjects,
     Obj,
-    VersionMemo,
     by_name,
     condition_true,
 )
 from scheduler.adapter.owned import QueueFacts, Signer, trusted_pending, without_annotations
-from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
@@ -38,10 +37,10 @@ from scheduler.adapter.queues import (
 from scheduler.adapter.workload_checks import UNREADABLE, FieldProblem, schema_problems, unreadable_problem
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import ANN_PRIORITY_BOOST, PendingWorkload
+from scheduler.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -66,15 +65,6 @@ def split_workloads(workloads: Sequence[Obj]) -> WorkloadsByState:
 
 PRIORITY_BOOST_GATE = "PriorityBoost"  # Kueue's alpha gate (off by default): the boost annotation counts only then
 
-# The controller rebuilds its snapshot every pass; with tens of thousands of pending Workloads
-# their conversion was most of it (issue 18, scripts/bench/scale_series.py), yet a pending
-# Workload rarely changes between passes. Its namespace's labels are part of the stamp.
-PendingOrProblems = PendingWorkload | tuple[FieldProblem, ...]
-_PENDING_MEMO: VersionMemo[PendingOrProblems] = VersionMemo()
-# ... and so do their queues: ordering them sorted every pending Workload each pass.
-_QUEUE_MEMO = QueueMemo()
-
-
 Invalid = tuple[Obj, tuple[FieldProblem, ...]]
 
 
@@ -98,27 +88,31 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    config: KueueConfig = KUEUE_DEFAULTS,
                    placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
-                   signer: Signer | None = None, invalid: list[Invalid] | None = None) -> Snapshot:
+                   signer: Signer | None = None, invalid: list[Invalid] | None = None,
+                   caches: SnapshotCaches | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
     Kueue (default: none, Kueue's placement). Invalid pending Workloads (Kueue's schema and
     webhook rules, :mod:`scheduler.adapter.workload_checks`) are left out; the controller's own
     annotations are kept only where it may honour them (:func:`scheduler.adapter.owned.trusted_pending`;
     ``signer``: the controller's key, None to skip the signature check). ``invalid``: filled with
-    the Workloads left out and what is wrong with each (the controller tells their owners)."""
+    the Workloads left out and what is wrong with each (the controller tells their owners).
+    ``caches``: the conversions a builder of one snapshot after another reuses (caches.py); none:
+    everything is converted afresh."""
+    caches = caches if caches is not None else SnapshotCaches()
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
-    trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes), core_pods(objects.pods),
-                               health_policy)
+    trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes, caches.nodes),
+                               core_pods(objects.pods), health_policy, caches.trees)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
-    admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees)))
+    admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees), caches.admitted))
     subtract_admitted(trees, admitted)
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
     ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
     converted: list[PendingWorkload] = []
-    for wl, outcome in zip(workloads.pending, _PENDING_MEMO.convert(
+    for wl, outcome in zip(workloads.pending, caches.pending.convert(
             workloads.pending, lambda wl: _pending_or_problems(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
             lambda wl: ns_stamps.get(_namespace(wl), ())), strict=True):
         if isinstance(outcome, PendingWorkload):
@@ -139,7 +133,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
         trees=trees,
         pending=pending,
-        queues=_QUEUE_MEMO.queues(pending, wpc, pc),
+        queues=caches.queues.queues(pending, wpc, pc),
         admitted=admitted,
         workload_priority_classes=wpc,
         priority_classes=pc,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.adapter.objects import ClusterObjects, Obj, holds_reservation
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
@@ -30,7 +31,9 @@ class EngineSnapshot:
                  cluster_queues: Sequence[Obj] = (), local_queues: Sequence[Obj] = (), cohorts: Sequence[Obj] = (),
                  namespaces: Sequence[Obj] = (), workload_priority_classes: Sequence[Obj] = (),
                  priority_classes: Sequence[Obj] = (), health_policy: HealthPolicy = DEFAULT_POLICY,
-                 source: str = "live snapshot", generation: int = 0) -> None:
+                 source: str = "live snapshot", generation: int = 0, caches: SnapshotCaches | None = None) -> None:
+        """``caches``: the conversions of the one who builds such snapshots again and again (the
+        gRPC engine); none: converted once."""
         self.objects = ClusterObjects(
             nodes=tuple(nodes), pods=tuple(pods), workloads=tuple(workloads), cluster_queues=tuple(cluster_queues),
             cohorts=tuple(cohorts), local_queues=tuple(local_queues), flavors=tuple(flavors),
@@ -42,6 +45,7 @@ class EngineSnapshot:
         self.health_policy = health_policy
         self.source = source
         self.generation = generation
+        self.caches = caches if caches is not None else SnapshotCaches()
         self._lock = threading.Lock()
         self._nodes: list[NodeInfo] | None = None
         self._pods: list[PodInfo] | None = None
@@ -65,7 +69,7 @@ class EngineSnapshot:
     def nodes(self) -> list[NodeInfo]:
         with self._lock:
             if self._nodes is None:
-                self._nodes = core_nodes(self.objects.nodes)
+                self._nodes = core_nodes(self.objects.nodes, self.caches.nodes)
             return self._nodes
 
     @property
@@ -94,7 +98,8 @@ class EngineSnapshot:
         with self._lock:
             if self._flavor_trees is None:
                 self._flavor_trees = flavor_trees(self.flavors_raw.values(), self.topologies_raw, nodes, pods,
-                                                  self.holding(), self.health_policy)
+                                                  self.holding(), self.health_policy, self.caches.trees,
+                                                  self.caches.admitted)
             return self._flavor_trees.get(flavor)
 
     def tree(self, name: str | None = None, levels: Sequence[str] | None = None) -> TopologyTree:

@@ -22,13 +22,13 @@ from scheduler.adapter.objects import (
     condition_true,
     find_condition,
 )
-from scheduler.core.assignment import decode_topology_assignment
+from scheduler.core.admitted import AdmittedWorkload, TASUsage
+from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.podsready import PODS_READY
-from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import PendingWorkload
 from scheduler.core.resources import parse_quantity
-from scheduler.core.workload import WorkloadSpec, workload_from_kueue
+from scheduler.core.workload import DEFAULT_POD_SET, WorkloadSpec, workload_from_kueue
 
 # Evictions after which the workload queues again by its eviction time (Kueue
 # ``requeuingStrategy.timestamp: Eviction``); Preempted / NodeFailures keep their creation time.
@@ -87,21 +87,49 @@ def pending_workload(workload: Obj, namespace_labels: Mapping[str, str] | None =
     )
 
 
-def reserved_pod_sets(workload: Obj, spec: WorkloadSpec | None = None) -> list[ReservedPodSet]:
-    """Every pod set of the admission that carries a topology assignment, decoded."""
-    if spec is None:
-        spec = workload_from_kueue(workload)
-    requests = {ps.name: ps.requests for ps in spec.pod_sets}
+@dataclass(frozen=True)
+class AssignedPodSet:
+    """One pod set of ``status.admission.podSetAssignments`` with a ``topologyAssignment``,
+    decoded, or the error that made it unreadable."""
+
+    name: str
+    flavors: tuple[str, ...]  # distinct flavor names of the assignment, sorted
+    placement: PodSetPlacement | None
+    error: AssignmentFormatError | None = None
+
+
+def topology_assignments(workload: Obj) -> list[AssignedPodSet]:
+    """The one reader of a Workload's topology assignments (v1beta2 ``slices`` or v1beta1
+    ``domains``): the controller's snapshot and the extender both read them here."""
     out = []
     for psa in _admission(workload).get("podSetAssignments") or ():
         assignment = psa.get("topologyAssignment")
         if not assignment:
             continue
-        name = psa.get("name", "main")
-        levels, domains = decode_topology_assignment(assignment)
+        name = str(psa.get("name") or DEFAULT_POD_SET)
+        flavors = tuple(sorted({str(f) for f in (psa.get("flavors") or {}).values()}))
+        try:
+            levels, domains = decode_topology_assignment(assignment)
+        except AssignmentFormatError as exc:
+            out.append(AssignedPodSet(name, flavors, None, exc))
+            continue
         placement = PodSetPlacement(name, sum(d.count for d in domains), tuple(levels), tuple(domains))
-        flavors = tuple(sorted(set((psa.get("flavors") or {}).values())))
-        out.append(ReservedPodSet(placement, requests.get(name, {}), flavors))
+        out.append(AssignedPodSet(name, flavors, placement))
+    return out
+
+
+def reserved_pod_sets(workload: Obj, spec: WorkloadSpec | None = None) -> list[ReservedPodSet]:
+    """Every pod set of the admission that carries a topology assignment, decoded (an
+    unreadable one raises its ``AssignmentFormatError``)."""
+    if spec is None:
+        spec = workload_from_kueue(workload)
+    requests = {ps.name: ps.requests for ps in spec.pod_sets}
+    out = []
+    for ps in topology_assignments(workload):
+        if ps.placement is None:
+            assert ps.error is not None
+            raise ps.error
+        out.append(ReservedPodSet(ps.placement, requests.get(ps.name, {}), ps.flavors))
     return out
 
 
@@ -126,14 +154,12 @@ def _tas_usage(reserved: Iterable[ReservedPodSet], tas_flavors: frozenset[str] |
     return tuple(out)
 
 
-# The controller converts every Workload holding a reservation each pass (its usage is
-# subtracted from the trees); one rarely changes between passes (issue 18: the pass is CPU-bound).
-_ADMITTED_MEMO: VersionMemo[AdmittedWorkload] = VersionMemo()
-
-
-def admitted_workloads(holding: Iterable[Obj], tas_flavors: frozenset[str]) -> list[AdmittedWorkload]:
-    """:func:`admitted_workload` of each, reused while the Workload and the TAS flavors are unchanged."""
-    return _ADMITTED_MEMO.convert(holding, lambda wl: admitted_workload(wl, tas_flavors), lambda _wl: tas_flavors)
+def admitted_workloads(holding: Iterable[Obj], tas_flavors: frozenset[str],
+                       memo: VersionMemo[AdmittedWorkload] | None = None) -> list[AdmittedWorkload]:
+    """:func:`admitted_workload` of each; with ``memo`` (a snapshot builder's), reused while the
+    Workload and the TAS flavors are unchanged."""
+    return (memo if memo is not None else VersionMemo()).convert(
+        holding, lambda wl: admitted_workload(wl, tas_flavors), lambda _wl: tas_flavors)
 
 
 def admitted_workload(workload: Obj, tas_flavors: frozenset[str] | set[str] = frozenset()) -> AdmittedWorkload:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
@@ -181,6 +182,7 @@ class ControllerEngine(Engine):
         self._generation = 0
         self._lock = threading.Lock()
         self._snapshot: EngineSnapshot | None = None
+        self.caches = SnapshotCaches()  # the conversions each rebuilt snapshot reuses
         for informer in self.cache.all():
             informer.add_handler(self._changed)
         controller.observers.append(self.hub.publish)
@@ -203,7 +205,8 @@ class ControllerEngine(Engine):
                               cohorts=cache.cohorts.items(), namespaces=cache.namespaces.items(),
                               workload_priority_classes=cache.workload_priority_classes.items(),
                               priority_classes=cache.priority_classes.items(),
-                              health_policy=self.health_policy, source="live snapshot", generation=generation)
+                              health_policy=self.health_policy, source="live snapshot", generation=generation,
+                              caches=self.caches)
         with self._lock:
             if self._snapshot is None or self._snapshot.generation <= generation:
                 self._snapshot = snap

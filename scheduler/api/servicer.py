@@ -57,7 +57,8 @@ from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import WorkloadSpec
 from scheduler.errors import UserError
 from scheduler.explain import NotFound, explain
-from scheduler.sim.engine import Progress, Simulator
+from scheduler.sim.engine import Simulator
+from scheduler.sim.model import Progress
 from scheduler.sim.scenario import ClusterError, jobs_from_trace, summarize, world_from_objects
 from scheduler.sim.trace import TraceError, trace_from_data
 from scheduler.topoview.model import unknown_levels

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     caps = connection_caps(args)
     tls = _tls(args)
 
-    from scheduler.extender.logic import SlotBook
+    from scheduler.extender.book import SlotBook
     from scheduler.extender.server import ExtenderHTTPServer, ExtenderService, extender_limits
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)

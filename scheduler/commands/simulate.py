@@ -99,7 +99,7 @@ def load_trace(path: Path) -> Any:
 
 
 def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float) -> Any:
-    from scheduler.sim.engine import GPU
+    from scheduler.sim.model import GPU
     from scheduler.sim.scenario import level_capacity
     from scheduler.sim.trace import TraceError, synthetic_trace
 

@@ -24,12 +24,14 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scheduler.core.cycle import Snapshot, quota_in_use
-from scheduler.core.domain_preemption import Domains, gpus_held, levels_to_try, selector_of
+from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.domain_target import levels_to_try, selector_of
+from scheduler.core.flavorassigner import Mode, assign_flavors
 from scheduler.core.placement.planner import place_workload
-from scheduler.core.preemption import AdmittedWorkload, DomainRequest
+from scheduler.core.preemption.cost import gpus_held
+from scheduler.core.preemption.domains import DomainRequest, Domains
 from scheduler.core.queueing import PendingWorkload, resolve_priority
-from scheduler.core.quota import FIT, assign_flavors
+from scheduler.core.snapshot import Snapshot, quota_in_use
 from scheduler.core.topology import TopologyTree
 
 ANN_AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
@@ -124,7 +126,7 @@ def _blocked_jobs(snap: Snapshot, trees: Mapping[str, TopologyTree]) -> list[_Jo
             continue
         assignment = assign_flavors(pw.spec, cq, quota, snap.flavors, levels)
         flavor = next((f for f in sorted(set(assignment.pod_sets[0].flavors.values())) if f in trees), None)
-        if assignment.mode != FIT or flavor is None or not trees[flavor].has_level(level):
+        if assignment.mode != Mode.FIT or flavor is None or not trees[flavor].has_level(level):
             continue
         request = DomainRequest(flavor, level, ps.count, ps.requests, ps.node_selector, ps.tolerations, ps.name)
         prio = resolve_priority(pw.spec, snap.workload_priority_classes, snap.priority_classes, pw.priority)

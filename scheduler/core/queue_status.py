@@ -32,9 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.core.cycle import Snapshot, quota_in_use
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.fairsharing import node_weights, status_shares
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.queueing import (
     CQ_READY,
     LQ_CLUSTER_QUEUE_INACTIVE,
@@ -47,6 +46,7 @@ from scheduler.core.queueing import (
 )
 from scheduler.core.quota import STOP_NONE, ClusterQueueSpec, FlavorResource, QuotaState
 from scheduler.core.resources import format_quantity
+from scheduler.core.snapshot import Snapshot, quota_in_use
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.core.domain_preemption import DomainTarget, parse_target
+from scheduler.core.domain_target import DomainTarget, parse_target
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec, json_object_annotation

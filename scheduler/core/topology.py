@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.core.health import DEFAULT_POLICY, HEALTHY, HealthPolicy, node_health
+from scheduler.core.leaf_filters import BLOCKING_EFFECTS, LeafFilters, resource_counts
 from scheduler.core.node_affinity import NodeAffinity
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo, PodInfo, Taint, Toleration
 from scheduler.core.resources import PODS, Resources, with_pod_slot
@@ -51,10 +52,6 @@ DEFAULT_HYPERPOD_LEVELS: tuple[str, ...] = (
 )
 DEFAULT_TOPOLOGY_NAME = "default"
 
-_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-# Node affinity masks kept per tree (oldest dropped first): pending workloads are retried every
-# cycle with the same affinity, but a long-running controller must not keep one per workload ever seen.
-_AFFINITY_CACHE_SIZE = 128
 
 
 def default_levels_for(nodes: Iterable[NodeInfo]) -> tuple[str, ...]:
@@ -163,11 +160,7 @@ class TopologyTree:
         self.allocatable: IntArray = np.zeros((0, 0), dtype=np.int64)
         self.free: IntArray = np.zeros((0, 0), dtype=np.int64)
         self._pods: dict[str, tuple[int, IntArray]] = {}
-        self._leaf_taints: list[tuple[Taint, ...]] = []
-        self._leaf_labels: list[Mapping[str, str]] = []
-        self._taint_groups: dict[tuple[Taint, ...], IntArray] = {}
-        self._mask_cache: dict[tuple[str, str], BoolArray] = {}
-        self._affinity_cache: dict[NodeAffinity, tuple[BoolArray, IntArray]] = {}
+        self.filters: LeafFilters | None = None  # Kueue's node filters (hostname-lowest trees only)
         self.build_exclusions: dict[str, int] = {}
         # Value paths of the nodes left out as unhealthy or drained -> how many (their
         # domains are degraded: placement.fragmentation ranks them last when asked to).
@@ -248,6 +241,8 @@ class TopologyTree:
         self._res_index = {r: i for i, r in enumerate(self.resources)}
         width = len(self.resources)
         alloc = np.zeros((len(leaf_paths), width), dtype=np.int64)
+        leaf_taints: list[tuple[Taint, ...]] = []
+        leaf_labels: list[Mapping[str, str]] = []
         for i, path in enumerate(leaf_paths):
             group = sorted(by_path[path], key=lambda n: n.name)
             self.leaf_nodes.append(tuple(n.name for n in group))
@@ -257,20 +252,15 @@ class TopologyTree:
                 alloc[i] += _vector(node.allocatable, self._res_index, width)
             if self.hostname_lowest:
                 self._leaf_by_host[path[-1]] = i
-                taints = tuple(t for n in group for t in n.taints if t.effect in _BLOCKING_EFFECTS)
-                self._leaf_taints.append(taints)
+                leaf_taints.append(tuple(t for n in group for t in n.taints if t.effect in BLOCKING_EFFECTS))
                 labels: dict[str, str] = {}
                 for node in group:
                     labels.update(node.labels)
-                self._leaf_labels.append(labels)
+                leaf_labels.append(labels)
         self.allocatable = alloc
         self.free = alloc.copy()
         if self.hostname_lowest:
-            groups: dict[tuple[Taint, ...], list[int]] = {}
-            for i, taints in enumerate(self._leaf_taints):
-                if taints:
-                    groups.setdefault(taints, []).append(i)
-            self._taint_groups = {k: np.array(v, dtype=np.int64) for k, v in groups.items()}
+            self.filters = LeafFilters(leaf_taints, leaf_labels, [nodes[0] for nodes in self.leaf_nodes])
 
     def clone(self) -> TopologyTree:
         """Independent copy of the mutable state (free capacity, tracked pods); the immutable
@@ -356,93 +346,14 @@ class TopologyTree:
         exclusions: dict[str, int] = {}
         feasible = np.ones(n, dtype=np.bool_)
         scores: IntArray | None = None
-        if self.hostname_lowest:
-            feasible, scores = self._filter_leaves(feasible, exclusions, node_selector, tolerations, affinity)
+        if self.filters is not None:
+            feasible, scores = self.filters.apply(feasible, exclusions, node_selector, tolerations, affinity)
         requested = sorted((r, a) for r, a in per_pod.items() if a > 0)
         if not requested:
             counts = np.where(feasible, 2**31 - 1, 0).astype(np.int64)
             return LeafFit(counts, n, exclusions, scores)
-        return LeafFit(self._resource_counts(matrix, requested, feasible, exclusions), n, exclusions, scores)
-
-    def _filter_leaves(
-        self,
-        feasible: BoolArray,
-        exclusions: dict[str, int],
-        node_selector: Mapping[str, str] | None,
-        tolerations: Sequence[Toleration],
-        affinity: NodeAffinity | None,
-    ) -> tuple[BoolArray, IntArray | None]:
-        """Kueue's node filters (taints, nodeSelector, required affinity; each exclusion counted
-        under the first filter that rejects the node) and the preferred affinity scores."""
-        n = self.n_leaves
-        for taints, leaves in self._taint_groups.items():
-            blocking = next((t for t in taints if not any(tol.tolerates(t) for tol in tolerations)), None)
-            if blocking is not None:
-                feasible[leaves] = False
-                key = f'taint "{blocking}"'
-                exclusions[key] = exclusions.get(key, 0) + len(leaves)
-        if node_selector:
-            ok = np.ones(n, dtype=np.bool_)
-            for key, value in node_selector.items():
-                ok &= self._label_mask(key, value)
-            bad = feasible & ~ok
-            if bad.any():
-                exclusions["nodeSelector"] = int(bad.sum())
-            feasible &= ok
-        if affinity is None:
-            return feasible, None
-        matches, leaf_scores = self._affinity_masks(affinity)
-        bad = feasible & ~matches
-        if bad.any():
-            exclusions["affinity"] = int(bad.sum())
-        feasible &= matches
-        scores = np.where(feasible, leaf_scores, 0).astype(np.int64) if affinity.preferred else None
-        return feasible, scores
-
-    def _affinity_masks(self, affinity: NodeAffinity) -> tuple[BoolArray, IntArray]:
-        """Per leaf: whether the required node affinity matches, and the preferred score."""
-        cached = self._affinity_cache.get(affinity)
-        if cached is None:
-            names = [nodes[0] for nodes in self.leaf_nodes]
-            matches = np.array([affinity.required_match(lab, name) for lab, name in zip(self._leaf_labels, names,
-                                                                                         strict=True)], dtype=np.bool_)
-            scores = np.array([affinity.preferred_score(lab, name) for lab, name in zip(self._leaf_labels, names,
-                                                                                         strict=True)], dtype=np.int64)
-            cached = (matches.reshape(len(names)), scores.reshape(len(names)))
-            if len(self._affinity_cache) >= _AFFINITY_CACHE_SIZE:
-                del self._affinity_cache[next(iter(self._affinity_cache))]
-            self._affinity_cache[affinity] = cached
-        return cached
-
-    def _resource_counts(
-        self, matrix: IntArray, requested: list[tuple[str, int]], feasible: BoolArray, exclusions: dict[str, int]
-    ) -> IntArray:
-        """Pods per leaf by the scarcest requested resource (0 where not feasible); leaves
-        that fit none are counted under their limiting resource."""
-        n = self.n_leaves
-        per_res = np.empty((n, len(requested)), dtype=np.int64)
-        for j, (res, amount) in enumerate(requested):
-            col = self._res_index.get(res)
-            if col is None:
-                per_res[:, j] = 0
-            else:
-                per_res[:, j] = np.maximum(matrix[:, col], 0) // amount
-        counts = per_res.min(axis=1) if n else np.zeros(0, dtype=np.int64)
-        counts = np.where(feasible, counts, 0).astype(np.int64)
-        zero = feasible & (counts == 0)
-        if zero.any():
-            limiting = per_res[zero].argmin(axis=1)  # first minimum = ties broken by name
-            for j, k in zip(*np.unique(limiting, return_counts=True), strict=True):
-                key = f'resource "{requested[int(j)][0]}"'
-                exclusions[key] = exclusions.get(key, 0) + int(k)
-        return counts
-
-    def _label_mask(self, key: str, value: str) -> BoolArray:
-        cached = self._mask_cache.get((key, value))
-        if cached is None:
-            cached = np.array([labels.get(key) == value for labels in self._leaf_labels], dtype=np.bool_)
-            self._mask_cache[(key, value)] = cached
-        return cached
+        return LeafFit(resource_counts(matrix, self._res_index, requested, feasible, exclusions), n, exclusions,
+                       scores)
 
     def subtree_sums(self, leaf_counts: IntArray) -> list[IntArray]:
         """Per level, the sum of ``leaf_counts`` over each domain's leaves."""

@@ -183,28 +183,15 @@ def default_scheduler_config(kubeconfig: Path, extra_profiles: Iterable[Mapping[
     return config
 
 
-class LocalCluster:
-    def __init__(self, directory: Path, ports: Ports | None = None,
-                 scheduler_config: Mapping[str, Any] | None = None, with_kwok: bool = True,
-                 node_lifecycle: bool = True, node_lease_s: int = DEFAULT_NODE_LEASE_S) -> None:
-        """``node_lifecycle=False`` turns kube-controller-manager's node lifecycle controller
-        off: nodes nobody heartbeats (created by a benchmark, not under KWOK) then stay as
-        their creator wrote them instead of turning NotReady after the monitor grace.
+class ClusterLayout:
+    """Where a local cluster keeps its files (certificates, kubeconfigs, configs, logs, etcd data)
+    and the command line each control-plane component is started with; :class:`LocalCluster`
+    adds the processes' life (start, wait, stop, restart)."""
 
-        ``node_lease_s``: the lease duration KWOK gives its nodes (renewed every quarter of
-        it); the node monitor grace is at least as long. The default renews every 10 s, as a
-        kubelet does: 500 lease writes a second at 5,000 nodes, 1,000 at 10,000, on the same
-        2 cores as the API server, etcd and the scheduler under test (a kubelet's writes come
-        from its own machine). Throughput benchmarks at thousands of nodes pass a long lease."""
-        if node_lease_s < 1:
-            raise ValueError(f"node_lease_s must be at least 1 second, not {node_lease_s}")
-        self.dir = directory
-        self.node_lifecycle = node_lifecycle
-        self.node_lease_s = node_lease_s
-        self.ports = ports or Ports.dynamic()
-        self._scheduler_config = scheduler_config
-        self.with_kwok = with_kwok
-        self.state = ClusterState(self.ports)
+    dir: Path
+    ports: Ports
+    node_lifecycle: bool
+    node_lease_s: int
 
     # ---- paths -------------------------------------------------------------------------
     @property
@@ -227,20 +214,6 @@ class LocalCluster:
     def logs(self) -> Path:
         return self.dir / "logs"
 
-    @classmethod
-    def load(cls, directory: Path) -> LocalCluster:
-        state = ClusterState.read(directory / "state.json")
-        cluster = cls(directory, state.ports)
-        cluster.state = state
-        return cluster
-
-    def running(self) -> dict[str, bool]:
-        return {
-            name: processes.alive(p.pid) and processes.is_ours(p.pid, p.executable)
-            for name, p in self.state.processes.items()
-        }
-
-    # ---- set-up ------------------------------------------------------------------------
     def _write_pki(self) -> None:
         self.pki.mkdir(parents=True, exist_ok=True)
         if (self.pki / "ca.crt").exists():
@@ -264,46 +237,6 @@ class LocalCluster:
 
     def scheduler_config_path(self) -> Path:
         return self.dir / "kube-scheduler.yaml"
-
-    def write_scheduler_config(self, config: Mapping[str, Any] | None = None) -> Path:
-        config = config or self._scheduler_config or default_scheduler_config(self.dir / "scheduler.kubeconfig")
-        path = self.scheduler_config_path()
-        path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
-        return path
-
-    def _check_ports(self) -> None:
-        for name, port in asdict(self.ports).items():
-            if port_in_use(port):
-                raise UserError(
-                    f"port {port} ({name}) on {LOOPBACK} is in use: stop what holds it "
-                    f"(`toposched dev down`, or `ss -ltnp 'sport = :{port}'`) or choose another --port"
-                )
-
-    # ---- processes ---------------------------------------------------------------------
-    def start_process(self, name: str, argv: list[str], env: dict[str, str] | None = None,
-                      health: str = "") -> processes.Started:
-        """Start an extra process (toposched's controller, webhook, extender) that ``stop()``
-        and ``toposched dev down`` will stop too; ``health``: its health URL, for ``dev status``."""
-        started = processes.start(name, argv, self.logs, env=env, health=health)
-        self.state.processes[name] = started
-        self.state.save(self.state_file)
-        return started
-
-    def _start(self, name: str, argv: list[str]) -> None:
-        env = dict(os.environ, KUBE_FEATURE_WatchListClient="false")  # client-go's env gate (kwok)
-        self.state.processes[name] = processes.start(name, argv, self.logs, env=env, health=self.health_url(name))
-        self.state.save(self.state_file)
-
-    def health_url(self, name: str) -> str:
-        """Where control-plane component ``name`` answers when healthy ("" if nowhere)."""
-        p = self.ports
-        return {
-            "etcd": f"http://{LOOPBACK}:{p.etcd_client}/health",
-            "kube-apiserver": f"https://{LOOPBACK}:{p.apiserver}/readyz",
-            "kube-controller-manager": f"https://{LOOPBACK}:{p.controller_manager}/healthz",
-            "kube-scheduler": f"https://{LOOPBACK}:{p.scheduler}/healthz",
-            "kwok": f"http://{LOOPBACK}:{p.kwok}/healthz",
-        }.get(name, "")
 
     def _argv(self, name: str) -> list[str]:
         """The command line of control-plane component ``name`` (KeyError for an unknown one)."""
@@ -411,6 +344,84 @@ class LocalCluster:
         path = self.dir / "kwok.yaml"
         path.write_text(stages.replace("__PHASE_LABEL__", FAKE_POD_PHASE_LABEL))
         return path
+
+
+class LocalCluster(ClusterLayout):
+    def __init__(self, directory: Path, ports: Ports | None = None,
+                 scheduler_config: Mapping[str, Any] | None = None, with_kwok: bool = True,
+                 node_lifecycle: bool = True, node_lease_s: int = DEFAULT_NODE_LEASE_S) -> None:
+        """``node_lifecycle=False`` turns kube-controller-manager's node lifecycle controller
+        off: nodes nobody heartbeats (created by a benchmark, not under KWOK) then stay as
+        their creator wrote them instead of turning NotReady after the monitor grace.
+
+        ``node_lease_s``: the lease duration KWOK gives its nodes (renewed every quarter of
+        it); the node monitor grace is at least as long. The default renews every 10 s, as a
+        kubelet does: 500 lease writes a second at 5,000 nodes, 1,000 at 10,000, on the same
+        2 cores as the API server, etcd and the scheduler under test (a kubelet's writes come
+        from its own machine). Throughput benchmarks at thousands of nodes pass a long lease."""
+        if node_lease_s < 1:
+            raise ValueError(f"node_lease_s must be at least 1 second, not {node_lease_s}")
+        self.dir = directory
+        self.node_lifecycle = node_lifecycle
+        self.node_lease_s = node_lease_s
+        self.ports = ports or Ports.dynamic()
+        self._scheduler_config = scheduler_config
+        self.with_kwok = with_kwok
+        self.state = ClusterState(self.ports)
+
+    @classmethod
+    def load(cls, directory: Path) -> LocalCluster:
+        state = ClusterState.read(directory / "state.json")
+        cluster = cls(directory, state.ports)
+        cluster.state = state
+        return cluster
+
+    def running(self) -> dict[str, bool]:
+        return {
+            name: processes.alive(p.pid) and processes.is_ours(p.pid, p.executable)
+            for name, p in self.state.processes.items()
+        }
+
+    # ---- set-up ------------------------------------------------------------------------
+    def write_scheduler_config(self, config: Mapping[str, Any] | None = None) -> Path:
+        config = config or self._scheduler_config or default_scheduler_config(self.dir / "scheduler.kubeconfig")
+        path = self.scheduler_config_path()
+        path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
+        return path
+
+    def _check_ports(self) -> None:
+        for name, port in asdict(self.ports).items():
+            if port_in_use(port):
+                raise UserError(
+                    f"port {port} ({name}) on {LOOPBACK} is in use: stop what holds it "
+                    f"(`toposched dev down`, or `ss -ltnp 'sport = :{port}'`) or choose another --port"
+                )
+
+    # ---- processes ---------------------------------------------------------------------
+    def start_process(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+                      health: str = "") -> processes.Started:
+        """Start an extra process (toposched's controller, webhook, extender) that ``stop()``
+        and ``toposched dev down`` will stop too; ``health``: its health URL, for ``dev status``."""
+        started = processes.start(name, argv, self.logs, env=env, health=health)
+        self.state.processes[name] = started
+        self.state.save(self.state_file)
+        return started
+
+    def _start(self, name: str, argv: list[str]) -> None:
+        env = dict(os.environ, KUBE_FEATURE_WatchListClient="false")  # client-go's env gate (kwok)
+        self.state.processes[name] = processes.start(name, argv, self.logs, env=env, health=self.health_url(name))
+        self.state.save(self.state_file)
+
+    def health_url(self, name: str) -> str:
+        """Where control-plane component ``name`` answers when healthy ("" if nowhere)."""
+        p = self.ports
+        return {
+            "etcd": f"http://{LOOPBACK}:{p.etcd_client}/health",
+            "kube-apiserver": f"https://{LOOPBACK}:{p.apiserver}/readyz",
+            "kube-controller-manager": f"https://{LOOPBACK}:{p.controller_manager}/healthz",
+            "kube-scheduler": f"https://{LOOPBACK}:{p.scheduler}/healthz",
+            "kwok": f"http://{LOOPBACK}:{p.kwok}/healthz",
+        }.get(name, "")
 
     # ---- health waits ------------------------------------------------------------------
     def _ssl_context(self, client: bool) -> ssl.SSLContext:

@@ -31,10 +31,12 @@ from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.health import UnknownValues
 from scheduler.core.nodes import node_from_k8s
 from scheduler.errors import UserError
+from scheduler.extender.book import SlotBook, reserve_chosen
 from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, OwnerRef, judge
-from scheduler.extender.logic import PodRef, SlotBook, SlotTaken, pod_ref, workload_view
+from scheduler.extender.occupancy import SlotTaken
 from scheduler.extender.tls import ExtenderTLS, unauthenticated_bind_error
 from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
+from scheduler.extender.workload_view import PodRef, pod_ref, workload_view
 from scheduler.http.bounded import BoundedHTTPServer, serve_in_thread
 from scheduler.http.connection import Connection
 from scheduler.http.lean import LeanRequestHandler
@@ -131,7 +133,8 @@ class Extender:
             return _filter_result(request.cache_capable, [], [], {}, {},
                                   "toposched extender is starting (caches not synced yet); retrying")
         payload = None if items is None else {name: node_from_k8s(n) for name, n in zip(names, items, strict=True)}
-        out = self.book.filter(pod, names, payload)
+        out = self.book.filter(pod, names, payload)  # decides, writes nothing
+        out = reserve_chosen(self.book, pod, out)  # --binder kube-scheduler: the chosen node's slot taken
         if out.error:
             log.info("filter %s/%s: %s", pod.namespace, pod.name, out.error,
                      extra={"workload": f"{pod.namespace}/{pod.workload}" if pod.workload else "",

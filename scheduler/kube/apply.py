@@ -1,8 +1,10 @@
 """A cycle's decisions -> API writes (through the :class:`~scheduler.kube.writer.Writer`).
 
-Admit -> ``status.admission`` + QuotaReserved/Admitted; Preempt/Evict -> Evicted (+Preempted),
-after which the controller's eviction phase stops the job; Pending -> QuotaReserved=False with
-the reason, only when it changed (routing failures repeat every cycle). Nothing here decides.
+What each decision does is ``adapter/apply.py``'s (the simulator applies the same); this is the
+controller's view of the cluster it is applied to: Admit -> ``status.admission`` +
+QuotaReserved/Admitted; Preempt/Evict -> Evicted (+Preempted), after which the controller's
+eviction phase stops the job; Pending -> QuotaReserved=False with the reason, only when it
+changed (routing failures repeat every cycle). Nothing here decides.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from scheduler.adapter.apply import apply_decision
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.compact import RELAXED_REASON
-from scheduler.core.cycle import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt, Snapshot
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
+from scheduler.core.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.core.resources import format_quantity
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
 from scheduler.kube.informer import WORKLOADS
@@ -58,26 +61,101 @@ def placement_detail(decision: Admit) -> dict[str, Any]:
     return {"domainSpans": spans, "improvedByCpsat": improved}
 
 
+class WriterView:
+    """The cluster as the controller's writer sees it (adapter/apply.py ``ClusterView``): the
+    Workloads of the informer cache, written through the writer, with Events, logs and the
+    decision observers."""
+
+    def __init__(self, writer: Writer, snapshot: Snapshot, now: dt.datetime) -> None:
+        self.writer = writer
+        self.snapshot = snapshot
+        self.now = now
+        self.waited = {p.key: p.timestamp for p in snapshot.pending}
+
+    def _workload(self, key: str) -> Obj | None:
+        return self.writer.cache.workloads.get(key)
+
+    def current(self, decision: Decision) -> bool:
+        wl = self._workload(decision.workload)
+        return wl is not None and (wl.get("metadata") or {}).get("uid") == decision.uid
+
+    def admit(self, decision: Admit) -> bool:
+        wl, writer = self._workload(decision.workload), self.writer
+        assert wl is not None  # current
+        wait_s = max(0.0, self.snapshot.now - self.waited.get(decision.workload, self.snapshot.now))
+        psas = [pod_set_assignment(p) for p in decision.pod_sets]
+        updated = writer.patch_workload_status(wl, st.admit_status(wl, decision.cluster_queue, psas, self.now))
+        if not updated:
+            return False
+        cq = decision.cluster_queue
+        writer.event(updated, "Normal", "QuotaReserved",
+                     f"Quota reserved in ClusterQueue {cq}, wait time since queued was {wait_s:.0f}s")
+        writer.event(updated, "Normal", "Admitted",
+                     f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
+        if decision.relaxed:  # toposched's compact wait ran out (core/compact.py)
+            writer.event(updated, "Normal", RELAXED_REASON, decision.relaxed)
+        log.info("workload %s admitted by ClusterQueue %s after %.0fs", decision.workload, decision.cluster_queue,
+                 wait_s, extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                                "decision": "admitted", "reason": decision.reason})
+        writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas,
+                                            "waitSeconds": wait_s, **placement_detail(decision)})
+        return True
+
+    def evict(self, decision: Preempt | Evict) -> None:
+        wl, writer = self._workload(decision.workload), self.writer
+        assert wl is not None  # current
+        if isinstance(decision, Evict):
+            updated = evict(writer, wl, decision.reason, decision.message, self.now)
+            if updated:
+                writer.event(updated, "Normal", f"EvictedDueTo{decision.reason}", decision.message)
+                log.info("workload %s evicted: %s", decision.workload, decision.message,
+                         extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                                "decision": "evicted", "reason": decision.reason})
+                writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
+            return
+        updated = evict(writer, wl, "Preempted", decision.message, self.now, preempted_reason=decision.reason)
+        if not updated:
+            return
+        writer.event(updated, "Normal", "EvictedDueToPreempted", decision.message)
+        writer.event(updated, "Normal", "Preempted", decision.message)
+        preemptor = self._workload(decision.preemptor)
+        if preemptor:
+            writer.event(preemptor, "Normal", "PreemptedWorkload", f"Preempted {decision.workload} ({decision.reason})")
+        log.info("workload %s preempted by %s: %s", decision.workload, decision.preemptor, decision.message,
+                 extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                        "decision": "preempted", "reason": decision.reason})
+        writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
+                                             "preemptor": decision.preemptor,
+                                             "preemptorClusterQueue": decision.preemptor_cluster_queue})
+
+    def annotate(self, workload: str, annotation: str, value: str | None) -> None:
+        wl = self._workload(workload)
+        if wl is not None:
+            record_target(self.writer, wl, value, annotation)
+
+    def still_pending(self, decision: Pending, parked: bool) -> None:
+        wl, writer = self._workload(decision.workload), self.writer
+        assert wl is not None  # current
+        current = st.find_condition(wl, st.QUOTA_RESERVED) or {}
+        if (current.get("status"), current.get("reason"), current.get("message")) == (
+                "False", decision.reason, decision.message):
+            return
+        updated = writer.patch_workload_status(wl, st.pending_status(wl, decision.reason, decision.message, self.now))
+        if updated:
+            writer.event(updated, "Warning" if decision.reason != "Pending" else "Normal", decision.reason,
+                         decision.message)
+            log.info("workload %s pending: %s", decision.workload, decision.message,
+                     extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
+                            "decision": "pending", "reason": decision.reason})
+            writer.notify("pending", updated, {"reason": decision.reason, "message": decision.message})
+
+
 def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot, decisions: Iterable[Decision],
                     now: dt.datetime, isolation: Isolation | None = None) -> None:
-    """Write each decision about a workload the cache still holds with the same uid; with
-    ``isolation``, the Workloads are written side by side, and one whose write fails is
-    reported while the others are still written."""
-    waited: dict[str, float] = {p.key: p.timestamp for p in snapshot.pending}
-
-    def write(decision: Decision) -> None:
-        wl = writer.cache.workloads.get(decision.workload)
-        if wl is None or (wl.get("metadata") or {}).get("uid") != decision.uid:
-            return
-        if isinstance(decision, Admit):
-            _admit(writer, queue_state, wl, decision, max(0.0, snapshot.now - waited.get(decision.workload,
-                                                                                         snapshot.now)), now)
-        elif isinstance(decision, Preempt):
-            _preempt(writer, wl, decision, now)
-        elif isinstance(decision, Evict):
-            _evict(writer, wl, decision, now)
-        elif isinstance(decision, Pending):
-            _pending(writer, queue_state, snapshot, wl, decision, now)
+    """Write each decision about a workload the cache still holds with the same uid
+    (adapter/apply.py ``apply_decision``); with ``isolation``, the Workloads are written side by
+    side, and one whose write fails is reported while the others are still written."""
+    view = WriterView(writer, snapshot, now)
 
     # One step per Workload, its decisions in cycle order; the steps of different Workloads run
     # side by side (the writer's pool), as Kueue writes admissions in goroutines.
@@ -87,7 +165,7 @@ def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot,
 
     def write_all(group: list[Decision]) -> None:
         for decision in group:
-            write(decision)
+            apply_decision(view, queue_state, snapshot.cluster_queues, decision)
 
     def workload_of(group: list[Decision]) -> Obj | None:
         return writer.cache.workloads.get(group[0].workload)
@@ -99,56 +177,6 @@ def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot,
         return
     isolation.for_each("admit", groups, write_all, subject=lambda g: workload_of(g) or {}, workload_of=workload_of,
                        concurrent=True)
-
-
-def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wait_s: float,
-           now: dt.datetime) -> None:
-    psas = [pod_set_assignment(p) for p in decision.pod_sets]
-    updated = writer.patch_workload_status(wl, st.admit_status(wl, decision.cluster_queue, psas, now))
-    if not updated:
-        return
-    for key in (ANN_PREEMPTION_TARGET, ANN_RESERVED_DOMAIN):  # landed: the target and the held domain have served
-        if key in ((updated.get("metadata") or {}).get("annotations") or {}):
-            updated = record_target(writer, updated, None, key)
-    queue_state.forget(decision.workload)
-    writer.event(updated, "Normal", "QuotaReserved",
-                 f"Quota reserved in ClusterQueue {decision.cluster_queue}, wait time since queued was {wait_s:.0f}s")
-    writer.event(updated, "Normal", "Admitted",
-                 f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
-    if decision.relaxed:  # toposched's compact wait ran out (core/compact.py)
-        writer.event(updated, "Normal", RELAXED_REASON, decision.relaxed)
-    log.info("workload %s admitted by ClusterQueue %s after %.0fs", decision.workload, decision.cluster_queue, wait_s,
-             extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
-                    "decision": "admitted", "reason": decision.reason})
-    writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas,
-                                        "waitSeconds": wait_s, **placement_detail(decision)})
-
-
-def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> None:
-    updated = evict(writer, wl, "Preempted", decision.message, now, preempted_reason=decision.reason)
-    if not updated:
-        return
-    writer.event(updated, "Normal", "EvictedDueToPreempted", decision.message)
-    writer.event(updated, "Normal", "Preempted", decision.message)
-    preemptor = writer.cache.workloads.get(decision.preemptor)
-    if preemptor:
-        writer.event(preemptor, "Normal", "PreemptedWorkload", f"Preempted {decision.workload} ({decision.reason})")
-    log.info("workload %s preempted by %s: %s", decision.workload, decision.preemptor, decision.message,
-             extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
-                    "decision": "preempted", "reason": decision.reason})
-    writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
-                                         "preemptor": decision.preemptor,
-                                         "preemptorClusterQueue": decision.preemptor_cluster_queue})
-
-
-def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
-    updated = evict(writer, wl, decision.reason, decision.message, now)
-    if updated:
-        writer.event(updated, "Normal", f"EvictedDueTo{decision.reason}", decision.message)
-        log.info("workload %s evicted: %s", decision.workload, decision.message,
-                 extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
-                        "decision": "evicted", "reason": decision.reason})
-        writer.notify("evicted", updated, {"reason": decision.reason, "message": decision.message})
 
 
 def record_target(writer: Writer, wl: Obj, target: str | None, key: str = ANN_PREEMPTION_TARGET) -> Obj:
@@ -164,26 +192,3 @@ def record_target(writer: Writer, wl: Obj, target: str | None, key: str = ANN_PR
     updated = writer.patch(WORKLOADS, wl, {"metadata": {"annotations": {key: stored}}},
                            writer.cache.workloads)
     return updated or wl
-
-
-def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Obj, decision: Pending,
-             now: dt.datetime) -> None:
-    if decision.preemption_target:
-        wl = record_target(writer, wl, decision.preemption_target)
-    wl = record_target(writer, wl, decision.reserved_domain or None, ANN_RESERVED_DOMAIN)
-    if decision.requeue == "inadmissible" and decision.cluster_queue:
-        cq = snapshot.cluster_queues.get(decision.cluster_queue)
-        if cq is not None and cq.queueing_strategy == "BestEffortFIFO":
-            queue_state.park(decision.workload, decision.cluster_queue, decision.retry_at)
-    current = st.find_condition(wl, st.QUOTA_RESERVED) or {}
-    if (current.get("status"), current.get("reason"), current.get("message")) == (
-            "False", decision.reason, decision.message):
-        return
-    updated = writer.patch_workload_status(wl, st.pending_status(wl, decision.reason, decision.message, now))
-    if updated:
-        writer.event(updated, "Warning" if decision.reason != "Pending" else "Normal", decision.reason,
-                     decision.message)
-        log.info("workload %s pending: %s", decision.workload, decision.message,
-                 extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
-                        "decision": "pending", "reason": decision.reason})
-        writer.notify("pending", updated, {"reason": decision.reason, "message": decision.message})

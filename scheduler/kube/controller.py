@@ -38,30 +38,22 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.adapter.kinds.base import JobKind, PodSetStart
-from scheduler.adapter.kinds.ownership import (
-    OwnerRef,
-    OwnerUnreadable,
-    Resolution,
-    governed_kind,
-    managed_ancestor,
-)
+from scheduler.adapter.caches import SnapshotCaches
+from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.owned import Signer
-from scheduler.adapter.snapshot import Invalid
 from scheduler.adapter.workload_checks import workload_problems
-from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
-from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
+from scheduler.core.snapshot import Snapshot
+from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
-from scheduler.kube.apply import apply_decisions
+from scheduler.kube.admit import AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 from scheduler.kube.defrag import DefragExecutor
@@ -71,12 +63,13 @@ from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.invalid import InvalidWorkloads, invalid_message
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import JobIndex
+from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.podgroups import PodGroupPhases, is_group_workload
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
 from scheduler.kube.queues import QueueObjectsWriter
-from scheduler.kube.snapshot import build_snapshot
+from scheduler.kube.start import start_selectors
 from scheduler.kube.workload_index import owner_uid
 from scheduler.kube.writer import Observer, Writer
 
@@ -114,6 +107,7 @@ class Controller:
         self.solver = solver
         self.config = config
         self.kinds = enabled_kinds(config.frameworks)  # the job-kind registry's, as the Configuration enables
+        self.lookups = JobLookups(cache, self.kinds)
         self.time_budget_s = time_budget_s
         self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
         # Domain-clearing preemption and sticky targets (core/domain_preemption.py); off: Kueue's
@@ -127,15 +121,17 @@ class Controller:
         self.invalid = InvalidWorkloads(self.writer, clock)
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.unreadable = UnreadableWorkloads()
+        # The conversions one pass's snapshot reuses from the last (the node-failure record reads
+        # the same nodes and trees): owned here, the builder of snapshot after snapshot.
+        self.snapshot_caches = SnapshotCaches()
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
                                                 isolation=self.isolation,
                                                 unreachable_grace_s=node_unreachable_grace_s,
-                                                storm_policy=storm_policy)
+                                                storm_policy=storm_policy, caches=self.snapshot_caches)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
-        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.resolve_priority, self.kinds)
+        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.lookups.resolve_priority, self.kinds)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
-        self._fingerprint = 0
         self.wakeup = Wakeup()
         self._stop = threading.Event()
         # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own
@@ -151,62 +147,12 @@ class Controller:
         # Process-wide garbage-collection tuning (scheduler.kube.gcpolicy); off unless the
         # controller command sets it, since it changes the collector for the whole process.
         self.gc_policy: GcPolicy | None = None
-
-    # ------------------------------------------------------------------ lookups
-    def _job_index(self) -> dict[str, tuple[JobKind, Obj]]:
-        """uid -> (kind, object) of the queued objects of every enabled suspendable kind."""
-        out: dict[str, tuple[JobKind, Obj]] = {}
-        for kind in self.kinds:
-            informer = self.cache.jobs.get(kind.framework)
-            if informer is None or not kind.suspendable:
-                continue
-            for job in informer.items():
-                out[str(job["metadata"]["uid"])] = (kind, job)
-        return out
-
-    def _queued_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
-        """An owner from the informer caches, which hold the queued objects of every governed
-        kind: one found there exists and is queued; one that is not is no managed ancestor."""
-        kind = governed_kind(ref, self.kinds)
-        informer = self.cache.jobs.get(kind.framework) if kind is not None else None
-        return informer.get(f"{namespace}/{ref.name}") if informer is not None else None
-
-    def ownership(self, job: Mapping[str, Any]) -> Resolution:
-        """The job's queued ancestor of a governed kind, resolved by uid (a forged owner reference
-        is not honoured: the job is queued on its own). A cyclic or too long chain: on its own."""
-        try:
-            return managed_ancestor(job, self._queued_owner, self.kinds)
-        except OwnerUnreadable as exc:
-            return Resolution(None, str(exc))
+        self.admission = AdmitPhase(self)  # phase 5; reads the settings above when it runs
 
     # ------------------------------------------------------------------ phase 1
-    def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
-        """Kueue: the WorkloadPriorityClass label wins; else the pod template's PriorityClass;
-        else a WorkloadPriorityClass named ``default`` (if any); else 0. A label naming a
-        missing class blocks Workload creation (``None``)."""
-        labels = (job.get("metadata") or {}).get("labels") or {}
-        name = labels.get(LABEL_PRIORITY_CLASS)
-        if name:
-            wpc = self.cache.workload_priority_classes.get(name)
-            if wpc is None:
-                return None
-            return int(wpc.get("value") or 0), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                                 "name": name}
-        pc_name = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("priorityClassName")
-        if pc_name:
-            pc = self.cache.priority_classes.get(pc_name)
-            if pc is not None:
-                return int(pc.get("value") or 0), {"group": "scheduling.k8s.io", "kind": "PriorityClass",
-                                                    "name": pc_name}
-        default = self.cache.workload_priority_classes.get("default")
-        if default is not None:
-            return int(default.get("value") or 0), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                                     "name": "default"}
-        return 0, None
-
     def ensure_workloads(self) -> None:
         workloads = self.cache.workloads
-        self.isolation.for_each("ensure_workloads", [entry for uid, entry in self._job_index().items()
+        self.isolation.for_each("ensure_workloads", [entry for uid, entry in self.lookups.job_index().items()
                                                      if wi.owned_by(workloads, uid) is None],
                                 lambda entry: self._ensure_workload(*entry), subject=lambda entry: entry[1],
                                 concurrent=True)
@@ -218,12 +164,12 @@ class Controller:
             return
         if not (job.get("metadata") or {}).get("labels", {}).get(LABEL_QUEUE_NAME):
             return
-        ownership = self.ownership(job)
+        ownership = self.lookups.ownership(job)
         if ownership.ancestor is not None:
             return  # governed through its queued parent (a JobSet's Job, an mpi-operator launcher)
         if integration.finish_state(job).finished:
             return
-        priority = self.resolve_priority(job)
+        priority = self.lookups.resolve_priority(job)
         if priority is None:
             name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
             self.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
@@ -260,7 +206,7 @@ class Controller:
         user patched ``suspend: false`` on a pending job) is suspended again, with Kueue's
         ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
         # (integration, job, its Workload or None), the Workload looked up once per job.
-        items = [(*entry, wi.owned_by(self.cache.workloads, uid)) for uid, entry in self._job_index().items()]
+        items = [(*entry, wi.owned_by(self.cache.workloads, uid)) for uid, entry in self.lookups.job_index().items()]
         self.isolation.for_each("suspend_unadmitted", items, lambda item: self._suspend_unadmitted(*item),
                                 subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
                                 wanted=lambda item: self._runs_unadmitted(*item))
@@ -271,7 +217,7 @@ class Controller:
             return False
         if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
             return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
-        ancestor = self.ownership(job).ancestor
+        ancestor = self.lookups.ownership(job).ancestor
         if ancestor is not None:
             # Kueue's shouldSuspendChildJob: a child runs only while its ancestor's Workload is admitted.
             wl = wi.owned_by(self.cache.workloads, ancestor.uid)
@@ -281,7 +227,7 @@ class Controller:
 
     def _suspend_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> None:
         message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
-        ancestor = self.ownership(job).ancestor
+        ancestor = self.lookups.ownership(job).ancestor
         if ancestor is not None:
             message = f"{NOT_ADMITTED_MESSAGE}: the Workload of its owner {ancestor.spelled}"
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
@@ -293,7 +239,7 @@ class Controller:
     def sync_finished(self) -> None:
         """A Workload whose job finished is marked Finished (its quota is free at once). Walked
         from the jobs' side: a Workload without a job has nothing to sync."""
-        jobs = self._job_index()
+        jobs = self.lookups.job_index()
         workloads = self.cache.workloads
         self.isolation.for_each("sync_finished",
                                 [wl for uid in jobs for wl in workloads.indexed(wi.OWNER, uid)
@@ -314,7 +260,7 @@ class Controller:
 
     # ------------------------------------------------------------------ phase 3
     def progress_evictions(self) -> None:
-        jobs = self._job_index()
+        jobs = self.lookups.job_index()
         self.isolation.for_each("progress_evictions",
                                 [wl for wl in wi.holding(self.cache.workloads) if st.is_evicting(wl)],
                                 lambda wl: self._progress_eviction(wl, jobs), workload_of=lambda wl: wl,
@@ -369,48 +315,8 @@ class Controller:
             self.writer.event(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
 
     # ------------------------------------------------------------------ phase 4
-    def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
-        """Per pod set: the flavors' nodeLabels, plus the required domain's labels (every level
-        from the top down to the required one), read from the nodes of the assignment."""
-        spec_sets = {ps["name"]: ps for ps in (wl.get("spec") or {}).get("podSets") or ()}
-        out = []
-        for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
-            selector: dict[str, str] = {}
-            tolerations: list[Mapping[str, Any]] = []
-            for flavor_name in sorted(set((psa.get("flavors") or {}).values())):
-                flavor = self.cache.flavors.get(flavor_name) or {}
-                selector.update(((flavor.get("spec") or {}).get("nodeLabels")) or {})
-                tolerations.extend(((flavor.get("spec") or {}).get("tolerations")) or ())
-            request = request_from_kueue((spec_sets.get(psa["name"]) or {}).get("topologyRequest"))
-            required = request.required if request is not None else None
-            annotations: dict[str, str] = {}
-            if psa.get("topologyAssignment"):
-                if required:
-                    selector.update(self._required_domain_selector(psa, required, flavor_name))
-                if request is None or not request.explicit:
-                    annotations[ANN_UNCONSTRAINED] = "true"
-            out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations, psa.get("count")))
-        return out
-
-    def _required_domain_selector(self, psa: Mapping[str, Any], required: str, flavor_name: str) -> dict[str, str]:
-        levels, domains = decode_topology_assignment(psa["topologyAssignment"])
-        topo_name = ((self.cache.flavors.get(flavor_name) or {}).get("spec") or {}).get("topologyName")
-        topo = self.cache.topologies.get(topo_name or "") or {}
-        topo_levels = [lv["nodeLabel"] for lv in (topo.get("spec") or {}).get("levels") or ()]
-        wanted = topo_levels[: topo_levels.index(required) + 1] if required in topo_levels else [required]
-        values: dict[str, set[str]] = {level: set() for level in wanted}
-        for domain in domains:
-            labels: dict[str, str] = dict(zip(levels, domain.values, strict=False))
-            if "kubernetes.io/hostname" in labels and len(levels) == 1:
-                node = self.cache.nodes.get(labels["kubernetes.io/hostname"]) or {}
-                labels = {**((node.get("metadata") or {}).get("labels") or {}), **labels}
-            for level in wanted:
-                if level in labels:
-                    values[level].add(labels[level])
-        return {level: next(iter(vals)) for level, vals in values.items() if len(vals) == 1}
-
     def start_admitted(self) -> None:
-        jobs = self._job_index()
+        jobs = self.lookups.job_index()
         self.isolation.for_each("start_admitted",
                                 [wl for wl in wi.holding(self.cache.workloads)
                                  if st.condition_true(wl, st.ADMITTED) and not st.condition_true(wl, st.EVICTED)],
@@ -426,85 +332,26 @@ class Controller:
 
     def _start(self, wl: Obj, jobs: JobIndex) -> None:
         integration, job = jobs[owner_uid(wl) or ""]
-        patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
+        patch = integration.start_patch(job, wl["metadata"]["name"], start_selectors(wl, self.cache))
         if not self.writer.patch_job(integration, job, patch):
             return
         self.writer.event(job, "Normal", "Started",
                           f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 
     # ------------------------------------------------------------------ phase 5
-    def _capacity_fingerprint(self) -> int:
-        """Changes whenever capacity or queue configuration may have changed: then workloads
-        parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
-        a workload finishes or is evicted, or queue objects change)."""
-        # A Workload that finishes leaves the holding set: that changes the fingerprint too.
-        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED)) for w in wi.holding(self.cache.workloads))
-        # Queue objects by spec generation (and deletion), not resourceVersion: our own status
-        # and finalizer writes (kube.queues) must not count as a configuration change.
-        config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("generation"),
-                            bool(o["metadata"].get("deletionTimestamp")))
-                           for inf in (self.cache.cluster_queues, self.cache.local_queues, self.cache.flavors,
-                                       self.cache.topologies, self.cache.cohorts)
-                           for o in inf.items())
-        nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in self.cache.nodes.items())
-        return hash((holding, config, nodes))
-
     def admit(self) -> Snapshot:
-        """One admission cycle; returns the snapshot it decided on (the queue status is
-        computed from it too)."""
-        fingerprint = self._capacity_fingerprint()
-        if fingerprint != self._fingerprint:
-            self.queue_state.release()
-            self._fingerprint = fingerprint
-        self.queue_state.release_due(self.clock().timestamp())  # compact waits that ran out
-        invalid: list[Invalid] = []
-        snapshot = self._snapshot(invalid)
-        self.invalid.report(invalid)
-        decided, reasons = snapshot, []
-        if (snapshot.pending or draining(snapshot)) and not self.unreadable.holds_admission():
-            self.queue_objects.announce_work(snapshot, self.isolation)
-            decisions = self.metrics.admission_attempt(lambda: run_cycles(snapshot, self.cycles_per_pass))
-            reasons = [d for d in decisions if isinstance(d, Pending)]
-            actions = [d for d in decisions if not isinstance(d, Pending)]
-            apply_decisions(self.writer, self.queue_state, snapshot, actions, self.clock(), self.isolation)
-            decided = after_decisions(snapshot, decisions)
-        # Queue status with this pass's admissions, before the pending reasons: a ClusterQueue
-        # reports an admission (and its pending count) in the pass that made it, as Kueue's
-        # cache does, even when hundreds of new Workloads each get a first pending reason
-        # (issue 18: Kueue's perf recorder reads usage and "work left" from ClusterQueue status).
-        self.queue_objects.sync(decided, self.isolation)
-        if reasons:
-            apply_decisions(self.writer, self.queue_state, snapshot, reasons, self.clock(), self.isolation)
-        return snapshot
+        """One admission pass (kube/admit.py); returns the snapshot it decided on."""
+        return self.admission.run()
 
-    def _snapshot(self, invalid: list[Invalid] | None = None) -> Snapshot:
-        """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
-        and skipped until it changes) nor the invalid ones (into ``invalid``); the rest of the
-        cluster is admitted as usual."""
-        def build() -> Snapshot:
-            if invalid is not None:
-                invalid.clear()  # a second build after a probe fills it again
-            return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
-                                  inadmissible=self.queue_state.inadmissible(),
-                                  placement_options=self.placement_options,
-                                  domain_preemption=self.domain_preemption,
-                                  exclude=self.unreadable.current(wi.live(self.cache.workloads)),
-                                  config=self.config, signer=self.writer.signer, invalid=invalid)
-        try:
-            return build()
-        except Exception:
-            if not self.unreadable.probe(self.cache.workloads.items(), self.cache.flavors.items(),
-                                         lambda wl, exc: self.isolation.report("admit", wl, exc, wl),
-                                         self.cache.workloads.get):
-                raise  # no Workload is to blame: something else is broken (reconcile logs it)
-            return build()
+    def _snapshot(self) -> Snapshot:
+        return self.admission.snapshot()
 
     # ------------------------------------------------------------------ loop
     def reconcile(self) -> None:
         self.ensure_workloads()
         self.suspend_unadmitted()
         self.sync_finished()
-        self.pods_ready.run(wi.live(self.cache.workloads), self._job_index(), owner_uid)
+        self.pods_ready.run(wi.live(self.cache.workloads), self.lookups.job_index(), owner_uid)
         self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()

@@ -19,9 +19,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scheduler.core.cycle import Snapshot
 from scheduler.core.defrag import DefragPlan, Move, plan_defrag
-from scheduler.core.domain_preemption import DomainTarget
+from scheduler.core.domain_target import DomainTarget
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube import status as st
 from scheduler.kube.apply import record_target
 from scheduler.kube.writer import Obj, Writer

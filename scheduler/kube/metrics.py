@@ -28,8 +28,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from scheduler.core.cycle import Admit, Decision, Snapshot
+from scheduler.core.decisions import Admit, Decision
 from scheduler.core.failures import EVICTION_REASON as NODE_FAILURES
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube.metrics_gauges import GaugeValues, gauge_values
 
 ROLE = "leader"  # the only role that feeds metrics (followers never reconcile)

@@ -11,13 +11,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.core.cycle import Snapshot, quota_in_use
 from scheduler.core.fairsharing import Shares, node_weights
 from scheduler.core.placement.quality import free_whole_domains, leaves_of
 from scheduler.core.queue_status import queue_statuses
 from scheduler.core.queueing import cluster_queue_readiness
 from scheduler.core.quota import ClusterQueueSpec, QuotaState, cohort_node
 from scheduler.core.resources import uses_milli_units
+from scheduler.core.snapshot import Snapshot, quota_in_use
 
 # Kueue's ClusterQueue states for kueue_cluster_queue_status (exactly one is 1).
 CQ_STATES = ("pending", "active", "terminating")

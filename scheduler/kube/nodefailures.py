@@ -34,10 +34,12 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
 from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY
+from scheduler.core.admitted import TASUsage
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.failures import (
     EVICTION_REASON,
@@ -58,7 +60,6 @@ from scheduler.core.failures import (
 )
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
-from scheduler.core.preemption import TASUsage
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
 from scheduler.kube import status as st
@@ -142,8 +143,11 @@ def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
 class NodeFailureHandler:
     def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0,
                  isolation: Isolation | None = None, unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
-                 storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY) -> None:
+                 storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY,
+                 caches: SnapshotCaches | None = None) -> None:
+        """``caches``: the controller's conversions (the snapshot reads the same nodes and trees)."""
         self.cache = cache
+        self.caches = caches if caches is not None else SnapshotCaches()
         self.health_policy = health_policy  # the placement's: one answer to "is it healthy?"
         self.writer = writer
         self.clock = clock
@@ -232,8 +236,10 @@ class NodeFailureHandler:
     def _decide(self, workloads: Sequence[PlacedWorkload], nodes: Mapping[str, Obj], holding: list[Obj],
                 now: float, held: Mapping[str, Storm]) -> list[NodeFailureDecision]:
         topologies = {t["metadata"]["name"]: t for t in self.cache.topologies.items()}
-        trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(self.cache.nodes.items()),
-                             core_pods(self.cache.pods.items()), holding, self.health_policy)
+        caches = self.caches
+        trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(self.cache.nodes.items(), caches.nodes),
+                             core_pods(self.cache.pods.items()), holding, self.health_policy, caches.trees,
+                             caches.admitted)
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
         gone = {name: self.last_labels[name] for name in self.tracker.deleted if name in self.last_labels}
         return node_failure_decisions(workloads, self.tracker, trees, now, {**gone, **labels}, held=held)

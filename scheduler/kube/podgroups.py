@@ -15,7 +15,7 @@ toposched does the same with the machinery it has:
   pods and ungates them when the Workload is admitted. toposched has no pod webhook yet: the
   pods (``schedulerName: toposched``, set by the webhook) are held by the extender instead,
   which refuses them until their Workload is admitted and then places them on its assignment
-  (``scheduler/extender/gate.py``, ``logic.pod_ref``).
+  (``scheduler/extender/gate.py``, ``workload_view.pod_ref``).
 - Eviction (:meth:`PodGroupPhases.stop_group`): the group's bound pods are deleted (the
   owner's controller recreates them, held again), then the reservation is released.
 """

@@ -25,11 +25,11 @@ from typing import Any
 
 from scheduler.adapter.afs import admitted_usage, by_local_queue, newly_admitted, state_of
 from scheduler.core import afs
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.config import KueueConfig
-from scheduler.core.cycle import Snapshot
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
 from scheduler.core.queueing import ACTIVE
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube import informer as inf
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache

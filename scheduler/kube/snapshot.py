@@ -13,14 +13,15 @@ import logging
 from typing import Any
 
 from scheduler.adapter import snapshot as adapter_snapshot
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees  # re-exported
 from scheduler.adapter.objects import ClusterObjects
 from scheduler.adapter.owned import Signer
 from scheduler.adapter.snapshot import Invalid
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.snapshot import Snapshot
 from scheduler.kube.informer import object_key
 from scheduler.kube.workload_index import live
 
@@ -53,12 +54,14 @@ def build_snapshot(cache: Any, now: Any, *, solver: str = "auto", time_budget_s:
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    exclude: frozenset[str] = frozenset(), config: KueueConfig = KUEUE_DEFAULTS,
                    placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
-                   signer: Signer | None = None, invalid: list[Invalid] | None = None) -> Snapshot:
+                   signer: Signer | None = None, invalid: list[Invalid] | None = None,
+                   caches: SnapshotCaches | None = None) -> Snapshot:
     """The informer caches as one immutable core ``Snapshot`` (converted by ``scheduler.adapter``).
-    ``signer``: the controller's key; its owned annotations are honoured only where it signed them."""
+    ``signer``: the controller's key; its owned annotations are honoured only where it signed them.
+    ``caches``: the conversions the builder keeps from one snapshot to the next."""
     return adapter_snapshot.build_snapshot(cluster_objects(cache, exclude), now, solver=solver,
                                            time_budget_s=time_budget_s, inadmissible=inadmissible,
                                            health_policy=health_policy, config=config,
                                            placement_options=placement_options,
                                            domain_preemption=domain_preemption, signer=signer,
-                                           invalid=invalid)
+                                           invalid=invalid, caches=caches)

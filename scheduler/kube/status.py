@@ -12,14 +12,21 @@ from typing import Any
 
 # The reading side (condition lookup, the type names every converter asks about) is the
 # adapter's; this module adds the writing side.
-from scheduler.adapter.objects import EVICTED, FINISHED, QUOTA_RESERVED, condition_true, find_condition
+from scheduler.adapter.objects import (
+    ADMITTED,
+    EVICTED,
+    FINISHED,
+    QUOTA_RESERVED,
+    REQUEUED,
+    condition_true,
+    find_condition,
+    has_reservation,
+)
 
 __all__ = ["ADMITTED", "EVICTED", "FINISHED", "PREEMPTED", "QUOTA_RESERVED", "REQUEUED", "condition_true",
-           "find_condition"]
+           "find_condition", "has_reservation"]
 
-ADMITTED = "Admitted"
 PREEMPTED = "Preempted"
-REQUEUED = "Requeued"
 
 
 def utcnow() -> dt.datetime:
@@ -37,10 +44,6 @@ def conditions_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def is_finished(workload: Mapping[str, Any]) -> bool:
     return condition_true(workload, FINISHED)
-
-
-def has_reservation(workload: Mapping[str, Any]) -> bool:
-    return condition_true(workload, QUOTA_RESERVED) and bool((workload.get("status") or {}).get("admission"))
 
 
 def is_evicting(workload: Mapping[str, Any]) -> bool:

@@ -1,12 +1,12 @@
 """Pydantic v2 models of the Kueue objects toposched reads and writes (kueue.x-k8s.io).
 
-Written for ``v1beta2``; ``v1beta1`` objects are accepted too: ClusterQueue ``spec.cohort``
-(v1beta2 ``cohortName``), Workload ``spec.priorityClassName`` + ``priorityClassSource``
-(v1beta2 ``priorityClassRef``), ``topologyAssignment.domains`` (v1beta2 ``slices``). The
-``effective_*`` accessors give one answer for both; ``to_v1beta2()`` rewrites the renamed
-fields. Every model keeps fields it does not know (``extra="allow"``) and
-:func:`dump` writes back exactly the fields that were read or set (``exclude_unset``), so
-a read-modify-write never drops what another controller (or a newer Kueue) put there.
+Written for ``v1beta2``; ``v1beta1`` objects are accepted too (ClusterQueue ``spec.cohort``,
+v1beta2 ``cohortName``): the ``effective_*`` accessors give one answer for both;
+``to_v1beta2()`` rewrites the renamed fields. Workloads are not modelled here: they are read
+straight from the dicts on the hot path (``adapter/workloads.py``, ``core/workload.py``).
+Every model keeps fields it does not know (``extra="allow"``) and :func:`dump` writes back
+exactly the fields that were read or set (``exclude_unset``), so a read-modify-write never
+drops what another controller (or a newer Kueue) put there.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-
-from scheduler.core.assignment import decode_topology_assignment, encode_v1beta2
-from scheduler.core.placement.types import PodSetPlacement
 
 GROUP = "kueue.x-k8s.io"
 V1BETA2 = f"{GROUP}/v1beta2"
@@ -247,150 +244,6 @@ class WorkloadPriorityClass(KueueModel):
     description: str | None = None
 
 
-# ---------------------------------------------------------------------- Workload
-
-
-class PodSetTopologyRequest(KueueModel):
-    required: str | None = None
-    preferred: str | None = None
-    unconstrained: bool | None = None
-    pod_index_label: str | None = None
-    sub_group_index_label: str | None = None
-    sub_group_count: int | None = None
-    pod_set_group_name: str | None = None
-    pod_set_slice_required_topology: str | None = None
-    pod_set_slice_size: int | None = None
-
-
-class PodSet(KueueModel):
-    name: str = "main"
-    count: int = 1
-    min_count: int | None = None
-    template: dict[str, Any] = Field(default_factory=dict)
-    topology_request: PodSetTopologyRequest | None = None
-
-
-class PriorityClassRef(KueueModel):
-    group: str = GROUP
-    kind: str = "WorkloadPriorityClass"
-    name: str
-
-
-class WorkloadSpec(KueueModel):
-    queue_name: str = ""
-    pod_sets: list[PodSet] = Field(default_factory=list)
-    priority: int | None = None
-    priority_class_ref: PriorityClassRef | None = None  # v1beta2
-    priority_class_name: str | None = None  # v1beta1
-    priority_class_source: str | None = (
-        None  # v1beta1: kueue.x-k8s.io/workloadpriorityclass | scheduling.k8s.io/priorityclass
-    )
-    active: bool | None = None
-    maximum_execution_time_seconds: int | None = None
-
-    def effective_priority_class(self) -> tuple[str, str] | None:
-        """(kind, name): kind ``WorkloadPriorityClass`` or ``PriorityClass``."""
-        if self.priority_class_ref is not None:
-            return self.priority_class_ref.kind, self.priority_class_ref.name
-        if self.priority_class_name:
-            pod = self.priority_class_source == "scheduling.k8s.io/priorityclass"
-            return ("PriorityClass" if pod else "WorkloadPriorityClass"), self.priority_class_name
-        return None
-
-
-class UniversalOrIndividual(KueueModel):
-    universal: Any = None
-    individual: Any = None
-
-
-class TopologyAssignmentSlice(KueueModel):
-    domain_count: int
-    values_per_level: list[dict[str, Any]]
-    pod_counts: dict[str, Any]
-
-
-class TopologyDomainAssignment(KueueModel):
-    values: list[str]
-    count: int
-
-
-class TopologyAssignment(KueueModel):
-    """Both shapes: v1beta2 ``slices`` or v1beta1 ``domains``."""
-
-    levels: list[str]
-    slices: list[TopologyAssignmentSlice] | None = None
-    domains: list[TopologyDomainAssignment] | None = None
-
-    def decoded(self) -> tuple[tuple[str, ...], list[Any]]:
-        return decode_topology_assignment(dump(self))
-
-
-class PodSetAssignment(KueueModel):
-    name: str = "main"
-    flavors: dict[str, str] = Field(default_factory=dict)
-    resource_usage: dict[str, Quantity] = Field(default_factory=dict)
-    count: int | None = None
-    topology_assignment: TopologyAssignment | None = None
-    delayed_topology_request: str | None = None
-
-
-class Admission(KueueModel):
-    cluster_queue: str
-    pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
-
-
-class RequeueState(KueueModel):
-    count: int | None = None
-    requeue_at: str | None = None
-
-
-class UnhealthyNode(KueueModel):
-    name: str
-
-
-class WorkloadStatus(KueueModel):
-    conditions: list[Condition] = Field(default_factory=list)
-    admission: Admission | None = None
-    requeue_state: RequeueState | None = None
-    unhealthy_nodes: list[UnhealthyNode] = Field(default_factory=list)
-
-    def condition(self, type_: str) -> Condition | None:
-        return next((c for c in self.conditions if c.type == type_), None)
-
-    def is_true(self, type_: str) -> bool:
-        cond = self.condition(type_)
-        return cond is not None and cond.status == "True"
-
-
-class Workload(KueueModel):
-    api_version: str = V1BETA2
-    kind: str = "Workload"
-    metadata: ObjectMeta
-    spec: WorkloadSpec = Field(default_factory=WorkloadSpec)
-    status: WorkloadStatus | None = None
-
-    def to_v1beta2(self) -> Workload:
-        """Rename the v1beta1 fields (priority class, topology ``domains`` -> ``slices``)."""
-        out = self.model_copy(deep=True)
-        out.api_version = V1BETA2
-        ref = out.spec.effective_priority_class()
-        if ref is not None and out.spec.priority_class_ref is None:
-            group = "scheduling.k8s.io" if ref[0] == "PriorityClass" else GROUP
-            out.spec.priority_class_ref = PriorityClassRef(group=group, kind=ref[0], name=ref[1])
-        for name in ("priority_class_name", "priority_class_source"):
-            setattr(out.spec, name, None)
-            out.spec.model_fields_set.discard(name)
-        if out.status and out.status.admission:
-            for psa in out.status.admission.pod_set_assignments:
-                ta = psa.topology_assignment
-                if ta is not None and ta.domains is not None and ta.slices is None:
-                    levels, domains = ta.decoded()
-                    count = sum(d.count for d in domains)
-                    encoded = encode_v1beta2(PodSetPlacement(psa.name, count, tuple(levels), tuple(domains)))
-                    psa.topology_assignment = TopologyAssignment.model_validate(encoded)
-        return out
-
-
 KINDS: dict[str, type[KueueModel]] = {
     "ClusterQueue": ClusterQueue,
     "Cohort": Cohort,
@@ -398,7 +251,6 @@ KINDS: dict[str, type[KueueModel]] = {
     "ResourceFlavor": ResourceFlavor,
     "Topology": Topology,
     "WorkloadPriorityClass": WorkloadPriorityClass,
-    "Workload": Workload,
 }
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from scheduler.sim.engine import SimResult
+from scheduler.sim.model import SimResult
 from scheduler.topoview.html import CSS
 from scheduler.topoview.svg import GPU_USED, SANS
 

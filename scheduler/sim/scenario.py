@@ -15,7 +15,8 @@ from scheduler.core.placement.options import POLICIES, PlacementOptions
 from scheduler.core.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
-from scheduler.sim.engine import GPU, SimFailure, SimJob, SimResult, Simulator, World
+from scheduler.sim.engine import Simulator
+from scheduler.sim.model import GPU, SimFailure, SimJob, SimResult, World
 from scheduler.sim.trace import Trace, TraceError
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

@@ -49,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scheduler.core.placement.options import PlacementOptions  # noqa: E402
 from scheduler.core.topology_request import CompactWait, TopologyRequest  # noqa: E402
 from scheduler.core.workload import PodSetSpec, WorkloadSpec  # noqa: E402
-from scheduler.sim.engine import GPU, SimFailure, SimJob, SimResult, Simulator, World  # noqa: E402
+from scheduler.sim.engine import Simulator
+from scheduler.sim.model import GPU, SimFailure, SimJob, SimResult, World
 from scheduler.sim.report import render_report  # noqa: E402
 from scheduler.sim.scenario import summarize, world_from_objects  # noqa: E402
 

@@ -30,7 +30,8 @@ from scheduler.core.quota import (
 )
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
-from scheduler.sim.engine import SimJob, Simulator, World
+from scheduler.sim.engine import Simulator
+from scheduler.sim.model import SimJob, World
 
 BLOCK, RACK, HOST = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"
 FLAVOR, GPU = "gpu", "nvidia.com/gpu"

@@ -54,8 +54,9 @@ from scheduler.core.assignment import encode_v1beta2  # noqa: E402
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s  # noqa: E402
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement  # noqa: E402
-from scheduler.extender.logic import SlotBook, pod_ref, workload_view  # noqa: E402
+from scheduler.extender.book import SlotBook
 from scheduler.extender.server import Extender, ExtenderHTTPServer  # noqa: E402
+from scheduler.extender.workload_view import pod_ref, workload_view
 
 
 def description(n: int) -> dict[str, Any]:

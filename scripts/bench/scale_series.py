@@ -46,9 +46,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from scheduler.adapter.caches import SnapshotCaches  # noqa: E402
 from scheduler.adapter.objects import ClusterObjects  # noqa: E402
 from scheduler.adapter.snapshot import build_snapshot  # noqa: E402
-from scheduler.core.cycle import Admit, run_cycle  # noqa: E402
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.kube.gcpolicy import GcPolicy  # noqa: E402
 from scripts.bench.percentiles import percentile  # noqa: E402
@@ -110,9 +112,10 @@ def measure_point(nodes: int, pending: int, cycles: int, seed: int) -> dict[str,
     now = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
     builds, runs, per_decision, cpu, admits, decided = [], [], [], [], 0, 0
     gc_policy, gc_ms = GcPolicy(), 0.0  # as the controller command installs it (Controller.reconcile)
+    caches = SnapshotCaches()  # kept from pass to pass, as the controller keeps its own
     for _ in range(cycles):
         c0, t0 = time.process_time(), time.perf_counter()
-        snapshot = build_snapshot(objects, now, solver="greedy")
+        snapshot = build_snapshot(objects, now, solver="greedy", caches=caches)
         t1 = time.perf_counter()
         decisions = run_cycle(snapshot)
         t2, c2 = time.perf_counter(), time.process_time()

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.adapter.workload_checks import workload_problems
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.devcluster.apply import apply_objects
 from scheduler.kube import status as st

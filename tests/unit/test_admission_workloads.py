@@ -16,8 +16,8 @@ from admission import review
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY, CONTROLLER_OWNED
-from scheduler.core.cycle import ANN_PREVIOUS_DOMAINS
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.preferred_domains import ANN_PREVIOUS_DOMAINS
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 
 CONTROLLER = next(iter(DEFAULT_CONTROLLER_USERS))

@@ -75,3 +75,46 @@ def test_imports_inside_functions_say_why() -> None:
     silent = [m for m in sorted(modules)
               if "Imports inside functions:" not in (ROOT / (m.replace(".", "/") + ".py")).read_text()]
     assert silent == []
+
+
+def _project_modules() -> list[Path]:
+    return sorted(p for base in ("scheduler", "admission") for p in (ROOT / base).rglob("*.py")
+                  if "gen" not in p.relative_to(ROOT).parts)
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A leading underscore means "this module's own": another module that needs the name needs
+    it public (issue 33: domain-clearing preemption imported two private helpers of preemption)."""
+    offenders = []
+    for path in _project_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("scheduler", "admission")):
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert offenders == []
+
+
+def test_no_module_keeps_a_memo_of_its_own() -> None:
+    """Conversions reused between snapshots belong to whoever builds the snapshots
+    (adapter/caches.py ``SnapshotCaches``), not to module state shared by every caller."""
+    offenders = []
+    for path in _project_modules():
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1].lstrip("_").endswith("Memo"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)[:80]}")
+    assert offenders == []
+
+
+def test_no_class_over_three_hundred_lines() -> None:
+    """A room one person can hold (docs/architecture.md): no class of scheduler/ or admission/
+    over 300 lines (issue 33: the cycle, the slot book, the simulator, the controller, the
+    local cluster and the topology tree had grown past it)."""
+    offenders = []
+    for path in _project_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 300:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.name} {lines} lines")
+    assert offenders == []

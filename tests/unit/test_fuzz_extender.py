@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from scheduler.core.nodes import node_from_k8s
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
+from scheduler.extender.book import SlotBook
 from scheduler.extender.gate import OwnerRef
-from scheduler.extender.logic import SlotBook, workload_view
 from scheduler.extender.server import Extender, answer
+from scheduler.extender.workload_view import workload_view
 from tests.unit.extender.test_logic import ALL, NODES, v1beta2, workload
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),

@@ -21,7 +21,7 @@ from scheduler.adapter.kinds.registry import KINDS
 from scheduler.adapter.kinds.workloads import workload_for_job, workload_from_manifest, workload_pod_sets
 from scheduler.core.workload import kueue_workload_name
 from scheduler.extender.gate import Refusal, judge
-from scheduler.extender.logic import RankRule, pod_ref
+from scheduler.extender.workload_view import RankRule, pod_ref
 from tests.unit.test_admission_validation import L2, L3, cluster
 
 R = "kueue.x-k8s.io/podset-required-topology"

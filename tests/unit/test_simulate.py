@@ -264,7 +264,7 @@ def test_tty_progress_bar_redraws_in_place() -> None:
     import io
 
     from scheduler.commands.simulate import ProgressPrinter
-    from scheduler.sim.engine import Progress
+    from scheduler.sim.model import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

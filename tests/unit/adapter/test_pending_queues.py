@@ -10,12 +10,15 @@ import random
 from dataclasses import replace
 from typing import Any
 
+from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.objects import ClusterObjects
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.snapshot import build_snapshot
-from scheduler.core.cycle import Admit, after_decisions, run_cycle, run_cycles
+from scheduler.core.cycle import run_cycle, run_cycles
+from scheduler.core.decisions import Admit
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.core.queueing import PendingQueues, PendingWorkload, pending_queues
+from scheduler.core.snapshot import after_decisions
 from scheduler.core.workload import WorkloadSpec
 
 GPU = "nvidia.com/gpu"
@@ -87,6 +90,7 @@ def mutate(rng: random.Random, wls: dict[str, dict[str, Any]], next_id: list[int
 def test_kept_queues_equal_fresh_ones_and_decide_the_same_through_changes() -> None:
     rng = random.Random(7)
     base = cluster()
+    caches = SnapshotCaches()  # one builder, snapshot after snapshot: its queues are kept
     rv, next_id = [1000], [0]
     wls: dict[str, dict[str, Any]] = {}
     for _ in range(40):
@@ -100,7 +104,7 @@ def test_kept_queues_equal_fresh_ones_and_decide_the_same_through_changes() -> N
         if step % 10 == 9:  # a priority class changes value: every queue may re-order
             wpc = [{"metadata": {"name": "high"}, "value": step}]
         objects = replace(base, workloads=list(wls.values()), workload_priority_classes=wpc)
-        snap = build_snapshot(objects, NOW, solver="greedy")
+        snap = build_snapshot(objects, NOW, solver="greedy", caches=caches)
         assert snap.queues is not None
         assert snap.queues.describes(snap.pending, snap.workload_priority_classes, snap.priority_classes)
         fresh = pending_queues(snap.pending, snap.workload_priority_classes, snap.priority_classes)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from scheduler.adapter import objects, workloads
 from scheduler.adapter.cluster import admitted_placements, core_pods, flavor_trees
 from scheduler.adapter.objects import ClusterObjects, holds_reservation
 from scheduler.adapter.queues import cluster_queue_spec, empty_quota_state, priority_values, topology_levels
 from scheduler.adapter.snapshot import build_snapshot, split_workloads
 from scheduler.adapter.workloads import admitted_workload, pending_workload
+from scheduler.extender import workload_view
+from scheduler.kube import status
 
 HOST = "kubernetes.io/hostname"
 RACK = "topology.k8s.aws/network-node-layer-3"
@@ -115,3 +118,11 @@ def test_queue_helpers() -> None:
     assert priority_values([{"metadata": {"name": "x"}}]) == {"x": 0}
     quota = empty_quota_state([cluster_queue_spec(CQ_V1BETA1)])
     assert quota.potential_available("cq", ("p5", "nvidia.com/gpu")) == 32
+
+
+def test_one_reader_of_a_reservation_for_the_controller_the_snapshot_and_the_extender() -> None:
+    """kube.status, the snapshot and the extender read a Workload's reservation and topology
+    assignments through the adapter's one reader each (issue 33)."""
+    assert status.has_reservation is objects.has_reservation
+    assert holds_reservation(ADMITTED) and objects.has_reservation(FINISHED) and not holds_reservation(FINISHED)
+    assert workload_view.topology_assignments is workloads.topology_assignments

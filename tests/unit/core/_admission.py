@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.core.cycle import Admit, Decision, Pending, Preempt, Snapshot
+from scheduler.core.admitted import AdmittedWorkload, TASUsage
+from scheduler.core.decisions import Admit, Decision, Pending, Preempt
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
-from scheduler.core.preemption import AdmittedWorkload, TASUsage
 from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
 from scheduler.core.quota import (
     ClusterQueueSpec,
@@ -15,6 +15,7 @@ from scheduler.core.quota import (
     ResourceGroup,
     ResourceQuota,
 )
+from scheduler.core.snapshot import Snapshot
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 

@@ -13,8 +13,9 @@ import pytest
 from scheduler.core import afs
 from scheduler.core.afs import USAGE_BASED, LocalQueueUsage
 from scheduler.core.config import AdmissionFairSharing, FeatureGates, KueueConfig
-from scheduler.core.cycle import Admit, run_cycle, run_cycles
-from scheduler.core.preemption import candidates_ordering
+from scheduler.core.cycle import run_cycle, run_cycles
+from scheduler.core.decisions import Admit
+from scheduler.core.preemption.cost import candidates_ordering
 
 from ._admission import NS, admitted, cq, lqs, pending, rq, snapshot, wl
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from scheduler.core.cycle import Admit, Pending, Preempt, run_cycle
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit, Pending, Preempt
 from scheduler.core.quota import FlavorSpec
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, summary, wl

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.core.cycle import Snapshot
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.defrag import (
     ANN_AUTO_RESUME,
     ANN_CHECKPOINTABLE,
@@ -12,8 +12,8 @@ from scheduler.core.defrag import (
     ANN_LAST_CHECKPOINT,
     plan_defrag,
 )
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.quota import FlavorSpec
+from scheduler.core.snapshot import Snapshot
 from scheduler.core.workload import WorkloadSpec
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, wl

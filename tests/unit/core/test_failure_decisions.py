@@ -3,6 +3,7 @@ unhealthy nodes, trees), the same function for the controller and the simulator.
 
 from __future__ import annotations
 
+from scheduler.core.admitted import TASUsage
 from scheduler.core.failures import (
     EvictForNodeFailure,
     FailureTracker,
@@ -16,7 +17,6 @@ from scheduler.core.failures import (
 )
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeCondition, NodeInfo
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
-from scheduler.core.preemption import TASUsage
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import TopologyRequest
 

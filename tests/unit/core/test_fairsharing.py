@@ -19,7 +19,8 @@ from scheduler.core.config import (
     FeatureGates,
     KueueConfig,
 )
-from scheduler.core.cycle import Admit, Preempt, run_cycle
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit, Preempt
 from scheduler.core.fairsharing import DRS, Shares, compare_drs, node_weights, status_shares
 from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, cq_node
 

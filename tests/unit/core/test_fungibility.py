@@ -5,29 +5,24 @@ from __future__ import annotations
 
 import dataclasses
 
-from scheduler.core import quota
-from scheduler.core.cycle import Admit, run_cycle
-from scheduler.core.quota import (
-    FIT,
-    MAY_STOP_SEARCH,
-    PREEMPT,
-    PREEMPTION_OVER_BORROWING,
-    TRY_NEXT_FLAVOR,
-    FlavorFungibility,
-)
+from scheduler.core import flavorassigner
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit
+from scheduler.core.flavorassigner import Mode
+from scheduler.core.quota import MAY_STOP_SEARCH, PREEMPTION_OVER_BORROWING, TRY_NEXT_FLAVOR, FlavorFungibility
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, wl
 
 
 def test_a_preemption_that_also_borrows_tries_the_next_flavor_under_when_can_borrow() -> None:
-    choice = quota._FlavorChoice(PREEMPT, True, "f", frozenset())
-    assert not quota._stop_search(choice, FlavorFungibility(TRY_NEXT_FLAVOR, MAY_STOP_SEARCH))
-    assert quota._stop_search(choice, FlavorFungibility(MAY_STOP_SEARCH, MAY_STOP_SEARCH))
+    choice = flavorassigner._FlavorChoice(Mode.PREEMPT, True, "f", frozenset())
+    assert not flavorassigner._stop_search(choice, FlavorFungibility(TRY_NEXT_FLAVOR, MAY_STOP_SEARCH))
+    assert flavorassigner._stop_search(choice, FlavorFungibility(MAY_STOP_SEARCH, MAY_STOP_SEARCH))
 
 
 def test_preference_orders_borrowing_against_preemption() -> None:
-    borrow = quota._FlavorChoice(FIT, True, "a", frozenset())
-    preempt = quota._FlavorChoice(PREEMPT, False, "b", frozenset())
+    borrow = flavorassigner._FlavorChoice(Mode.FIT, True, "a", frozenset())
+    preempt = flavorassigner._FlavorChoice(Mode.PREEMPT, False, "b", frozenset())
     assert borrow.better_than(preempt)  # default BorrowingOverPreemption: the mode first
     assert not borrow.better_than(preempt, PREEMPTION_OVER_BORROWING)
     assert preempt.better_than(borrow, PREEMPTION_OVER_BORROWING)

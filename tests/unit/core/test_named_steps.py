@@ -7,21 +7,20 @@ import time
 import pytest
 from ortools.sat.python import cp_model
 
-from scheduler.core import cycle, quota
+from scheduler.core import cycle, flavorassigner, quota
+from scheduler.core.flavorassigner import Mode
 from scheduler.core.placement import cpsat, greedy
-from scheduler.core.preemption import (
+from scheduler.core.preemption.classical import classical_targets
+from scheduler.core.preemption.plan import preemption_plan
+from scheduler.core.preemption.targets import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
-    _target_reason,
-    classical_targets,
-    preemption_plan,
+    target_reason,
 )
 from scheduler.core.queueing import LocalQueueSpec
 from scheduler.core.quota import (
-    FIT,
     MAY_STOP_SEARCH,
-    PREEMPT,
     TRY_NEXT_FLAVOR,
     FlavorFungibility,
     FlavorSpec,
@@ -63,33 +62,33 @@ def test_messages_are_rendered_from_codes_in_kueues_words() -> None:
 @pytest.mark.parametrize(
     ("mode", "borrows", "when_borrow", "when_preempt", "stop"),
     [
-        (FIT, False, TRY_NEXT_FLAVOR, TRY_NEXT_FLAVOR, True),
-        (FIT, True, TRY_NEXT_FLAVOR, MAY_STOP_SEARCH, False),
-        (FIT, True, MAY_STOP_SEARCH, TRY_NEXT_FLAVOR, True),
-        (PREEMPT, False, MAY_STOP_SEARCH, TRY_NEXT_FLAVOR, False),
-        (PREEMPT, False, TRY_NEXT_FLAVOR, MAY_STOP_SEARCH, True),
+        (Mode.FIT, False, TRY_NEXT_FLAVOR, TRY_NEXT_FLAVOR, True),
+        (Mode.FIT, True, TRY_NEXT_FLAVOR, MAY_STOP_SEARCH, False),
+        (Mode.FIT, True, MAY_STOP_SEARCH, TRY_NEXT_FLAVOR, True),
+        (Mode.PREEMPT, False, MAY_STOP_SEARCH, TRY_NEXT_FLAVOR, False),
+        (Mode.PREEMPT, False, TRY_NEXT_FLAVOR, MAY_STOP_SEARCH, True),
     ],
 )
 def test_stop_search_follows_flavor_fungibility(
-    mode: int, borrows: bool, when_borrow: str, when_preempt: str, stop: bool
+    mode: Mode, borrows: bool, when_borrow: str, when_preempt: str, stop: bool
 ) -> None:
-    choice = quota._FlavorChoice(mode, borrows, "f", frozenset())
-    assert quota._stop_search(choice, FlavorFungibility(when_borrow, when_preempt)) is stop
+    choice = flavorassigner._FlavorChoice(mode, borrows, "f", frozenset())
+    assert flavorassigner._stop_search(choice, FlavorFungibility(when_borrow, when_preempt)) is stop
 
 
 def test_resources_by_group_stops_at_an_uncovered_resource() -> None:
     queue = cq("a", {"f": {"cpu": rq(10)}})
-    status = quota._Status()
-    assert quota._resources_by_group({"cpu": 1, "gpu": 1}, queue, status) is None
+    status = flavorassigner._Status()
+    assert flavorassigner._resources_by_group({"cpu": 1, "gpu": 1}, queue, status) is None
     assert status.reason == PendingReason.NO_MATCHING_FLAVOR
     assert status.message() == "resource gpu unavailable in ClusterQueue"
-    status = quota._Status()
-    [(group, names)] = quota._resources_by_group({"cpu": 1}, queue, status) or []
+    status = flavorassigner._Status()
+    [(group, names)] = flavorassigner._resources_by_group({"cpu": 1}, queue, status) or []
     assert isinstance(group, ResourceGroup) and names == ["cpu"] and not status.rejections
 
 
-def _assigner(queue: quota.ClusterQueueSpec, flavors: dict[str, FlavorSpec]) -> quota._Assigner:
-    return quota._Assigner(queue, QuotaState([queue]), flavors, {}, False)
+def _assigner(queue: quota.ClusterQueueSpec, flavors: dict[str, FlavorSpec]) -> flavorassigner._Assigner:
+    return flavorassigner._Assigner(queue, QuotaState([queue]), flavors, {}, False)
 
 
 def test_choose_flavor_reason_comes_from_rejection_codes() -> None:
@@ -97,14 +96,14 @@ def test_choose_flavor_reason_comes_from_rejection_codes() -> None:
     ps = PodSetSpec("main", 1, {"cpu": 1000})
     group = queue.resource_groups[0]
     # The flavor object is missing (its name mentions quota): no flavor matches.
-    status = quota._Status()
+    status = flavorassigner._Status()
     ctx = _assigner(queue, {})
-    assert quota._choose_flavor(ctx, ps, group, ["cpu"], {"cpu": 1000}, {}, status) is None
+    assert flavorassigner._choose_flavor(ctx, ps, group, ["cpu"], {"cpu": 1000}, {}, status) is None
     assert status.reason == PendingReason.NO_MATCHING_FLAVOR
     # Present but too small: waiting for quota.
-    status = quota._Status()
+    status = flavorassigner._Status()
     ctx = _assigner(queue, {"quota-flavor": FlavorSpec("quota-flavor")})
-    assert quota._choose_flavor(ctx, ps, group, ["cpu"], {"cpu": 20_000}, {}, status) is None
+    assert flavorassigner._choose_flavor(ctx, ps, group, ["cpu"], {"cpu": 20_000}, {}, status) is None
     assert status.reason == PendingReason.EXCEEDS_MAX_QUOTA
     assert status.rejected_for_quota()
 
@@ -145,10 +144,10 @@ def test_target_reason_table() -> None:
         return 5
 
     own, other = admitted(wl("own"), "a"), admitted(wl("other"), "b")
-    assert _target_reason(own, "a", 3, prio) == (IN_CLUSTER_QUEUE, False)
-    assert _target_reason(other, "a", None, prio) == (IN_COHORT_RECLAMATION, False)
-    assert _target_reason(other, "a", 5, prio) == (IN_COHORT_RECLAMATION, True)
-    assert _target_reason(other, "a", 6, prio) == (IN_COHORT_RECLAIM_WHILE_BORROWING, False)
+    assert target_reason(own, "a", 3, prio) == (IN_CLUSTER_QUEUE, False)
+    assert target_reason(other, "a", None, prio) == (IN_COHORT_RECLAMATION, False)
+    assert target_reason(other, "a", 5, prio) == (IN_COHORT_RECLAMATION, True)
+    assert target_reason(other, "a", 6, prio) == (IN_COHORT_RECLAIM_WHILE_BORROWING, False)
 
 
 def test_classical_targets_walks_the_plan() -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 from scheduler.core.config import FeatureGates, KueueConfig
-from scheduler.core.cycle import Admit, Pending, partial_search, run_cycle
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit, Pending
+from scheduler.core.nominate import partial_search
 from scheduler.core.quota import FlavorSpec
 from scheduler.core.workload import PodSetSpec
 

@@ -9,12 +9,14 @@ import dataclasses
 import pytest
 
 from scheduler.core import podsready as pr
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
-from scheduler.core.cycle import Admit, Pending, Snapshot, run_cycle
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit, Pending
 from scheduler.core.failures import RequeueBackoff
-from scheduler.core.preemption import AdmittedWorkload
 from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
 from scheduler.core.quota import ClusterQueueSpec, FlavorQuotas, FlavorSpec, ResourceGroup, ResourceQuota
+from scheduler.core.snapshot import Snapshot
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
 READY = pr.PodsReadyCondition(True, pr.STARTED, pr.READY_MESSAGE)

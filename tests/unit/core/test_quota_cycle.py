@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.cycle import Admit, Pending, Preempt, run_cycle
-from scheduler.core.preemption import candidates_ordering
+from scheduler.core.cycle import run_cycle
+from scheduler.core.decisions import Admit, Pending, Preempt
+from scheduler.core.flavorassigner import assign_flavors
+from scheduler.core.preemption.cost import candidates_ordering
 from scheduler.core.queueing import QueueState, resolve_priority
-from scheduler.core.quota import CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, ResourceQuota, assign_flavors
+from scheduler.core.quota import CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, ResourceQuota
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, summary, wl
 

@@ -8,8 +8,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from scheduler.core.nodes import node_from_k8s
-from scheduler.extender.logic import SlotBook, workload_view
+from scheduler.extender.book import SlotBook
 from scheduler.extender.server import Extender, ExtenderHTTPServer
+from scheduler.extender.workload_view import workload_view
 from tests.unit.extender.test_logic import NODES, v1beta2, workload
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from scheduler.cli import main
 from scheduler.errors import UserError
-from scheduler.extender.logic import SlotBook
+from scheduler.extender.book import SlotBook
 from scheduler.extender.server import Extender, ExtenderHTTPServer
 from scheduler.extender.tls import ExtenderTLS, issue_pod_certificates
 from tests.unit.extender.serving import serving

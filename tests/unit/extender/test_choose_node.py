@@ -6,20 +6,50 @@ the reservation expires."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import Any
 
 from scheduler.core.nodes import node_from_k8s
+from scheduler.extender.book import SlotBook, reserve_chosen
 from scheduler.extender.config import extender_entry
-from scheduler.extender.logic import SlotBook, pod_ref, workload_view
+from scheduler.extender.filtering import FilterOutcome
+from scheduler.extender.workload_view import PodRef, pod_ref, workload_view
 from tests.unit.extender.test_logic import ALL, INDEX, NODES, node, pod, ranked_pod, v1beta2, workload
 
 
-def choosing_book(assign: dict[str, int], *, now: list[float] | None = None) -> SlotBook:
+class FilterVerb:
+    """A slot book whose ``filter`` is the filter verb as the server runs it (server.Extender.filter):
+    the filter step decides, then the reserve step takes the chosen node's slot."""
+
+    def __init__(self, book: SlotBook) -> None:
+        self.book = book
+
+    def filter(self, pod: PodRef, names: Sequence[str]) -> FilterOutcome:
+        return reserve_chosen(self.book, pod, self.book.filter(pod, names))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.book, name)
+
+
+def choosing_book(assign: dict[str, int], *, now: list[float] | None = None) -> FilterVerb:
     clock = (lambda: now[0]) if now is not None else (lambda: 0.0)
     b = SlotBook(choose_node=True, clock=clock, reservation_ttl_s=10)
     for n in NODES:
         b.upsert_node(node_from_k8s(n))
     b.upsert_workload(workload_view(workload(assignments={"main": v1beta2(assign)})))
-    return b
+    return FilterVerb(b)
+
+
+def test_filter_decides_and_writes_nothing_the_reserve_step_takes_the_slot() -> None:
+    """kube-scheduler's split: Filter is pure, Reserve is its own step (the server calls it)."""
+    b = choosing_book({"a1": 1}).book
+    p0 = pod_ref(pod("p0"))
+    assert b.filter(p0, ALL).passed == ["a1"]
+    assert b.reservations == {} and b.filter(pod_ref(pod("p1")), ALL).passed == ["a1"]
+    assert reserve_chosen(b, p0, b.filter(p0, ALL)).passed == ["a1"]
+    assert b.occupancy(("ns", "wl", "main")) == {"a1": 1}
+    taken = reserve_chosen(b, pod_ref(pod("p1")), FilterOutcome(["a1"], ours=True))  # p1 chose a1 too late
+    assert taken.passed == [] and "are taken" in taken.error
 
 
 def test_serial_filters_fill_every_slot_once_then_refuse() -> None:

@@ -11,9 +11,10 @@ import pytest
 
 from scheduler.core.nodes import node_from_k8s
 from scheduler.core.workload import LABEL_QUEUE_NAME
+from scheduler.extender.book import SlotBook
 from scheduler.extender.gate import CachedOwners, OwnerRef, Refusal, controller_owner, judge
-from scheduler.extender.logic import SlotBook, workload_view
 from scheduler.extender.server import Extender
+from scheduler.extender.workload_view import workload_view
 from tests.unit.extender.test_logic import ALL, NODES, pod, v1beta2, workload
 
 JOB_REF = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid", "controller": True}

@@ -10,13 +10,10 @@ import pytest
 
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
-from scheduler.extender.logic import (
-    NodeStatus,
-    SlotBook,
-    SlotTaken,
-    pod_ref,
-    workload_view,
-)
+from scheduler.extender.book import SlotBook
+from scheduler.extender.filtering import NodeStatus
+from scheduler.extender.occupancy import SlotTaken
+from scheduler.extender.workload_view import pod_ref, workload_view
 
 L3 = "topology.k8s.aws/network-node-layer-3"
 HEALTH = "sagemaker.amazonaws.com/node-health-status"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from scheduler.extender.book import SlotBook
 from scheduler.extender.config import dedicated_scheduler_config, extender_entry, toposched_scheduler_config
-from scheduler.extender.logic import SlotBook
 from scheduler.extender.server import Extender
 from tests.unit.extender.serving import serving
 from tests.unit.extender.test_logic import ALL, NODES, pod

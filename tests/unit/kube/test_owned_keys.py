@@ -10,7 +10,7 @@ from typing import Any
 
 from scheduler.adapter.owned import Signer
 from scheduler.core.config import FeatureGates, KueueConfig
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import ANN_PRIORITY_BOOST, resolve_priority
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation

@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from scheduler.adapter.owned import SIGNATURE_FIELD, Signer
-from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.kube.fakeapi import FakeApi
 from scheduler.kube.signing import DEFAULT_SECRET, KEY_FIELD, SECRETS, load_signer

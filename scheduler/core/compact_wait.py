@@ -1,0 +1,52 @@
+"""The bounded wait for a compact placement on the cycle (toposched's ``--switches=N@T``; the
+wish and verdict logic is core/compact.py): a refinement of a nomination that fits
+(``nominate.Refinement``).
+
+A pod set whose placement spans more domains than it asked for is placed again with its level
+made required; if that does not fit either, the entry waits (until the deadline: pending with
+``compact.WAITING_REASON``, and with reserve-compact holding a domain for the first unmet wish)
+or is admitted as placed, with a note (after it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.core import compact
+from scheduler.core.flavorassigner import Mode
+from scheduler.core.nominate import Nominator
+from scheduler.core.nomination import Entry, Waiting
+from scheduler.core.topologies import Placed
+
+
+def refine(entry: Entry, nominator: Nominator) -> Entry:
+    snap, trees, holds = nominator.snap, nominator.topologies.trees, nominator.state.holds
+    by_flavor, implied = nominator.layout(entry)
+    default = snap.compact_defaults.get(entry.head.cq.name)
+    misses: list[tuple[compact.Wish, int]] = []
+    missed_on: list[str] = []  # the flavor of each miss
+    for flavor, pod_sets in sorted(by_flavor.items()):
+        tree = trees[flavor]
+        found = compact.wishes(tree, pod_sets, default)
+        if not found or not compact.unmet(tree, entry.placed.placements, found):
+            continue
+        strict = compact.tightened(pod_sets, found)
+        better = nominator.place_for(entry, tree, strict, flavor, implied, held=holds.binding(entry.head, flavor))
+        if better.fits:
+            placed = entry.placed.adding(better, flavor)
+            entry = replace(entry, placed=Placed(placed.placements, placed.flavors,
+                                                 {**placed.tightened, flavor: strict}))
+            continue
+        unmet = compact.unmet(tree, entry.placed.placements, found)
+        misses += unmet
+        missed_on += [flavor] * len(unmet)
+    if not misses:
+        return entry
+    verdict = compact.verdict(misses, entry.head.timestamp, snap.now)
+    if not verdict.waiting:
+        return replace(entry, waiting=replace(entry.waiting, relaxed=verdict.message))
+    held = None
+    if snap.placement_options.reserve_compact:  # hold one domain for the first unmet wish
+        held = holds.choose(entry.head, missed_on[0], misses[0][0], verdict.deadline, nominator.freeing_before(entry))
+    waiting = Waiting(retry_at=verdict.deadline, relaxed=entry.waiting.relaxed, reservation=held)
+    return replace(entry.becoming(Mode.NO_FIT, compact.WAITING_REASON, verdict.message), waiting=waiting)

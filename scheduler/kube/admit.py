@@ -1,0 +1,129 @@
+"""Phase 5 of the controller's pass: admission. The snapshot of the informer caches (the
+Workloads the adapter cannot read left out, each reported), Kueue's cycles back to back on it
+(``core.cycle.run_cycles``), their decisions written (``kube/apply.py``), and the queue objects'
+status with this pass's admissions before the pending reasons."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Protocol
+
+from scheduler.adapter.caches import SnapshotCaches
+from scheduler.adapter.snapshot import Invalid
+from scheduler.core.config import KueueConfig
+from scheduler.core.cycle import run_cycles
+from scheduler.core.decisions import Pending
+from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.queueing import QueueState
+from scheduler.core.snapshot import Snapshot, after_decisions, draining
+from scheduler.kube import status as st
+from scheduler.kube import workload_index as wi
+from scheduler.kube.apply import apply_decisions
+from scheduler.kube.cache import ClusterCache
+from scheduler.kube.informer import object_key
+from scheduler.kube.invalid import InvalidWorkloads
+from scheduler.kube.isolation import Isolation, UnreadableWorkloads
+from scheduler.kube.metrics import CycleMetrics
+from scheduler.kube.queues import QueueObjectsWriter
+from scheduler.kube.snapshot import build_snapshot
+from scheduler.kube.writer import Writer
+
+
+class AdmitSettings(Protocol):
+    """What the phase reads of the controller each time it runs (some are set after the
+    controller is made: ``metrics``, ``cycles_per_pass``, ``domain_preemption``)."""
+
+    cache: ClusterCache
+    writer: Writer
+    isolation: Isolation
+    clock: Callable[[], dt.datetime]
+    queue_state: QueueState
+    queue_objects: QueueObjectsWriter
+    unreadable: UnreadableWorkloads
+    invalid: InvalidWorkloads
+    snapshot_caches: SnapshotCaches
+    metrics: CycleMetrics
+    cycles_per_pass: int
+    solver: str
+    time_budget_s: float
+    placement_options: PlacementOptions | None
+    domain_preemption: bool
+    config: KueueConfig
+
+
+class AdmitPhase:
+    def __init__(self, settings: AdmitSettings) -> None:
+        self.c = settings
+        self._fingerprint = 0
+
+    def capacity_fingerprint(self) -> int:
+        """Changes whenever capacity or queue configuration may have changed: then workloads
+        parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
+        a workload finishes or is evicted, or queue objects change)."""
+        cache = self.c.cache
+        # A Workload that finishes leaves the holding set: that changes the fingerprint too.
+        holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED)) for w in wi.holding(cache.workloads))
+        # Queue objects by spec generation (and deletion), not resourceVersion: our own status
+        # and finalizer writes (kube.queues) must not count as a configuration change.
+        config = frozenset((inf.resource.plural, object_key(o), o["metadata"].get("generation"),
+                            bool(o["metadata"].get("deletionTimestamp")))
+                           for inf in (cache.cluster_queues, cache.local_queues, cache.flavors,
+                                       cache.topologies, cache.cohorts)
+                           for o in inf.items())
+        nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in cache.nodes.items())
+        return hash((holding, config, nodes))
+
+    def run(self) -> Snapshot:
+        """One admission cycle; returns the snapshot it decided on (the queue status is
+        computed from it too)."""
+        c = self.c
+        fingerprint = self.capacity_fingerprint()
+        if fingerprint != self._fingerprint:
+            c.queue_state.release()
+            self._fingerprint = fingerprint
+        c.queue_state.release_due(c.clock().timestamp())  # compact waits that ran out
+        invalid: list[Invalid] = []
+        snapshot = self.snapshot(invalid)
+        c.invalid.report(invalid)
+        decided, reasons = snapshot, []
+        if (snapshot.pending or draining(snapshot)) and not c.unreadable.holds_admission():
+            c.queue_objects.announce_work(snapshot, c.isolation)
+            decisions = c.metrics.admission_attempt(lambda: run_cycles(snapshot, c.cycles_per_pass))
+            reasons = [d for d in decisions if isinstance(d, Pending)]
+            actions = [d for d in decisions if not isinstance(d, Pending)]
+            apply_decisions(c.writer, c.queue_state, snapshot, actions, c.clock(), c.isolation)
+            decided = after_decisions(snapshot, decisions)
+        # Queue status with this pass's admissions, before the pending reasons: a ClusterQueue
+        # reports an admission (and its pending count) in the pass that made it, as Kueue's
+        # cache does, even when hundreds of new Workloads each get a first pending reason
+        # (issue 18: Kueue's perf recorder reads usage and "work left" from ClusterQueue status).
+        c.queue_objects.sync(decided, c.isolation)
+        if reasons:
+            apply_decisions(c.writer, c.queue_state, snapshot, reasons, c.clock(), c.isolation)
+        return snapshot
+
+    def snapshot(self, invalid: list[Invalid] | None = None) -> Snapshot:
+        """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
+        and skipped until it changes) nor the invalid ones (into ``invalid``); the rest of the
+        cluster is admitted as usual."""
+        c = self.c
+
+        def build() -> Snapshot:
+            if invalid is not None:
+                invalid.clear()  # a second build after a probe fills it again
+            return build_snapshot(c.cache, c.clock(), solver=c.solver, time_budget_s=c.time_budget_s,
+                                  inadmissible=c.queue_state.inadmissible(),
+                                  placement_options=c.placement_options,
+                                  domain_preemption=c.domain_preemption,
+                                  exclude=c.unreadable.current(wi.live(c.cache.workloads)),
+                                  config=c.config, signer=c.writer.signer, invalid=invalid,
+                                  caches=c.snapshot_caches)
+        try:
+            return build()
+        except Exception:
+            if not c.unreadable.probe(c.cache.workloads.items(), c.cache.flavors.items(),
+                                      lambda wl, exc: c.isolation.report("admit", wl, exc, wl),
+                                      c.cache.workloads.get):
+                raise  # no Workload is to blame: something else is broken (reconcile logs it)
+            return build()
