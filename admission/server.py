@@ -31,7 +31,7 @@ from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.config import FeatureGates
 from scheduler.http.bounded import BoundedHTTPServer, BufferedHandler
 from scheduler.http.limits import WEBHOOK_CAPS, ConnectionLimits
-from scheduler.kube.informer import (
+from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
     COHORTS,
     LOCAL_QUEUES,
@@ -45,7 +45,7 @@ from scheduler.kube.informer import (
     object_key,
     wait_synced,
 )
-from scheduler.kube.owners import CachedOwners
+from scheduler.k8s.owners import CachedOwners
 
 log = logging.getLogger(__name__)
 

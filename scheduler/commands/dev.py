@@ -296,7 +296,7 @@ def run_status(args: argparse.Namespace) -> int:
 
     from scheduler.devcluster import health
     from scheduler.devcluster.podnode import NODE_NAME
-    from scheduler.kube.informer import Api
+    from scheduler.k8s.informer import Api
 
     cluster = _load(args)
     api = Api(cluster.api_client())

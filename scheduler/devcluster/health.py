@@ -28,7 +28,7 @@ from scheduler.devcluster import processes
 from scheduler.devcluster.controlplane import LocalCluster
 from scheduler.devcluster.podnode import NODE_NAME
 from scheduler.devcluster.stack import EXTENDER, scheduler_client_context
-from scheduler.kube.informer import PODS, KubeApi, Resource
+from scheduler.k8s.informer import PODS, KubeApi, Resource
 
 MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", namespaced=False)
 VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", namespaced=False)

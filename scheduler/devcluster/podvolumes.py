@@ -27,7 +27,7 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from scheduler.devcluster.podspec import HostDir, Obj, PodSpecError, Tmpfs
-from scheduler.kube.informer import Api, Resource
+from scheduler.k8s.informer import Api, Resource
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 SECRETS = Resource("", "v1", "secrets")

@@ -32,7 +32,7 @@ from scheduler.devcluster import podspec
 from scheduler.devcluster.podman import Podman, PodmanError
 from scheduler.devcluster.podspec import Obj, PodContext, PodSpecError
 from scheduler.devcluster.podvolumes import CONFIGMAPS, SECRETS, PodVolumes, VolumeWriter
-from scheduler.kube.informer import PODS, Api
+from scheduler.k8s.informer import PODS, Api
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from scheduler.adapter.kinds.ownership import OwnerLookup, OwnerRef, controller_
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND, suspendable
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
-from scheduler.kube.owners import CachedOwners
+from scheduler.k8s.owners import CachedOwners
 
 # (API group, kind) of the owners whose queue label makes their pods managed: the suspendable
 # kinds of the registry, whatever version the reference names (a wider net than Kueue's).

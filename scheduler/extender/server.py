@@ -41,7 +41,7 @@ from scheduler.http.bounded import BoundedHTTPServer, serve_in_thread
 from scheduler.http.connection import Connection
 from scheduler.http.lean import LeanRequestHandler
 from scheduler.http.limits import EXTENDER_CAPS, ConnectionLimits
-from scheduler.kube.informer import (
+from scheduler.k8s.informer import (
     NODES,
     PODS,
     RESOURCE_FLAVORS,

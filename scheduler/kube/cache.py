@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.adapter.kinds.registry import KINDS
-from scheduler.kube import informer as inf
+from scheduler.k8s import informer as inf
 from scheduler.kube.jobs import resource_of
 from scheduler.kube.workload_index import index_workloads
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.workload_checks import FieldProblem, describe
+from scheduler.k8s.informer import object_key
 from scheduler.kube import status as st
-from scheduler.kube.informer import object_key
 from scheduler.kube.isolation import REASON_INADMISSIBLE
 from scheduler.kube.writer import Writer
 

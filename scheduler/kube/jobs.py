@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
-from scheduler.kube.informer import Resource
+from scheduler.k8s.informer import Resource
 
 Obj = dict[str, Any]
 # uid -> (its kind, the object), over the queued objects of the enabled suspendable kinds.

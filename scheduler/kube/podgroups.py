@@ -31,8 +31,8 @@ from scheduler.adapter.kinds.podgroups import group_workload, group_workload_nam
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT, LABEL_POD_GROUP_NAME
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.k8s.informer import PODS, WORKLOADS
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.informer import PODS, WORKLOADS
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.workload_index import OWNER
 from scheduler.kube.writer import Writer

@@ -22,7 +22,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.owned import Signer
-from scheduler.kube.informer import KubeApi, Resource
+from scheduler.k8s.informer import KubeApi, Resource
 
 log = logging.getLogger(__name__)
 

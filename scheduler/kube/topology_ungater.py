@@ -26,9 +26,9 @@ from scheduler.adapter.newkinds.common import GATE_TOPOLOGY
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
 from scheduler.core.ungating import AdmittedPodSet, GatedPodView, UngatePlan, plan_ungating
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
+from scheduler.k8s.informer import PODS
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.informer import PODS
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.workload_index import holding
 from scheduler.kube.writer import Writer

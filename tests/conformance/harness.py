@@ -40,7 +40,7 @@ from scheduler.devcluster.jobset import jobset_crd_file
 from scheduler.devcluster.lws import lws_crd_file
 from scheduler.devcluster.mpioperator import mpijob_crd_file
 from scheduler.devcluster.peers import wait_crds_established
-from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS, Api, Resource
+from scheduler.k8s.informer import JOBS, NODES, PODS, WORKLOADS, Api, Resource
 from scheduler.kube.jobs import resource_of
 
 JOBSETS = resource_of(JOBSET)
@@ -593,7 +593,7 @@ class Run:
 
     def queue_status(self) -> dict[str, dict[str, Any]]:
         """What ``kubectl get clusterqueue -o yaml`` shows of each team ClusterQueue's status."""
-        from scheduler.kube.informer import CLUSTER_QUEUES
+        from scheduler.k8s.informer import CLUSTER_QUEUES
 
         out = {}
         for ns in self.namespaces:
@@ -719,7 +719,7 @@ def _install_crd(kube: client.ApiClient, path: Path) -> None:
 
 def _wait_queues_active(api: Api, cqs: list[str], engine: str, timeout_s: float = 30) -> None:
     """Both engines mark a ClusterQueue Active once its flavors/topology are known."""
-    from scheduler.kube.informer import CLUSTER_QUEUES as cq_res
+    from scheduler.k8s.informer import CLUSTER_QUEUES as cq_res
 
     deadline = time.monotonic() + timeout_s
     waiting = list(cqs)
@@ -778,7 +778,7 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
         elif "sleep" in step:
             time.sleep(float(step["sleep"]))
         elif "stop" in step:  # {team: team-a, policy: Hold | HoldAndDrain | None}
-            from scheduler.kube.informer import CLUSTER_QUEUES
+            from scheduler.k8s.informer import CLUSTER_QUEUES
 
             cq = f"{team_namespace(step['stop']['team'])}-clusterqueue"
             run.api.merge_patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": step["stop"]["policy"]}})

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.core.workload import LABEL_QUEUE_NAME
-from scheduler.kube.informer import JOBS, PODS, Resource
+from scheduler.k8s.informer import JOBS, PODS, Resource
 from tests.e2e.conftest import Stack
 
 NS = "hyperpod-ns-team-a"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
-from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, NODES, PODS, WORKLOADS
 from tests.e2e.conftest import Stack
 from tests.e2e.test_quota_flows import admitted, conds, finish, running, workload_of
 

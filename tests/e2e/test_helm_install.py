@@ -46,7 +46,7 @@ from scheduler.devcluster.apply import apply_objects, create_nodes, load_documen
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, free_port
 from scheduler.devcluster.health import MUTATING, VALIDATING, webhook_checks
 from scheduler.devcluster.podspec import quantity_bytes
-from scheduler.kube.informer import JOBS, PODS, WORKLOADS, Api, Resource
+from scheduler.k8s.informer import JOBS, PODS, WORKLOADS, Api, Resource
 
 FULL = os.environ.get("TOPOSCHED_INSTALL_TEST") == "1"
 pytestmark = [

@@ -13,7 +13,7 @@ import pytest
 from scheduler.adapter.kinds.jobset import JOBSET
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.jobset import start_jobset
-from scheduler.kube.informer import JOBS, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, PODS, WORKLOADS
 from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
 

@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
 from scheduler.devcluster.lws import start_lws
-from scheduler.kube.informer import PODS, WORKLOADS
+from scheduler.k8s.informer import PODS, WORKLOADS
 from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
 

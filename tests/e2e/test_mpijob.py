@@ -15,7 +15,7 @@ from kubernetes import client
 from scheduler.adapter.kinds.mpijob import MPIJOB
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.mpioperator import start_mpi_operator
-from scheduler.kube.informer import JOBS, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, PODS, WORKLOADS
 from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
 

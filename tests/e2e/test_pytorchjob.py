@@ -12,7 +12,7 @@ import pytest
 from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.kubeflow import start_training_operator
-from scheduler.kube.informer import PODS, WORKLOADS
+from scheduler.k8s.informer import PODS, WORKLOADS
 from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
 

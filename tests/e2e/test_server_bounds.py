@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from scheduler.devcluster.stack import scheduler_client_context
-from scheduler.kube.informer import JOBS
+from scheduler.k8s.informer import JOBS
 from tests.e2e.conftest import Stack
 from tests.e2e.test_hyperpod_flow import NS, running_pods, sample_job
 

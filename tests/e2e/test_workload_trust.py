@@ -19,8 +19,8 @@ from scheduler.adapter.workload_checks import workload_problems
 from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.devcluster.apply import apply_objects
+from scheduler.k8s.informer import WORKLOADS, Api
 from scheduler.kube import status as st
-from scheduler.kube.informer import WORKLOADS, Api
 from tests.e2e.conftest import Stack
 from tests.e2e.test_quota_flows import FLAVOR, KUEUE, cluster_queue, local_queue, namespace
 

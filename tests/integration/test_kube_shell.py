@@ -13,8 +13,8 @@ from kubernetes import client
 from scheduler.adapter.kinds.batch import BATCH_JOB
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.devcluster.binaries import repo_root
-from scheduler.kube.informer import JOBS, WORKLOADS, Api, Informer, wait_synced
-from scheduler.kube.leader import LeaseElector
+from scheduler.k8s.informer import JOBS, WORKLOADS, Api, Informer, wait_synced
+from scheduler.k8s.leader import LeaseElector
 
 
 def _sample_job(namespace: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.kube.informer import PODS, Api
+from scheduler.k8s.informer import PODS, Api
 from scheduler.kube.topology_ungater import release_patch
 
 L3 = "topology.k8s.aws/network-node-layer-3"

@@ -14,8 +14,8 @@ from admission.fresh import FreshViews
 from admission.server import WebhookApp
 from admission.view import ClusterView
 from scheduler.adapter.kinds.batch import BATCH_JOB
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import (
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
     NODES,

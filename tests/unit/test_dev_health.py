@@ -20,8 +20,8 @@ import pytest
 from scheduler.devcluster import health
 from scheduler.devcluster.controlplane import LocalCluster, free_port
 from scheduler.devcluster.processes import Started
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import PODS
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import PODS
 
 
 class _Ok(BaseHTTPRequestHandler):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.events import EVENTS
-from scheduler.kube.informer import JOBS, WORKLOADS
 from tests.unit.kube.test_ownerless_workloads import ownerless, reconcile, workload
 from tests.unit.kube.test_phases import NS, Harness, job
 

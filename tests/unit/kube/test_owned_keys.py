@@ -15,8 +15,8 @@ from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import ANN_PRIORITY_BOOST, resolve_priority
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation
 from scheduler.core.workload import PodSetSpec
+from scheduler.k8s.informer import CLUSTER_QUEUES, WORKLOADS
 from scheduler.kube import status as st
-from scheduler.kube.informer import CLUSTER_QUEUES, WORKLOADS
 from tests.unit.kube.test_ownerless_workloads import ownerless, reconcile, workload
 from tests.unit.kube.test_phases import BLOCK, NS, Harness, assigned_hosts
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from scheduler.adapter.kinds.mpijob import MPIJOB
 from scheduler.core.workload import LABEL_QUEUE_NAME
+from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
-from scheduler.kube.informer import JOBS, WORKLOADS
 from scheduler.kube.jobs import resource_of
 from tests.unit.kube.test_phases import NS, Harness, job
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
-from scheduler.kube.informer import PODS
+from scheduler.k8s.informer import PODS
 from scheduler.kube.topology_ungater import TopologyUngater, release_patch
 from tests.unit.kube.test_phases import NS, Harness
 

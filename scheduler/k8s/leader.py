@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.kube.informer import LEASES, KubeApi, Obj
+from scheduler.k8s.informer import LEASES, KubeApi, Obj
 from scheduler.kube.status import utcnow
 
 log = logging.getLogger(__name__)
