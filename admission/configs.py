@@ -39,7 +39,7 @@ from admission.review import (
     validate_kueue_path,
 )
 from scheduler.core.workload import LABEL_QUEUE_NAME
-from scheduler.kube.informer import Api, Resource
+from scheduler.k8s.informer import Api, Resource
 
 MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", namespaced=False)
 VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", namespaced=False)

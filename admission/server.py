@@ -26,7 +26,7 @@ from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.core.config import FeatureGates
 from scheduler.http.bounded import BoundedHTTPServer, Refuser
-from scheduler.kube.informer import (
+from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
     COHORTS,
     LOCAL_QUEUES,

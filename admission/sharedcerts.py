@@ -2,7 +2,7 @@
 
 Every replica watches the Secret and serves the certificate in it, and watches its two webhook
 configurations: it is ready once the CA that signed the certificate it serves is in the
-caBundle of every webhook it owns. The replica holding the Lease (``scheduler.kube.leader``)
+caBundle of every webhook it owns. The replica holding the Lease (``scheduler.k8s.leader``)
 also issues: it creates the certificates when the Secret is empty, rotates them with
 ``certset.plan`` (a new CA is published next to the old one before anything is signed by it)
 and publishes the bundle into the configurations. Followers never write.
@@ -26,9 +26,9 @@ from kubernetes.client import ApiException
 from admission import configs
 from admission.certs import cert_pem, key_pem, load_chain_pem, tls_server_context
 from admission.certset import CertSet, Policy, next_due, plan, published_cas
-from scheduler.kube.informer import Api, Informer, Resource, object_key
-from scheduler.kube.leader import LeaseElector
-from scheduler.kube.status import utcnow
+from scheduler.k8s.clock import utcnow
+from scheduler.k8s.informer import Api, Informer, Resource, object_key
+from scheduler.k8s.leader import LeaseElector
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from admission import configs
 from admission.certs import CertManager, tls_server_context
-from scheduler.kube.informer import Api
+from scheduler.k8s.informer import Api
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What the webhook knows about the cluster: Kueue objects and nodes, as plain dicts.
 
-The server fills it from informers (``scheduler.kube.informer``); unit tests fill it with
+The server fills it from informers (``scheduler.k8s.informer``); unit tests fill it with
 literals. ``lookup`` (optional) is a live GET used on a cache miss before denying, so a
 LocalQueue created a moment before its first Job (``kubectl apply -f`` of both) is found.
 """

@@ -25,8 +25,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("scheduler.core", "scheduler.errors")),
     ("models", ("scheduler.models",)),
     ("adapter", ("scheduler.adapter", "scheduler.topoview", "scheduler.sim", "scheduler.explain")),
-    ("shell", ("scheduler.kube", "scheduler.extender", "admission", "scheduler.api", "scheduler.devcluster",
-               "scheduler.http")),
+    ("shell", ("scheduler.kube", "scheduler.k8s", "scheduler.extender", "admission", "scheduler.api",
+               "scheduler.devcluster", "scheduler.http")),
     ("cli", ("scheduler.commands", "scheduler.cli", "scheduler")),
 )
 

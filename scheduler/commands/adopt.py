@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from kubernetes import client
 
     from scheduler.errors import UserError
-    from scheduler.kube.client import api_client
-    from scheduler.kube.informer import CLUSTER_QUEUES, LEASES, PODS, WORKLOADS, Api, Resource
+    from scheduler.k8s.client import api_client
+    from scheduler.k8s.informer import CLUSTER_QUEUES, LEASES, PODS, WORKLOADS, Api, Resource
 
     api = Api(api_client(args.kubeconfig))
     deployments = Resource("apps", "v1", "deployments")

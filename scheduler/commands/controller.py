@@ -189,14 +189,14 @@ def run(args: argparse.Namespace) -> int:
     each pass rebuilds its snapshot from the caches — and the local dev stack has no
     Deployment to restart an exited controller.)"""
     from scheduler.errors import UserError
+    from scheduler.k8s.client import api_client
+    from scheduler.k8s.informer import Api
+    from scheduler.k8s.leader import LeaseElector, WriteFence
     from scheduler.kube.cache import ClusterCache
-    from scheduler.kube.client import api_client
     from scheduler.kube.controller import Controller
     from scheduler.kube.defrag import DefragExecutor
     from scheduler.kube.gcpolicy import GcPolicy
-    from scheduler.kube.informer import Api
     from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
-    from scheduler.kube.leader import LeaseElector, WriteFence
     from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
 

@@ -57,8 +57,8 @@ def run(args: Any) -> int:
     from scheduler.commands.explain import read_cluster
     from scheduler.core.defrag import plan_defrag
     from scheduler.errors import UserError
-    from scheduler.kube.client import api_client
-    from scheduler.kube.informer import Api
+    from scheduler.k8s.client import api_client
+    from scheduler.k8s.informer import Api
 
     if args.max_plans < 1:
         raise UserError("--max-plans must be at least 1")

@@ -58,7 +58,7 @@ def parse_target(target: str) -> tuple[str, str]:
 def read_cluster(api: Any) -> Any:
     """One list call per resource -> an ``EngineSnapshot`` (what the informers would hold)."""
     from scheduler.api.engine import EngineSnapshot
-    from scheduler.kube import informer as inf
+    from scheduler.k8s import informer as inf
     from scheduler.kube.jobs import INTEGRATIONS
 
     def items(resource: Any, **query: Any) -> list[dict[str, Any]]:
@@ -84,8 +84,8 @@ def read_cluster(api: Any) -> Any:
 def explain_local(kubeconfig: str | None, namespace: str, name: str, solver: str,
                   config: Any = KUEUE_DEFAULTS) -> dict[str, Any]:
     from scheduler.explain import NotFound, explain
-    from scheduler.kube.client import api_client
-    from scheduler.kube.informer import Api
+    from scheduler.k8s.client import api_client
+    from scheduler.k8s.informer import Api
 
     snap = read_cluster(Api(api_client(kubeconfig)))
     try:

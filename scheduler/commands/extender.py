@@ -74,8 +74,8 @@ def register(sub: Any) -> None:
 
 
 def _api(kubeconfig: Path | None) -> Any:
-    from scheduler.kube.client import api_client
-    from scheduler.kube.informer import Api
+    from scheduler.k8s.client import api_client
+    from scheduler.k8s.informer import Api
 
     return Api(api_client(kubeconfig))
 

@@ -37,7 +37,7 @@ from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_po
 from scheduler.extender.workload_view import PodRef, pod_ref, workload_view
 from scheduler.http.bounded import BoundedHTTPServer, Refuser
 from scheduler.http.lean import LeanRequestHandler
-from scheduler.kube.informer import (
+from scheduler.k8s.informer import (
     NODES,
     PODS,
     RESOURCE_FLAVORS,

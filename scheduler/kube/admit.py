@@ -16,11 +16,11 @@ from scheduler.core.decisions import Pending
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.snapshot import Snapshot, after_decisions, draining
+from scheduler.k8s.informer import object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.informer import object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.metrics import CycleMetrics
 from scheduler.kube.queues import QueueObjectsWriter

@@ -22,9 +22,9 @@ from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
 from scheduler.core.resources import format_quantity
 from scheduler.core.snapshot import Snapshot
+from scheduler.k8s.informer import WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
-from scheduler.kube.informer import WORKLOADS
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Obj, Writer
 

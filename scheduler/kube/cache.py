@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.kube import informer as inf
+from scheduler.k8s import informer as inf
 from scheduler.kube.jobs import INTEGRATIONS
 from scheduler.kube.workload_index import index_workloads
 

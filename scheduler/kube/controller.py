@@ -46,6 +46,7 @@ from scheduler.core.queueing import QueueState
 from scheduler.core.snapshot import Snapshot
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
+from scheduler.k8s.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.admit import AdmitPhase
@@ -54,7 +55,6 @@ from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.gcpolicy import GcPolicy
-from scheduler.kube.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import (
     INTEGRATIONS,

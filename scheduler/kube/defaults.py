@@ -6,5 +6,5 @@ DEFAULT_CYCLES_PER_PASS = 8
 
 # Writes in flight at once within one phase (Writer.run_each). Each is one HTTP round trip of a
 # few milliseconds spent waiting on the API server, so a few threads cut a pass of hundreds of
-# writes several times over; the client's connection pool (kube/client.py) holds at least 16.
+# writes several times over; the client's connection pool (k8s/client.py) holds at least 16.
 DEFAULT_CONCURRENT_WRITES = 8

@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.kube.informer import KubeApi, Resource
+from scheduler.k8s.informer import KubeApi, Resource
 from scheduler.kube.status import utcnow
 
 log = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.adapter.snapshot import split_workloads
 from scheduler.adapter.workloads import admitted_workload, pending_workload
 from scheduler.core.topology_request import TopologyRequestError
+from scheduler.k8s.informer import object_key
 from scheduler.kube import status as st
-from scheduler.kube.informer import object_key
 from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from scheduler.core.workload import (
     job_min_parallelism,
     kueue_workload_name,
 )
-from scheduler.kube.informer import JOBS, JOBSETS, MPIJOBS, PYTORCHJOBS, Resource
+from scheduler.k8s.informer import JOBS, JOBSETS, MPIJOBS, PYTORCHJOBS, Resource
 
 # HyperPod auto-resume (on the job's metadata).
 ANN_AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"

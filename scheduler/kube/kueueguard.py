@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.kube.informer import LEASES, KubeApi
+from scheduler.k8s.informer import LEASES, KubeApi
 
 log = logging.getLogger(__name__)
 DEFAULT_LEASE_DURATION_S = 15.0  # controller-runtime's default, Kueue's too

@@ -1,7 +1,7 @@
 """The controller's reconcile loop, run only inside a held lease term.
 
 Each pass starts in the elector's current term and the writer's check
-(:class:`~scheduler.kube.leader.WriteFence`) refuses every write once that term is over or
+(:class:`~scheduler.k8s.leader.WriteFence`) refuses every write once that term is over or
 the lease stops counting as held, so a pass that loses leadership half-way sends nothing more.
 
 A new term first waits until the Workload cache has caught up with the API server: the
@@ -17,9 +17,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from scheduler.k8s.informer import WORKLOADS, KubeApi, object_key, version_number
+from scheduler.k8s.leader import LeaseElector, WriteFence
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.informer import WORKLOADS, KubeApi, object_key, version_number
-from scheduler.kube.leader import LeaseElector, WriteFence
 
 log = logging.getLogger(__name__)
 CATCH_UP_POLL_S = 0.05

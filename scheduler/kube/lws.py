@@ -40,8 +40,8 @@ from scheduler.core.workload import (
     LABEL_QUEUE_NAME,
     kueue_workload_name,
 )
+from scheduler.k8s.informer import LEADERWORKERSETS, PODS, WORKLOADS
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.informer import LEADERWORKERSETS, PODS, WORKLOADS
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.workload_index import OWNER
 from scheduler.kube.writer import Writer

@@ -60,11 +60,11 @@ from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
+from scheduler.k8s.informer import PODS, object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.eviction import evict
-from scheduler.kube.informer import PODS, object_key
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.kube.writer import Obj, Writer

@@ -27,9 +27,9 @@ from typing import Any
 
 from scheduler.core import podsready as pr
 from scheduler.core.config import WaitForPodsReady
+from scheduler.k8s.informer import WORKLOADS, object_key
 from scheduler.kube import status as st
 from scheduler.kube.defrag import REASON as DEFRAGMENTATION
-from scheduler.kube.informer import WORKLOADS, object_key
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.jobs import JobIntegration
 from scheduler.kube.writer import Obj, Writer

@@ -30,7 +30,7 @@ from scheduler.core.config import KueueConfig
 from scheduler.core.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
 from scheduler.core.queueing import ACTIVE
 from scheduler.core.snapshot import Snapshot
-from scheduler.kube import informer as inf
+from scheduler.k8s import informer as inf
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.isolation import Isolation

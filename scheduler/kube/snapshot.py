@@ -20,7 +20,7 @@ from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.snapshot import Snapshot
-from scheduler.kube.informer import object_key
+from scheduler.k8s.informer import object_key
 from scheduler.kube.workload_index import live
 
 __all__ = ["admitted_placements", "build_snapshot", "cluster_objects", "core_nodes", "core_pods", "flavor_trees"]

@@ -10,8 +10,6 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# The reading side (condition lookup, the type names every converter asks about) is the
-# adapter's; this module adds the writing side.
 from scheduler.adapter.objects import (
     ADMITTED,
     EVICTED,
@@ -23,19 +21,14 @@ from scheduler.adapter.objects import (
     has_reservation,
 )
 
+# The reading side (condition lookup, the type names every converter asks about) is the
+# adapter's, the clock the plumbing's; this module adds the writing side.
+from scheduler.k8s.clock import timestamp, utcnow
+
 __all__ = ["ADMITTED", "EVICTED", "FINISHED", "PREEMPTED", "QUOTA_RESERVED", "REQUEUED", "condition_true",
-           "find_condition", "has_reservation"]
+           "find_condition", "has_reservation", "timestamp", "utcnow"]
 
 PREEMPTED = "Preempted"
-
-
-def utcnow() -> dt.datetime:
-    """The default clock of the controller, its Events and its lease (injected everywhere)."""
-    return dt.datetime.now(dt.UTC)
-
-
-def timestamp(now: dt.datetime) -> str:
-    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def conditions_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ Every pass walks the Workloads several times (finish, PodsReady, node failures, 
 start, the capacity fingerprint, the snapshot, the gauges), and each walk used to read every
 Workload's conditions: with Kueue's scale test (15,000 Workloads, most of them finished by the
 end) that was a fifth of the controller's time (issue 18). The informer files each Workload
-once per change instead (:meth:`scheduler.kube.informer.Informer.add_indexer`):
+once per change instead (:meth:`scheduler.k8s.informer.Informer.add_indexer`):
 
 - ``STATE``: ``LIVE`` for every Workload not Finished, ``HOLDING`` too for one that holds a
   reservation (QuotaReserved with an admission) and is not Finished;
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.core.kueue_names import LABEL_JOB_UID
+from scheduler.k8s.informer import Informer
 from scheduler.kube import status as st
-from scheduler.kube.informer import Informer
 
 STATE, OWNER, FINISHED_IN = "state", "owner", "finished-in"
 LIVE, HOLDING = "live", "holding"

@@ -4,7 +4,7 @@ The controller's phases decide; the :class:`Writer` sends. It owns:
 
 - the leadership check (:meth:`Writer.may_write`): asked right before every write, so a
   write is sent only while the lease is known held. In ``toposched controller`` the check is
-  :class:`~scheduler.kube.leader.WriteFence`: the lease's term must be the one the reconcile
+  :class:`~scheduler.k8s.leader.WriteFence`: the lease's term must be the one the reconcile
   pass started in, and the local monotonic clock must be before the last renewal + the renew
   deadline (fencing by time: a leader that lost contact stops writing before anyone else can
   acquire). A refused write is skipped and counted, never queued for later;
@@ -30,10 +30,10 @@ from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.k8s.informer import PODS, WORKLOADS, Informer, KubeApi, Resource, object_key
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES
 from scheduler.kube.events import EventRecorder
-from scheduler.kube.informer import PODS, WORKLOADS, Informer, KubeApi, Resource, object_key
 from scheduler.kube.jobs import JobIntegration
 
 log = logging.getLogger(__name__)

@@ -69,7 +69,7 @@ from scheduler.core.topology_request import request_to_annotations  # noqa: E402
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
-from scheduler.kube.informer import JOBS, PODS, WORKLOADS, Api  # noqa: E402
+from scheduler.k8s.informer import JOBS, PODS, WORKLOADS, Api  # noqa: E402
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 TOPOLOGY = "default-topology"

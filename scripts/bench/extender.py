@@ -304,7 +304,7 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
         free_port,
     )
     from scheduler.extender.config import extender_entry, toposched_profile
-    from scheduler.kube.informer import PODS, WORKLOADS, Api, Informer, wait_synced
+    from scheduler.k8s.informer import PODS, WORKLOADS, Api, Informer, wait_synced
     from scheduler.kube.status import admit_status
 
     n_pods, per_node = pods_per_node(n_nodes, n_pods)

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kubernetes import client  # noqa: E402
 
 from scheduler.core.topology_request import ANN_COMPACT_LEVEL, ANN_COMPACT_MAX_DOMAINS, ANN_COMPACT_WAIT  # noqa: E402
-from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, WORKLOADS, Informer  # noqa: E402
+from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, WORKLOADS, Informer  # noqa: E402
 from tests.conformance.harness import (  # noqa: E402
     LAYER,
     assignment_hosts,

@@ -37,7 +37,7 @@ from scheduler.devcluster.jobset import jobset_crd_file
 from scheduler.devcluster.lws import lws_crd_file
 from scheduler.devcluster.mpioperator import mpijob_crd_file
 from scheduler.devcluster.peers import wait_crds_established
-from scheduler.kube.informer import JOBS, JOBSETS, LEADERWORKERSETS, MPIJOBS, NODES, PODS, WORKLOADS, Api, Resource
+from scheduler.k8s.informer import JOBS, JOBSETS, LEADERWORKERSETS, MPIJOBS, NODES, PODS, WORKLOADS, Api, Resource
 
 ENGINES = ("kueue", "toposched")
 LAYER = "topology.k8s.aws/network-node-layer-"
@@ -585,7 +585,7 @@ class Run:
 
     def queue_status(self) -> dict[str, dict[str, Any]]:
         """What ``kubectl get clusterqueue -o yaml`` shows of each team ClusterQueue's status."""
-        from scheduler.kube.informer import CLUSTER_QUEUES
+        from scheduler.k8s.informer import CLUSTER_QUEUES
 
         out = {}
         for ns in self.namespaces:
@@ -711,7 +711,7 @@ def _install_crd(kube: client.ApiClient, path: Path) -> None:
 
 def _wait_queues_active(api: Api, cqs: list[str], engine: str, timeout_s: float = 30) -> None:
     """Both engines mark a ClusterQueue Active once its flavors/topology are known."""
-    from scheduler.kube.informer import CLUSTER_QUEUES as cq_res
+    from scheduler.k8s.informer import CLUSTER_QUEUES as cq_res
 
     deadline = time.monotonic() + timeout_s
     waiting = list(cqs)
@@ -770,7 +770,7 @@ def run_scenario(run: Run, scenario: Mapping[str, Any]) -> dict[str, Any]:
         elif "sleep" in step:
             time.sleep(float(step["sleep"]))
         elif "stop" in step:  # {team: team-a, policy: Hold | HoldAndDrain | None}
-            from scheduler.kube.informer import CLUSTER_QUEUES
+            from scheduler.k8s.informer import CLUSTER_QUEUES
 
             cq = f"{team_namespace(step['stop']['team'])}-clusterqueue"
             run.api.merge_patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": step["stop"]["policy"]}})

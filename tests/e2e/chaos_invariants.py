@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.kube.informer import Informer
+from scheduler.k8s.informer import Informer
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TERMINAL_PHASES = ("Succeeded", "Failed")

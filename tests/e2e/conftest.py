@@ -19,7 +19,7 @@ from scheduler.devcluster.apply import apply_objects, create_nodes, load_documen
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster
 from scheduler.devcluster.stack import StackPorts, start_toposched
-from scheduler.kube.informer import Api
+from scheduler.k8s.informer import Api
 
 QUEUES = repo_root() / "examples" / "kueue" / "hyperpod-queues.yaml"
 

@@ -34,7 +34,7 @@ from kubernetes import client
 from scheduler.cli import main
 from scheduler.devcluster.apply import apply_objects
 from scheduler.devcluster.stack import StackPorts, start_toposched
-from scheduler.kube.informer import JOBS, LEASES, WORKLOADS
+from scheduler.k8s.informer import JOBS, LEASES, WORKLOADS
 from tests.conformance.harness import Run, _cond, start_run, team_namespace
 
 CLUSTER = {"name": "adopt", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 2}

@@ -16,7 +16,7 @@ import yaml
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 from scheduler.api.gen.toposched.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.devcluster.binaries import repo_root
-from scheduler.kube.informer import JOBS
+from scheduler.k8s.informer import JOBS
 from tests.e2e.conftest import Stack
 
 NS = "hyperpod-ns-team-a"

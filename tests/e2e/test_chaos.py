@@ -41,7 +41,7 @@ from scheduler.devcluster import peers, processes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL, LocalCluster, free_ports
 from scheduler.devcluster.stack import StackPorts, start_toposched
-from scheduler.kube.informer import JOBS, LEASES, NODES, PODS, WORKLOADS, Api, Informer, Resource
+from scheduler.k8s.informer import JOBS, LEASES, NODES, PODS, WORKLOADS, Api, Informer, Resource
 from tests.e2e.chaos_invariants import ChaosWatch, QueueLimit, condition
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from tests.e2e.conftest import Stack
 from tests.e2e.test_quota_flows import admitted, conds, finish, running, workload_of

@@ -25,7 +25,7 @@ from scheduler.devcluster.apply import create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, default_scheduler_config, free_port
 from scheduler.devcluster.processes import stop
 from scheduler.extender.config import BINDERS, toposched_scheduler_config
-from scheduler.kube.informer import WORKLOADS, Api
+from scheduler.k8s.informer import WORKLOADS, Api
 from scheduler.kube.status import admit_status
 
 L3 = "topology.k8s.aws/network-node-layer-3"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scheduler.devcluster.stack import restart_component, stop_component
-from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube.nodefailures import ANN_RETRIES
 from tests.e2e.conftest import Stack
 from tests.e2e.test_node_failure import (

@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client
 
 from scheduler.devcluster.binaries import repo_root
-from scheduler.kube.informer import JOBS, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, PODS, WORKLOADS
 from tests.e2e.conftest import Stack
 
 L2, L3 = "topology.k8s.aws/network-node-layer-2", "topology.k8s.aws/network-node-layer-3"

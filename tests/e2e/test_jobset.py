@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.jobset import start_jobset
-from scheduler.kube.informer import JOBS, JOBSETS, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, JOBSETS, PODS, WORKLOADS
 from tests.e2e.conftest import Stack
 
 CLUSTER = {"name": "e2e-jobset", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}

@@ -33,7 +33,7 @@ from scheduler.core.fakecluster import generate_nodes
 from scheduler.devcluster import peers, processes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, FAKE_POD_PHASE_LABEL, LocalCluster, free_ports
-from scheduler.kube.informer import JOBS, LEASES, WORKLOADS, Api, Informer, object_key
+from scheduler.k8s.informer import JOBS, LEASES, WORKLOADS, Api, Informer, object_key
 
 JOBS_TOTAL = int(os.environ.get("TOPOSCHED_FENCING_JOBS", "200"))
 # Leader pauses: each one lands the moment the watch sees an admission (the leader is then in

@@ -29,8 +29,8 @@ from scheduler.devcluster.apply import apply_objects, create_nodes, load_documen
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, default_scheduler_config, free_ports
 from scheduler.extender.config import extender_entry, toposched_profile
-from scheduler.kube.client import api_client
-from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, Api
+from scheduler.k8s.client import api_client
+from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, Api
 from tests.e2e.conftest import QUEUES, Stack
 from tests.e2e.test_hyperpod_flow import CLUSTER, L3, NS, node_labels, running_pods, workload_of
 from tests.integration.test_deploy import render

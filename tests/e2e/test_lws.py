@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler.devcluster.lws import start_lws
-from scheduler.kube.informer import LEADERWORKERSETS, PODS, WORKLOADS
+from scheduler.k8s.informer import LEADERWORKERSETS, PODS, WORKLOADS
 from tests.e2e.conftest import Stack
 
 CLUSTER = {"name": "e2e-lws", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}

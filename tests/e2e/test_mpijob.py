@@ -14,7 +14,7 @@ from kubernetes import client
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.mpioperator import start_mpi_operator
-from scheduler.kube.informer import JOBS, MPIJOBS, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, MPIJOBS, PODS, WORKLOADS
 from tests.e2e.conftest import Stack
 
 CLUSTER = {"name": "e2e-mpijob", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
+from scheduler.k8s.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube.nodefailures import ANN_RETRIES
 from tests.e2e.conftest import Stack
 

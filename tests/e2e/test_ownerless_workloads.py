@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from scheduler.devcluster.apply import apply_objects
+from scheduler.k8s.informer import PODS, WORKLOADS
 from scheduler.kube import status as st
-from scheduler.kube.informer import PODS, WORKLOADS
 from tests.e2e.conftest import Stack
 from tests.e2e.test_quota_flows import FLAVOR, KUEUE, cluster_queue, local_queue, namespace
 

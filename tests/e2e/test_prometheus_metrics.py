@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from scheduler.devcluster.controlplane import free_ports
-from scheduler.kube.informer import JOBS
+from scheduler.k8s.informer import JOBS
 from tests.e2e.conftest import Stack
 from tests.e2e.test_hyperpod_flow import L3, NS, running_pods, sample_job
 

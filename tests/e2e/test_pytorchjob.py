@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.devcluster.kubeflow import start_training_operator
-from scheduler.kube.informer import PODS, PYTORCHJOBS, WORKLOADS
+from scheduler.k8s.informer import PODS, PYTORCHJOBS, WORKLOADS
 from tests.e2e.conftest import Stack
 
 CLUSTER = {"name": "e2e-pytorch", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}

@@ -21,7 +21,7 @@ from kubernetes import client
 
 from scheduler.devcluster.apply import apply_objects
 from scheduler.devcluster.stack import restart_component, stop_component
-from scheduler.kube.informer import JOBS, LOCAL_QUEUES, PODS, WORKLOADS, Api
+from scheduler.k8s.informer import JOBS, LOCAL_QUEUES, PODS, WORKLOADS, Api
 from tests.e2e.conftest import Stack
 
 CLUSTER = {"name": "e2e-quota", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}
@@ -434,7 +434,7 @@ def table_row(stack: Stack, path: str) -> dict[str, str]:
 
 
 def test_queue_status_and_deleting_a_queue_under_a_running_job_follow_kueue(stack: Stack) -> None:
-    from scheduler.kube.informer import CLUSTER_QUEUES, RESOURCE_FLAVORS, TOPOLOGIES
+    from scheduler.k8s.informer import CLUSTER_QUEUES, RESOURCE_FLAVORS, TOPOLOGIES
 
     ns, cq = "qa-qstatus", "qa-qstatus-cq"
     apply_objects(stack.kube, [namespace(ns), cluster_queue(cq, 8, cohort="qa-qstatus-cohort"),

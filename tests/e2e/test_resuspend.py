@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from scheduler.k8s.informer import JOBS, PODS
 from scheduler.kube.events import EVENTS
-from scheduler.kube.informer import JOBS, PODS
 from tests.e2e.conftest import Stack
 
 L3 = "topology.k8s.aws/network-node-layer-3"

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.core.workload import LABEL_QUEUE_NAME
-from scheduler.kube.informer import JOBS, PODS, Api
+from scheduler.k8s.informer import JOBS, PODS, Api
 from tests.e2e.conftest import Stack
 
 NS = "hyperpod-ns-team-a"

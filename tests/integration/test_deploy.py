@@ -13,7 +13,7 @@ import yaml
 from kubernetes import client
 
 from admission import configs
-from scheduler.kube.informer import Api
+from scheduler.k8s.informer import Api
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"

@@ -16,7 +16,7 @@ from scheduler.core.fakecluster import generate_nodes
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL
-from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, TOPOLOGIES, WORKLOADS, Api
+from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, TOPOLOGIES, WORKLOADS, Api
 from scheduler.kube.jobs import BatchJob, workload_for_job
 
 KQ = "kueue.x-k8s.io/v1beta2"

@@ -25,7 +25,7 @@ from kubernetes import client
 from scheduler.adapter.kueue_config import load_kueue_config_text
 from scheduler.devcluster import binaries
 from scheduler.errors import UserError
-from scheduler.kube.informer import Api
+from scheduler.k8s.informer import Api
 from tests.integration.test_deploy import KUBECTL, NS
 from tests.integration.test_deploy import render as render_kustomize
 

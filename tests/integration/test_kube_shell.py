@@ -11,9 +11,9 @@ import yaml
 from kubernetes import client
 
 from scheduler.devcluster.binaries import repo_root
-from scheduler.kube.informer import JOBS, WORKLOADS, Api, Informer, wait_synced
+from scheduler.k8s.informer import JOBS, WORKLOADS, Api, Informer, wait_synced
+from scheduler.k8s.leader import LeaseElector
 from scheduler.kube.jobs import BatchJob, workload_for_job
-from scheduler.kube.leader import LeaseElector
 
 
 def _sample_job(namespace: str) -> dict[str, Any]:

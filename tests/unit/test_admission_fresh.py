@@ -13,8 +13,8 @@ from admission import review
 from admission.fresh import FreshViews
 from admission.server import WebhookApp
 from admission.view import ClusterView
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import (
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
     NODES,

@@ -22,7 +22,7 @@ from admission.certset import CertSet, Policy, plan, published_cas
 from admission.server import WebhookApp, WebhookHTTPServer
 from admission.sharedcerts import SECRETS, SecretSource
 from admission.sources import MountedFilesSource, SelfSignedSource
-from scheduler.kube.fakeapi import FakeApi
+from scheduler.k8s.fakeapi import FakeApi
 
 NS = "toposched-system"
 DAY = dt.timedelta(days=1)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-SHELL_PACKAGES = ("scheduler.kube", "scheduler.extender", "scheduler.api", "scheduler.devcluster",
+SHELL_PACKAGES = ("scheduler.kube", "scheduler.k8s", "scheduler.extender", "scheduler.api", "scheduler.devcluster",
                   "scheduler.commands", "scheduler.models", "admission", "kubernetes", "grpc")
 
 
@@ -40,7 +40,7 @@ def test_ruff_is_clean() -> None:
 def test_mypy_strict_on_core_and_models() -> None:
     proc = subprocess.run([sys.executable, "-m", "mypy", "--exclude", "scheduler/api/gen", "scheduler/core",
                            "scheduler/models", "scheduler/adapter", "scheduler/api", "admission", "scheduler/extender",
-                           "scheduler/kube", "scheduler/http"],
+                           "scheduler/kube", "scheduler/k8s", "scheduler/http"],
                           cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
@@ -66,6 +66,15 @@ def test_api_reaches_neither_the_controller_nor_the_cli() -> None:
     edges = _import_graph()["graph"]
     offenders = [f"{m} -> {t}" for m, targets in edges.items() if m.startswith("scheduler.api")
                  for t in targets if t.startswith(("scheduler.kube", "scheduler.commands"))]
+    assert offenders == []
+
+
+def test_the_webhook_and_the_extender_reach_the_plumbing_not_the_controller() -> None:
+    """The Kubernetes plumbing they share (client, informers, leases, clock) is scheduler.k8s;
+    scheduler.kube is the controller, which neither door imports."""
+    edges = _import_graph()["graph"]
+    offenders = [f"{m} -> {t}" for m, targets in edges.items() if m.startswith(("admission", "scheduler.extender"))
+                 for t in targets if t.startswith("scheduler.kube")]
     assert offenders == []
 
 

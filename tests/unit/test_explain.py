@@ -115,7 +115,7 @@ def test_admitted_and_unknown() -> None:
 @pytest.fixture
 def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     import scheduler.commands.explain as cmd
-    import scheduler.kube.client as kclient
+    import scheduler.k8s.client as kclient
 
     monkeypatch.setattr(kclient, "api_client", lambda kubeconfig: object())
     monkeypatch.setattr(cmd, "read_cluster", lambda api: snap(workload("big", 6), workload("wide", 4, L3)))

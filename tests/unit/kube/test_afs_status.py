@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.config import AdmissionFairSharing, KueueConfig
-from scheduler.kube.informer import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
+from scheduler.k8s.informer import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
 from scheduler.kube.snapshot import build_snapshot
 from tests.unit.kube.test_phases import GPU, NS, Harness
 

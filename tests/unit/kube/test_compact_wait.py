@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.topology_request import ANN_COMPACT_LEVEL, ANN_COMPACT_WAIT, ANN_PREFERRED
+from scheduler.k8s.informer import JOBS
 from scheduler.kube import status as st
-from scheduler.kube.informer import JOBS
 
 from .test_phases import BLOCK, GPU, NS, Harness, job
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import JOBS, WORKLOADS
 from scheduler.kube.writer import Writer
 from tests.unit.kube.test_phases import NS, Harness, job
 

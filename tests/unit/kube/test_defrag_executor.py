@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, parse_target
+from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.defrag import REASON, DefragExecutor
-from scheduler.kube.informer import JOBS, WORKLOADS
 from scheduler.kube.jobs import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from tests.unit.kube.test_phases import BLOCK, NS, Harness, job
 

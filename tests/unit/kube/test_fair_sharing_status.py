@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.core.config import FairSharing, KueueConfig
-from scheduler.kube.informer import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS
+from scheduler.k8s.informer import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS
 from scheduler.kube.metrics_gauges import gauge_values
 from scheduler.kube.snapshot import build_snapshot
 from tests.unit.kube.test_phases import GPU, NS, Harness

@@ -8,9 +8,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.events import EVENTS
-from scheduler.kube.informer import JOBS, WORKLOADS
 from tests.unit.kube.test_phases import NS, Harness, job
 
 SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"

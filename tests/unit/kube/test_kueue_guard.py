@@ -10,10 +10,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.commands import controller as command
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import LEASES, NAMESPACES
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import LEASES, NAMESPACES
+from scheduler.k8s.leader import WriteFence
 from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
-from scheduler.kube.leader import WriteFence
 from scheduler.kube.leading import LeadingLoop
 from tests.unit.kube.test_leader import ManualClock, elector
 from tests.unit.kube.test_leader_fencing import _Seeded
@@ -87,7 +87,7 @@ def test_the_controller_command_refuses_a_malformed_lease_before_connecting(monk
     def no_cluster(_kubeconfig: Any) -> None:
         raise AssertionError("connected to a cluster")
 
-    monkeypatch.setattr("scheduler.kube.client.api_client", no_cluster)
+    monkeypatch.setattr("scheduler.k8s.client.api_client", no_cluster)
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers())
     args = parser.parse_args(["controller", "--kueue-lease", "kueue-system"])

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import LEASES, Obj, Resource
-from scheduler.kube.leader import LeaseElector, LeaseTimings
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import LEASES, Obj, Resource
+from scheduler.k8s.leader import LeaseElector, LeaseTimings
 from scheduler.kube.status import utcnow
 
 

@@ -10,12 +10,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import JOBS, NAMESPACES, WORKLOADS, Obj, Resource
+from scheduler.k8s.leader import LeaseElector, WriteFence
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.controller import Controller
 from scheduler.kube.events import EVENTS, EventRecorder
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import JOBS, NAMESPACES, WORKLOADS, Obj, Resource
-from scheduler.kube.leader import LeaseElector, WriteFence
 from scheduler.kube.leading import LeadingLoop, workloads_caught_up
 from scheduler.kube.writer import Writer
 from tests.unit.kube.test_leader import TIMINGS, ManualClock, ProcessView, elector, wait_for
@@ -159,7 +159,7 @@ def test_the_controller_command_wires_the_fence_into_the_writer(monkeypatch: Any
         raise Stop
 
     monkeypatch.setattr("scheduler.kube.controller.Controller", fake_controller)
-    monkeypatch.setattr("scheduler.kube.client.api_client", lambda _kubeconfig: None)
+    monkeypatch.setattr("scheduler.k8s.client.api_client", lambda _kubeconfig: None)
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers())
     args = parser.parse_args(["controller", "--lease-name", "l", "--namespace", "ns", "--identity", "me",

@@ -11,9 +11,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.core.placement.quality import fewest_domains
+from scheduler.k8s.informer import JOBS, NODES
 from scheduler.kube import metrics as m
 from scheduler.kube.health_server import exposition, serve_health, serve_metrics
-from scheduler.kube.informer import JOBS, NODES
 from scheduler.kube.request_metrics import ExtenderMetrics, WebhookMetrics
 from tests.unit.kube.test_phases import BLOCK, HEALTH, HOST, NS, Harness, assigned_hosts, job
 

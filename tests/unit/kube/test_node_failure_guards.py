@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.workload import ANN_WORKLOAD
+from scheduler.k8s.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube import status as st
-from scheduler.kube.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube.nodefailures import HELD_CONDITION
 from tests.unit.kube.test_phases import HEALTH, NS, Harness, assigned_hosts, job
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.k8s.informer import CLUSTER_QUEUES, NODES, WORKLOADS
 from scheduler.kube import status as st
-from scheduler.kube.informer import CLUSTER_QUEUES, NODES, WORKLOADS
 from scheduler.kube.snapshot import build_snapshot
 from tests.unit.kube.test_phases import BLOCK, GPU, HOST, NS, Harness, assigned_hosts, node
 

@@ -1,4 +1,4 @@
-"""The controller's phases against an in-memory API server (``scheduler.kube.fakeapi``): no
+"""The controller's phases against an in-memory API server (``scheduler.k8s.fakeapi``): no
 control plane, no mocks of our own code. Each test drives phases by hand with a fixed clock
 and reads the results back from the fake API server."""
 
@@ -12,13 +12,8 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.topology_request import ANN_REQUIRED
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
-from scheduler.kube import status as st
-from scheduler.kube.cache import ClusterCache
-from scheduler.kube.controller import Controller
-from scheduler.kube.events import EVENTS, EventRecorder
-from scheduler.kube.eviction import evict
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import (
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
     JOBS,
     LOCAL_QUEUES,
@@ -29,6 +24,11 @@ from scheduler.kube.informer import (
     TOPOLOGIES,
     WORKLOADS,
 )
+from scheduler.kube import status as st
+from scheduler.kube.cache import ClusterCache
+from scheduler.kube.controller import Controller
+from scheduler.kube.events import EVENTS, EventRecorder
+from scheduler.kube.eviction import evict
 from scheduler.kube.nodefailures import placed_workload
 
 BLOCK = "topology.k8s.aws/network-node-layer-3"

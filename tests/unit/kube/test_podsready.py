@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
+from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.controller import Controller
 from scheduler.kube.eviction import evict
-from scheduler.kube.informer import CLUSTER_QUEUES, JOBS, WORKLOADS
 from tests.unit.kube.test_phases import NS, Harness, job
 
 TIMEOUT = 120.0

@@ -9,8 +9,8 @@ import argparse
 from scheduler.commands import controller as cmd
 from scheduler.core.decisions import Pending
 from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube.apply import apply_decisions
-from scheduler.kube.informer import JOBS, WORKLOADS
 from tests.unit.kube.test_phases import BLOCK, NS, Harness, job
 
 TARGET = DomainTarget("main", "gpu", BLOCK, {BLOCK: "b1"}).encode()

@@ -9,8 +9,8 @@ from scheduler.core.decisions import Pending
 from scheduler.core.domain_target import DomainTarget
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation
 from scheduler.core.workload import PodSetSpec
+from scheduler.k8s.informer import JOBS
 from scheduler.kube.apply import apply_decisions
-from scheduler.kube.informer import JOBS
 from tests.unit.kube.test_phases import BLOCK, NS, Harness, job
 
 HELD = Reservation("x", 0, 0.0, DomainTarget("main", "gpu", BLOCK, {BLOCK: "b1"}), 1e12,

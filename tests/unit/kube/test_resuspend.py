@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.workload import LABEL_QUEUE_NAME
+from scheduler.k8s.informer import JOBS, PYTORCHJOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.events import EVENTS
-from scheduler.kube.informer import JOBS, PYTORCHJOBS, WORKLOADS
 from tests.unit.kube.test_phases import GPU, NS, Harness, job
 
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from scheduler.core.kueue_names import LABEL_JOB_UID
+from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.informer import WORKLOADS, Informer, object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.cache import ClusterCache
-from scheduler.kube.fakeapi import FakeApi
-from scheduler.kube.informer import WORKLOADS, Informer, object_key
 
 NS = "team"
 NOW = st.utcnow()

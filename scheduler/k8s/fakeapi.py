@@ -1,4 +1,4 @@
-"""An in-memory API server implementing :class:`~scheduler.kube.informer.KubeApi`, for tests
+"""An in-memory API server implementing :class:`~scheduler.k8s.informer.KubeApi`, for tests
 of the controller's phases (and fault-injection tests) without a control plane.
 
 It keeps what the controller relies on: a cluster-wide ``resourceVersion`` counter, optimistic
@@ -25,8 +25,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.kube.informer import Obj, Resource
-from scheduler.kube.status import timestamp, utcnow
+from scheduler.k8s.clock import timestamp, utcnow
+from scheduler.k8s.informer import Obj, Resource
 
 Key = tuple[str, str, str]  # (group/version/plural, namespace, name)
 

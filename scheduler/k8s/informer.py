@@ -89,7 +89,7 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 class KubeApi(Protocol):
     """The calls the controller, the informers and the writer make: :class:`Api` over HTTP,
-    ``scheduler.kube.fakeapi.FakeApi`` in memory. Failures raise the client's ``ApiException``
+    ``scheduler.k8s.fakeapi.FakeApi`` in memory. Failures raise the client's ``ApiException``
     with the API server's status (404 gone, 409 conflict on a stale resourceVersion)."""
 
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj: ...
