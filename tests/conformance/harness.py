@@ -689,7 +689,7 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
         run._wait_nodes_ready()
         # a team marked ``underCycle`` sits under a cohort cycle: Kueue never activates it
         _wait_queues_active(api, [f"{team_namespace(t)}-clusterqueue" for t, spec in sorted(queues["teams"].items())
-                                  if not spec.get("underCycle")], engine)
+                                  if not spec.get("underCycle")], engine, timeout_s=max(30, len(nodes) / 50))
     except BaseException:
         cluster.stop()
         raise
