@@ -174,22 +174,26 @@ class FrameShare:
     own: float  # share of samples with this frame on top
 
 
-def summarize_stacks(lines: Iterable[str], top: int = 15, thread: str | None = None) -> tuple[int, list[FrameShare]]:
+def _stacks(lines: Iterable[str]) -> Iterable[tuple[list[str], int]]:
+    """(frames root first, without line numbers; count) of each line of py-spy's raw output."""
+    for line in lines:
+        stack, _, count_text = line.rstrip("\n").rpartition(" ")
+        if stack and count_text.isdigit():
+            yield [_frame_name(f) for f in stack.split(";") if f], int(count_text)
+
+
+def summarize_stacks(lines: Iterable[str], top: int = 15, within: str | None = None) -> tuple[int, list[FrameShare]]:
     """(samples, the ``top`` frames by inclusive share) from py-spy's ``--format raw`` output
-    (one ``frame;frame;...;frame count`` line per distinct stack, root first). ``thread``: keep
-    only stacks whose root frame (py-spy ``--threads`` puts the thread there) contains it. Line
-    numbers are dropped so a function counts once however many lines of it were sampled."""
+    (one ``frame;frame;...;frame count`` line per distinct stack, root first). ``within``: keep
+    only stacks with a frame whose name contains it (e.g. the controller's pass), so shares are
+    of that frame's time. Line numbers are dropped so a function counts once however many lines
+    of it were sampled."""
     inclusive: dict[str, int] = {}
     own: dict[str, int] = {}
     total = 0
-    for line in lines:
-        stack, _, count_text = line.rstrip("\n").rpartition(" ")
-        if not stack or not count_text.isdigit():
+    for frames, count in _stacks(lines):
+        if within is not None and not any(within in f for f in frames):
             continue
-        frames = [_frame_name(f) for f in stack.split(";") if f]
-        if thread is not None and (not frames or thread not in frames[0]):
-            continue
-        count = int(count_text)
         total += count
         for frame in set(frames):
             inclusive[frame] = inclusive.get(frame, 0) + count
@@ -199,6 +203,23 @@ def summarize_stacks(lines: Iterable[str], top: int = 15, thread: str | None = N
         return 0, []
     ranked = sorted(inclusive.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     return total, [FrameShare(f, n / total, own.get(f, 0) / total) for f, n in ranked]
+
+
+def child_shares(lines: Iterable[str], parent: str) -> tuple[int, list[tuple[str, float]]]:
+    """How the samples under the first frame named like ``parent`` split among its direct
+    children (``(self)`` when it was on top): (samples under it, [(child, share)] largest first).
+    With py-spy ``--idle`` this is where a phase's wall-clock time went, waits included."""
+    counts: dict[str, int] = {}
+    total = 0
+    for frames, count in _stacks(lines):
+        at = next((i for i, f in enumerate(frames) if parent in f), None)
+        if at is None:
+            continue
+        total += count
+        child = frames[at + 1] if at + 1 < len(frames) else "(self)"
+        counts[child] = counts.get(child, 0) + count
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return total, [(c, n / total) for c, n in ranked]
 
 
 def _frame_name(frame: str) -> str:

@@ -87,5 +87,19 @@ def test_stack_summary_counts_each_function_once_per_stack() -> None:
     assert shares["run_cycle (cycle.py)"] == (0.6, 0.6)
     assert shares["recurse (a.py)"] == (0.1, 0.1)  # a recursive frame is not counted twice
     assert frames[0].frame == "main (cli.py)"
-    total, frames = benchlib.summarize_stacks(raw, thread="recurse")
-    assert total == 0
+    total, frames = benchlib.summarize_stacks(raw, within="admit")
+    assert total == 9
+    assert {f.frame: f.inclusive for f in frames}["write (writer.py)"] == pytest.approx(3 / 9)
+
+
+def test_child_shares_split_a_phase_among_its_callees() -> None:
+    raw = [
+        "main (cli.py:3);reconcile (c.py:1);admit (c.py:2);run_cycle (cycle.py:5) 6\n",
+        "main (cli.py:3);reconcile (c.py:1);ensure_workloads (c.py:9);create (w.py:1) 3\n",
+        "main (cli.py:3);reconcile (c.py:1) 1\n",
+        "main (cli.py:3);idle (x.py:1) 10\n",
+    ]
+    total, shares = benchlib.child_shares(raw, "reconcile")
+    assert total == 10
+    assert shares == [("admit (c.py)", 0.6), ("ensure_workloads (c.py)", 0.3), ("(self)", 0.1)]
+    assert benchlib.child_shares(raw, "absent") == (0, [])
