@@ -228,6 +228,16 @@ def engine_pids(engine: str, run: Run) -> dict[str, list[int]]:
     return pids
 
 
+def refusal(exc: Exception) -> str:
+    """One line: the API server's status code and message (e.g. a webhook that timed out)."""
+    body = getattr(exc, "body", None)
+    try:
+        message = json.loads(body).get("message", "") if body else ""
+    except (ValueError, TypeError, AttributeError):
+        message = str(body)
+    return f"{getattr(exc, 'status', '')} {message or str(exc)}"[:400]
+
+
 def create_all(run: Run, rows: Sequence[Mapping[str, Any]], obs: Observation, writers: int) -> None:
     """Create every job, ``writers`` at a time (one API client each), recording when each create
     returned; a refused create is counted, not retried."""
@@ -245,8 +255,8 @@ def create_all(run: Run, rows: Sequence[Mapping[str, Any]], obs: Observation, wr
             except Exception as exc:  # noqa: BLE001 - one refused job must not stop the burst
                 with lock:
                     obs.creation_errors += 1
-                    if obs.creation_errors <= 3:
-                        print(f"   create {row['name']} failed: {str(exc)[:200]}", file=sys.stderr, flush=True)
+                    if obs.creation_errors <= 5:
+                        print(f"   create {row['name']} failed: {refusal(exc)}", file=sys.stderr, flush=True)
 
     with ThreadPoolExecutor(writers) as pool:
         list(pool.map(write, [rows[i::writers] for i in range(writers)]))
@@ -362,13 +372,17 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
 # ---------------------------------------------------------------------- report
 
 
+def secs(value: float) -> str:
+    return "not all" if math.isnan(value) else f"{value:.1f}s"
+
+
 def report(runs: Sequence[EngineRun]) -> list[str]:
     lines = []
     for r in runs:
         f = r.figures
         lines.append(f"round {r.round + 1} {r.engine}: {f.jobs} jobs / {f.pods} pods created in {f.created_s:.1f}s "
-                     f"({f.creation_errors} refused); admitted {f.admitted} (all in {f.all_admitted_s:.1f}s, "
-                     f"{f.admitted_per_s:.1f}/s), pods bound {f.pods_bound} (all in {f.all_bound_s:.1f}s); per job "
+                     f"({f.creation_errors} refused); admitted {f.admitted} (all in {secs(f.all_admitted_s)}, "
+                     f"{f.admitted_per_s:.1f}/s), pods bound {f.pods_bound} (all in {secs(f.all_bound_s)}); per job "
                      f"admission p50 {f.admission_p50_s:.1f}s p99 {f.admission_p99_s:.1f}s, all pods bound p50 "
                      f"{f.bound_p50_s:.1f}s p99 {f.bound_p99_s:.1f}s; load {r.load_start} -> {r.load_end}")
         for label, usage in r.cpu.items():

@@ -102,3 +102,15 @@ def test_engines_are_checked() -> None:
         bench.parse_args(["--engines", "volcano"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--scale", "-1"])
+
+
+def test_a_refused_create_reports_the_api_servers_message() -> None:
+    class Refused(Exception):
+        status = 500
+        body = ('{"message": "Internal error occurred: failed calling webhook \\"job.toposched.io\\": '
+                'context deadline exceeded"}')
+
+    assert bench.refusal(Refused()) == ('500 Internal error occurred: failed calling webhook "job.toposched.io": '
+                                        'context deadline exceeded')
+    assert bench.refusal(ValueError("boom")) == " boom"
+    assert bench.secs(float("nan")) == "not all" and bench.secs(2.0) == "2.0s"
