@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -71,6 +72,10 @@ _CONTROLLER_MANAGER_TUNING_FLAGS = (
 MIN_NODE_MONITOR_GRACE_S = 120
 # KWOK's (and the kubelet's) default lease duration; KWOK renews at a quarter of it.
 DEFAULT_NODE_LEASE_S = 40
+# What LocalCluster(feature_gates=..., runtime_config=...) accepts: they become command-line flags.
+_GATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{0,79}")
+_RUNTIME_CONFIG_KEY = re.compile(r"[a-z0-9.-]{1,100}/[a-z0-9]{1,20}|api/(all|ga|beta|alpha)")
+_RUNTIME_CONFIG_VALUE = re.compile(r"true|false")
 
 
 # Ports this process has handed out: clusters started side by side (the conformance suite
@@ -192,6 +197,8 @@ class ClusterLayout:
     ports: Ports
     node_lifecycle: bool
     node_lease_s: int
+    feature_gates: dict[str, bool]
+    runtime_config: dict[str, str]
 
     # ---- paths -------------------------------------------------------------------------
     @property
@@ -273,9 +280,16 @@ class ClusterLayout:
             *self._apiserver_auth_flags(),
             *_APISERVER_NETWORK_FLAGS,
             *_APISERVER_LIMIT_FLAGS,
-            "--feature-gates=WatchList=false",  # see WATCH_LIST_OFF
+            self._feature_gates_flag({"WatchList": False}),  # see WATCH_LIST_OFF
+            *([f"--runtime-config={','.join(f'{k}={v}' for k, v in self.runtime_config.items())}"]
+              if self.runtime_config else []),
             "--v=1",
         ]
+
+    def _feature_gates_flag(self, base: Mapping[str, bool]) -> str:
+        """One ``--feature-gates`` flag: the component's own gates, then the cluster's."""
+        gates = {**base, **self.feature_gates}
+        return "--feature-gates=" + ",".join(f"{k}={'true' if v else 'false'}" for k, v in gates.items())
 
     def _apiserver_serving_flags(self) -> list[str]:
         """Where the API server stores (etcd) and listens (loopback, TLS from our CA)."""
@@ -311,7 +325,7 @@ class ClusterLayout:
             "--leader-elect=false",
             *_CONTROLLER_MANAGER_TUNING_FLAGS,
             f"--node-monitor-grace-period={max(MIN_NODE_MONITOR_GRACE_S, self.node_lease_s)}s",
-            WATCH_LIST_OFF,
+            self._feature_gates_flag({"WatchListClient": False}),  # see WATCH_LIST_OFF
             "--v=1",
         ]
 
@@ -323,7 +337,7 @@ class ClusterLayout:
             f"--config={self.scheduler_config_path()}",
             f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
             f"--bind-address={LOOPBACK}", f"--secure-port={self.ports.scheduler}",
-            WATCH_LIST_OFF,
+            self._feature_gates_flag({"WatchListClient": False}),  # see WATCH_LIST_OFF
             "--v=1",
         ]
 
@@ -349,7 +363,9 @@ class ClusterLayout:
 class LocalCluster(ClusterLayout):
     def __init__(self, directory: Path, ports: Ports | None = None,
                  scheduler_config: Mapping[str, Any] | None = None, with_kwok: bool = True,
-                 node_lifecycle: bool = True, node_lease_s: int = DEFAULT_NODE_LEASE_S) -> None:
+                 node_lifecycle: bool = True, node_lease_s: int = DEFAULT_NODE_LEASE_S,
+                 feature_gates: Mapping[str, bool] | None = None,
+                 runtime_config: Mapping[str, str] | None = None) -> None:
         """``node_lifecycle=False`` turns kube-controller-manager's node lifecycle controller
         off: nodes nobody heartbeats (created by a benchmark, not under KWOK) then stay as
         their creator wrote them instead of turning NotReady after the monitor grace.
@@ -358,9 +374,23 @@ class LocalCluster(ClusterLayout):
         it); the node monitor grace is at least as long. The default renews every 10 s, as a
         kubelet does: 500 lease writes a second at 5,000 nodes, 1,000 at 10,000, on the same
         2 cores as the API server, etcd and the scheduler under test (a kubelet's writes come
-        from its own machine). Throughput benchmarks at thousands of nodes pass a long lease."""
+        from its own machine). Throughput benchmarks at thousands of nodes pass a long lease.
+
+        ``feature_gates``: Kubernetes feature gates for kube-apiserver, kube-controller-manager
+        and kube-scheduler alike (e.g. ``{"GenericWorkload": True}``), on top of the watch-list
+        gates every component gets here. ``runtime_config``: kube-apiserver ``--runtime-config``
+        entries (e.g. ``{"scheduling.k8s.io/v1beta1": "true"}``: beta APIs are off by default)."""
         if node_lease_s < 1:
             raise ValueError(f"node_lease_s must be at least 1 second, not {node_lease_s}")
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = dict(runtime_config or {})
+        for name in self.feature_gates:
+            if not _GATE_NAME.fullmatch(name):
+                raise ValueError(f"feature gate {name!r}: a gate name is letters and digits, e.g. GenericWorkload")
+        for key, value in self.runtime_config.items():
+            if not _RUNTIME_CONFIG_KEY.fullmatch(key) or not _RUNTIME_CONFIG_VALUE.fullmatch(value):
+                raise ValueError(f"runtime config {key}={value}: expected group/version=true|false, "
+                                 f"e.g. scheduling.k8s.io/v1beta1=true")
         self.dir = directory
         self.node_lifecycle = node_lifecycle
         self.node_lease_s = node_lease_s

@@ -293,6 +293,8 @@ def _print_shares(engine: str, res: Result, teams: list[str]) -> None:
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "toposched-1cycle": ("toposched", ("--cycles-per-pass", "1")),
     "toposched-serial": ("toposched", ("--concurrent-writes", "1")),
+    # 32 writes in flight: the burst bench's profile has the pass waiting on the writer's 8
+    "toposched-writes32": ("toposched", ("--concurrent-writes", "32")),
     "toposched-beyond": ("toposched", ("--placement-policy", "all")),
     "toposched-fragmentation": ("toposched", ("--placement-policy", "fragmentation-aware")),
 }

@@ -622,7 +622,9 @@ class Run:
         return last
 
     def _wait_nodes_ready(self, timeout_s: float = 30) -> None:
-        wait_nodes_settled(self.kube, [n["metadata"]["name"] for n in self.nodes], timeout_s)
+        # thousands of nodes (benchmarks) take KWOK and the node-lifecycle controller longer
+        wait_nodes_settled(self.kube, [n["metadata"]["name"] for n in self.nodes],
+                           max(timeout_s, len(self.nodes) / 10))
 
     def stop(self) -> None:
         self.cluster.stop()
@@ -647,26 +649,28 @@ def ensure_kueue_prerequisites() -> None:
 
 def start_run(engine: str, directory: Path, description: Mapping[str, Any], queues: Mapping[str, Any],
               controller_args: tuple[str, ...] = (), jobsets: bool = False,
-              kueue_config: Mapping[str, Any] | None = None, kinds: tuple[str, ...] = ()) -> Run:
+              kueue_config: Mapping[str, Any] | None = None, kinds: tuple[str, ...] = (),
+              cluster_options: Mapping[str, Any] | None = None) -> Run:
     """A fresh control plane with the group's nodes and queues, and one engine. ``jobsets``:
     install the JobSet CRD first and let the engine manage JobSets (Kueue's jobset
     integration; toposched's is always on). No JobSet controller runs: admission is what the
     scenarios compare, and it needs only the JobSet object. ``kueue_config``: the group's
     scheduling settings (``fairSharing``, ``waitForPodsReady``, ``featureGates``, ...), merged
     into Kueue's Configuration and given to toposched as ``--kueue-config``: one file, two
-    engines, as an admin would run them."""
+    engines, as an admin would run them. ``cluster_options``: keyword arguments of the
+    control plane (``LocalCluster``: ``node_lease_s``, ``feature_gates``, ...), for benchmarks."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}")
     from scheduler.devcluster.kueue import KueueCluster
 
     # Both engines get the same control plane: the API server with its version stamped in,
     # which Kueue needs (see KueueCluster).
-    cluster: LocalCluster = KueueCluster(directory).start()
+    cluster: LocalCluster = KueueCluster(directory, **dict(cluster_options or {})).start()
     try:
         kube = cluster.api_client()
         api = Api(kube)
         nodes = generate_nodes(description)
-        create_nodes(kube, nodes, FAKE_NODE_LABEL)
+        create_nodes_in_parallel(cluster, nodes)
         extra: Any = None
         objs = queue_objects(queues)
         if jobsets:
@@ -693,11 +697,24 @@ def start_run(engine: str, directory: Path, description: Mapping[str, Any], queu
         run._wait_nodes_ready()
         # a team marked ``underCycle`` sits under a cohort cycle: Kueue never activates it
         _wait_queues_active(api, [f"{team_namespace(t)}-clusterqueue" for t, spec in sorted(queues["teams"].items())
-                                  if not spec.get("underCycle")], engine)
+                                  if not spec.get("underCycle")], engine, timeout_s=max(30, len(nodes) / 50))
     except BaseException:
         cluster.stop()
         raise
     return run
+
+
+def create_nodes_in_parallel(cluster: LocalCluster, nodes: list[dict[str, Any]], workers: int = 8) -> None:
+    """Create the fake nodes, ``workers`` requests at a time once there are many (5,000 one at a
+    time take minutes on this machine); one API client per worker."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(nodes) < 200:
+        create_nodes(cluster.api_client(), nodes, FAKE_NODE_LABEL)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda chunk: create_nodes(cluster.api_client(), chunk, FAKE_NODE_LABEL),
+                      [nodes[i::workers] for i in range(workers)]))
 
 
 def _write_kueue_config(directory: Path, overlay: Mapping[str, Any]) -> Path:
