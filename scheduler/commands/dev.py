@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.commands._kueue_config import read_kueue_config
+from scheduler.commands._kueue_config import add_kueue_version_argument, read_kueue_config
 from scheduler.devcluster import binaries
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports, port_in_use
 from scheduler.devcluster.stack import StackPorts, start_toposched
@@ -62,6 +62,7 @@ def register(sub: Any) -> None:
     up.add_argument("--kueue-config", type=Path, metavar="FILE", default=None,
                     help="Kueue's Configuration file for toposched's controller (fairSharing, waitForPodsReady, "
                     "featureGates, ...; see `toposched controller --help`)")
+    add_kueue_version_argument(up)
     up.set_defaults(func=run_up)
     down = dev_sub.add_parser("down", help="stop everything `dev up` started")
     down.add_argument("--dir", type=Path, default=None)
@@ -86,7 +87,7 @@ def run_up(args: argparse.Namespace) -> int:
     description, nodes = _fake_nodes(args.cluster)
     queues = _load_queues(args.queues)
     if args.kueue_config is not None:
-        read_kueue_config(args.kueue_config)  # a bad file costs nothing: checked before anything starts
+        read_kueue_config(args.kueue_config, args.kueue_version)  # a bad file costs nothing: checked first
     _check_toposched_ports(args.port)
     started = time.monotonic()
     print(f"starting the local control plane in {directory} (first run builds Kubernetes: ~5-15 min) ...",
@@ -97,7 +98,7 @@ def run_up(args: argparse.Namespace) -> int:
         _start_job_operators(cluster, jobset=args.jobset, pytorchjob=args.pytorchjob, lws=args.lws,
                              mpijob=args.mpijob)
         components = start_toposched(cluster, StackPorts.after(args.port), kueue_config=(
-            args.kueue_config.resolve() if args.kueue_config is not None else None))
+            args.kueue_config.resolve() if args.kueue_config is not None else None), kueue_version=args.kueue_version)
     except BaseException:
         cluster.stop()
         raise

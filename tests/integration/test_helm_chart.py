@@ -392,3 +392,22 @@ def test_kueue_config_is_mounted_and_read_by_the_controller_and_webhook(helm: Pa
     data = by_key(objects)[("ConfigMap", "toposched-kueue-config", NS)]["data"]["config.yaml"]
     loaded = load_kueue_config_text(data)  # what the controller reads at start-up
     assert loaded.config.fair_sharing.enabled and loaded.config.wait_for_pods_ready.timeout_s == 600
+
+
+def test_hyperpod_values_make_toposched_behave_as_kueue_v019(helm: Path, tmp_path: Path,
+                                                              chart_objects: list[Obj]) -> None:
+    """values-hyperpod.yaml selects Kueue v0.19 (task governance v1.6 runs v0.19.2) for both the
+    controller and the webhook; the default render passes no --kueue-version (v0.17)."""
+    for component in ("controller", "webhook"):
+        assert not any(a.startswith("--kueue-version") for a in _container(chart_objects, component)["args"])
+    hyperpod = yaml.safe_load((CHART / "values-hyperpod.yaml").read_text())
+    objects = helm_template(helm, hyperpod, tmp_path)
+    from scheduler.cli import build_parser
+
+    for component in ("controller", "webhook"):
+        args = _container(objects, component)["args"]
+        assert "--kueue-version=v0.19" in args
+        parsed = build_parser().parse_args([a for a in args if not a.startswith("--kueue-config")])
+        assert parsed.kueue_version == "v0.19"
+    with pytest.raises(HelmError, match="kueueVersion"):
+        helm_template(helm, {"kueueVersion": "v0.18"}, tmp_path)
