@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -457,6 +457,14 @@ def compact_wait_from_annotations(annotations: Mapping[str, Any]) -> CompactWait
                                    'write seconds or h/m/s units, e.g. "30m" or "1h30m"')
         wait_s = seconds
     return CompactWait(level, max_domains, float(wait_s))
+
+
+def without_inner_layers(request: TopologyRequest | None) -> TopologyRequest | None:
+    """The request with only its outermost slice layer: what Kueue places while
+    ``TASMultiLayerTopology`` is off (``buildSliceSizeAtLevel`` adds no inner layer)."""
+    if request is None or len(request.slice_constraints) <= 1:
+        return request
+    return replace(request, slice_constraints=request.slice_constraints[:1])
 
 
 def slice_levels_of(request: TopologyRequest | None) -> tuple[str, ...]:
