@@ -88,6 +88,7 @@ from scheduler.core.quota import (
     is_tas_only,
 )
 from scheduler.core.reasons import (
+    BY_WORKLOAD_CONTROLLER,
     EvictReason,
     NotAdmitted,
     PendingReason,
@@ -214,6 +215,9 @@ class Pending:
     # reserve-compact: the domain this compact waiter holds (Reservation.encode()), kept on the
     # Workload as ANN_RESERVED_DOMAIN; "" = it holds none (the writer removes the annotation).
     reserved_domain: str = ""
+    # Kueue's workload controller, not its scheduler, decides this one (a LocalQueue or
+    # ClusterQueue missing, stopped or inactive): reasons.written_reason maps it to Inadmissible.
+    by_workload_controller: bool = False
 
 
 Decision = Admit | Preempt | Evict | Pending
@@ -909,7 +913,8 @@ def _not_admitted(pw: PendingWorkload, cq_name: str, code: NotAdmitted, **fields
     """A routing failure: Kueue's reason and message for ``code``, requeued as inadmissible."""
     reason = not_admitted_reason(code)
     assert reason is not None, code  # routing codes all name their own reason
-    return Pending(pw.key, pw.spec.uid, cq_name, reason.value, not_admitted_message(code, **fields))
+    return Pending(pw.key, pw.spec.uid, cq_name, reason.value, not_admitted_message(code, **fields),
+                   by_workload_controller=code in BY_WORKLOAD_CONTROLLER)
 
 
 def _route(snapshot: Snapshot, inactive: set[str], pw: PendingWorkload) -> ClusterQueueSpec | Pending:

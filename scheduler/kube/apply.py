@@ -17,6 +17,7 @@ from scheduler.core.compact import RELAXED_REASON
 from scheduler.core.cycle import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt, Snapshot
 from scheduler.core.domain_preemption import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
+from scheduler.core.reasons import LEGACY_PENDING, written_reason
 from scheduler.core.reservation import ANN_RESERVED_DOMAIN
 from scheduler.core.resources import format_quantity
 from scheduler.kube import status as st
@@ -172,14 +173,16 @@ def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Ob
         cq = snapshot.cluster_queues.get(decision.cluster_queue)
         if cq is not None and cq.queueing_strategy == "BestEffortFIFO":
             queue_state.park(decision.workload, decision.cluster_queue, decision.retry_at)
+    # Kueue's legacy reasons unless UnadmittedWorkloadsObservability is on (docs/kueue-versions.md)
+    reason = written_reason(decision.reason, by_workload_controller=decision.by_workload_controller,
+                            observability=snapshot.config.feature_gates.enabled("UnadmittedWorkloadsObservability"))
     current = st.find_condition(wl, st.QUOTA_RESERVED) or {}
     if (current.get("status"), current.get("reason"), current.get("message")) == (
-            "False", decision.reason, decision.message):
+            "False", reason, decision.message):
         return
-    updated = writer.patch_workload_status(wl, st.pending_status(wl, decision.reason, decision.message, now))
+    updated = writer.patch_workload_status(wl, st.pending_status(wl, reason, decision.message, now))
     if updated:
-        writer.event(updated, "Warning" if decision.reason != "Pending" else "Normal", decision.reason,
-                     decision.message)
+        writer.event(updated, "Warning" if reason != LEGACY_PENDING else "Normal", reason, decision.message)
         log.info("workload %s pending: %s", decision.workload, decision.message,
                  extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
                         "decision": "pending", "reason": decision.reason})
