@@ -37,8 +37,9 @@ def _job_of(wl: Obj) -> str:
     return ""
 
 
-def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
-    """A core ``PodSetAdmission`` as Kueue's ``status.admission.podSetAssignments[]`` entry."""
+def pod_set_assignment(psa: PodSetAdmission, prefix_runs: bool = False) -> dict[str, Any]:
+    """A core ``PodSetAdmission`` as Kueue's ``status.admission.podSetAssignments[]`` entry;
+    ``prefix_runs``: the TASAssignmentsEncodingByHostnamePrefix gate (core/assignment.py)."""
     out: dict[str, Any] = {
         "name": psa.name,
         "flavors": dict(psa.flavors),
@@ -46,7 +47,7 @@ def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
         "count": psa.count,
     }
     if psa.topology is not None:
-        out["topologyAssignment"] = encode_v1beta2(psa.topology)
+        out["topologyAssignment"] = encode_v1beta2(psa.topology, split_by_hostname_prefix=prefix_runs)
     return out
 
 
@@ -72,7 +73,8 @@ def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot,
             return
         if isinstance(decision, Admit):
             _admit(writer, queue_state, wl, decision, max(0.0, snapshot.now - waited.get(decision.workload,
-                                                                                         snapshot.now)), now)
+                                                                                         snapshot.now)), now,
+                   snapshot.config.feature_gates.enabled("TASAssignmentsEncodingByHostnamePrefix"))
         elif isinstance(decision, Preempt):
             _preempt(writer, wl, decision, now)
         elif isinstance(decision, Evict):
@@ -103,8 +105,8 @@ def apply_decisions(writer: Writer, queue_state: QueueState, snapshot: Snapshot,
 
 
 def _admit(writer: Writer, queue_state: QueueState, wl: Obj, decision: Admit, wait_s: float,
-           now: dt.datetime) -> None:
-    psas = [pod_set_assignment(p) for p in decision.pod_sets]
+           now: dt.datetime, prefix_runs: bool = False) -> None:
+    psas = [pod_set_assignment(p, prefix_runs) for p in decision.pod_sets]
     updated = writer.patch_workload_status(wl, st.admit_status(wl, decision.cluster_queue, psas, now))
     if not updated:
         return

@@ -119,7 +119,8 @@ class Controller:
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
                                                 isolation=self.isolation,
                                                 unreachable_grace_s=node_unreachable_grace_s,
-                                                storm_policy=storm_policy)
+                                                storm_policy=storm_policy,
+                                                prefix_runs=config.feature_gates.enabled("TASAssignmentsEncodingByHostnamePrefix"))
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
         self.lws = LwsGroups(cache, self.writer, self.isolation, self.resolve_priority)
         self.queue_state = QueueState()

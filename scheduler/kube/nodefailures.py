@@ -143,8 +143,10 @@ def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
 class NodeFailureHandler:
     def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0,
                  isolation: Isolation | None = None, unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
-                 storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY) -> None:
+                 storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY,
+                 prefix_runs: bool = False) -> None:
         self.cache = cache
+        self.prefix_runs = prefix_runs  # TASAssignmentsEncodingByHostnamePrefix: the rewritten assignment's encoding
         self.health_policy = health_policy  # the placement's: one answer to "is it healthy?"
         self.writer = writer
         self.clock = clock
@@ -293,7 +295,8 @@ class NodeFailureHandler:
         admission = dict((wl.get("status") or {}).get("admission") or {})
         placements = {p.name: p for p, _per_pod, _flavor in admitted_placements(wl)}
         moved = {p.name for p in decision.placements}
-        psas = [{**psa, "topologyAssignment": encode_v1beta2(apply_replacement(placements[psa["name"]], decision))}
+        psas = [{**psa, "topologyAssignment": encode_v1beta2(apply_replacement(placements[psa["name"]], decision),
+                                                             split_by_hostname_prefix=self.prefix_runs)}
                 if psa.get("name") in moved and psa["name"] in placements else psa
                 for psa in admission.get("podSetAssignments") or ()]
         updated = self.writer.patch_workload_status(wl, {"admission": {**admission, "podSetAssignments": psas}})
