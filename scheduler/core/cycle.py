@@ -956,7 +956,14 @@ def _route_pending(cyc: _Cycle, queues: PendingQueues, decisions: list[Decision]
     snapshot = cyc.snap
     queued: Queues = {}
     refused: list[Pending] = []
-    for lq_key, items in sorted(queues.by_local_queue.items()):
+    validate = snapshot.config.feature_gates.enabled("TASValidateWorkloadSliceSize")
+    for lq_key, all_items in sorted(queues.by_local_queue.items()):
+        items = [it for it in all_items if not (validate and it[1].spec.slice_size_errors)]
+        refused.extend(_not_admitted(pw, "", NotAdmitted.INVALID_SLICE_SIZE,
+                                     errors=", ".join(pw.spec.slice_size_errors))
+                       for _, pw in all_items if validate and pw.spec.slice_size_errors)
+        if not items:
+            continue
         routed = _route(snapshot, cyc.inactive, items[0][1])
         if isinstance(routed, Pending):
             for _, pw in items:

@@ -127,6 +127,7 @@ class NotAdmitted(StrEnum):
     NAMESPACE_MISMATCH = "NamespaceMismatch"
     NO_LONGER_FITS = "NoLongerFits"
     OVERLAPPING_TARGETS = "OverlappingTargets"
+    INVALID_SLICE_SIZE = "InvalidSliceSize"  # Kueue v0.19 refuses the Workload (TASValidateWorkloadSliceSize)
 
 
 # (QuotaReserved=False reason, message template); None = the reason the entry already had.
@@ -143,6 +144,10 @@ _NOT_ADMITTED: Mapping[NotAdmitted, tuple[PendingReason | None, str]] = {
         "Workload namespace doesn't match ClusterQueue selector",
     ),
     NotAdmitted.NO_LONGER_FITS: (None, "Workload no longer fits after processing another workload"),
+    NotAdmitted.INVALID_SLICE_SIZE: (
+        PendingReason.MISCONFIGURED,
+        "Workload is invalid (Kueue rejects it under TASValidateWorkloadSliceSize): {errors}",
+    ),
     NotAdmitted.OVERLAPPING_TARGETS: (
         None,
         "Workload has overlapping preemption targets with another workload",
@@ -153,7 +158,8 @@ _NOT_ADMITTED: Mapping[NotAdmitted, tuple[PendingReason | None, str]] = {
 # Routing failures Kueue's workload controller writes (not its scheduler): Inadmissible without
 # UnadmittedWorkloadsObservability.
 BY_WORKLOAD_CONTROLLER = frozenset({NotAdmitted.LOCAL_QUEUE_MISSING, NotAdmitted.LOCAL_QUEUE_STOPPED,
-                                    NotAdmitted.CLUSTER_QUEUE_MISSING, NotAdmitted.CLUSTER_QUEUE_INACTIVE})
+                                    NotAdmitted.CLUSTER_QUEUE_MISSING, NotAdmitted.CLUSTER_QUEUE_INACTIVE,
+                                    NotAdmitted.INVALID_SLICE_SIZE})
 
 
 def not_admitted_reason(code: NotAdmitted) -> PendingReason | None:
