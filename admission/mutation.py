@@ -16,10 +16,10 @@ At CREATE only (as Kueue's job webhooks), for a job managed by a queue:
   profile with the extender binds its pods.
 * A Job created by a JobSet (controller owner reference to a JobSet) is left alone: its JobSet
   is the managed object, as Kueue skips jobs whose parent it manages.
-* implicit default priority: no ``kueue.x-k8s.io/priority-class`` label and a
-  WorkloadPriorityClass named ``default`` exists -> the label ``default`` is added, so the
-  Workload carries an explicit, visible priority (Kueue's WorkloadPriorityClassDefaulting
-  uses the same name; without such a WPC the priority stays Kueue's default, 0).
+* default priority, as Kueue's ``WorkloadPriorityClassDefaulting`` (alpha, off in v0.17-v0.19,
+  on in v0.20; ``jobframework.ApplyDefaultWorkloadPriorityClass``): with the gate on, no
+  ``kueue.x-k8s.io/priority-class`` label and a WorkloadPriorityClass named ``default`` ->
+  the label ``default`` is added. Gate off: nothing is added (priority stays Kueue's 0).
 
 Applying the patch and mutating again yields ``[]`` (reinvocationPolicy IfNeeded).
 """
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.view import ClusterView
+from scheduler.core.config import FeatureGates
 from scheduler.core.kueue_names import ANN_POD_INDEX_OFFSET, ANN_POD_SUSPENDING_PARENT
 from scheduler.core.topology_request import ANN_GROUP_NAME
 from scheduler.core.workload import (
@@ -41,6 +42,7 @@ from scheduler.core.workload import (
     owned_by_managed_parent,
 )
 
+NO_OVERRIDES = FeatureGates()  # Kueue's defaults (v0.17), for callers without a Configuration
 DEFAULT_LOCAL_QUEUE = "default"
 DEFAULT_PRIORITY_CLASS = "default"
 # Kueue's pod-group constants (pkg/controller/jobs/pod/constants) the LWS webhook writes.
@@ -102,8 +104,10 @@ def suspend_path(obj: Mapping[str, Any]) -> tuple[str, bool]:
 
 
 def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
-               scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True) -> Mutation:
-    """The mutation of one Job or JobSet (``kind`` tells which; a Job when absent)."""
+               scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
+               gates: FeatureGates = NO_OVERRIDES) -> Mutation:
+    """The mutation of one Job or JobSet (``kind`` tells which; a Job when absent). ``gates``:
+    the Kueue Configuration's feature gates (WorkloadPriorityClassDefaulting)."""
     out = Mutation()
     if operation != "CREATE" or owned_by_managed_parent(job):
         return out
@@ -117,8 +121,8 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
         _set_label(job, ops, LABEL_QUEUE_NAME, DEFAULT_LOCAL_QUEUE)
         out.warnings.append(f"toposched: no {LABEL_QUEUE_NAME} label; sent to LocalQueue "
                             f"\"{DEFAULT_LOCAL_QUEUE}\" of namespace \"{namespace}\" (LocalQueue defaulting)")
-    if (not labels.get(LABEL_PRIORITY_CLASS) and view is not None
-            and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
+    if (gates.enabled("WorkloadPriorityClassDefaulting") and not labels.get(LABEL_PRIORITY_CLASS)
+            and view is not None and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
         _set_label(job, ops, LABEL_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS)
     if job.get("kind") == "LeaderWorkerSet":
         _lws_pod_template_defaults(job, ops)

@@ -182,7 +182,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
             return _response(uid, False, Verdict(errors).message(), api_version=api_version)
     if path in MUTATE_PATHS:
         try:
-            m = mutate_job(obj, operation, view, scheduler_name, default_queue)
+            m = mutate_job(obj, operation, view, scheduler_name, default_queue, gates)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
             log.exception("mutation failed")
             return _response(uid, False, f"toposched webhook: internal error while mutating the {obj['kind']}: {exc}; "
