@@ -23,6 +23,7 @@ from scheduler.adapter.objects import (
     condition_true,
 )
 from scheduler.adapter.pending_queues import QueueMemo
+from scheduler.adapter.preemption_rules import configured_preemption
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
@@ -38,6 +39,7 @@ from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.preemption_rules import ConfiguredPreemption
 from scheduler.core.queueing import PendingWorkload
 
 
@@ -76,10 +78,13 @@ def _namespace(obj: Obj) -> str:
 def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "auto", time_budget_s: float = 0.1,
                    inadmissible: frozenset[str] = frozenset(), health_policy: HealthPolicy | None = None,
                    config: KueueConfig = KUEUE_DEFAULTS,
-                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True) -> Snapshot:
+                   placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
+                   preemption_rules: ConfiguredPreemption | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
-    Kueue (default: none, Kueue's placement)."""
+    Kueue (default: none, Kueue's placement). ``preemption_rules``: the PreemptionConfigs and
+    PreemptionLimits with the evictions they count (the controller's; default: read from
+    ``objects``, no evictions counted)."""
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
@@ -116,4 +121,5 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         domain_preemption=domain_preemption,
         compact_defaults=compact_defaults(objects.cluster_queues),
         lq_usage=lq_usages(objects.local_queues, admitted, config),
+        preemption_rules=preemption_rules if preemption_rules is not None else configured_preemption(objects).rules,
     )

@@ -54,6 +54,12 @@ from scheduler.core.preemption import (
     preemption_plan,
     tas_targets,
 )
+from scheduler.core.preemption_rules import (
+    NO_CONFIGURED_PREEMPTION,
+    ConfiguredPreemption,
+    configured_plan,
+    limit_blocking,
+)
 from scheduler.core.queueing import (
     REQUEUE_IMMEDIATE,
     REQUEUE_INADMISSIBLE,
@@ -151,6 +157,9 @@ class Snapshot:
     # ``pending`` already grouped and ordered per LocalQueue (the adapter keeps them between
     # passes); used only when it describes this ``pending`` (see ``snapshot_queues``).
     queues: PendingQueues | None = field(default=None, compare=False, repr=False)
+    # Kueue's PreemptionConfig / PreemptionLimit (alpha, KEP-13396/16925) for toposched's domain
+    # clearing (core/preemption_rules.py); empty = toposched's defaults.
+    preemption_rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
 
 
 # ---------------------------------------------------------------------- decisions
@@ -186,8 +195,12 @@ class Preempt:
     cluster_queue: str  # the victim's ClusterQueue
     preemptor: str
     preemptor_cluster_queue: str
-    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing
+    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing | ConfigurablePreemption
     message: str  # Kueue's "Preempted to accommodate a workload ..." text
+    # Domain clearing made it: it counts against PreemptionLimits (under ``config``, the
+    # preemptor ClusterQueue's PreemptionConfig, "" none); Kueue's classical preemptions do not.
+    counted: bool = False
+    config: str = ""
 
 
 @dataclass(frozen=True)
@@ -218,6 +231,9 @@ class Pending:
     # Kueue's workload controller, not its scheduler, decides this one (a LocalQueue or
     # ClusterQueue missing, stopped or inactive): reasons.written_reason maps it to Inadmissible.
     by_workload_controller: bool = False
+    # The PreemptionLimit that held this preemptor's domain clearing back ("" none): the
+    # controller writes Kueue's PreemptionBlockedByLimit condition and PreemptionThrottled Event.
+    blocked_by_limit: str = ""
 
 
 Decision = Admit | Preempt | Evict | Pending
@@ -253,6 +269,7 @@ class _Entry:
     request: DomainRequest | None = None  # a single TAS pod set wanting one domain
     required: bool = False  # request's level is required (else preferred)
     domain_choice: DomainChoice | None = None  # set by domain-clearing preemption
+    blocked_by_limit: str = ""  # the PreemptionLimit that held its domain clearing back
     domain_target: DomainTarget | None = None  # where the preemptions land it (sticky)
     tightened: dict[str, list[PodSetSpec]] = field(default_factory=dict)  # flavor -> compact pod sets
     relaxed: str = ""
@@ -723,11 +740,21 @@ class _Cycle:
             entry.priority, entry.pw.timestamp, entry.cq, self.quota, self.admitted, needs, self.priority_of,
             self.lq_usage(),
         )
+        # The preemptor ClusterQueue's PreemptionConfig adds the candidates its rules select.
+        plan, configured = configured_plan(self.snap.preemption_rules, plan, entry.pw.spec, entry.cq.name,
+                                           entry.priority, self.admitted, self.priority_of,
+                                           self.quota.fits(entry.cq.name, entry.assignment.usage),
+                                           self.snap.cluster_queues, self.snap.cohorts)
         if not plan:
             return []
-        ctx = ClearContext(entry.cq.name, self.quota, needs, entry.assignment.usage, fits, self.priority_of)
+        ctx = ClearContext(entry.cq.name, self.quota, needs, entry.assignment.usage, fits, self.priority_of,
+                           configured)
         choice = clear_domain(self.trees[request.flavor], request, entry.required, plan, ctx, only)
         if choice is None:
+            return []
+        blocked = limit_blocking(self.snap.preemption_rules, self.snap.now, entry.cq.name, choice.targets)
+        if blocked is not None:  # PreemptionLimit: no domain clearing for this preemptor now
+            entry.blocked_by_limit = blocked.name
             return []
         entry.domain_choice = choice
         return list(choice.targets)
@@ -826,6 +853,7 @@ def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pendi
         REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
         retry_at=entry.retry_at,
         reserved_domain=entry.reservation.encode() if entry.reservation is not None else "",
+        blocked_by_limit=entry.blocked_by_limit,
     )
 
 
@@ -1022,7 +1050,9 @@ def _preemptions(cyc: _Cycle, e: _Entry) -> list[Decision]:
         )
         out.append(
             Preempt(
-                t.workload.key, t.workload.uid, t.workload.cluster_queue, e.pw.key, e.cq.name, t.reason, message
+                t.workload.key, t.workload.uid, t.workload.cluster_queue, e.pw.key, e.cq.name, t.reason, message,
+                counted=e.domain_choice is not None,
+                config=cyc.snap.preemption_rules.cluster_queue_config.get(e.cq.name, ""),
             )
         )
     return out

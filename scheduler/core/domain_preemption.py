@@ -45,6 +45,7 @@ from scheduler.core.preemption import (
     _cq_is_borrowing,
     _target_reason,
 )
+from scheduler.core.preemption_rules import CONFIGURABLE_PREEMPTION
 from scheduler.core.quota import FlavorResource, QuotaState
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import TopologyTree
@@ -196,12 +197,20 @@ class ClearContext:
     usage: Mapping[FlavorResource, int]  # the preemptor's quota usage
     fits: FitCheck  # the cycle's full check: quota and the real placement without the victims
     priority: Priority
+    # Candidates the preemptor ClusterQueue's PreemptionConfig selected (preemption_rules.py):
+    # taken regardless of the policy's borrowing re-check, reason ConfigurablePreemption.
+    configured: frozenset[str] = frozenset()
 
 
 def _take(ctx: ClearContext, work: QuotaState, cand: AdmittedWorkload, attempt: Attempt,
           chosen: list[Target], allow: list[bool]) -> bool:
     """Remove ``cand`` from ``work`` if the policy still allows it (an other-queue victim only
-    while its queue borrows, as Kueue re-checks after every removal)."""
+    while its queue borrows, as Kueue re-checks after every removal), or a PreemptionConfig
+    rule selected it."""
+    if cand.key in ctx.configured:
+        work.remove_usage(cand.cluster_queue, cand.usage)
+        chosen.append(Target(cand, CONFIGURABLE_PREEMPTION))
+        return True
     if cand.cluster_queue != ctx.cq and not _cq_is_borrowing(work, cand.cluster_queue, ctx.needs):
         return False
     reason, forbids = _target_reason(cand, ctx.cq, attempt.borrow_below_priority, ctx.priority)

@@ -62,6 +62,7 @@ HUMAN_READABLE_REASONS = {
     IN_COHORT_RECLAMATION: "reclamation within the cohort",
     IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
     IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+    "ConfigurablePreemption": "the configured preemption rules",  # Kueue v0.20's PreemptionConfig
 }
 
 

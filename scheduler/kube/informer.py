@@ -70,6 +70,9 @@ RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", names
 TOPOLOGIES = Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", namespaced=False)
 COHORTS = Resource(KUEUE_GROUP, KUEUE_VERSION, "cohorts", namespaced=False)
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", namespaced=False)
+# Kueue's alpha preemption objects (KEP-13396/16925): served only where their CRDs are installed.
+PREEMPTION_CONFIGS = Resource(KUEUE_GROUP, "v1alpha1", "preemptionconfigs", namespaced=False)
+PREEMPTION_LIMITS = Resource(KUEUE_GROUP, "v1alpha1", "preemptionlimits", namespaced=False)
 
 
 def version_number(obj: Mapping[str, Any]) -> int:
