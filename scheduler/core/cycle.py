@@ -850,7 +850,8 @@ def _pending(entry: _Entry, reason: str, message: str, immediate: bool) -> Pendi
         entry.cq.name,
         reason or PendingReason.PENDING.value,
         message,
-        REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
+        # held back by a PreemptionLimit: asked again each pass, as its window slides
+        REQUEUE_IMMEDIATE if (immediate or strict or entry.blocked_by_limit) else REQUEUE_INADMISSIBLE,
         retry_at=entry.retry_at,
         reserved_domain=entry.reservation.encode() if entry.reservation is not None else "",
         blocked_by_limit=entry.blocked_by_limit,

@@ -24,6 +24,7 @@ from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
 from scheduler.kube.informer import WORKLOADS
 from scheduler.kube.isolation import Isolation
+from scheduler.kube.preemption_limits import sync_blocked_condition
 from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,9 @@ def _preempt(writer: Writer, wl: Obj, decision: Preempt, now: dt.datetime) -> No
                     "decision": "preempted", "reason": decision.reason})
     writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
                                          "preemptor": decision.preemptor,
-                                         "preemptorClusterQueue": decision.preemptor_cluster_queue})
+                                         "preemptorClusterQueue": decision.preemptor_cluster_queue,
+                                         # toposched's own preemption: PreemptionLimits count it
+                                         "counted": decision.counted, "preemptionConfig": decision.config})
 
 
 def _evict(writer: Writer, wl: Obj, decision: Evict, now: dt.datetime) -> None:
@@ -171,6 +174,7 @@ def _pending(writer: Writer, queue_state: QueueState, snapshot: Snapshot, wl: Ob
     if decision.preemption_target:
         wl = record_target(writer, wl, decision.preemption_target)
     wl = record_target(writer, wl, decision.reserved_domain or None, ANN_RESERVED_DOMAIN)
+    wl = sync_blocked_condition(writer, wl, decision.blocked_by_limit, now)
     if decision.requeue == "inadmissible" and decision.cluster_queue:
         cq = snapshot.cluster_queues.get(decision.cluster_queue)
         if cq is not None and cq.queueing_strategy == "BestEffortFIFO":

@@ -34,15 +34,19 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.adapter.objects import ClusterObjects
+from scheduler.adapter.preemption_rules import config_name_of, configured_preemption
 from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.preemption_rules import ConfiguredPreemption
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, owned_by_managed_parent
@@ -68,6 +72,7 @@ from scheduler.kube.lws import LwsGroups, is_group_workload
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
+from scheduler.kube.preemption_limits import PreemptionLedger
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
 from scheduler.kube.workload_index import owner_uid
@@ -135,6 +140,10 @@ class Controller:
         self.metrics: CycleMetrics = NoMetrics()
         # Opt-in defragmentation (--defrag): moves checkpointable workloads within a budget.
         self.defrag: DefragExecutor | None = None
+        # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions: the
+        # evictions they count, and the problems already reported (kube/preemption_limits.py).
+        self.preemption_ledger = PreemptionLedger(self.writer, clock)
+        self._preemption_problems: frozenset[str] = frozenset()
         # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
         # head per ClusterQueue per pass (``--cycles-per-pass``).
         self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS
@@ -405,7 +414,14 @@ class Controller:
                                        self.cache.topologies, self.cache.cohorts)
                            for o in inf.items())
         nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in self.cache.nodes.items())
-        return hash((holding, config, nodes))
+        # Which PreemptionConfig each ClusterQueue names (an annotation: no generation bump),
+        # and the PreemptionConfigs / PreemptionLimits themselves.
+        preemption = frozenset(
+            [(object_key(o), config_name_of(o)) for o in self.cache.cluster_queues.items()]
+            + [(inf.resource.plural, object_key(o), o["metadata"].get("generation"))
+               for inf in (self.cache.preemption_configs, self.cache.preemption_limits) if inf is not None
+               for o in inf.items()])
+        return hash((holding, config, nodes, preemption))
 
     def admit(self) -> Snapshot:
         """One admission cycle; returns the snapshot it decided on (the queue status is
@@ -431,18 +447,36 @@ class Controller:
         self.queue_objects.sync(decided, self.isolation)
         if reasons:
             apply_decisions(self.writer, self.queue_state, snapshot, reasons, self.clock(), self.isolation)
+        if self.cache.preemption_limits is not None:
+            self.preemption_ledger.write_status(snapshot.preemption_rules, self.cache.preemption_limits.items())
         return snapshot
+
+    def _preemption_rules(self) -> ConfiguredPreemption:
+        """The PreemptionConfigs and PreemptionLimits with the evictions they count; problems
+        with them are logged once each."""
+        objects = ClusterObjects(  # only what the adapter reads for this: no Workload list per pass
+            cluster_queues=self.cache.cluster_queues.items(),
+            preemption_configs=self.cache.preemption_configs.items() if self.cache.preemption_configs else (),
+            preemption_limits=self.cache.preemption_limits.items() if self.cache.preemption_limits else ())
+        configured = configured_preemption(objects)
+        for problem in sorted(set(configured.problems) - self._preemption_problems):
+            log.warning("%s", problem)
+        self._preemption_problems = frozenset(configured.problems)
+        rules = configured.rules
+        return replace(rules, events=self.preemption_ledger.events(rules))
 
     def _snapshot(self) -> Snapshot:
         """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
         and skipped until it changes); the rest of the cluster is admitted as usual."""
+        rules = self._preemption_rules()
+
         def build() -> Snapshot:
             return build_snapshot(self.cache, self.clock(), solver=self.solver, time_budget_s=self.time_budget_s,
                                   inadmissible=self.queue_state.inadmissible(),
                                   placement_options=self.placement_options,
                                   domain_preemption=self.domain_preemption,
                                   exclude=self.unreadable.current(wi.live(self.cache.workloads)),
-                                  config=self.config)
+                                  config=self.config, preemption_rules=rules)
         try:
             return build()
         except Exception:
