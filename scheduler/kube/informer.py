@@ -310,8 +310,14 @@ class Informer:
                 log.exception("handler for %s %s %s failed", self.resource.plural, event, object_key(obj))
 
     def relist(self) -> None:
-        """List the resource and make ``store`` equal to it, emitting the differences."""
-        listed = self.api.list(self.resource, self.namespace, **self.query)
+        """List the resource and make ``store`` equal to it, emitting the differences (an
+        optional resource that is not served lists as empty)."""
+        try:
+            listed = self.api.list(self.resource, self.namespace, **self.query)
+        except client.ApiException as exc:
+            if not (self.optional and exc.status == 404):
+                raise
+            listed = {"items": [], "metadata": {"resourceVersion": ""}}
         fresh = {object_key(o): o for o in listed.get("items") or ()}
         with self.lock:
             old_store = self.replace(fresh)

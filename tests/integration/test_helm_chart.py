@@ -411,3 +411,20 @@ def test_hyperpod_values_make_toposched_behave_as_kueue_v019(helm: Path, tmp_pat
         assert parsed.kueue_version == "v0.19"
     with pytest.raises(HelmError, match="kueueVersion"):
         helm_template(helm, {"kueueVersion": "v0.18"}, tmp_path)
+
+
+def test_preemption_crds_are_rendered_on_request_and_the_controller_may_read_them(
+        helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
+    """Kueue's alpha PreemptionConfig / PreemptionLimit CRDs: off by default, on in the HyperPod
+    values; the controller's ClusterRole reads both and patches the limits' status either way."""
+    crds = {"preemptionconfigs.kueue.x-k8s.io", "preemptionlimits.kueue.x-k8s.io"}
+    assert not crds & {o["metadata"]["name"] for o in chart_objects if o["kind"] == "CustomResourceDefinition"}
+    hyperpod = yaml.safe_load((CHART / "values-hyperpod.yaml").read_text())
+    objects = helm_template(helm, hyperpod, tmp_path)
+    rendered = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CustomResourceDefinition"}
+    assert set(rendered) == crds
+    assert rendered["preemptionlimits.kueue.x-k8s.io"]["spec"]["versions"][0]["subresources"] == {"status": {}}
+    role = by_key(chart_objects)[("ClusterRole", "toposched-controller", "")]
+    rules = [(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]]
+    assert (("preemptionconfigs", "preemptionlimits"), ("list", "watch")) in rules
+    assert (("preemptionlimits/status",), ("patch",)) in rules
