@@ -9,6 +9,7 @@ decides, and the shell writes the decisions. Every object is converted once here
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.adapter.afs import lq_usages
@@ -21,6 +22,7 @@ from scheduler.adapter.objects import (
     VersionMemo,
     by_name,
     condition_true,
+    name_of,
 )
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.preemption_rules import configured_preemption
@@ -37,10 +39,18 @@ from scheduler.adapter.queues import (
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Snapshot
-from scheduler.core.health import HealthPolicy
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.healthy_capacity import (
+    ANN_FOLLOW_HEALTHY,
+    EffectiveQuota,
+    flavor_capacities,
+    follow_healthy_capacity,
+)
+from scheduler.core.nodes import NodeInfo
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption_rules import ConfiguredPreemption
 from scheduler.core.queueing import PendingWorkload
+from scheduler.core.quota import ClusterQueueSpec, FlavorSpec
 
 
 @dataclass(frozen=True)
@@ -88,8 +98,8 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
-    trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes), core_pods(objects.pods),
-                               health_policy)
+    nodes = core_nodes(objects.nodes)
+    trees = empty_flavor_trees(objects.flavors, topologies, nodes, core_pods(objects.pods), health_policy)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
     admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees)))
     subtract_admitted(trees, admitted)
@@ -100,12 +110,15 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         workloads.pending, lambda wl: pending_workload(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
         lambda wl: ns_stamps.get(_namespace(wl), ())))
     wpc, pc = priority_values(objects.workload_priority_classes), priority_values(objects.priority_classes)
+    flavors = {spec.name: spec for spec in map(flavor_spec, objects.flavors)}
+    cluster_queues, effective = quotas_following_health(objects.cluster_queues, flavors, nodes, health_policy)
     return Snapshot(
         now=now.timestamp(),
-        cluster_queues=cluster_queue_specs(objects.cluster_queues),
+        cluster_queues=cluster_queues,
+        effective_quotas=effective,
         cohorts=cohort_specs(objects.cohorts),
         local_queues={local_queue_key(o): local_queue_spec(o) for o in objects.local_queues},
-        flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
+        flavors=flavors,
         trees=trees,
         pending=pending,
         queues=_QUEUE_MEMO.queues(pending, wpc, pc),
@@ -123,3 +136,20 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         lq_usage=lq_usages(objects.local_queues, admitted, config),
         preemption_rules=preemption_rules if preemption_rules is not None else configured_preemption(objects).rules,
     )
+
+
+def quotas_following_health(cluster_queues: Sequence[Obj], flavors: Mapping[str, FlavorSpec],
+                            nodes: Sequence[NodeInfo], health_policy: HealthPolicy | None
+                            ) -> tuple[dict[str, ClusterQueueSpec], dict[str, tuple[EffectiveQuota, ...]]]:
+    """The ClusterQueues as core values, those annotated ``toposched.io/quota-follows-healthy-capacity:
+    "true"`` with their nominal quotas scaled to healthy capacity (core/healthy_capacity.py)."""
+    specs = cluster_queue_specs(cluster_queues)
+    opted = [name_of(o) for o in cluster_queues
+             if ((o.get("metadata") or {}).get("annotations") or {}).get(ANN_FOLLOW_HEALTHY) == "true"]
+    if not opted:
+        return specs, {}
+    capacities = flavor_capacities(flavors, nodes, health_policy or DEFAULT_POLICY)
+    effective: dict[str, tuple[EffectiveQuota, ...]] = {}
+    for name in opted:
+        specs[name], effective[name] = follow_healthy_capacity(specs[name], capacities)
+    return specs, effective

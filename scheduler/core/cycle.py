@@ -37,6 +37,7 @@ from scheduler.core.domain_preemption import (
     target_of_placement,
 )
 from scheduler.core.fairsharing import Contender, fair_targets, next_contender, node_weights
+from scheduler.core.healthy_capacity import EffectiveQuota
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
@@ -160,6 +161,9 @@ class Snapshot:
     # Kueue's PreemptionConfig / PreemptionLimit (alpha, KEP-13396/16925) for toposched's domain
     # clearing (core/preemption_rules.py); empty = toposched's defaults.
     preemption_rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
+    # ClusterQueues whose quota follows healthy capacity (core/healthy_capacity.py): the
+    # effective quotas ``cluster_queues`` already carry, for their status condition.
+    effective_quotas: Mapping[str, tuple[EffectiveQuota, ...]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- decisions

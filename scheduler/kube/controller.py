@@ -45,6 +45,7 @@ from scheduler.core.assignment import decode_topology_assignment
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.cycle import Pending, Snapshot, after_decisions, draining, run_cycles
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
+from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption_rules import ConfiguredPreemption
 from scheduler.core.queueing import QueueState
@@ -417,7 +418,9 @@ class Controller:
         # Which PreemptionConfig each ClusterQueue names (an annotation: no generation bump),
         # and the PreemptionConfigs / PreemptionLimits themselves.
         preemption = frozenset(
-            [(object_key(o), config_name_of(o)) for o in self.cache.cluster_queues.items()]
+            [(object_key(o), config_name_of(o),
+              ((o["metadata"].get("annotations") or {}).get(ANN_FOLLOW_HEALTHY)))
+             for o in self.cache.cluster_queues.items()]
             + [(inf.resource.plural, object_key(o), o["metadata"].get("generation"))
                for inf in (self.cache.preemption_configs, self.cache.preemption_limits) if inf is not None
                for o in inf.items()])
