@@ -108,7 +108,8 @@ class Controller:
         self.solver = solver
         self.config = config
         self.kinds = enabled_kinds(config.frameworks)  # the job-kind registry's, as the Configuration enables
-        self.lookups = JobLookups(cache, self.kinds)
+        self.lookups = JobLookups(cache, self.kinds,
+                                  config.feature_gates.enabled("WorkloadPriorityClassDefaulting"))
         self.time_budget_s = time_budget_s
         self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
         # Domain-clearing preemption and sticky targets (core/preemption/clear_domain.py); off: Kueue's
