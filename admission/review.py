@@ -220,7 +220,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
             return _response(uid, False, Verdict(errors).message(), api_version=api_version)
     if job_kind is not None and path in MUTATE_PATHS:
         try:
-            m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind)
+            m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind, gates)
         except OwnerUnreadable as exc:
             return _owner_unreadable(uid, job_kind, exc, api_version)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse

@@ -31,6 +31,9 @@ KUEUE_LEADER_LEASE = "c1f6bfd2.kueue.x-k8s.io"  # Kueue's default leaderElection
 # registry); a pending Workload of another kind (Pod groups, RayJob, ...) could be admitted but
 # never started.
 ADOPTABLE_OWNER_KINDS = frozenset(k.kind for k in suspendable())
+# HyperPod's training operator embeds Kueue's jobframework: it creates, owns and starts these
+# Workloads (task governance: externalFrameworks HyperPodPytorchJob.v1.sagemaker.amazonaws.com).
+HYPERPOD_JOB_KIND = "HyperPodPytorchJob"
 
 Obj = Mapping[str, Any]
 
@@ -141,9 +144,17 @@ def assess(*, workloads: Sequence[Obj], cluster_queues: Sequence[Obj], webhook_c
         findings.append(Finding(False, f"{len(orphans)} admitted Workloads name a ClusterQueue that no longer "
                                        f"exists (e.g. {orphans[0]}); they keep running and their usage is not "
                                        "counted against any queue"))
-    if foreign:
-        findings.append(Finding(True, f"{len(foreign)} pending Workloads belong to kinds toposched does not start "
-                                      f"(e.g. {foreign[0]}; toposched runs {', '.join(sorted(ADOPTABLE_OWNER_KINDS))}):"
+    hyperpod = [f for f in foreign if f.endswith(f"({HYPERPOD_JOB_KIND})")]
+    others = [f for f in foreign if f not in hyperpod]
+    if hyperpod:
+        findings.append(Finding(True, f"{len(hyperpod)} pending Workloads of {HYPERPOD_JOB_KIND} (e.g. {hyperpod[0]}): "
+                                      "HyperPod's training operator starts them itself once admitted, and puts "
+                                      "Kueue's kueue.x-k8s.io/topology gate on the pods of a topology request, which "
+                                      "only Kueue removes (toposched does not, and has no HyperPodPytorchJob "
+                                      "integration): let Kueue admit them, or delete them, before the switch"))
+    if others:
+        findings.append(Finding(True, f"{len(others)} pending Workloads belong to kinds toposched does not start "
+                                      f"(e.g. {others[0]}; toposched runs {', '.join(sorted(ADOPTABLE_OWNER_KINDS))}):"
                                       " let Kueue admit or delete them first"))
     return AdoptionReport(admitted, pending, tuple(findings))
 

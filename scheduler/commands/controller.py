@@ -240,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
         if args.defrag_budget < 1 or args.defrag_interval_seconds <= 0:
             raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")
         controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
-                                           args.defrag_interval_seconds)
+                                           args.defrag_interval_seconds, ledger=controller.preemption_ledger)
     controller.cycles_per_pass = max(1, args.cycles_per_pass)
     controller.writer.concurrency = max(1, args.concurrent_writes)
     controller.gc_policy = GcPolicy()  # this process holds the caches: freeze what survives a pass

@@ -11,7 +11,9 @@ from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
 from scheduler.core.decisions import Admit, Decision
+from scheduler.core.healthy_capacity import EffectiveQuota
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.preemption.rules import NO_CONFIGURED_PREEMPTION, ConfiguredPreemption
 from scheduler.core.queueing import LocalQueueSpec, PendingQueues, PendingWorkload, pending_queues
 from scheduler.core.quota import (
     STOP_HOLD_AND_DRAIN,
@@ -68,6 +70,12 @@ class Snapshot:
     # ``pending`` already grouped and ordered per LocalQueue (the adapter keeps them between
     # passes); used only when it describes this ``pending`` (see ``snapshot_queues``).
     queues: PendingQueues | None = field(default=None, compare=False, repr=False)
+    # Kueue's PreemptionConfig / PreemptionLimit (alpha, KEP-13396/16925) for toposched's domain
+    # clearing (core/preemption/rules.py); empty = toposched's defaults.
+    preemption_rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
+    # ClusterQueues whose quota follows healthy capacity (core/healthy_capacity.py): the
+    # effective quotas ``cluster_queues`` already carry, for their status condition.
+    effective_quotas: Mapping[str, tuple[EffectiveQuota, ...]] = field(default_factory=dict)
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:

@@ -36,6 +36,9 @@ class ClusterCache:
     priority_classes: inf.Informer
     # The queued objects of every governed kind (the job-kind registry), by Kueue framework name.
     jobs: dict[str, inf.Informer]
+    # Kueue's alpha PreemptionConfig / PreemptionLimit (optional: absent CRDs read as empty).
+    preemption_configs: inf.Informer | None = None
+    preemption_limits: inf.Informer | None = None
 
     def __post_init__(self) -> None:
         index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
@@ -60,12 +63,15 @@ class ClusterCache:
             jobs={kind.framework: inf.Informer(api, resource_of(kind), label_selector="kueue.x-k8s.io/queue-name",
                                                optional=kind.group != "batch")
                   for kind in KINDS},
+            preemption_configs=inf.Informer(api, inf.PREEMPTION_CONFIGS, optional=True),
+            preemption_limits=inf.Informer(api, inf.PREEMPTION_LIMITS, optional=True),
         )
 
     def all(self) -> list[inf.Informer]:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
-                self.priority_classes, *self.jobs.values()]
+                self.priority_classes, *self.jobs.values(),
+                *(i for i in (self.preemption_configs, self.preemption_limits) if i is not None)]
 
     def start(self, on_change: Callable[[], None], timeout_s: float = 60) -> None:
         for informer in self.all():

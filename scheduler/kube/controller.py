@@ -68,6 +68,7 @@ from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.podgroups import PodGroupPhases, is_group_workload
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
+from scheduler.kube.preemption_limits import PreemptionLedger, PreemptionRules
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.start import start_selectors
 from scheduler.kube.workload_index import owner_uid
@@ -107,10 +108,11 @@ class Controller:
         self.solver = solver
         self.config = config
         self.kinds = enabled_kinds(config.frameworks)  # the job-kind registry's, as the Configuration enables
-        self.lookups = JobLookups(cache, self.kinds)
+        self.lookups = JobLookups(cache, self.kinds,
+                                  config.feature_gates.enabled("WorkloadPriorityClassDefaulting"))
         self.time_budget_s = time_budget_s
         self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
-        # Domain-clearing preemption and sticky targets (core/domain_preemption.py); off: Kueue's
+        # Domain-clearing preemption and sticky targets (core/preemption/clear_domain.py); off: Kueue's
         # classical preemption only (--no-domain-preemption).
         self.domain_preemption = domain_preemption
         self.resync_s = resync_s
@@ -127,7 +129,9 @@ class Controller:
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
                                                 isolation=self.isolation,
                                                 unreachable_grace_s=node_unreachable_grace_s,
-                                                storm_policy=storm_policy, caches=self.snapshot_caches)
+                                                storm_policy=storm_policy, caches=self.snapshot_caches,
+                                                prefix_runs=config.feature_gates.enabled(
+                                                    "TASAssignmentsEncodingByHostnamePrefix"))
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.lookups.resolve_priority, self.kinds)
         self.queue_state = QueueState()
@@ -141,6 +145,10 @@ class Controller:
         self.metrics: CycleMetrics = NoMetrics()
         # Opt-in defragmentation (--defrag): moves checkpointable workloads within a budget.
         self.defrag: DefragExecutor | None = None
+        # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
+        # clearing, defragmentation): the evictions they count, and the rules read each pass.
+        self.preemption_ledger = PreemptionLedger(self.writer, clock)
+        self.preemption_rules = PreemptionRules(cache, self.preemption_ledger, self.snapshot_caches)
         # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
         # head per ClusterQueue per pass (``--cycles-per-pass``).
         self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS

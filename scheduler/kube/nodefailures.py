@@ -144,10 +144,12 @@ class NodeFailureHandler:
     def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0,
                  isolation: Isolation | None = None, unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY,
-                 caches: SnapshotCaches | None = None) -> None:
-        """``caches``: the controller's conversions (the snapshot reads the same nodes and trees)."""
+                 caches: SnapshotCaches | None = None, prefix_runs: bool = False) -> None:
+        """``caches``: the controller's conversions (the snapshot reads the same nodes and trees).
+        ``prefix_runs``: TASAssignmentsEncodingByHostnamePrefix, the rewritten assignment's encoding."""
         self.cache = cache
         self.caches = caches if caches is not None else SnapshotCaches()
+        self.prefix_runs = prefix_runs
         self.health_policy = health_policy  # the placement's: one answer to "is it healthy?"
         self.writer = writer
         self.clock = clock
@@ -298,7 +300,8 @@ class NodeFailureHandler:
         admission = dict((wl.get("status") or {}).get("admission") or {})
         placements = {p.name: p for p, _per_pod, _flavor in admitted_placements(wl)}
         moved = {p.name for p in decision.placements}
-        psas = [{**psa, "topologyAssignment": encode_v1beta2(apply_replacement(placements[psa["name"]], decision))}
+        psas = [{**psa, "topologyAssignment": encode_v1beta2(apply_replacement(placements[psa["name"]], decision),
+                                                             split_by_hostname_prefix=self.prefix_runs)}
                 if psa.get("name") in moved and psa["name"] in placements else psa
                 for psa in admission.get("podSetAssignments") or ()]
         updated = self.writer.patch_workload_status(wl, {"admission": {**admission, "podSetAssignments": psas}})

@@ -81,3 +81,16 @@ def test_an_admission_into_a_missing_cluster_queue_is_a_note() -> None:
 def test_a_pending_workload_of_a_kind_toposched_does_not_start_is_a_blocker() -> None:
     report = check(workloads=[workload("r", False, owner="RayJob"), workload("p", True, owner="Pod")])
     assert not report.ready and "team/r (RayJob)" in report.findings[0].text  # the admitted Pod group is kept
+
+
+def test_pending_hyperpod_jobs_are_a_blocker_that_names_the_gap() -> None:
+    """Task governance clusters: a HyperPodPytorchJob's Workload admitted by Kueue keeps its
+    admission; a pending one blocks the switch with the reason (the operator starts it, but only
+    Kueue ungates its topology-gated pods)."""
+    hyperpod = "HyperPodPytorchJob"
+    report = check(workloads=[workload("running", True, owner=hyperpod), workload("queued", False, owner=hyperpod)])
+    (blocker,) = [f.text for f in report.findings if f.blocker]
+    assert blocker.startswith("1 pending Workloads of HyperPodPytorchJob (e.g. team/queued (HyperPodPytorchJob)): ")
+    assert "kueue.x-k8s.io/topology" in blocker and "toposched does not" in blocker
+    assert report.lines()[-1].startswith("1 admitted Workloads keep their admission, 1 pending")
+    assert check(workloads=[workload("running", True, owner=hyperpod)]).ready
