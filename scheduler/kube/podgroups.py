@@ -118,7 +118,7 @@ class PodGroupPhases:
     def _label(self, kind: JobKind, pod: Obj, owners: Mapping[tuple[Any, Any], Obj]) -> None:
         assert kind.pod_groups is not None
         meta = pod["metadata"]
-        owner = owners.get((meta.get("namespace"), (meta.get("labels") or {}).get(kind.pod_groups.owner_name_label)))
+        owner = owners.get((meta.get("namespace"), kind.pod_groups.owner_name(pod)))
         patch = pod_group_patch(kind, pod, owner) if owner is not None else None
         if patch is not None:
             self.writer.patch(PODS, pod, patch, self.cache.pods)

@@ -86,7 +86,7 @@ def test_pytorchjob_master_and_workers(tmp_path: Path, capsys: pytest.CaptureFix
     assert [(ps["name"], ps["count"]) for ps in doc["podSets"]] == [("master", 1), ("worker", 3)]
 
 
-@pytest.mark.parametrize("kind", ["RayJob", "TFJob"])
+@pytest.mark.parametrize("kind", ["AppWrapper", "TFJob"])
 def test_kinds_not_built_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
     code, err = place(tmp_path, capsys, TWO_BLOCKS, {"kind": kind, "metadata": {"name": "x"}})
     assert code == 2

@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.base import Holding, JobKind
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
@@ -90,9 +90,12 @@ def controller_ref(obj: Mapping[str, Any]) -> OwnerRef | None:
 
 def governed_kind(ref: OwnerRef, kinds: Collection[JobKind]) -> JobKind | None:
     """The kind of ``kinds`` the reference names, API version included (Kueue's
-    ``matchingOwnerReference``)."""
+    ``matchingOwnerReference``). The pod integration's kinds (Pod, Deployment) are never a
+    managing ancestor: their pods are managed one by one, not through them."""
     kind = BY_GROUP_KIND.get((ref.group, ref.kind))
-    return kind if kind is not None and kind in kinds and kind.version == ref.version else None
+    if kind is None or kind not in kinds or kind.version != ref.version or kind.holding is Holding.PODS:
+        return None
+    return kind
 
 
 def interim_kind(ref: OwnerRef) -> InterimKind | None:

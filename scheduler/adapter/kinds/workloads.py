@@ -11,7 +11,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource
+from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource, Related
 from scheduler.adapter.kinds.notbuilt import NOT_BUILT
 from scheduler.adapter.kinds.registry import KINDS, kind_of
 from scheduler.core.defrag import DEFRAG_ANNOTATIONS
@@ -57,18 +57,20 @@ def workload_pod_set(ps: PodSetSource) -> dict[str, Any]:
     return out
 
 
-def workload_pod_sets(kind: JobKind, obj: Obj) -> list[dict[str, Any]]:
-    return [workload_pod_set(ps) for ps in kind.pod_sets(obj)]
+def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None) -> list[dict[str, Any]]:
+    """The Workload's ``spec.podSets`` of an object (``related``: the objects a kind such as the
+    TrainJob reads its templates from; raises :class:`WorkloadFormatError` when it needs them)."""
+    return [workload_pod_set(ps) for ps in kind.read_pod_sets(obj, related)]
 
 
 def workload_for_job(kind: JobKind, job: Obj, priority: int,
-                     priority_class_ref: Mapping[str, str] | None) -> dict[str, Any]:
+                     priority_class_ref: Mapping[str, str] | None, related: Related | None = None) -> dict[str, Any]:
     """The Workload Kueue's job reconciler would create for ``job`` (v1beta2)."""
     meta = job["metadata"]
     name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"])
     spec: dict[str, Any] = {
         "queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
-        "podSets": workload_pod_sets(kind, job),
+        "podSets": workload_pod_sets(kind, job, related),
         "priority": priority,
         "active": True,
     }

@@ -12,6 +12,7 @@ import grpc
 import pytest
 import yaml
 
+from scheduler.adapter.kinds.workloads import EXPECTED_KINDS
 from scheduler.api.convert import place_response_to_json
 from scheduler.api.engine import StaticEngine
 from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
@@ -123,10 +124,9 @@ def test_place_on_flavor_tree_sees_admitted_usage(engine: StaticEngine, stub: An
     ({"workload": pb.WorkloadInput(manifest=b"kind: Job\nmetadata: {name: j}\nspec: {}\n")},
      "workload.manifest: spec.template"),
     ({"workload": pb.WorkloadInput(manifest=b"kind: ConfigMap\nmetadata: {name: d}\n")},
-     "workload.manifest: kind: expected a batch/v1 Job, a JobSet, a PyTorchJob, an MPIJob, a LeaderWorkerSet or a "
-     "Kueue Workload"),
-    ({"workload": pb.WorkloadInput(manifest=b"kind: Deployment\nmetadata: {name: d}\n")},
-     "workload.manifest: kind: Deployment is not built in toposched yet (no Deployment integration)"),
+     f"workload.manifest: kind: expected {EXPECTED_KINDS}"),
+    ({"workload": pb.WorkloadInput(manifest=b"kind: AppWrapper\nmetadata: {name: d}\n")},
+     "workload.manifest: kind: AppWrapper is not built in toposched yet (no AppWrapper integration)"),
     ({"workload": pb.WorkloadInput(manifest=b"a: [\n b")}, "workload.manifest: not valid YAML"),
     ({"workload": pb.WorkloadInput(manifest=b"\xff\xfe")}, "workload.manifest: not UTF-8"),
     ({"workload": pb.WorkloadInput(structured=pb.StructuredWorkload())}, "workload.structured.pod_sets:"),
