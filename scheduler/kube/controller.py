@@ -9,9 +9,11 @@ through the same phases as Kueue treats them: admitted, never started (nothing t
 finished by whoever set their ``Finished`` condition (their quota is released by the next
 snapshot), and on eviction released at once (nothing to stop) with the same requeue backoff.
 
-1. ``ensure_workloads``   one Workload per managed Job (Kueue naming, owner reference), one
-                          per LeaderWorkerSet group, whose pods are labelled with it
-                          (``scheduler.kube.podgroups``);
+1. ``ensure_workloads``   one Workload per managed job (Kueue naming, owner reference), one
+                          per LeaderWorkerSet / StatefulSet group, whose pods are labelled with
+                          it (``scheduler.kube.podgroups``), one per queued pod or pod group
+                          (``scheduler.kube.podintegration``); none for a kind listed in
+                          ``integrations.externalFrameworks`` (its controller creates it);
    ``suspend_unadmitted`` a managed job running without an admitted Workload is suspended
                           again (Kueue's "Not admitted by cluster queue").
 2. ``sync_finished``      a finished Job finishes its Workload (quota is released).
@@ -20,7 +22,10 @@ snapshot), and on eviction released at once (nothing to stop) with the same requ
 4. ``progress_evictions`` an evicted Workload's Job is suspended; once its pods are gone the
                           reservation is dropped and the Workload requeued (or, past its
                           HyperPod auto-resume retries, finished as Failed).
-5. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors.
+5. ``start_admitted``     an admitted Workload's job is unsuspended with its node selectors;
+                          the pods of an admitted pod Workload lose Kueue's admission gate; the
+                          topology ungater pins each topology-gated pod to its domain
+                          (``scheduler.kube.topology_ungater``).
 6. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
                           its decisions are written back (admit / preempt / pending reason).
 
@@ -46,6 +51,7 @@ from scheduler.adapter.kinds.ownership import (
     governed_kind,
     managed_ancestor,
 )
+from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.core.assignment import decode_topology_assignment
@@ -55,7 +61,7 @@ from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.topology_request import ANN_UNCONSTRAINED, TopologyRequestError, request_from_kueue
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
@@ -70,9 +76,11 @@ from scheduler.kube.jobs import JobIndex
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.podgroups import PodGroupPhases, is_group_workload
+from scheduler.kube.podintegration import PodIntegration
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
+from scheduler.kube.topology_ungater import TopologyUngater
 from scheduler.kube.workload_index import owner_uid
 from scheduler.kube.writer import Observer, Writer
 
@@ -107,7 +115,9 @@ class Controller:
         self.clock = clock
         self.solver = solver
         self.config = config
-        self.kinds = enabled_kinds(config.frameworks)  # the job-kind registry's, as the Configuration enables
+        # The job-kind registry's kinds, as the Configuration enables them; a kind listed in
+        # integrations.externalFrameworks is its own controller's (its Workloads are admitted here).
+        self.kinds = enabled_kinds(config.frameworks, config.external_frameworks)
         self.time_budget_s = time_budget_s
         self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
         # Domain-clearing preemption and sticky targets (core/domain_preemption.py); off: Kueue's
@@ -125,6 +135,11 @@ class Controller:
                                                 storm_policy=storm_policy)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.resolve_priority, self.kinds)
+        # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
+        # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
+        self.pod_integration = PodIntegration(cache, self.writer, self.isolation, self.resolve_priority,
+                                              self.start_selectors, clock) if POD in self.kinds else None
+        self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self._fingerprint = 0
@@ -153,8 +168,14 @@ class Controller:
             if informer is None or not kind.suspendable:
                 continue
             for job in informer.items():
-                out[str(job["metadata"]["uid"])] = (kind, job)
+                if not kind.skipped(job):  # a RayJob on an existing cluster is not managed
+                    out[str(job["metadata"]["uid"])] = (kind, job)
         return out
+
+    def related(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """An object a kind's pod sets are read from (a TrainJob's runtime), from its informer."""
+        informer = self.cache.related.get(kind)
+        return informer.get(f"{namespace}/{name}" if namespace else name) if informer is not None else None
 
     def _queued_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
         """An owner from the informer caches, which hold the queued objects of every governed
@@ -204,6 +225,8 @@ class Controller:
                                 concurrent=True)
         self.pod_groups.ensure()
         self.pod_groups.label_pods()
+        if self.pod_integration is not None:
+            self.pod_integration.ensure()
 
     def _ensure_workload(self, integration: JobKind, job: Obj) -> None:
         if (job.get("metadata") or {}).get("deletionTimestamp"):
@@ -223,8 +246,8 @@ class Controller:
                               f"{LABEL_PRIORITY_CLASS}")
             return
         try:
-            body = workload_for_job(integration, job, priority[0], priority[1])
-        except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
+            body = workload_for_job(integration, job, priority[0], priority[1], self.related)
+        except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
         if ownership.unhonoured:
@@ -281,6 +304,9 @@ class Controller:
     def sync_finished(self) -> None:
         """A Workload whose job finished is marked Finished (its quota is free at once). Walked
         from the jobs' side: a Workload without a job has nothing to sync."""
+        if self.pod_integration is not None:
+            self.pod_integration.sync_finished()
+            self.pod_integration.release_finalizers()
         jobs = self._job_index()
         workloads = self.cache.workloads
         self.isolation.for_each("sync_finished",
@@ -311,7 +337,11 @@ class Controller:
     def _progress_eviction(self, wl: Obj, jobs: JobIndex) -> None:
         entry = jobs.get(owner_uid(wl) or "")
         if entry is None and is_group_workload(wl):
-            if self.pod_groups.stop_group(wl):  # a pod group (LeaderWorkerSet): its pods go first
+            if self.pod_groups.stop_group(wl):  # a pod group (LeaderWorkerSet, StatefulSet): its pods go first
+                self._release(wl, None)
+            return
+        if entry is None and self.pod_integration is not None and self.pod_integration.owns(wl):
+            if self.pod_integration.stop(wl):  # a pod cannot be suspended: deleted, as Kueue's Stop
                 self._release(wl, None)
             return
         if entry is None:
@@ -377,7 +407,8 @@ class Controller:
                     selector.update(self._required_domain_selector(psa, required, flavor_name))
                 if request is None or not request.explicit:
                     annotations[ANN_UNCONSTRAINED] = "true"
-            out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations, psa.get("count")))
+            out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations, psa.get("count"),
+                                   topology_assigned=bool(psa.get("topologyAssignment"))))
         return out
 
     def _required_domain_selector(self, psa: Mapping[str, Any], required: str, flavor_name: str) -> dict[str, str]:
@@ -414,9 +445,9 @@ class Controller:
 
     def _start(self, wl: Obj, jobs: JobIndex) -> None:
         integration, job = jobs[owner_uid(wl) or ""]
-        patch = integration.start_patch(job, wl["metadata"]["name"], self.start_selectors(wl))
-        if not self.writer.patch_job(integration, job, patch):
-            return
+        for patch in integration.start_writes(job, wl["metadata"]["name"], self.start_selectors(wl)):
+            if not self.writer.patch_job(integration, job, patch):
+                return  # the next pass starts again from what is stored
         self.writer.event(job, "Normal", "Started",
                           f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
 
@@ -491,6 +522,9 @@ class Controller:
         self.node_failures.run()
         self.progress_evictions()
         self.start_admitted()
+        if self.pod_integration is not None:
+            self.pod_integration.run()
+        self.topology_ungater.ungate()
         snapshot = self.admit()  # writes the queue status too
         self.metrics.reconciled(snapshot, wi.finished_counts(self.cache.workloads))
         if self.defrag is not None:
