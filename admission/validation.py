@@ -16,7 +16,6 @@ of Kueue's CEL rules, so a cluster whose CRDs lack a rule (older Kueue) gets the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
@@ -506,16 +505,6 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     return verdict
 
 
-def _value_at(obj: Obj, path: str) -> Any:
-    value: Any = obj
-    for part in re.findall(r"[^.\[\]]+", path):
-        if isinstance(value, list):
-            value = value[int(part)] if part.isdigit() and int(part) < len(value) else None
-        else:
-            value = value.get(part) if isinstance(value, Mapping) else None
-    return value
-
-
 def kind_errors(obj: Obj) -> list[FieldError]:
     """The refusals a kind declares for a queued object (``JobKind.validation``: a RayJob on an
     existing cluster with a cluster spec, autoscaling without workload slices, ...), with Kueue's
@@ -524,15 +513,15 @@ def kind_errors(obj: Obj) -> list[FieldError]:
     if kind is None:
         return []
     out: list[FieldError] = []
-    for path, error_type, detail in kind.validation(obj):
+    for path, error_type, detail, value in kind.validation(obj):
         if error_type == "Required":
             out.append(required(path, detail))
         elif error_type == "Forbidden":
             out.append(FieldError(path, "Forbidden", detail))
         elif error_type == "TooMany":
-            out.append(FieldError(path, "Too many", detail, len(_value_at(obj, path) or ())))
+            out.append(FieldError(path, "Too many", detail, value))
         else:
-            out.append(invalid(path, _value_at(obj, path), detail))
+            out.append(invalid(path, value, detail))
     return out
 
 

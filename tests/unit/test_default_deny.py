@@ -105,6 +105,16 @@ def test_an_external_framework_passes_in_either_spelling_and_a_near_miss_is_name
     assert [k.kind for k in aws.external_kinds()] == ["HyperPodPyTorchJob"]
 
 
+def test_a_deployments_replicaset_passes_through_it() -> None:
+    """The ReplicaSet carries the template's queue label (Kueue's stamp): governed through its
+    Deployment, resolved by uid; with another uid it is refused."""
+    deployment = obj("apps/v1", "Deployment", "web", uid="d-1")
+    rs = obj("apps/v1", "ReplicaSet", "web-7c9", owner=ref_to(deployment), uid="rs-1")
+    assert decide(rs, deployment)["allowed"] is True
+    forged = {**deployment, "metadata": {**deployment["metadata"], "uid": "other"}}
+    assert refusal(decide(rs, forged)).startswith("apps/v1 ReplicaSet (controlled by apps/v1 Deployment web)")
+
+
 def test_a_queued_object_controlled_by_an_unqueued_parent_is_refused_resolved_by_uid() -> None:
     parent = obj(*AW, "aw", labels={}, uid="a-1")
     child = obj("example.com/v1", "Thing", "t", owner=ref_to(parent))

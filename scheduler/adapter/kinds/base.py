@@ -328,7 +328,8 @@ class RelatedResource:
 
 # (kind, namespace, name) -> the related object, or None when there is none.
 Related = Callable[[str, str, str], "Obj | None"]
-KindError = tuple[str, str, str]  # (field path, Kubernetes error type, detail) of a webhook refusal
+# (field path, Kubernetes error type, detail, the value refused) of a webhook refusal
+KindError = tuple[str, str, str, Any]
 
 
 def _no_errors(_: Obj) -> list[KindError]:

@@ -84,7 +84,7 @@ def validation_errors(job: Obj) -> list[KindError]:
             value = spec.get(field)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 errors.append((f"spec.replicaSpecs[{i}].{field}", "Invalid",
-                               "must be a non-negative integer (replicas + spares pods are charged to quota)"))
+                               "must be a non-negative integer (replicas + spares pods are charged to quota)", value))
     return errors
 
 

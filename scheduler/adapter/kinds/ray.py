@@ -104,8 +104,13 @@ def rayjob_pod_sets(rayjob: Obj) -> list[PodSetSource]:
     return out
 
 
+# A RayService's RayClusterSpec is its JSON field ``rayClusterConfig`` (Kueue's Go code and its
+# error paths call it ``rayClusterSpec``).
+SERVICE_CLUSTER = "rayClusterConfig"
+
+
 def rayservice_pod_sets(service: Obj) -> list[PodSetSource]:
-    return cluster_pod_sets(_spec(service).get("rayClusterSpec") or {}, ("spec", "rayClusterSpec"))
+    return cluster_pod_sets(_spec(service).get(SERVICE_CLUSTER) or {}, ("spec", SERVICE_CLUSTER))
 
 
 def rayjob_skipped(rayjob: Obj) -> bool:
@@ -170,14 +175,16 @@ def cluster_name(obj: Mapping[str, Any]) -> str:
 def _cluster_errors(cluster: Mapping[str, Any], base: str, autoscaling_detail: str) -> list[KindError]:
     errors: list[KindError] = []
     if cluster.get("enableInTreeAutoscaling"):  # no workload slices in toposched: never elastic
-        errors.append((f"{base}.enableInTreeAutoscaling", "Invalid", autoscaling_detail))
+        errors.append((f"{base}.enableInTreeAutoscaling", "Invalid", autoscaling_detail,
+                       cluster["enableInTreeAutoscaling"]))
     groups = cluster.get("workerGroupSpecs") or []
     if len(groups) > MAX_WORKER_GROUPS:
-        errors.append((f"{base}.workerGroupSpecs", "TooMany", f"must have at most {MAX_WORKER_GROUPS} items"))
+        errors.append((f"{base}.workerGroupSpecs", "TooMany", f"must have at most {MAX_WORKER_GROUPS} items",
+                       len(groups)))
     for i, group in enumerate(groups):
         if isinstance(group, Mapping) and group.get("groupName") == HEAD_POD_SET:
             errors.append((f"{base}.workerGroupSpecs[{i}].groupName", "Forbidden",
-                           f'"{HEAD_POD_SET}" is reserved for the head group'))
+                           f'"{HEAD_POD_SET}" is reserved for the head group', None))
     return errors
 
 
@@ -189,16 +196,18 @@ def rayjob_errors(rayjob: Obj) -> list[KindError]:
     spec = _spec(rayjob)
     has_selector, has_cluster = bool(spec.get("clusterSelector")), spec.get("rayClusterSpec") is not None
     if has_selector and has_cluster:
-        return [("spec.clusterSelector", "Invalid", "a kueue managed job should not use an existing cluster")]
+        return [("spec.clusterSelector", "Invalid", "a kueue managed job should not use an existing cluster",
+                 spec.get("clusterSelector"))]
     if has_selector:
         return []
     if not has_cluster:
         return [("spec.rayClusterSpec", "Required",
-                 "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector")]
+                 "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector", None)]
     errors: list[KindError] = []
     if not spec.get("shutdownAfterJobFinishes"):
         errors.append(("spec.shutdownAfterJobFinishes", "Invalid",
-                       "a kueue managed job should delete the cluster after finishing"))
+                       "a kueue managed job should delete the cluster after finishing",
+                       bool(spec.get("shutdownAfterJobFinishes"))))
     return errors + _cluster_errors(spec.get("rayClusterSpec") or {}, "spec.rayClusterSpec", SLICES_ONLY)
 
 
@@ -209,7 +218,7 @@ def raycluster_errors(cluster: Obj) -> list[KindError]:
 
 
 def rayservice_errors(service: Obj) -> list[KindError]:
-    return _cluster_errors(_spec(service).get("rayClusterSpec") or {}, "spec.rayClusterSpec", SLICES_ONLY)
+    return _cluster_errors(_spec(service).get(SERVICE_CLUSTER) or {}, "spec.rayClusterSpec", SLICES_ONLY)
 
 
 _CLUSTER_SHAPE: dict[str, Any] = {"suspend": "bool", "headGroupSpec": {"template": POD_TEMPLATE},
@@ -234,7 +243,7 @@ RAYJOB = JobKind(
 RAYSERVICE = JobKind(
     group=GROUP, version=VERSION, kind="RayService", plural="rayservices", framework=RAYSERVICE_FRAMEWORK,
     pod_sets=rayservice_pod_sets, finish_state=never_finished, active_pods=rayservice_active,
-    pods_ready=rayservice_ready, shape={"metadata": METADATA, "spec": {"rayClusterSpec": _CLUSTER_SHAPE}},
-    suspend_path=("spec", "rayClusterSpec", "suspend"), topology_gate=True, children=(RAYCLUSTER_FRAMEWORK,),
+    pods_ready=rayservice_ready, shape={"metadata": METADATA, "spec": {SERVICE_CLUSTER: _CLUSTER_SHAPE}},
+    suspend_path=("spec", SERVICE_CLUSTER, "suspend"), topology_gate=True, children=(RAYCLUSTER_FRAMEWORK,),
     validation=rayservice_errors,
 )

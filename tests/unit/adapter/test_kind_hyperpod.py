@@ -50,7 +50,7 @@ def test_spares_are_charged(job: dict[str, Any]) -> None:
     assert [ps["count"] for ps in workload_pod_sets(HP, job)] == [6]  # "4 replicas and 2 spares ... 6 pods"
     job["spec"]["replicaSpecs"][0]["spares"] = -1
     assert HP.validation(job) == [("spec.replicaSpecs[0].spares", "Invalid",
-                                   "must be a non-negative integer (replicas + spares pods are charged to quota)")]
+                                   "must be a non-negative integer (replicas + spares pods are charged to quota)", -1)]
     assert [ps["count"] for ps in workload_pod_sets(HP, job)] == [4]  # refused by the webhook; never negative
 
 

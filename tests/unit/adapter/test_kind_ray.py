@@ -128,11 +128,11 @@ def test_active_and_suspended_per_kind() -> None:
     assert RAYJOB.active_pods({"kind": "RayJob", "status": {"jobDeploymentStatus": "Initializing"}})
     assert RAYCLUSTER.active_pods({"kind": "RayCluster", "status": {"state": "ready"}})
     assert not RAYCLUSTER.active_pods({"kind": "RayCluster", "status": {"state": "suspended"}})
-    service = {"kind": "RayService", "spec": {"rayClusterSpec": {"suspend": True}},
+    service = {"kind": "RayService", "spec": {"rayClusterConfig": {"suspend": True}},
                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
     assert RAYSERVICE.active_pods(service) and RAYSERVICE.is_suspended(service)
-    assert not RAYSERVICE.is_suspended({"kind": "RayService", "spec": {"suspend": True, "rayClusterSpec": {}}})
-    assert RAYSERVICE.stop_patch(service) == {"spec": {"rayClusterSpec": {"suspend": True}}}
+    assert not RAYSERVICE.is_suspended({"kind": "RayService", "spec": {"suspend": True, "rayClusterConfig": {}}})
+    assert RAYSERVICE.stop_patch(service) == {"spec": {"rayClusterConfig": {"suspend": True}}}
     assert RAYJOB.stop_patch({"kind": "RayJob"}) == {"spec": {"suspend": True}}
 
 
@@ -172,15 +172,19 @@ def test_start_patch_unsuspends_and_patches_every_template_carrying_the_group_li
 
 
 def test_rayservice_start_patch_unsuspends_inside_the_cluster_spec() -> None:
-    service = {"kind": "RayService", "spec": {"rayClusterSpec": {**cluster_spec(), "suspend": True}}}
-    started = merge_patched(service, RAYSERVICE.start_patch(service, "wl", []))
-    assert started["spec"]["rayClusterSpec"]["suspend"] is False and "suspend" not in started["spec"]
+    # KubeRay's JSON field is rayClusterConfig (Kueue's Go field RayClusterSpec)
+    service = {"kind": "RayService", "spec": {"rayClusterConfig": {**cluster_spec(), "suspend": True}}}
+    started = merge_patched(service, RAYSERVICE.start_patch(service, "wl", [start("head")]))
+    config = started["spec"]["rayClusterConfig"]
+    assert config["suspend"] is False and "suspend" not in started["spec"]
+    assert config["headGroupSpec"]["template"]["spec"]["nodeSelector"] == SEL
+    assert [ps["name"] for ps in pod_sets_of(service)] == ["head", "group1", "group2"]
 
 
 def test_webhook_messages_are_kueues() -> None:
     spec = {**cluster_spec(), "enableInTreeAutoscaling": True}
     spec["workerGroupSpecs"] = [{"groupName": "head"}] + [{"groupName": f"g{i}"} for i in range(7)]
-    errors = ray.rayjob_errors(rayjob(spec))
+    errors = [e[:3] for e in ray.rayjob_errors(rayjob(spec))]
     assert ("spec.shutdownAfterJobFinishes", "Invalid",
             "a kueue managed job should delete the cluster after finishing") in errors
     assert ("spec.rayClusterSpec.enableInTreeAutoscaling", "Invalid",
@@ -188,15 +192,16 @@ def test_webhook_messages_are_kueues() -> None:
     assert ("spec.rayClusterSpec.workerGroupSpecs", "TooMany", "must have at most 7 items") in errors
     assert ("spec.rayClusterSpec.workerGroupSpecs[0].groupName", "Forbidden",
             '"head" is reserved for the head group') in errors
-    cluster_errors = ray.raycluster_errors({"kind": "RayCluster", "spec": {"enableInTreeAutoscaling": True}})
+    cluster_errors = [e[:3] for e in ray.raycluster_errors({"kind": "RayCluster",
+                                                             "spec": {"enableInTreeAutoscaling": True}})]
     assert cluster_errors == [("spec.enableInTreeAutoscaling", "Invalid",
                                "a kueue managed job can use autoscaling only when the ElasticJobsViaWorkloadSlices "
                                "feature gate is on and the job is an elastic job")]
     assert ray.rayjob_errors(rayjob(cluster_spec(), clusterSelector={"a": "b"})) == [
-        ("spec.clusterSelector", "Invalid", "a kueue managed job should not use an existing cluster")]
+        ("spec.clusterSelector", "Invalid", "a kueue managed job should not use an existing cluster", {"a": "b"})]
     assert ray.rayjob_errors({"kind": "RayJob", "spec": {}}) == [
         ("spec.rayClusterSpec", "Required",
-         "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector")]
+         "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector", None)]
     assert ray.rayjob_errors({"kind": "RayJob", "spec": {"clusterSelector": {"a": "b"}}}) == []
     assert RAYJOB.skipped({"kind": "RayJob", "spec": {"clusterSelector": {"a": "b"}}})
 
