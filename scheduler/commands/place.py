@@ -37,8 +37,9 @@ def register(sub: Any) -> None:
                        "LeaderWorkerSet or Workload")
     p.add_argument("--nodes", type=Path, help="Nodes (kubectl get nodes -o yaml); required without --server")
     p.add_argument("--workload", type=Path, required=True,
-                   help="a batch/v1 Job, JobSet, PyTorchJob, MPIJob, LeaderWorkerSet (one group's Workload) "
-                   "or Kueue Workload")
+                   help="an object of any governed kind (docs/integrations.md: a LeaderWorkerSet is one group's "
+                   "Workload, a Deployment one replica's, a pod of a pod group the group's; a TrainJob's runtime "
+                   "in the same file) or a Kueue Workload")
     p.add_argument(
         "--topology", type=Path, help="a Kueue Topology (default: HyperPod network layers + hostname)"
     )

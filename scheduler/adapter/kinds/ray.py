@@ -87,7 +87,8 @@ def default_submitter_template(rayjob: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def has_submitter(rayjob: Mapping[str, Any]) -> bool:
-    return _spec(rayjob).get("submissionMode") == K8S_JOB_MODE
+    """In ``K8sJobMode``, the CRD's default (a manifest read offline has no defaults applied)."""
+    return bool(_spec(rayjob).get("submissionMode", K8S_JOB_MODE) == K8S_JOB_MODE)
 
 
 def raycluster_pod_sets(cluster: Obj) -> list[PodSetSource]:

@@ -45,8 +45,9 @@ def cluster_spec(head_ann: dict[str, str] | None = None, g1_ann: dict[str, str] 
 
 
 def rayjob(spec: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """Kueue's test RayJobs leave submissionMode unset (Go's zero value, not K8sJobMode): HTTPMode here."""
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rayjob", "namespace": "ns"},
-            "spec": {"rayClusterSpec": spec, **extra}}
+            "spec": {"rayClusterSpec": spec, "submissionMode": "HTTPMode", **extra}}
 
 
 def shape(pod_sets: list[dict[str, Any]]) -> list[tuple[str, int, dict[str, Any] | None]]:
@@ -82,8 +83,11 @@ def test_k8s_job_mode_adds_the_default_submitter_pod_set() -> None:
                         "resources": {"limits": {"cpu": "1", "memory": "1Gi"},
                                       "requests": {"cpu": "500m", "memory": "200Mi"}}}],
         "restartPolicy": "Never"}}
-    # HTTPMode has no submitter Job
+    # HTTPMode has no submitter Job; a manifest without a mode has the CRD's default, K8sJobMode
     assert [ps["name"] for ps in pod_sets_of(rayjob(spec, submissionMode="HTTPMode"))] == ["head", "group1"]
+    unset = rayjob(spec)
+    del unset["spec"]["submissionMode"]
+    assert [ps["name"] for ps in pod_sets_of(unset)] == ["head", "group1", "submitter"]
 
 
 def test_submitter_topology_from_the_given_submitter_template() -> None:
