@@ -28,7 +28,7 @@ annotations go through the same checks as a pod template's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,10 +87,14 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 JOB_KINDS = tuple(k for k in KINDS if k.holding is not Holding.PODS)
 
 
-def pod_context(pod: Mapping[str, Any], view: ClusterView | None) -> PodContext:
+def pod_context(pod: Mapping[str, Any], view: ClusterView | None,
+                external: Collection[tuple[str, str, str]] = ()) -> PodContext:
     """The pod's context from the webhook's view: its controller owner chain resolved by uid
-    (a queued ancestor of a governed kind makes it that job's pod). Raises ``OwnerUnreadable``."""
-    ancestor = managed_ancestor(pod, view.owners if view else None, JOB_KINDS, interim=True).ancestor
+    (a queued ancestor of a governed kind, or of an external framework's kind, whose controller
+    creates the Workload, makes it that job's pod, never one of its own). Raises
+    ``OwnerUnreadable``."""
+    ancestor = managed_ancestor(pod, view.owners if view else None, JOB_KINDS, interim=True,
+                                external=external).ancestor
     return PodContext(governed_owner=ancestor is not None)
 
 

@@ -172,14 +172,14 @@ def _ungoverned_refusal(uid: str, req: Mapping[str, Any], obj: Mapping[str, Any]
 
 def _pod_review(uid: str, path: str, req: Mapping[str, Any], obj: Mapping[str, Any], old: Any,
                 view: ClusterView | None, scheduler_name: str, controller_users: Collection[str],
-                api_version: str) -> dict[str, Any]:
+                governance: Governance, api_version: str) -> dict[str, Any]:
     """Kueue's pod webhook (admission/pods.py): a queued pod, or one its Deployment or
     StatefulSet holds, is gated at creation; its pod-group metadata is validated; only the
     controller may release its gates."""
     operation = str(req.get("operation") or "")
     if path == POD.mutate_path:
         try:
-            ctx = pod_context(obj, view)
+            ctx = pod_context(obj, view, governance.external)
         except OwnerUnreadable as exc:
             return _owner_unreadable(uid, POD, exc, api_version)
         m = mutate_pod(obj, operation, ctx, scheduler_name)
@@ -240,7 +240,8 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         if errors:  # a body no API server sends: refuse with the fields, before anything reads them
             return _response(uid, False, Verdict(errors).message(), api_version=api_version)
     if job_kind is POD:
-        return _pod_review(uid, path, req, obj, old, view, scheduler_name, controller_users, api_version)
+        return _pod_review(uid, path, req, obj, old, view, scheduler_name, controller_users, governance,
+                           api_version)
     if job_kind is not None and path in MUTATE_PATHS:
         try:
             m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind)
