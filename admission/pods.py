@@ -213,7 +213,10 @@ def validate_pod(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None) -
         verdict.errors.append(forbidden(f"metadata.labels[{LABEL_MANAGED}]",
                                         f"managed label value can only be '{MANAGED_VALUE}'"))
     verdict.errors.extend(_group_errors(pod))
-    verdict.errors.extend(validate_topology_annotations(_meta(pod).get("annotations") or {}, 1, "metadata.annotations"))
+    # A pod is one member of its pod set (Kueue's ValidateTASPodSetRequest): a group name (an LWS
+    # leader's and workers' pods carry their template's) pairs pod sets, judged on their owner.
+    verdict.errors.extend(validate_topology_annotations(_meta(pod).get("annotations") or {}, 1, "metadata.annotations",
+                                                        single_pod_set=False))
     if old is not None:
         old_labels = _meta(old).get("labels") or {}
         old_group = old_labels.get(LABEL_POD_GROUP_NAME)

@@ -189,3 +189,13 @@ def test_only_the_controller_releases_kueues_gates() -> None:
            "kueue.x-k8s.io/topology from a managed pod" in refused["status"]["message"]
     controller = "system:serviceaccount:toposched-system:toposched-controller"
     assert review("/validate--v1-pod", released, "UPDATE", old=held, user=controller)["allowed"] is True
+
+
+def test_a_leaderworkerset_pod_labelled_into_its_group_passes_validation() -> None:
+    """Its template's PodSet group annotation pairs the leader's and workers' pod sets: judged on
+    the LeaderWorkerSet, not on each pod (the controller's labelling update must pass)."""
+    pod = make_pod({QUEUE: "q", MANAGED: "true", GROUP: "leaderworkerset-vllm-0-abcde",
+                    "kueue.x-k8s.io/prebuilt-workload-name": "leaderworkerset-vllm-0-abcde"},
+                   {"kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3",
+                    "kueue.x-k8s.io/podset-group-name": "serving", TOTAL: "4"})
+    assert validate_pod(pod, make_pod()).allowed
