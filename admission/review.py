@@ -227,6 +227,11 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         kind_check = _field(req.get("kind"), "kind")
         if kind_check not in (None, job_kind.kind):
             return _response(uid, True, api_version=api_version)
+        if not any(k is job_kind for k in governance.kinds):
+            # Not governed under this Configuration: an external framework's (its controller's own
+            # webhook suspends it) or one left out of integrations.frameworks (the default deny
+            # refuses it when queued): never suspended here, never run half-managed.
+            return _response(uid, True, api_version=api_version)
         # The path names the kind (the object's own kind and apiVersion may be absent or, in a
         # hand-made review, contradict it): read the object as that kind, everywhere below.
         obj = dict(obj, kind=job_kind.kind, apiVersion=job_kind.api_version)

@@ -11,7 +11,8 @@ ReplicaSet controllers make the pods, the real kube-scheduler binds them.
 - The HyperPodPyTorchJob the real ``hyp`` CLI writes (tests/data/hyp/, on the test-only CRD: the
   operator is not public) is queued, charged replicas + spares, started through
   ``spec.runPolicy.suspend``; its pods, created here from its template as the operator would, land
-  in the admitted domain."""
+  in the admitted domain. With AWS's ``externalFrameworks`` entry (a second control plane), the
+  Workload its operator creates is admitted and none is created beside it."""
 
 from __future__ import annotations
 
@@ -207,3 +208,36 @@ def test_the_manifest_the_hyp_cli_writes_is_queued_charged_with_spares_and_place
     stack.api.delete(resource_of(HYPERPODPYTORCHJOB), "llama3-pretrain", NS, propagationPolicy="Background")
     for pod in pods:
         stack.api.delete(PODS, pod["metadata"]["name"], NS)
+
+
+def test_as_an_external_framework_the_operators_workload_is_admitted_never_duplicated(stack_factory: Any) -> None:
+    """AWS's entry (HyperPodPytorchJob, lower-case t) names the CLI's kind: toposched neither
+    suspends the job nor creates a Workload for it; the one the operator creates (here: as the
+    operator would, owned by the job) is admitted."""
+    external = stack_factory({**CLUSTER, "name": "e2e-hyp-external", "layers": [1, 1, 2]},
+                             before_toposched=install_hyperpod_crd,
+                             kueue_config={"integrations": {"frameworks": ["batch/job"], "externalFrameworks": [
+                                 "HyperPodPytorchJob.v1.sagemaker.amazonaws.com"]}})
+    manifest = yaml.safe_load((HYP / "hyp-create-pytorch-job-v1.1.yaml").read_text())
+    manifest["spec"]["runPolicy"] = {"suspend": True}  # as the operator's own webhook would
+    created = external.api.create(resource_of(HYPERPODPYTORCHJOB), manifest, NS)
+    assert "schedulerName" not in created["spec"]["replicaSpecs"][0]["template"]["spec"]  # toposched's webhook: no
+    spec = created["spec"]["replicaSpecs"][0]
+    operators = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {
+        "name": "hyperpodpytorchjob-llama3-pretrain-op", "namespace": NS, "ownerReferences": [{
+            "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob", "name": "llama3-pretrain",
+            "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"queueName": "hyperpod-ns-team-a-localqueue", "podSets": [
+            {"name": "pod", "count": 4, "template": spec["template"],
+             "topologyRequest": {"preferred": L3}}]}}
+    external.api.create(WORKLOADS, operators, NS)
+
+    def admitted() -> dict[str, Any] | None:
+        wl = workload(external, "hyperpodpytorchjob-llama3-pretrain-op")
+        return wl if wl is not None and conditions(wl).get("Admitted") == "True" else None
+
+    external.wait(admitted, 90, "the operator's Workload admitted")
+    assert [w["metadata"]["name"] for w in owned(external, created["metadata"]["uid"])] == [
+        "hyperpodpytorchjob-llama3-pretrain-op"]  # never duplicated
+    job = external.api.get(resource_of(HYPERPODPYTORCHJOB), "llama3-pretrain", NS)
+    assert job["spec"]["runPolicy"]["suspend"] is True  # the operator starts it, not toposched

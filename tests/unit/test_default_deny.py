@@ -194,3 +194,19 @@ def test_external_frameworks_are_read_as_kueue_validates_them() -> None:
 def test_the_controller_identity_creates_nothing_ungoverned() -> None:
     """Its exemption is for labelling pods of pod groups (UPDATE), not for creating objects."""
     assert refusal(decide(obj(*AW), user=CONTROLLER))
+
+
+def test_an_external_or_disabled_kinds_own_webhook_paths_leave_it_alone() -> None:
+    """Listed in externalFrameworks, the HyperPodPyTorchJob is its operator's: toposched's mutating
+    webhook does not suspend it (the operator's does), nor does its validation judge it."""
+    job = obj("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob")
+    job["spec"] = {"replicaSpecs": [{"name": "pod", "replicas": 1, "template": {"spec": {"containers": []}}}]}
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": NS, "userInfo": {"username": "alice"}, "object": job}}
+    path = "/mutate-sagemaker-amazonaws-com-v1-hyperpodpytorchjob"
+    native = review.answer(path, json.dumps(body).encode(), ClusterView())[1]["response"]
+    assert native.get("patch")  # governed natively: created suspended
+    aws = Governance.from_config(KueueConfig(external_frameworks=(
+        ("sagemaker.amazonaws.com", "v1", "HyperPodPytorchJob"),)))
+    external = review.answer(path, json.dumps(body).encode(), ClusterView(), governance=aws)[1]["response"]
+    assert external == {"uid": "u", "allowed": True}
