@@ -5,6 +5,10 @@ failurePolicy design (docs/webhook.md):
 * Every governed kind (the job-kind registry) WITH ``kueue.x-k8s.io/queue-name``
   (objectSelector ``Exists``): ``Fail``. Letting such a Job through un-mutated would start it
   unsuspended, past every quota; a dead webhook only blocks jobs that asked for the queue.
+* Pods (Kueue's pod integration, ``admission/pods.py``): with the queue label, or with the
+  managed label a Deployment's or StatefulSet's template stamp puts on them: ``Fail``; bare pods
+  without either are never sent (no LocalQueue defaulting for them: every pod of every
+  namespace would wait on the webhook).
 * Governed kinds WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
   defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
   price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
@@ -37,7 +41,9 @@ from admission.governance import QUEUED_PATH
 from admission.review import KUEUE_PLURALS, VALIDATE_WORKLOAD, validate_kueue_path
 from admission.suspension import controller_username
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import KINDS
+from scheduler.core.kueue_names import LABEL_MANAGED
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s.informer import Api, Resource
 
@@ -75,6 +81,8 @@ def job_kind_rule(kind: JobKind, operations: Sequence[str]) -> list[dict[str, An
 
 _QUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]}
 _UNQUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}
+_MANAGED_UNQUEUED = {"matchExpressions": [{"key": LABEL_MANAGED, "operator": "Exists"},
+                                          {"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}
 
 
 def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
@@ -86,7 +94,12 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
         prefix, path, rules = f"m{kind.kind.lower()}", kind.mutate_path, job_kind_rule(kind, ["CREATE"])
         hooks.append(dict(common, name=f"{prefix}.toposched.io", clientConfig=client(path), rules=rules,
                           failurePolicy="Fail", timeoutSeconds=5, objectSelector=_QUEUED))
-        if default_queue:
+        if kind is POD:
+            # A pod its Deployment / StatefulSet holds carries the managed label, not yet the queue's.
+            hooks.append(dict(common, name=f"{prefix}-managed.toposched.io", clientConfig=client(path), rules=rules,
+                              failurePolicy="Fail", timeoutSeconds=5, objectSelector=_MANAGED_UNQUEUED))
+        elif default_queue:
+            # (not for bare pods: every pod of every namespace would be sent here on creation)
             hooks.append(dict(common, name=f"{prefix}-default-queue.toposched.io", clientConfig=client(path),
                               rules=rules, failurePolicy="Ignore", timeoutSeconds=2, objectSelector=_UNQUEUED))
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",

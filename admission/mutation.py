@@ -75,7 +75,9 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
     ``gates``: the Kueue Configuration's feature gates (WorkloadPriorityClassDefaulting)."""
     kind = kind or kind_or_job(job)
     out = Mutation()
-    if operation != "CREATE" or managed_ancestor(job, view.owners if view else None, KINDS).ancestor is not None:
+    if operation != "CREATE" or kind.skipped(job):
+        return out  # (a RayJob on an existing cluster is not managed: Kueue suspends it for good, toposched not)
+    if managed_ancestor(job, view.owners if view else None, KINDS).ancestor is not None:
         return out
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -94,6 +96,8 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
         kind.pod_groups.template_defaults(job, ops, _priority(job, ops))
     else:
         _suspend(kind, job, ops)
+    if kind.create_defaults is not None:
+        kind.create_defaults(job, ops, _labels_after(job, ops))
     _scheduler_names(kind, job, ops, out.warnings, scheduler_name)
     return out
 
@@ -115,6 +119,13 @@ def _suspend(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]]) -
                         "value": leaf})
             return
         value = child
+
+
+def _labels_after(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, str]:
+    """The object's labels with this mutation's label ops applied."""
+    return dict((apply_patch({"metadata": dict(job.get("metadata") or {})},
+                             [o for o in ops if o["path"].startswith("/metadata/labels")])["metadata"]
+                 .get("labels")) or {})
 
 
 def _priority(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> str | None:

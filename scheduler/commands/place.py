@@ -67,8 +67,9 @@ def register(sub: Any) -> None:
                    help="a cluster description (examples/clusters/*.yaml), as `toposched topology --cluster`; "
                         "the same as --nodes FILE")
     p.add_argument("--workload", type=Path, required=True,
-                   help="a batch/v1 Job, JobSet, PyTorchJob, MPIJob, LeaderWorkerSet (one group's Workload) "
-                   "or Kueue Workload")
+                   help="an object of any governed kind (docs/integrations.md: a LeaderWorkerSet is one group's "
+                   "Workload, a Deployment one replica's, a pod of a pod group the group's; a TrainJob's runtime "
+                   "in the same file) or a Kueue Workload")
     p.add_argument(
         "--topology", type=Path, help="a Kueue Topology (default: HyperPod network layers + hostname)"
     )

@@ -31,8 +31,14 @@ class JobLookups:
             if informer is None or not kind.suspendable:
                 continue
             for job in informer.items():
-                out[str(job["metadata"]["uid"])] = (kind, job)
+                if not kind.skipped(job):  # a RayJob on an existing cluster is not managed
+                    out[str(job["metadata"]["uid"])] = (kind, job)
         return out
+
+    def related(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """An object a kind's pod sets are read from (a TrainJob's runtime), from its informer."""
+        informer = self.cache.related.get(kind)
+        return informer.get(f"{namespace}/{name}" if namespace else name) if informer is not None else None
 
     def _queued_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
         """An owner from the informer caches, which hold the queued objects of every governed

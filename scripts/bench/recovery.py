@@ -57,10 +57,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kubernetes import client  # noqa: E402
-from scheduler.kube.informer import JOBS, NODES, PODS  # noqa: E402
 
 from scheduler.devcluster.apply import wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL  # noqa: E402
+from scheduler.k8s.informer import JOBS, NODES, PODS  # noqa: E402
 from scripts.bench.benchlib import balanced_order, load_average, ratio  # noqa: E402
 from tests.conformance.harness import LAYER, Run, job_object, start_run, team_namespace  # noqa: E402
 

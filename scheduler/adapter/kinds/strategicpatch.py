@@ -1,15 +1,11 @@
-"""Two patch semantics the new kinds need, on plain dicts.
-
-- :func:`merge_patched`: RFC 7386 JSON merge patch (``null`` deletes, lists replaced whole), what
-  the API server stores after a merge patch; used where a pod template sits inside a list. The
-  same function lives in ``scheduler.kube.jobs`` (shell); the registry should keep this one.
-- :func:`strategic_merged`: Kubernetes' strategic merge patch for a batch/v1 JobTemplateSpec, the
-  subset the Kubeflow Trainer applies to a runtime's replicated job for each TrainJob
-  ``runtimePatches`` entry (``strategicpatch.StrategicMergePatch(..., batchv1.JobTemplateSpec{})``
-  in Trainer v2.2.0 ``pkg/runtime/core/trainingruntime.go``): maps merge, the lists Kubernetes
-  declares with a merge key (containers, initContainers and volumes by ``name``, env by ``name``,
-  volumeMounts by ``mountPath``, schedulingGates, imagePullSecrets, resourceClaims by ``name``,
-  ports by ``containerPort``) merge entry by entry, every other list is replaced.
+"""Kubernetes' strategic merge patch for a batch/v1 JobTemplateSpec, the subset the Kubeflow
+Trainer applies to a runtime's replicated job for each TrainJob ``runtimePatches`` entry
+(``strategicpatch.StrategicMergePatch(..., batchv1.JobTemplateSpec{})`` in Trainer v2.2.0
+``pkg/runtime/core/trainingruntime.go``): maps merge, the lists Kubernetes declares with a merge
+key (containers, initContainers and volumes by ``name``, env by ``name``, volumeMounts by
+``mountPath``, schedulingGates, imagePullSecrets, resourceClaims by ``name``, ports by
+``containerPort``) merge entry by entry, every other list is replaced. (The JSON merge patch,
+RFC 7386, is ``base.merge_patched``.)
 """
 
 from __future__ import annotations
@@ -24,19 +20,6 @@ LIST_MERGE_KEYS = {
     "env": "name", "volumeMounts": "mountPath", "volumeDevices": "devicePath", "schedulingGates": "name",
     "imagePullSecrets": "name", "resourceClaims": "name", "ports": "containerPort", "hostAliases": "ip",
 }
-
-
-def merge_patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """``obj`` with the JSON merge patch ``patch`` applied (a new dict)."""
-    out = copy.deepcopy(dict(obj))
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge_patched(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:

@@ -2,24 +2,42 @@
 ``trainer.kubeflow.org/trainjob`` integration reads it (``pkg/controller/jobs/trainjob/``;
 docs/design/new-kinds.md).
 
-Kueue takes the pod sets of the JobSet the Trainer would create: :func:`render_jobset` builds
-that JobSet's spec from the TrainJob and its runtime's spec (``TrainingRuntime`` or
-``ClusterTrainingRuntime``, fetched by the caller) with the Trainer's rules, and
-:func:`pod_sets` hands it to the JobSet pod-set reader (one pod set per replicated job, ranked
-by completion index within child-Job index). Started and stopped through ``spec.suspend`` and the
-``runtimePatches`` entry whose manager is ``kueue.x-k8s.io/manager``."""
+Its pod templates are not in the object: Kueue takes the pod sets of the JobSet the Trainer
+would create. :func:`render_jobset` builds that JobSet's spec from the TrainJob and its runtime's
+spec (``TrainingRuntime`` or ``ClusterTrainingRuntime``, looked up by the caller: informers, a
+live GET, the other documents of a file) with the Trainer's rules, and the JobSet kind reads its
+pod sets (one per replicated job, ranked by completion index within child-Job index).
+Suspended through ``spec.suspend``; started through the ``runtimePatches`` entry whose manager is
+``kueue.x-k8s.io/manager`` (written while suspended), then unsuspended: two writes, as Kueue. The
+JobSet the Trainer creates is governed through its TrainJob (a child, never queued on its own);
+its pods run under the runtime's scheduler, so admitted pod sets get Kueue's topology gate and
+the topology ungater pins each pod to its domain."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scheduler.adapter.kinds.base import (
+    NOT_FINISHED,
+    FinishState,
+    JobKind,
+    Obj,
+    Patch,
+    PodSetSource,
+    PodSetStart,
+    Related,
+    RelatedResource,
+    as_int,
+    finished,
+    template_start_patch,
+    true_condition,
+)
 from scheduler.adapter.kinds.jobset import JOBSET
-from scheduler.adapter.kinds.workloads import workload_pod_sets
-from scheduler.adapter.newkinds.common import NOT_FINISHED, FinishState, as_int, condition_true, finished
-from scheduler.adapter.newkinds.mergepatch import strategic_merged
-from scheduler.core.workload import WorkloadFormatError
+from scheduler.adapter.kinds.shapes import METADATA
+from scheduler.adapter.kinds.strategicpatch import strategic_merged
+from scheduler.core.workload import JOB_COMPLETION_INDEX, LABEL_QUEUE_NAME, WorkloadFormatError
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -30,6 +48,8 @@ ANCESTOR_TRAINER = "trainer"
 NODE = "node"  # the trainer step's container and the MPI runtimes' node job
 CLUSTER_RUNTIME_KIND, RUNTIME_KIND = "ClusterTrainingRuntime", "TrainingRuntime"
 LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+RUNTIMES = (RelatedResource(GROUP, VERSION, RUNTIME_KIND, "trainingruntimes"),
+            RelatedResource(GROUP, VERSION, CLUSTER_RUNTIME_KIND, "clustertrainingruntimes", namespaced=False))
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -119,28 +139,48 @@ def render_jobset(trainjob: Mapping[str, Any], runtime_spec: Mapping[str, Any]) 
             "spec": {**template_spec, "replicatedJobs": replicated}}
 
 
-def pod_sets(trainjob: Mapping[str, Any], runtime_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def runtime_of(trainjob: Mapping[str, Any], related: Related) -> Mapping[str, Any]:
+    """The TrainJob's runtime object; Kueue's error when there is none (no Workload then)."""
+    kind, name = runtime_ref(trainjob)
+    namespace = str((trainjob.get("metadata") or {}).get("namespace") or "") if kind == RUNTIME_KIND else ""
+    runtime = related(kind, namespace, name)
+    if runtime is None:
+        raise WorkloadFormatError(f"runtime '{name}' not found ({kind} {namespace + '/' if namespace else ''}{name})")
+    return runtime
+
+
+def pod_sets_from(trainjob: Obj, related: Related) -> list[PodSetSource]:
     """Kueue's TrainJob pod sets: those of the rendered JobSet."""
-    return workload_pod_sets(JOBSET, render_jobset(trainjob, runtime_spec))
+    return JOBSET.pod_sets(render_jobset(trainjob, runtime_of(trainjob, related).get("spec") or {}))
 
 
-# --- suspend / start ---------------------------------------------------------------------------
-
-def is_suspended(trainjob: Mapping[str, Any]) -> bool:
-    return bool(_spec(trainjob).get("suspend"))
+def _no_templates(_: Obj) -> list[PodSetSource]:
+    return []  # the templates are in the runtime (pod_sets_from)
 
 
-def stop_patch(trainjob: Mapping[str, Any]) -> dict[str, Any]:
-    return {"spec": {"suspend": True}}
-
+# --- create / start / restore ------------------------------------------------------------------
 
 def kueue_runtime_patch(queue_name: str | None) -> dict[str, Any]:
     """The entry Kueue's webhook appends at creation (the queue label only when suspending a
     queued TrainJob)."""
     template: dict[str, Any] = {"spec": {}}
     if queue_name:
-        template["metadata"] = {"labels": {"kueue.x-k8s.io/queue-name": queue_name}}
+        template["metadata"] = {"labels": {LABEL_QUEUE_NAME: queue_name}}
     return {"manager": KUEUE_PATCH_MANAGER, "trainingRuntimeSpec": {"template": template}}
+
+
+def create_defaults(trainjob: Obj, ops: list[dict[str, Any]], labels: Mapping[str, str]) -> None:
+    """Kueue's TrainJob webhook at CREATE: its runtime patch appended (the JobSet then carries
+    the queue label and is recognised as the TrainJob's child). ``labels``: the TrainJob's
+    labels once defaulted."""
+    if _kueue_runtime_patch(trainjob) is not None:
+        return
+    entry = kueue_runtime_patch(labels.get(LABEL_QUEUE_NAME))
+    patches = _spec(trainjob).get("runtimePatches")
+    if patches is None:
+        ops.append({"op": "add", "path": "/spec/runtimePatches", "value": [entry]})
+    else:
+        ops.append({"op": "add", "path": "/spec/runtimePatches/-", "value": entry})
 
 
 def _with_kueue_replicated_jobs(trainjob: Mapping[str, Any],
@@ -184,25 +224,19 @@ def _pod_template_patch(template_patch: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def start_patch(trainjob: Mapping[str, Any], patches: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Kueue's ``RunWithPodSetsInfo``: one replicated-job entry per pod set in Kueue's runtime
-    patch, then unsuspended. Kueue updates the patch while the TrainJob is still suspended (the
-    Trainer's webhook refuses runtime-patch changes on a running TrainJob): the caller applies
-    ``start_patch(...)`` minus ``spec.suspend`` first when the TrainJob is suspended, or uses
-    :func:`start_patches` which returns the two writes in order."""
-    replicated = [{"name": name, "template": {"spec": {"template": _pod_template_patch(p)}}}
-                  for name, p in patches.items()]
-    return {"spec": {"runtimePatches": _with_kueue_replicated_jobs(trainjob, replicated), "suspend": False}}
+def start_patches(trainjob: Obj, workload_name: str, starts: Sequence[PodSetStart]) -> list[Patch]:
+    """Kueue's ``RunWithPodSetsInfo``: one replicated-job entry per admitted pod set in Kueue's
+    runtime patch (node selector, tolerations, the workload annotation and pod-set label, the
+    topology gate when the pod set has a topology assignment), written while the TrainJob is
+    still suspended (the Trainer's webhook refuses runtime-patch changes on a running TrainJob);
+    then ``spec.suspend: false``."""
+    replicated = [{"name": s.name, "template": {"spec": {"template": _pod_template_patch(
+        template_start_patch({}, s, workload_name, topology_gate=True))}}} for s in starts]
+    return [{"spec": {"runtimePatches": _with_kueue_replicated_jobs(trainjob, replicated)}},
+            {"spec": {"suspend": False}}]
 
 
-def start_patches(trainjob: Mapping[str, Any], patches: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The two merge patches Kueue's start amounts to, in order: the runtime patch while
-    suspended, then ``spec.suspend: false``."""
-    whole = start_patch(trainjob, patches)
-    return [{"spec": {"runtimePatches": whole["spec"]["runtimePatches"]}}, {"spec": {"suspend": False}}]
-
-
-def restore_patch(trainjob: Mapping[str, Any]) -> dict[str, Any] | None:
+def restore_patch(trainjob: Obj, _original_pod_sets: Sequence[Obj]) -> Patch | None:
     """Kueue's ``RestorePodSetsInfo``: its runtime patch's replicated jobs cleared."""
     current = _kueue_runtime_patch(trainjob)
     rjobs = ((((current or {}).get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}) \
@@ -214,12 +248,12 @@ def restore_patch(trainjob: Mapping[str, Any]) -> dict[str, Any] | None:
 
 # --- state -------------------------------------------------------------------------------------
 
-def finish_state(trainjob: Mapping[str, Any]) -> FinishState:
+def finish_state(trainjob: Obj) -> FinishState:
     """``Complete=True`` (succeeded) or ``Failed=True``, with the condition's message."""
-    complete = condition_true(trainjob, "Complete")
+    complete = true_condition(trainjob, "Complete")
     if complete is not None:
         return finished(True, str(complete.get("message") or ""))
-    failed = condition_true(trainjob, "Failed")
+    failed = true_condition(trainjob, "Failed")
     if failed is not None:
         return finished(False, str(failed.get("message") or ""))
     return NOT_FINISHED
@@ -229,16 +263,32 @@ def _jobs_status(trainjob: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [s for s in (trainjob.get("status") or {}).get("jobsStatus") or () if isinstance(s, Mapping)]
 
 
-def is_active(trainjob: Mapping[str, Any]) -> bool:
-    return any(as_int(s.get("active"), 0) > 0 for s in _jobs_status(trainjob))
+def active_pods(trainjob: Obj) -> int:
+    """Child Jobs still active (the Trainer reports jobs, not pods: enough to know whether
+    anything of the previous run is still going)."""
+    return sum(as_int(s.get("active"), 0) for s in _jobs_status(trainjob))
 
 
-def pods_ready(trainjob: Mapping[str, Any], jobset: Mapping[str, Any]) -> bool:
-    """Ready + succeeded child Jobs equal the rendered JobSet's replicas."""
-    replicas = sum(as_int(rj.get("replicas"), 1) for rj in _spec(jobset).get("replicatedJobs") or ())
-    ready = sum(as_int(s.get("ready"), 0) + as_int(s.get("succeeded"), 0) for s in _jobs_status(trainjob))
-    return replicas == ready
+def pods_ready(trainjob: Obj) -> bool:
+    """Every replicated job's child Jobs ready or succeeded (Kueue compares their sum with the
+    rendered JobSet's replicas; the status carries no replica count, so each replicated job
+    that reports one counts its active Jobs as the ones that must be ready)."""
+    statuses = _jobs_status(trainjob)
+    return bool(statuses) and all(
+        as_int(s.get("ready"), 0) + as_int(s.get("succeeded"), 0) >= max(as_int(s.get("active"), 0), 1)
+        for s in statuses)
 
 
 def pod_selector(trainjob: Mapping[str, Any]) -> str:
     return f"{LABEL_JOBSET_NAME}={(trainjob.get('metadata') or {}).get('name', '')}"
+
+
+TRAINJOB = JobKind(
+    group=GROUP, version=VERSION, kind="TrainJob", plural="trainjobs", framework=FRAMEWORK,
+    pod_sets=_no_templates, finish_state=finish_state, active_pods=active_pods, pods_ready=pods_ready,
+    shape={"metadata": METADATA, "spec": {"suspend": "bool", "runtimeRef": {"name": "str", "kind": "str"},
+                                          "trainer": {"numNodes": "int"}, "runtimePatches": [{}]}},
+    suspend_path=("spec", "suspend"), rank_label=JOB_COMPLETION_INDEX, children=(JOBSET.framework,),
+    pod_sets_from=pod_sets_from, related=RUNTIMES, custom_start=start_patches, custom_restore=restore_patch,
+    topology_gate=True, create_defaults=create_defaults,
+)

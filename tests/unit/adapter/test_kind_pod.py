@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.adapter.newkinds import podgroups
-from scheduler.adapter.newkinds.serving import (
-    deployment_template_patch,
-    statefulset_pod_patch,
-    statefulset_pod_sets,
-    statefulset_workload,
-)
+from admission.mutation import apply_patch
+from scheduler.adapter.kinds import pod as podgroups
+from scheduler.adapter.kinds.base import FinishState
+from scheduler.adapter.kinds.deployment import DEPLOYMENT
+from scheduler.adapter.kinds.pod import POD
+from scheduler.adapter.kinds.podgroups import group_workload, pod_group_patch
+from scheduler.adapter.kinds.statefulset import STATEFULSET
+from scheduler.adapter.kinds.workloads import workload_pod_set, workload_pod_sets
 
 GROUP, TOTAL = "kueue.x-k8s.io/pod-group-name", "kueue.x-k8s.io/pod-group-total-count"
 
@@ -78,7 +79,7 @@ def pod(name: str, r: dict[str, str], group: str | None = "g", total: str | None
 def test_group_pod_sets_one_per_role_sorted_failed_pods_left_out() -> None:
     pods = [pod("a", {"cpu": "1"}), pod("b", {"cpu": "1", "memory": "1Gi"}), pod("c", {"cpu": "1"}),
             pod("d", {"cpu": "1"}, phase="Failed")]
-    pod_sets = podgroups.group_pod_sets(pods)
+    pod_sets = [workload_pod_set(ps) for ps in podgroups.group_pod_sets(pods)]
     assert [(ps["name"], ps["count"]) for ps in pod_sets] == [("4ebdd4a6", 1), ("dc85db45", 2)]
     assert pod_sets[1]["template"] == {"spec": pods[0]["spec"]}  # spec only
     assert pod_sets[1]["topologyRequest"] == {"podIndexLabel": "kueue.x-k8s.io/pod-group-pod-index"}
@@ -87,13 +88,13 @@ def test_group_pod_sets_one_per_role_sorted_failed_pods_left_out() -> None:
 def test_role_hash_annotation_wins_and_fast_admission_counts_the_total() -> None:
     pods = [pod("a", {"cpu": "1"}, total="4", **{"kueue.x-k8s.io/role-hash": "main",
                                                  "kueue.x-k8s.io/pod-group-fast-admission": "true"})]
-    assert [(ps["name"], ps["count"]) for ps in podgroups.group_pod_sets(pods)] == [("main", 4)]
+    assert [(ps.name, ps.count) for ps in podgroups.group_pod_sets(pods)] == [("main", 4)]
 
 
 def test_single_pod_is_main_of_one_with_its_topology_request() -> None:
     single = pod("solo", {"cpu": "1"}, group=None, total=None,
                  **{"kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"})
-    [ps] = podgroups.single_pod_sets(single)
+    [ps] = workload_pod_sets(POD, single)
     assert (ps["name"], ps["count"]) == ("main", 1)
     assert ps["topologyRequest"] == {"required": "topology.k8s.aws/network-node-layer-3",
                                      "podIndexLabel": "kueue.x-k8s.io/pod-group-pod-index"}
@@ -115,17 +116,17 @@ def test_group_total_count_errors_are_kueues(total: str | None, message: str) ->
 
 def test_group_finishes_when_all_succeeded_or_an_unretriable_group_stops() -> None:
     done = [pod(n, {}, total="2", phase="Succeeded") for n in "ab"]
-    assert podgroups.finish_state(done) == podgroups.FinishState(True, "Succeeded", "Pods succeeded: 2/2.")
+    assert podgroups.group_finish_state(done) == FinishState(True, "Succeeded", "Pods succeeded: 2/2.")
     half = [pod("a", {}, total="2", phase="Succeeded"), pod("b", {}, total="2", phase="Running")]
-    assert not podgroups.finish_state(half).finished
+    assert not podgroups.group_finish_state(half).finished
     stopped = [pod("a", {}, total="2", phase="Succeeded"),
                pod("b", {}, total="2", phase="Failed", **{"kueue.x-k8s.io/retriable-in-group": "false"})]
-    assert podgroups.finish_state(stopped).message == "Pods succeeded: 1/2."
+    assert podgroups.group_finish_state(stopped).message == "Pods succeeded: 1/2."
     serving = [pod(n, {}, total="2", phase="Succeeded", **{"kueue.x-k8s.io/pod-group-serving": "true"}) for n in "ab"]
-    assert not podgroups.finish_state(serving).finished
+    assert not podgroups.group_finish_state(serving).finished
     single = pod("s", {}, group=None, total=None, phase="Failed")
     single["status"]["message"] = "OOM"
-    assert podgroups.finish_state([single]) == podgroups.FinishState(True, "Failed", "OOM")
+    assert podgroups.group_finish_state([single]) == FinishState(True, "Failed", "OOM")
 
 
 def test_suspended_while_gated_or_terminated_active_while_running() -> None:
@@ -133,10 +134,10 @@ def test_suspended_while_gated_or_terminated_active_while_running() -> None:
     gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
     running = pod("b", {}, phase="Running")
     assert podgroups.is_suspended([gated, running]) and not podgroups.is_suspended([running])
-    assert podgroups.is_active([running], now=100.0, deletion_time={})
+    assert podgroups.any_running([running], now=100.0, deletion_time={})
     running["metadata"]["deletionGracePeriodSeconds"] = 30
-    assert not podgroups.is_active([running], now=100.0, deletion_time={"b": 10.0})  # stuck terminating
-    assert podgroups.is_active([running], now=100.0, deletion_time={"b": 90.0})
+    assert not podgroups.any_running([running], now=100.0, deletion_time={"b": 10.0})  # stuck terminating
+    assert podgroups.any_running([running], now=100.0, deletion_time={"b": 90.0})
 
 
 def test_statefulset_workload_and_pod_group_stamp() -> None:
@@ -146,25 +147,43 @@ def test_statefulset_workload_and_pod_group_stamp() -> None:
            "spec": {"replicas": 3, "template": {
                "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": "l3"}, "labels": {"a": "b"}},
                "spec": requests({"cpu": "1"})}}}
-    [ps] = statefulset_pod_sets(sts)
+    [ps] = workload_pod_sets(STATEFULSET, sts)
     assert (ps["name"], ps["count"], ps["template"]) == ("main", 3, {"spec": requests({"cpu": "1"})})
     assert ps["topologyRequest"] == {"required": "l3", "podIndexLabel": "apps.kubernetes.io/pod-index"}
-    wl = statefulset_workload(sts)
+    wl = group_workload(STATEFULSET, sts, 0, 0, None)
     assert wl["metadata"]["name"].startswith("statefulset-web-") and wl["spec"]["queueName"] == "lq"
-    assert wl["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
-    stamp = statefulset_pod_patch(sts, {"metadata": {"name": "web-0", "labels": {}}})
+    assert wl["metadata"]["annotations"] == {"kueue.x-k8s.io/is-group-workload": "true",
+                                             "kueue.x-k8s.io/job-owner-gvk": "apps/v1, Kind=StatefulSet",
+                                             "kueue.x-k8s.io/job-owner-name": "web"}
+    member = {"metadata": {"name": "web-0", "labels": {}, "ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u1", "controller": True}]},
+        "spec": requests({"cpu": "1"})}
+    assert STATEFULSET.pod_groups is not None and STATEFULSET.pod_groups.owner_name(member) == "web"
+    stamp = pod_group_patch(STATEFULSET, member, sts)
     assert stamp is not None
     assert stamp["metadata"]["labels"][GROUP] == wl["metadata"]["name"]
     assert stamp["metadata"]["annotations"][TOTAL] == "3"
+    assert stamp["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-fast-admission"] == "true"
     joined = {"metadata": {"labels": {**stamp["metadata"]["labels"]}, "annotations": stamp["metadata"]["annotations"]},
               "spec": requests({"cpu": "1"})}
-    assert statefulset_pod_patch(sts, joined) is None
-    assert [(p["name"], p["count"]) for p in podgroups.group_pod_sets([joined])] == [("main", 3)]
+    assert pod_group_patch(STATEFULSET, joined, sts) is None
+    assert [(p.name, p.count) for p in podgroups.group_pod_sets([joined])] == [("main", 3)]
+    assert STATEFULSET.pod_groups.group_count({**sts, "spec": {"replicas": 0}}) == 0  # scaled to 0: no Workload
 
 
-def test_deployment_template_stamp() -> None:
-    dep = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/priority-class": "p"}}}
-    assert deployment_template_patch(dep) == {"spec": {"template": {"metadata": {
+def test_deployment_and_statefulset_template_stamps() -> None:
+    dep = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/priority-class": "p"}},
+           "spec": {"template": {"spec": requests({})}}}
+    ops: list[dict[str, Any]] = []
+    assert DEPLOYMENT.create_defaults is not None
+    DEPLOYMENT.create_defaults(dep, ops, dep["metadata"]["labels"])
+    assert apply_patch(dep, ops)["spec"]["template"]["metadata"] == {
         "annotations": {"kueue.x-k8s.io/pod-suspending-parent": "deployment"},
         "labels": {"kueue.x-k8s.io/managed": "true", "kueue.x-k8s.io/queue-name": "lq",
-                   "kueue.x-k8s.io/priority-class": "p"}}}}}
+                   "kueue.x-k8s.io/priority-class": "p"}}
+    ops = []
+    assert STATEFULSET.pod_groups is not None
+    STATEFULSET.pod_groups.template_defaults(dep, ops, None)
+    assert apply_patch(dep, ops)["spec"]["template"]["metadata"] == {
+        "annotations": {"kueue.x-k8s.io/pod-suspending-parent": "statefulset"},
+        "labels": {"kueue.x-k8s.io/managed": "true"}}

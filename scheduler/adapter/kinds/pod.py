@@ -7,17 +7,21 @@ A pod with a queue label is a job of its own: one Workload ``pod-<name>-<hash>``
 per *role* (pods whose admission-relevant spec fields hash alike, :func:`role_hash`), named by
 the hash, sorted. Pod templates keep only the spec; the rank label is
 ``kueue.x-k8s.io/pod-group-pod-index`` (copied by the webhook from the label the pod's
-``kueue.x-k8s.io/pod-group-pod-index-label`` annotation names)."""
+``kueue.x-k8s.io/pod-group-pod-index-label`` annotation names). Pods are held by Kueue's
+``kueue.x-k8s.io/admission`` scheduling gate (the pod webhook, ``admission/pods.py``) until their
+Workload is admitted; the controller's pod phases (``scheduler/kube/podintegration.py``) create
+the Workloads, release the gate with the pod set's node selector, finish and stop them."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.adapter.newkinds.common import (
+from scheduler.adapter.kinds.base import NOT_FINISHED, FinishState, JobKind, Obj, PodSetSource, finished
+from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE
+from scheduler.core.kueue_names import (
     ANN_POD_GROUP_FAST_ADMISSION,
     ANN_POD_GROUP_SERVING,
     ANN_POD_GROUP_TOTAL_COUNT,
@@ -25,10 +29,6 @@ from scheduler.adapter.newkinds.common import (
     GATE_ADMISSION,
     LABEL_POD_GROUP_NAME,
     LABEL_POD_GROUP_POD_INDEX,
-    NOT_FINISHED,
-    FinishState,
-    finished,
-    pod_set,
 )
 from scheduler.core.workload import ANN_ROLE_HASH, DEFAULT_POD_SET, kueue_workload_name
 
@@ -146,37 +146,36 @@ def runnable_or_succeeded(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") != "Failed"
 
 
-def _pod_pod_set(pod: Mapping[str, Any], name: str, count: int) -> dict[str, Any]:
+def pod_pod_set(pod: Mapping[str, Any], name: str, count: int) -> PodSetSource:
     """Kueue's ``constructPodSet``: the spec only as template, the topology request from the
     pod's annotations with ``kueue.x-k8s.io/pod-group-pod-index`` as rank label."""
-    ps = pod_set(name, count, {"metadata": {"annotations": dict(_meta(pod).get("annotations") or {})}},
-                 LABEL_POD_GROUP_POD_INDEX)
-    ps["template"] = {"spec": copy.deepcopy(dict(pod.get("spec") or {}))}
-    return ps
+    template = {"metadata": {"annotations": dict(_meta(pod).get("annotations") or {})},
+                "spec": dict(pod.get("spec") or {})}
+    return PodSetSource(name, count, template, (), LABEL_POD_GROUP_POD_INDEX, spec_only=True)
 
 
-def single_pod_sets(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [_pod_pod_set(pod, DEFAULT_POD_SET, 1)]
+def single_pod_sets(pod: Obj) -> list[PodSetSource]:
+    return [pod_pod_set(pod, DEFAULT_POD_SET, 1)]
 
 
-def group_pod_sets(pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def group_pod_sets(pods: Sequence[Mapping[str, Any]]) -> list[PodSetSource]:
     """The pod sets of a group from its members: one per role among the runnable or succeeded
     pods, count = members of that role, sorted by name; with fast admission
-    (``kueue.x-k8s.io/pod-group-fast-admission``, StatefulSets) one pod set from the first runnable
-    pod with count = the total count. Raises :class:`PodGroupError`."""
+    (``kueue.x-k8s.io/pod-group-fast-admission``) one pod set from the first runnable pod with
+    count = the total count. Raises :class:`PodGroupError`."""
     runnable = [p for p in pods if runnable_or_succeeded(p)]
     if pods and ANN_POD_GROUP_FAST_ADMISSION in (_meta(pods[0]).get("annotations") or {}):
         total = group_total_count(pods[0])
         if not runnable:
             raise PodGroupError("failed to find a runnable pod in the group")
-        return [_pod_pod_set(runnable[0], pod_role(runnable[0]), total)]
+        return [pod_pod_set(runnable[0], pod_role(runnable[0]), total)]
     counts: dict[str, int] = {}
     first: dict[str, Mapping[str, Any]] = {}
     for pod in runnable:
         role = pod_role(pod)
         counts[role] = counts.get(role, 0) + 1
         first.setdefault(role, pod)
-    return [_pod_pod_set(first[role], role, counts[role]) for role in sorted(counts)]
+    return [pod_pod_set(first[role], role, counts[role]) for role in sorted(counts)]
 
 
 def workload_name(pod: Mapping[str, Any]) -> str:
@@ -186,6 +185,11 @@ def workload_name(pod: Mapping[str, Any]) -> str:
         return group
     meta = _meta(pod)
     return kueue_workload_name("Pod", "", str(meta.get("name", "")), str(meta.get("uid", "")))
+
+
+def pod_set_of(pod: Mapping[str, Any]) -> str:
+    """The pod set a member of a Workload of the pod integration belongs to."""
+    return pod_role(pod) if group_name(pod) else DEFAULT_POD_SET
 
 
 # --- state -------------------------------------------------------------------------------------
@@ -213,7 +217,7 @@ def is_serving(pods: Sequence[Mapping[str, Any]]) -> bool:
         (_meta(pods[0]).get("annotations") or {}).get(ANN_POD_GROUP_SERVING) == "true"
 
 
-def finish_state(pods: Sequence[Mapping[str, Any]]) -> FinishState:
+def group_finish_state(pods: Sequence[Mapping[str, Any]]) -> FinishState:
     """A single pod: when Succeeded / Failed, with its status message. A group: when its
     succeeded members reach the total count, or all are terminated and one is unretriable
     (``kueue.x-k8s.io/retriable-in-group: "false"``); message "Pods succeeded: <s>/<n>.". A
@@ -237,7 +241,7 @@ def finish_state(pods: Sequence[Mapping[str, Any]]) -> FinishState:
     return NOT_FINISHED
 
 
-def is_active(pods: Sequence[Mapping[str, Any]], now: float, deletion_time: Mapping[str, float]) -> bool:
+def any_running(pods: Sequence[Mapping[str, Any]], now: float, deletion_time: Mapping[str, float]) -> bool:
     """Some member Running and not stuck terminating past its grace period. ``deletion_time``:
     pod name -> its deletionTimestamp in seconds (the caller parses timestamps)."""
     for pod in pods:
@@ -252,7 +256,27 @@ def is_active(pods: Sequence[Mapping[str, Any]], now: float, deletion_time: Mapp
     return False
 
 
-def pods_ready(pods: Sequence[Mapping[str, Any]]) -> bool:
+def all_ready(pods: Sequence[Mapping[str, Any]]) -> bool:
     return bool(pods) and all(
         any(c.get("type") == "Ready" and c.get("status") == "True" for c in (p.get("status") or {}).get("conditions")
             or ()) for p in pods)
+
+
+def finish_state(pod: Obj) -> FinishState:
+    return group_finish_state([pod])
+
+
+def active_pods(pod: Obj) -> int:
+    return int(_phase(pod) == "Running")
+
+
+def pods_ready(pod: Obj) -> bool:
+    return all_ready([pod])
+
+
+POD = JobKind(
+    group="", version="v1", kind="Pod", plural="pods", framework=FRAMEWORK, pod_sets=single_pod_sets,
+    finish_state=finish_state, active_pods=active_pods, pods_ready=pods_ready,
+    shape={"metadata": METADATA, "spec": POD_TEMPLATE["spec"]}, suspend_path=None,
+    rank_label=LABEL_POD_GROUP_POD_INDEX, single_pod_set=True,
+)
