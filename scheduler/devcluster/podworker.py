@@ -100,6 +100,7 @@ class PodWorker:
     def _run(self) -> None:
         retry_s = RETRY_START_S
         try:
+            self._report()  # Pending at once, as a kubelet says (images and containers take seconds)
             while not self._terminating():
                 if not self.started:
                     try:
