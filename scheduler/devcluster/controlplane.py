@@ -8,9 +8,11 @@ with the pids), so ``LocalCluster.load(dir).stop()`` from another process stops 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import socket
@@ -19,7 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,17 +86,47 @@ _HANDED_OUT: set[int] = set()
 _HANDED_OUT_LOCK = threading.Lock()
 
 
+# Listening ports are chosen below the kernel's ephemeral range: a port picked from that range
+# (binding port 0) can be taken by any outgoing connection (a client's local port) between
+# choosing it and the component binding it, and KWOK then exits with "address already in use".
+LISTEN_PORTS_FROM = 10000
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def _bind_listening_port(candidates: Iterator[int]) -> socket.socket:
+    for port in candidates:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((LOOPBACK, port))
+            return s
+        except OSError:
+            s.close()
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # nothing free below the range: any port
+    s.bind((LOOPBACK, 0))
+    return s
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports, none handed out before by this process. All
-    sockets stay bound until every port is chosen: binding port 0 one socket at a time can
-    hand out the same port twice."""
+    """``count`` distinct free loopback ports, none handed out before by this process, below the
+    ephemeral range (no outgoing connection takes them before they are bound). All sockets stay
+    bound until every port is chosen: binding one socket at a time can hand out the same port
+    twice."""
+    low = max(LISTEN_PORTS_FROM + 1000, ephemeral_port_range()[0])
+    start = random.randrange(LISTEN_PORTS_FROM, low)
+    candidates = itertools.chain(range(start, low), range(LISTEN_PORTS_FROM, start))
     socks: list[socket.socket] = []
     with _HANDED_OUT_LOCK:
         try:
             chosen: list[int] = []
             while len(chosen) < count:
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.bind((LOOPBACK, 0))
+                s = _bind_listening_port(p for p in candidates if p not in _HANDED_OUT)
                 socks.append(s)
                 port = int(s.getsockname()[1])
                 if port not in _HANDED_OUT:
