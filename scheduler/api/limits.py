@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from scheduler.http.limits import is_loopback
+from scheduler.http.limits import GRPC_CAPS, is_loopback
 from scheduler.sim.trace import Trace
 
 # Place/Explain: CP-SAT gives its best answer within the budget; past a few seconds it rarely
@@ -124,8 +124,8 @@ class GrpcLimits:
     a worker thread while it runs (a WatchDecisions stream for as long as it is open), so calls
     are bounded per client address too."""
 
-    max_connections: int = 512             # in all; over it, the busiest address's least active one gives way
-    max_connections_per_client: int = 64   # per client address; over it, that address's least active one
+    max_connections: int = GRPC_CAPS.total  # in all; over it, the busiest address's least active one gives way
+    max_connections_per_client: int = GRPC_CAPS.per_client  # per address; over it, its least active one
     first_bytes_timeout_ms: int = 5_000    # from the accept to the first byte (the TLS ClientHello, HTTP/2 preface)
     idle_timeout_ms: int = 90_000          # no byte either way for this long: closed by the front
     handshake_timeout_ms: int = 5_000      # the TLS handshake and HTTP/2 settings (gRPC's default: 120 s)
