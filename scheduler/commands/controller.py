@@ -11,9 +11,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._connections import add_connection_arguments, connection_caps
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.core.placement.options import POLICIES, POLICY_KUEUE, PlacementOptions
+from scheduler.http.limits import GRPC_CAPS
 from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLES_PER_PASS
 from scheduler.logsetup import add_log_format_argument
 
@@ -90,6 +92,7 @@ def register(sub: Any) -> None:
     g.add_argument("--grpc-calls-per-client", type=int, default=None, metavar="N",
                    help="calls (streams included) one client address may have running; more are refused with "
                         "RESOURCE_EXHAUSTED (default: a quarter of --grpc-workers, at least 2)")
+    add_connection_arguments(g, GRPC_CAPS, "one client machine (or NAT address)", prefix="grpc-")
     p.add_argument("--kueue-lease", default="", metavar="NAMESPACE/NAME",
                    help="hold admission while this Lease (Kueue's leader Lease, e.g. "
                    "kueue-system/c1f6bfd2.kueue.x-k8s.io) keeps being renewed: a Kueue controller that comes back "
@@ -134,6 +137,7 @@ def check_grpc_args(args: argparse.Namespace) -> None:
     calls = getattr(args, "grpc_calls_per_client", None)
     if calls is not None and calls < 1:
         raise UserError(f"--grpc-calls-per-client must be at least 1, got {calls}")
+    connection_caps(args, prefix="grpc-")
 
 
 def start_api(args: argparse.Namespace, controller: Any) -> Any:
@@ -147,13 +151,15 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
     from scheduler.errors import UserError
 
     check_grpc_args(args)
+    caps = connection_caps(args, prefix="grpc-")
     tls = TlsConfig(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca) if args.grpc_tls_cert else None
     token = load_token(args.grpc_token_file) if args.grpc_token_file else None
     engine = ControllerEngine(controller)
     try:
         server = ApiServer(engine, bind=args.grpc_bind, port=args.grpc_port, tls=tls, token=token,
                            reflection=args.grpc_reflection, max_workers=args.grpc_workers,
-                           limits=GrpcLimits(calls_per_client=args.grpc_calls_per_client))
+                           limits=GrpcLimits(calls_per_client=args.grpc_calls_per_client,
+                                             max_connections=caps.total, max_connections_per_client=caps.per_client))
     except UserError as err:
         if err.exit_code == 1:  # cannot listen
             log.error("%s; running without the gRPC API", err)
