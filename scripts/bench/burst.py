@@ -54,7 +54,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from scheduler.kube.informer import JOBS, Api  # noqa: E402
+from scheduler.k8s.informer import JOBS, Api  # noqa: E402
 
 from scripts.bench.benchlib import (  # noqa: E402
     ProcessUsage,

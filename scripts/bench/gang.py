@@ -62,7 +62,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kubernetes import client  # noqa: E402
-from scheduler.kube.informer import JOBS, Api, Resource  # noqa: E402
+from scheduler.k8s.informer import JOBS, Api, Resource  # noqa: E402
 
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.devcluster.apply import apply_objects  # noqa: E402

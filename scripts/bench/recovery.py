@@ -57,7 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kubernetes import client  # noqa: E402
-from scheduler.kube.informer import JOBS, NODES, PODS  # noqa: E402
+from scheduler.k8s.informer import JOBS, NODES, PODS  # noqa: E402
 
 from scheduler.devcluster.apply import wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL  # noqa: E402

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.kube.informer import PODS, Informer, wait_synced
+from scheduler.k8s.informer import PODS, Informer, wait_synced
 
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 
