@@ -62,10 +62,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kubernetes import client  # noqa: E402
-from scheduler.k8s.informer import JOBS, Api, Resource  # noqa: E402
 
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.devcluster.apply import apply_objects  # noqa: E402
+from scheduler.k8s.informer import JOBS, Api, Resource  # noqa: E402
 from scripts.bench.benchlib import balanced_order, load_average, ratio  # noqa: E402
 from scripts.bench.percentiles import percentile  # noqa: E402
 from scripts.bench.watches import BindWatch  # noqa: E402
