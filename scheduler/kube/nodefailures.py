@@ -164,6 +164,10 @@ class NodeFailureHandler:
         # (host, healthy, failure kind) per node, reused while the node is unchanged: judging
         # every node on every pass was a quarter of the pass on Kueue's 640-node perf test.
         self._verdicts: VersionMemo[tuple[str, bool, str]] = VersionMemo()
+        # Each holding Workload's decoded assignment and its hosts, reused while the Workload is
+        # unchanged: decoding every admitted Workload on every pass was a quarter of the
+        # controller's CPU in a burst of 1,100 jobs (docs/performance.md, issue 34).
+        self._placed: dict[str, tuple[tuple[str, str], PlacedWorkload, frozenset[str]]] = {}
 
     def record_nodes(self, now: float) -> dict[str, Obj]:
         """Record every node's health (and nodes that are gone); returns the nodes by host.
@@ -203,15 +207,18 @@ class NodeFailureHandler:
         placed: dict[str, tuple[PlacedWorkload, Obj]] = {}
 
         def consider(wl: Obj) -> None:
-            workload = placed_workload(wl)
+            workload, hosts = self._placed_workload(wl)
             readable.append(wl)
-            for host in workload.assigned_nodes():
+            for host in hosts:
                 if host not in nodes and host not in self.tracker.deleted:
                     self.tracker.observe_deleted(host)
-            if self.tracker.failed_among(workload.assigned_nodes(), now):
+            if self.tracker.failed_among(hosts, now):
                 placed[workload.key] = (workload, wl)
 
         self.isolation.for_each("node_failures", holding, consider, workload_of=lambda wl: wl)
+        if len(self._placed) > 2 * len(holding) + 1024:  # released or gone
+            keep = {object_key(wl) for wl in holding}
+            self._placed = {k: v for k, v in self._placed.items() if k in keep}
         self._watch_storms(nodes, now)
         held = held_nodes(self.storms)
         self.isolation.for_each("node_failures", [wl for wl in holding if st.condition_true(wl, HELD_CONDITION)
@@ -234,6 +241,19 @@ class NodeFailureHandler:
         decisions = self._decide([w for w, _ in placed.values()], nodes, readable, now, held)
         self.isolation.for_each("node_failures", decisions, apply, subject=lambda d: placed[d.workload][1],
                                 workload_of=lambda d: placed[d.workload][1])
+
+    def _placed_workload(self, wl: Obj) -> tuple[PlacedWorkload, frozenset[str]]:
+        """The Workload's assignment as the decision reads it and its hosts, decoded again only
+        when the Workload changed (a new resourceVersion, or another object of that name)."""
+        meta = wl.get("metadata") or {}
+        key, stamp = object_key(wl), (str(meta.get("resourceVersion") or ""), str(meta.get("uid") or ""))
+        hit = self._placed.get(key)
+        if hit is not None and hit[0] == stamp and stamp[0]:
+            return hit[1], hit[2]
+        workload = placed_workload(wl)
+        hosts = frozenset(workload.assigned_nodes())
+        self._placed[key] = (stamp, workload, hosts)
+        return workload, hosts
 
     def _decide(self, workloads: Sequence[PlacedWorkload], nodes: Mapping[str, Obj], holding: list[Obj],
                 now: float, held: Mapping[str, Storm]) -> list[NodeFailureDecision]:
