@@ -20,9 +20,11 @@ snapshot), and on eviction released at once (nothing to stop) with the same requ
 4. ``progress_evictions`` an evicted Workload's Job is suspended; once its pods are gone the
                           reservation is dropped and the Workload requeued (or, past its
                           HyperPod auto-resume retries, finished as Failed).
-5. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors.
-6. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
-                          its decisions are written back (admit / preempt / pending reason).
+5. ``admit``              Kueue's admission cycles back to back (``scheduler.core.cycle``) on a
+                          snapshot; their decisions are written back (admit / preempt / pending
+                          reason), then the queue objects' status.
+6. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors: the
+                          ones this pass admitted too, so a job starts in the pass that admits it.
 
 Only the leader runs phases; followers keep caches warm. Every write goes through the
 :class:`~scheduler.kube.writer.Writer`, which checks leadership before each one.
@@ -322,7 +324,7 @@ class Controller:
             evicted = st.find_condition(wl, st.EVICTED) or {}
             self.writer.event(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
 
-    # ------------------------------------------------------------------ phase 4
+    # ------------------------------------------------------------------ phase 6
     def start_admitted(self) -> None:
         jobs = self.lookups.job_index()
         self.isolation.for_each("start_admitted",
@@ -362,8 +364,11 @@ class Controller:
         self.pods_ready.run(wi.live(self.cache.workloads), self.lookups.job_index(), owner_uid)
         self.node_failures.run()
         self.progress_evictions()
-        self.start_admitted()
         snapshot = self.admit()  # writes the queue status too
+        # Right after admission, so a job admitted in this pass starts in this pass instead of
+        # waiting for the next one (a burst's jobs started one pass late, issue 34); also starts
+        # any admitted job an earlier pass could not.
+        self.start_admitted()
         self.metrics.reconciled(snapshot, wi.finished_counts(self.cache.workloads))
         if self.defrag is not None:
             self.defrag.run(self._snapshot)
