@@ -14,7 +14,7 @@ from typing import Any
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.core.placement.options import POLICIES, POLICY_KUEUE, PlacementOptions
-from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLES_PER_PASS
+from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLE_BUDGET_MS, DEFAULT_CYCLES_PER_PASS
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -55,8 +55,12 @@ def register(sub: Any) -> None:
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
     p.add_argument("--cycles-per-pass", type=int, default=DEFAULT_CYCLES_PER_PASS,
                    help="Kueue scheduling cycles run back to back in one reconcile pass, each seeing the "
-                   f"admissions of the ones before (default {DEFAULT_CYCLES_PER_PASS}; 1 = one head per "
-                   "ClusterQueue per pass)")
+                   f"admissions of the ones before: at least this many (default {DEFAULT_CYCLES_PER_PASS}; "
+                   "with --cycle-budget-ms 0, exactly; 1 = one head per ClusterQueue per pass)")
+    p.add_argument("--cycle-budget-ms", type=float, default=DEFAULT_CYCLE_BUDGET_MS,
+                   help="while a backlog is admitted, run more cycles in a pass as long as the last pass's time "
+                   f"per cycle says they fit in this many milliseconds (default {DEFAULT_CYCLE_BUDGET_MS:g}, "
+                   "at most 256 cycles; 0: exactly --cycles-per-pass)")
     p.add_argument("--concurrent-writes", type=int, default=DEFAULT_CONCURRENT_WRITES,
                    help="API writes of one reconcile phase in flight at once (admissions, pending reasons, queue "
                    f"status, job start/stop; default {DEFAULT_CONCURRENT_WRITES}; 1 = one after the other)")
@@ -114,6 +118,11 @@ def placement_options(names: str) -> PlacementOptions:
         return PlacementOptions.from_names(names)
     except ValueError as exc:
         raise UserError(f"--placement-policy: {exc}") from exc
+
+
+# Connections the controller's watches and its own background writers hold (16 informers, the
+# lease, the Event writer, the Kueue guard), beside its writes in flight (--concurrent-writes).
+WATCH_CONNECTIONS = 24
 
 
 def check_grpc_args(args: argparse.Namespace) -> None:
@@ -218,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     config = controller_kueue_config(args)
-    api = Api(api_client(args.kubeconfig))
+    # The writes in flight, every informer's watch, the lease and the Event writer at once.
+    api = Api(api_client(args.kubeconfig, connections=max(1, args.concurrent_writes) + WATCH_CONNECTIONS))
     try:
         elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
                                lease_duration_s=args.leader_elect_lease_duration,
@@ -242,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
                                            args.defrag_interval_seconds, ledger=controller.preemption_ledger)
     controller.cycles_per_pass = max(1, args.cycles_per_pass)
+    controller.cycle_budget_s = max(0.0, args.cycle_budget_ms) / 1000
     controller.writer.concurrency = max(1, args.concurrent_writes)
     controller.gc_policy = GcPolicy()  # this process holds the caches: freeze what survives a pass
     metrics = ControllerMetrics()

@@ -154,6 +154,9 @@ class Controller:
         # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
         # head per ClusterQueue per pass (``--cycles-per-pass``).
         self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS
+        # More cycles while the last pass's time per cycle says they fit in this many seconds
+        # (kube/cycle_budget.py, ``--cycle-budget-ms``); 0: exactly ``cycles_per_pass``.
+        self.cycle_budget_s = 0.0
         # Process-wide garbage-collection tuning (scheduler.kube.gcpolicy); off unless the
         # controller command sets it, since it changes the collector for the whole process.
         self.gc_policy: GcPolicy | None = None
