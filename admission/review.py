@@ -229,6 +229,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
     if job_kind is not None:
+        # The default deny first (the catch-all vqueued leaves the registry's kinds to this path):
+        # a kind the Configuration does not enable is refused with the line naming the gap.
+        as_path = dict(req, kind={"group": job_kind.group, "version": job_kind.version, "kind": job_kind.kind})
+        governed = _ungoverned_refusal(uid, as_path, obj, old, view, controller_users, governance, api_version)
+        if not governed["response"]["allowed"]:
+            return governed
         refusal = _unsuspend_refusal(uid, job_kind, req, obj, old, controller_users, api_version, view)
         if refusal is not None:
             return refusal
