@@ -77,7 +77,7 @@ from tests.conformance.harness import Run, job_object, start_run  # noqa: E402
 
 NODE_LEASE_S = 3600  # see extender.NODE_LEASE_S
 TOPOSCHED_COMPONENTS = ("toposched-controller", "toposched-webhook", "toposched-extender")
-PROFILED = ("toposched-controller", "toposched-webhook")
+PROFILED = ("toposched-controller", "toposched-webhook", "toposched-extender")
 
 
 # ---------------------------------------------------------------------- the burst
@@ -279,7 +279,9 @@ class Profiler:
     """py-spy on toposched's controller and webhook for the burst (raw stacks, idle samples
     included, so a phase waiting on API writes shows up as wall-clock time)."""
 
-    def __init__(self, directory: Path | None, pids: Mapping[str, int], label: str) -> None:
+    def __init__(self, directory: Path | None, pids: Mapping[str, int], label: str, idle: bool = True) -> None:
+        """``idle``: sample waiting threads too (where the pass's wall time goes); without,
+        only threads on a CPU (where the CPU goes)."""
         self.files = {name: directory / f"{label}-{name}.txt" for name in pids} if directory else {}
         self.procs: list[subprocess.Popen[bytes]] = []
         if directory is None:
@@ -287,8 +289,9 @@ class Profiler:
         directory.mkdir(parents=True, exist_ok=True)
         for name, pid in pids.items():
             self.procs.append(subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--nonblocking", "--idle",
-                 "--output", str(self.files[name])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                ["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--nonblocking",
+                 *(("--idle",) if idle else ()), "--output", str(self.files[name])],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def stop(self) -> dict[str, list[str]]:
         for proc in self.procs:
@@ -348,7 +351,8 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
     pids = engine_pids(base, run)
     profiler = Profiler(args.profile if base == "toposched" else None,
                         {name: run.cluster.state.processes[name].pid for name in PROFILED
-                         if base == "toposched"}, f"round{round_index + 1}")
+                         if base == "toposched"}, f"round{round_index + 1}-{engine.replace('/', '_')}",
+                        idle=not args.profile_cpu)
     try:
         load_start = load_average()
         before = {label: total_usage(ps) for label, ps in pids.items()}
@@ -465,6 +469,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--writers", type=int, default=16, help="threads creating the jobs")
     ap.add_argument("--timeout-s", type=float, default=3600, help="per engine, from the first create")
     ap.add_argument("--profile", type=Path, help="py-spy record toposched's controller and webhook into this directory")
+    ap.add_argument("--profile-cpu", action="store_true",
+                    help="with --profile: sample only threads on a CPU (where the CPU goes, not the wall time)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     ap.add_argument("--keep", action="store_true", help="keep each control plane's directory (logs)")
     args = ap.parse_args(argv)
