@@ -71,6 +71,11 @@ def register(sub: Any) -> None:
     p.add_argument("--node-unreachable-grace-seconds", type=float, default=300.0,
                    help="the same for an unreachable node (Ready=Unknown): default 300, the toleration Kubernetes "
                    "gives pods on an unreachable node, since a partition often heals and its pods may still run")
+    p.add_argument("--deleted-node-lease-absent-seconds", type=float, default=15.0,
+                   help="delete the pods of admitted workloads left on a deleted node once the API server "
+                   "confirms the Node is gone and its kubelet's Lease in kube-node-lease expired, or has been "
+                   "gone this long (default 15: a running kubelet recreates it within 10 s), so the rank "
+                   "restarts at once instead of after the pod GC's 40 s (docs/health.md); negative: never")
     add_failure_policy_arguments(p)
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
@@ -245,7 +250,9 @@ def run(args: argparse.Namespace) -> int:
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
-                            is_leader=fence, config=config, signer=signer)
+                            is_leader=fence, config=config, signer=signer,
+                            deleted_node_lease_absent_s=(args.deleted_node_lease_absent_seconds
+                                                         if args.deleted_node_lease_absent_seconds >= 0 else None))
     if args.defrag:
         if args.defrag_budget < 1 or args.defrag_interval_seconds <= 0:
             raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")

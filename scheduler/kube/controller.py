@@ -62,6 +62,7 @@ from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.gcpolicy import GcPolicy
+from scheduler.kube.gone_nodes import DEFAULT_LEASE_ABSENT_S
 from scheduler.kube.invalid import InvalidWorkloads, invalid_message
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import JobIndex
@@ -94,7 +95,8 @@ class Controller:
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS,
                  placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
-                 signer: Signer | None = None) -> None:
+                 signer: Signer | None = None,
+                 deleted_node_lease_absent_s: float | None = DEFAULT_LEASE_ABSENT_S) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
@@ -103,7 +105,9 @@ class Controller:
         hot-swapped or evicted; ``storm_policy``: the eviction-storm guard. ``config``: the admin's
         Kueue Configuration (``--kueue-config``); its ``integrations.frameworks`` limit the job
         kinds managed. ``signer``: the key the controller signs its owned annotations with
-        (``scheduler.kube.signing``; default: one of this process only)."""
+        (``scheduler.kube.signing``; default: one of this process only).
+        ``deleted_node_lease_absent_s``: the pods of admitted workloads on a deleted node are
+        deleted once no kubelet can run them (``scheduler.kube.gone_nodes``; None: never)."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -133,7 +137,8 @@ class Controller:
                                                 unreachable_grace_s=node_unreachable_grace_s,
                                                 storm_policy=storm_policy, caches=self.snapshot_caches,
                                                 prefix_runs=config.feature_gates.enabled(
-                                                    "TASAssignmentsEncodingByHostnamePrefix"))
+                                                    "TASAssignmentsEncodingByHostnamePrefix"),
+                                                deleted_node_lease_absent_s=deleted_node_lease_absent_s)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.lookups.resolve_priority, self.kinds)
         self.queue_state = QueueState()

@@ -115,6 +115,10 @@ class Harness:
         self.events.flush()
         return [e["reason"] for e in self.api.objects(EVENTS)]
 
+    def events_of(self, reason: str) -> list[dict[str, Any]]:
+        self.events.flush()
+        return [e for e in self.api.objects(EVENTS) if e["reason"] == reason]
+
     def admitted(self, name: str, pods: int) -> dict[str, Any]:
         """Job -> Workload -> admitted -> started."""
         self.api.create(JOBS, job(name, pods), NS)
