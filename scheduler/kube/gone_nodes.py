@@ -73,6 +73,9 @@ class DeletedNodePods:
         self.clock = clock
         self.lease_absent_s = lease_absent_s
         self._lease_absent_since: dict[str, dt.datetime] = {}  # node name -> first seen without a Lease
+        # uids of the pods deleted here: a watch event sent before the deletion may put one back
+        # in the cache for a moment, and it is neither deleted nor reported twice.
+        self._deleted: set[str] = set()
 
     def release(self, gone: Collection[str], holding: Iterable[Obj]) -> list[str]:
         """Delete the pods of ``holding`` Workloads bound to a node named in ``gone`` (Node
@@ -80,6 +83,7 @@ class DeletedNodePods:
         returns the names of the pods deleted."""
         if not gone:
             self._lease_absent_since.clear()
+            self._deleted.clear()
             return []
         workloads = {object_key(wl): wl for wl in holding}
         verdicts: dict[str, str | None] = {}  # node -> the evidence that no kubelet runs it (None: not shown)
@@ -87,7 +91,7 @@ class DeletedNodePods:
         for pod in self.cache.pods.items():
             node = str((pod.get("spec") or {}).get("nodeName") or "")
             meta = pod.get("metadata") or {}
-            if node not in gone:
+            if node not in gone or meta.get("uid") in self._deleted:
                 continue
             wl = workloads.get(f"{meta.get('namespace')}/{(meta.get('annotations') or {}).get(ANN_WORKLOAD)}")
             if wl is None:
@@ -105,6 +109,7 @@ class DeletedNodePods:
             if not self.writer.delete(PODS, meta["name"], meta.get("namespace"), gracePeriodSeconds=0):
                 continue  # not leading
             self.cache.forget(self.cache.pods, pod)
+            self._deleted.add(str(meta.get("uid")))
             deleted.append(str(meta["name"]))
             message = (f"Deleted pod {meta['name']} bound to node {node}: {evidence}, so no kubelet runs it; its "
                        "job controller creates it again on the node that replaced it")

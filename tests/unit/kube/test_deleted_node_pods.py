@@ -119,3 +119,16 @@ def test_nothing_is_deleted_while_not_leading_or_when_turned_off(harness: Harnes
     harness.controller.node_failures.gone_pods = releaser
     harness.controller.node_failures.run()
     assert "train-0" not in pod_names(harness)
+
+
+def test_a_stale_copy_of_a_deleted_pod_is_neither_deleted_nor_reported_again(harness: Harness) -> None:
+    wl, failed = delete_node(harness)
+    stale = harness.api.get(PODS, "train-0", NS)
+    lease(harness, failed, renewed_s_ago=100)
+    harness.controller.node_failures.run()
+    assert "train-0" not in pod_names(harness)
+    harness.cache.pods.put(stale)  # a watch event from before the deletion, arriving after it
+    harness.controller.node_failures.run()
+    assert [d for d in harness.api.delete_options if d[0] == "pods"] == [("pods", "train-0", {"gracePeriodSeconds": 0})]
+    (event,) = harness.events_of(REASON)
+    assert event["count"] == 1
