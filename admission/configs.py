@@ -16,7 +16,13 @@ failurePolicy design (docs/webhook.md):
 * Every other queued object, of any group and kind (``vqueued``, the default deny, CREATE and
   UPDATE, objectSelector ``Exists``): ``Fail``. A queued object of a kind toposched does not
   govern is refused with one line naming the gap; with the webhook down such objects cannot be
-  created either, which is the point: nothing queued runs outside toposched.
+  created either, which is the point: nothing queued runs outside toposched. The registry's
+  kinds are left out (``matchConditions``): their own validating webhook applies the same
+  default deny first (a kind the Configuration does not enable is refused there with the same
+  line), so a Job costs one validating call, not two.
+* The governed kinds' validating webhooks skip the controller's own writes (``matchConditions``,
+  as for Workloads): starting, stopping and restoring an admitted job is the controller's to do
+  and never waits for (or on) the webhook.
 * Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue): ``Ignore``. Their CRD
   CEL rules still hold; the admins can always repair queues with the webhook down.
 * Workloads: ``Fail`` (as Kueue's own ``vworkload.kb.io``), for everyone but toposched's
@@ -114,21 +120,29 @@ def not_the_controller(controller_users: Sequence[str]) -> list[dict[str, str]]:
     return [{"name": "not-toposched-controller", "expression": f"!(request.userInfo.username in [{names}])"}]
 
 
+def not_a_registry_kind() -> list[dict[str, str]]:
+    """``matchConditions`` of the default deny: every kind but the registry's, whose own
+    validating webhooks apply it (``admission/review.py``)."""
+    kinds = ", ".join(json.dumps(f"{k.group}/{k.kind}") for k in KINDS)
+    return [{"name": "not-a-registry-kind",
+             "expression": f"!((request.kind.group + '/' + request.kind.kind) in [{kinds}])"}]
+
+
 def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
                              controller_users: Sequence[str] | None = None) -> dict[str, Any]:
     """``controller_users``: the controller's usernames (``--controller-user``; default its
-    ServiceAccount in ``namespace``), whose Workload writes skip the webhook."""
+    ServiceAccount in ``namespace``), whose Workload and job writes skip the webhook."""
     controllers = list(controller_users) if controller_users else [controller_username(namespace)]
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "namespaceSelector": _namespace_selector(namespace)}
     hooks = [dict(common, name=f"v{kind.kind.lower()}.toposched.io", clientConfig=client(kind.validate_path),
                   failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(kind, ["CREATE", "UPDATE"]),
-                  objectSelector=_QUEUED) for kind in KINDS]
+                  objectSelector=_QUEUED, matchConditions=not_the_controller(controllers)) for kind in KINDS]
     # The default deny (admission/governance.py): every other queued object, of any kind.
     hooks.append(dict(common, name="vqueued.toposched.io", clientConfig=client(QUEUED_PATH), failurePolicy="Fail",
                       timeoutSeconds=5, rules=[{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
                                                 "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
-                      objectSelector=_QUEUED))
+                      objectSelector=_QUEUED, matchConditions=not_a_registry_kind()))
     for kind, plural in KUEUE_PLURALS.items():
         hooks.append(dict(
             common, name=f"v{kind.lower()}.kueue.toposched.io", clientConfig=client(validate_kueue_path(kind)),

@@ -234,8 +234,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         if not any(k is job_kind for k in governance.kinds):
             # Not governed under this Configuration: an external framework's (its controller's own
             # webhook suspends it) or one left out of integrations.frameworks (the default deny
-            # refuses it when queued): never suspended here, never run half-managed.
-            return _response(uid, True, api_version=api_version)
+            # refuses it when queued, here: the catch-all vqueued leaves the registry's kinds to
+            # their own validating webhook): never suspended here, never run half-managed.
+            if path in MUTATE_PATHS:
+                return _response(uid, True, api_version=api_version)
+            return _ungoverned_refusal(uid, _as_kind(req, job_kind), obj, old, view, controller_users, governance,
+                                       api_version)
         # The path names the kind (the object's own kind and apiVersion may be absent or, in a
         # hand-made review, contradict it): read the object as that kind, everywhere below.
         obj = dict(obj, kind=job_kind.kind, apiVersion=job_kind.api_version)
@@ -262,6 +266,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
     if job_kind is not None:
+        # The default deny first (the catch-all vqueued leaves the registry's kinds to this path):
+        # a kind the Configuration does not enable is refused with the line naming the gap.
+        governed = _ungoverned_refusal(uid, _as_kind(req, job_kind), obj, old, view, controller_users, governance,
+                                       api_version)
+        if not governed["response"]["allowed"]:
+            return governed
         refusal = _unsuspend_refusal(uid, job_kind, req, obj, old, controller_users, api_version, view)
         if refusal is not None:
             return refusal
@@ -286,6 +296,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
     if verdict.allowed:
         return _response(uid, True, warnings=verdict.warnings, api_version=api_version)
     return _response(uid, False, verdict.message(), warnings=verdict.warnings, api_version=api_version)
+
+
+def _as_kind(req: Mapping[str, Any], job_kind: JobKind) -> dict[str, Any]:
+    """The review as the default deny reads it: of the kind the path names (a hand-made review's
+    own ``kind`` may be absent or contradict it)."""
+    return dict(req, kind={"group": job_kind.group, "version": job_kind.version, "kind": job_kind.kind})
 
 
 def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str = SCHEDULER_NAME,

@@ -17,7 +17,7 @@ from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.workload_checks import FieldProblem
 from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.nodes import NodeInfo
+from scheduler.core.nodes import NodeInfo, PodInfo
 from scheduler.core.preemption.rules import LimitSpec, PreemptionConfigSpec
 from scheduler.core.queueing import PendingWorkload
 
@@ -28,6 +28,7 @@ PendingOrProblems = PendingWorkload | tuple[FieldProblem, ...]
 @dataclass
 class SnapshotCaches:
     nodes: VersionMemo[NodeInfo] = field(default_factory=VersionMemo)
+    pods: VersionMemo[PodInfo] = field(default_factory=VersionMemo)
     trees: TreeMemo = field(default_factory=TreeMemo)  # the empty tree of each TAS flavor
     admitted: VersionMemo[AdmittedWorkload] = field(default_factory=VersionMemo)
     # A pending Workload's conversion depends on its namespace's labels (part of the stamp).

@@ -112,7 +112,8 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
     nodes = core_nodes(objects.nodes, caches.nodes)
-    trees = empty_flavor_trees(objects.flavors, topologies, nodes, core_pods(objects.pods), health_policy, caches.trees)
+    trees = empty_flavor_trees(objects.flavors, topologies, nodes, core_pods(objects.pods, caches.pods), health_policy,
+                               caches.trees)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
     admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees), caches.admitted))
     subtract_admitted(trees, admitted)

@@ -16,7 +16,7 @@ from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_co
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.core.placement.options import POLICIES, POLICY_KUEUE, PlacementOptions
 from scheduler.http.limits import GRPC_CAPS
-from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLES_PER_PASS
+from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLE_BUDGET_MS, DEFAULT_CYCLES_PER_PASS
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -57,8 +57,12 @@ def register(sub: Any) -> None:
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
     p.add_argument("--cycles-per-pass", type=int, default=DEFAULT_CYCLES_PER_PASS,
                    help="Kueue scheduling cycles run back to back in one reconcile pass, each seeing the "
-                   f"admissions of the ones before (default {DEFAULT_CYCLES_PER_PASS}; 1 = one head per "
-                   "ClusterQueue per pass)")
+                   f"admissions of the ones before: at least this many (default {DEFAULT_CYCLES_PER_PASS}; "
+                   "with --cycle-budget-ms 0, exactly; 1 = one head per ClusterQueue per pass)")
+    p.add_argument("--cycle-budget-ms", type=float, default=DEFAULT_CYCLE_BUDGET_MS,
+                   help="while a backlog is admitted, run more cycles in a pass as long as the last pass's time "
+                   f"per cycle says they fit in this many milliseconds (default {DEFAULT_CYCLE_BUDGET_MS:g}, "
+                   "at most 256 cycles; 0: exactly --cycles-per-pass)")
     p.add_argument("--concurrent-writes", type=int, default=DEFAULT_CONCURRENT_WRITES,
                    help="API writes of one reconcile phase in flight at once (admissions, pending reasons, queue "
                    f"status, job start/stop; default {DEFAULT_CONCURRENT_WRITES}; 1 = one after the other)")
@@ -69,6 +73,11 @@ def register(sub: Any) -> None:
     p.add_argument("--node-unreachable-grace-seconds", type=float, default=300.0,
                    help="the same for an unreachable node (Ready=Unknown): default 300, the toleration Kubernetes "
                    "gives pods on an unreachable node, since a partition often heals and its pods may still run")
+    p.add_argument("--deleted-node-lease-absent-seconds", type=float, default=15.0,
+                   help="delete the pods of admitted workloads left on a deleted node once the API server "
+                   "confirms the Node is gone and its kubelet's Lease in kube-node-lease expired, or has been "
+                   "gone this long (default 15: a running kubelet recreates it within 10 s), so the rank "
+                   "restarts at once instead of after the pod GC's 40 s (docs/health.md); negative: never")
     add_failure_policy_arguments(p)
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
@@ -117,6 +126,11 @@ def placement_options(names: str) -> PlacementOptions:
         return PlacementOptions.from_names(names)
     except ValueError as exc:
         raise UserError(f"--placement-policy: {exc}") from exc
+
+
+# Connections the controller's watches and its own background writers hold (16 informers, the
+# lease, the Event writer, the Kueue guard), beside its writes in flight (--concurrent-writes).
+WATCH_CONNECTIONS = 24
 
 
 def check_grpc_args(args: argparse.Namespace) -> None:
@@ -224,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     config = controller_kueue_config(args)
-    api = Api(api_client(args.kubeconfig))
+    # The writes in flight, every informer's watch, the lease and the Event writer at once.
+    api = Api(api_client(args.kubeconfig, connections=max(1, args.concurrent_writes) + WATCH_CONNECTIONS))
     try:
         elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
                                lease_duration_s=args.leader_elect_lease_duration,
@@ -241,13 +256,16 @@ def run(args: argparse.Namespace) -> int:
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
-                            is_leader=fence, config=config, signer=signer)
+                            is_leader=fence, config=config, signer=signer,
+                            deleted_node_lease_absent_s=(args.deleted_node_lease_absent_seconds
+                                                         if args.deleted_node_lease_absent_seconds >= 0 else None))
     if args.defrag:
         if args.defrag_budget < 1 or args.defrag_interval_seconds <= 0:
             raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")
         controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
                                            args.defrag_interval_seconds, ledger=controller.preemption_ledger)
     controller.cycles_per_pass = max(1, args.cycles_per_pass)
+    controller.cycle_budget_s = max(0.0, args.cycle_budget_ms) / 1000
     controller.writer.concurrency = max(1, args.concurrent_writes)
     controller.gc_policy = GcPolicy()  # this process holds the caches: freeze what survives a pass
     metrics = ControllerMetrics()

@@ -8,6 +8,7 @@ PreemptionLimits the cycle honours read, and the limits' counts written
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -25,6 +26,7 @@ from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache
+from scheduler.kube.cycle_budget import CycleBudget
 from scheduler.kube.invalid import InvalidWorkloads
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.metrics import CycleMetrics
@@ -36,7 +38,7 @@ from scheduler.kube.writer import Writer
 
 class AdmitSettings(Protocol):
     """What the phase reads of the controller each time it runs (some are set after the
-    controller is made: ``metrics``, ``cycles_per_pass``, ``domain_preemption``)."""
+    controller is made: ``metrics``, ``cycles_per_pass``, ``cycle_budget_s``, ``domain_preemption``)."""
 
     cache: ClusterCache
     writer: Writer
@@ -49,6 +51,7 @@ class AdmitSettings(Protocol):
     snapshot_caches: SnapshotCaches
     metrics: CycleMetrics
     cycles_per_pass: int
+    cycle_budget_s: float
     solver: str
     time_budget_s: float
     placement_options: PlacementOptions | None
@@ -58,9 +61,12 @@ class AdmitSettings(Protocol):
 
 
 class AdmitPhase:
-    def __init__(self, settings: AdmitSettings) -> None:
+    def __init__(self, settings: AdmitSettings, timer: Callable[[], float] = time.perf_counter) -> None:
+        """``timer``: measures how long the cycles took (kube/cycle_budget.py)."""
         self.c = settings
         self._fingerprint = 0
+        self.budget = CycleBudget()
+        self.timer = timer
 
     def capacity_fingerprint(self) -> int:
         """Changes whenever capacity or queue configuration may have changed: then workloads
@@ -98,7 +104,12 @@ class AdmitPhase:
         decided, reasons = snapshot, []
         if (snapshot.pending or draining(snapshot)) and not c.unreadable.holds_admission():
             c.queue_objects.announce_work(snapshot, c.isolation)
-            decisions = c.metrics.admission_attempt(lambda: run_cycles(snapshot, c.cycles_per_pass))
+            budget = self.budget
+            budget.minimum, budget.budget_s = c.cycles_per_pass, c.cycle_budget_s
+            cycles = budget.cycles()
+            started = self.timer()
+            decisions = c.metrics.admission_attempt(lambda: run_cycles(snapshot, cycles))
+            budget.observe(self.timer() - started, decisions)
             reasons = [d for d in decisions if isinstance(d, Pending)]
             actions = [d for d in decisions if not isinstance(d, Pending)]
             apply_decisions(c.writer, c.queue_state, snapshot, actions, c.clock(), c.isolation)

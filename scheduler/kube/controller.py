@@ -20,9 +20,11 @@ snapshot), and on eviction released at once (nothing to stop) with the same requ
 4. ``progress_evictions`` an evicted Workload's Job is suspended; once its pods are gone the
                           reservation is dropped and the Workload requeued (or, past its
                           HyperPod auto-resume retries, finished as Failed).
-5. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors.
-6. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
-                          its decisions are written back (admit / preempt / pending reason).
+5. ``admit``              Kueue's admission cycles back to back (``scheduler.core.cycle``) on a
+                          snapshot; their decisions are written back (admit / preempt / pending
+                          reason), then the queue objects' status.
+6. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors: the
+                          ones this pass admitted too, so a job starts in the pass that admits it.
 
 Only the leader runs phases; followers keep caches warm. Every write goes through the
 :class:`~scheduler.kube.writer.Writer`, which checks leadership before each one.
@@ -61,6 +63,7 @@ from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.gcpolicy import GcPolicy
+from scheduler.kube.gone_nodes import DEFAULT_LEASE_ABSENT_S
 from scheduler.kube.invalid import InvalidWorkloads, invalid_message
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import JobIndex
@@ -91,7 +94,8 @@ class Controller:
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS,
                  placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
-                 signer: Signer | None = None) -> None:
+                 signer: Signer | None = None,
+                 deleted_node_lease_absent_s: float | None = DEFAULT_LEASE_ABSENT_S) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
@@ -100,7 +104,9 @@ class Controller:
         hot-swapped or evicted; ``storm_policy``: the eviction-storm guard. ``config``: the admin's
         Kueue Configuration (``--kueue-config``); its ``integrations.frameworks`` limit the job
         kinds managed. ``signer``: the key the controller signs its owned annotations with
-        (``scheduler.kube.signing``; default: one of this process only)."""
+        (``scheduler.kube.signing``; default: one of this process only).
+        ``deleted_node_lease_absent_s``: the pods of admitted workloads on a deleted node are
+        deleted once no kubelet can run them (``scheduler.kube.gone_nodes``; None: never)."""
         self.api = api
         self.cache = cache
         self.clock = clock
@@ -133,7 +139,8 @@ class Controller:
                                                 unreachable_grace_s=node_unreachable_grace_s,
                                                 storm_policy=storm_policy, caches=self.snapshot_caches,
                                                 prefix_runs=config.feature_gates.enabled(
-                                                    "TASAssignmentsEncodingByHostnamePrefix"))
+                                                    "TASAssignmentsEncodingByHostnamePrefix"),
+                                                deleted_node_lease_absent_s=deleted_node_lease_absent_s)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.lookups.resolve_priority, self.kinds)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
@@ -159,6 +166,9 @@ class Controller:
         # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
         # head per ClusterQueue per pass (``--cycles-per-pass``).
         self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS
+        # More cycles while the last pass's time per cycle says they fit in this many seconds
+        # (kube/cycle_budget.py, ``--cycle-budget-ms``); 0: exactly ``cycles_per_pass``.
+        self.cycle_budget_s = 0.0
         # Process-wide garbage-collection tuning (scheduler.kube.gcpolicy); off unless the
         # controller command sets it, since it changes the collector for the whole process.
         self.gc_policy: GcPolicy | None = None
@@ -307,7 +317,7 @@ class Controller:
             evicted = st.find_condition(wl, st.EVICTED) or {}
             self.writer.event(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
 
-    # ------------------------------------------------------------------ phase 4
+    # ------------------------------------------------------------------ phase 6
     def start_admitted(self) -> None:
         jobs = self.lookups.job_index()
         self.isolation.for_each("start_admitted",
@@ -350,11 +360,14 @@ class Controller:
         self.pods_ready.run(wi.live(self.cache.workloads), self.lookups.job_index(), owner_uid)
         self.node_failures.run()
         self.progress_evictions()
+        snapshot = self.admit()  # writes the queue status too
+        # Right after admission, so a job admitted in this pass starts in this pass instead of
+        # waiting for the next one (a burst's jobs started one pass late, issue 34); also starts
+        # any admitted job an earlier pass could not.
         self.start_admitted()
         if self.pod_integration is not None:
             self.pod_integration.run()
         self.topology_ungater.ungate()
-        snapshot = self.admit()  # writes the queue status too
         self.metrics.reconciled(snapshot, wi.finished_counts(self.cache.workloads))
         if self.defrag is not None:
             self.defrag.run(self._snapshot)

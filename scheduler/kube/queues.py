@@ -166,20 +166,22 @@ class QueueObjectsWriter:
         Kueue's queue manager counts a new Workload as soon as it is queued, and whoever
         watches ClusterQueue status (Kueue's perf recorder stops when no queue reports work)
         must not see a burst of new Workloads as an idle cluster for the length of a pass."""
+        def says_idle(obj: Obj) -> bool:
+            current = obj.get("status") or {}
+            return not current.get("pendingWorkloads") and not current.get("reservingWorkloads")
+
+        idle = [obj for obj in self.cache.cluster_queues.items() if says_idle(obj)]
+        if not idle:
+            return  # the usual case in a backlog: no status to compute
         cq_status, _lq_status = queue_statuses(snapshot)
         now = self.clock()
-
-        def idle_with_work(obj: Obj) -> bool:
-            qs = cq_status.get(obj["metadata"]["name"])
-            current = obj.get("status") or {}
-            return qs is not None and qs.pending_workloads > 0 and not current.get("pendingWorkloads") \
-                and not current.get("reservingWorkloads")
 
         def write(obj: Obj) -> None:
             fields = cluster_queue_status_fields(obj, cq_status[obj["metadata"]["name"]], now)
             self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, fields)
 
-        announced = [obj for obj in self.cache.cluster_queues.items() if idle_with_work(obj)]
+        announced = [obj for obj in idle if (qs := cq_status.get(obj["metadata"]["name"])) is not None
+                     and qs.pending_workloads > 0]
         if isolation is None:
             for obj in announced:
                 write(obj)

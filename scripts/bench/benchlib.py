@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -35,6 +36,43 @@ def even_rounds(rounds: int) -> int:
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
     return rounds if rounds == 1 else rounds + rounds % 2
+
+
+# ---------------------------------------------------------------------- old code against new
+
+
+def split_engine(spec: str) -> tuple[str, Path | None]:
+    """``toposched@/tmp/toposched-base`` -> (``toposched``, that directory): the engine's own
+    processes (controller, webhook, extender) import toposched from that tree, so old and new
+    code run as two engines of one invocation (an A/B on the same machine, order alternating).
+    Without ``@``: the engine on this checkout's code."""
+    name, sep, tree = spec.partition("@")
+    if not sep:
+        return spec, None
+    path = Path(tree).expanduser().resolve()
+    if not (path / "scheduler" / "cli.py").is_file():
+        raise ValueError(f"{spec}: {path} holds no toposched tree (scheduler/cli.py)")
+    return name, path
+
+
+@contextmanager
+def code_from(tree: Path | None) -> Iterator[None]:
+    """While starting an engine: processes started inherit ``PYTHONPATH=tree`` and
+    ``PYTHONSAFEPATH=1`` (so ``python -m`` does not put the working directory first), i.e. run
+    the code of ``tree``. ``None``: nothing changes."""
+    if tree is None:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"], os.environ["PYTHONSAFEPATH"] = str(tree), "1"
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # ---------------------------------------------------------------------- the machine
@@ -228,3 +266,86 @@ def _frame_name(frame: str) -> str:
     if sep and tail.rstrip(")").isdigit():
         return head + ")"
     return frame
+
+
+# ---------------------------------------------------------------------- the API server's view
+
+
+@dataclass(frozen=True)
+class ServedRequests:
+    """One series of kube-apiserver's latency histograms: how many and their total seconds."""
+
+    count: float
+    seconds: float
+
+    @property
+    def mean_ms(self) -> float:
+        return ratio(1000 * self.seconds, self.count)
+
+
+# The histograms read from kube-apiserver's /metrics: requests it served (by verb, resource,
+# subresource) and the admission webhooks it called (by webhook name), each its _sum and _count.
+REQUEST_SERIES = "apiserver_request_duration_seconds"
+WEBHOOK_SERIES = "apiserver_admission_webhook_admission_duration_seconds"
+
+
+def _labels(text: str) -> dict[str, str]:
+    out = {}
+    for part in text.split('",'):
+        key, _, value = part.partition('="')
+        if key:
+            out[key.strip(", ")] = value.rstrip('"')
+    return out
+
+
+def served_requests(exposition: str) -> dict[tuple[str, ...], ServedRequests]:
+    """From kube-apiserver's Prometheus text: ("request", verb, resource, subresource) and
+    ("webhook", name, operation) -> totals so far (the histogram's _sum and _count)."""
+    sums: dict[tuple[str, ...], float] = {}
+    counts: dict[tuple[str, ...], float] = {}
+    for line in exposition.splitlines():
+        if line.startswith("#") or "{" not in line:
+            continue
+        name, _, rest = line.partition("{")
+        labels_text, _, value_text = rest.rpartition("}")
+        try:
+            value = float(value_text.split()[0])
+        except (IndexError, ValueError):
+            continue
+        base, _, part = name.rpartition("_")
+        if part not in ("sum", "count") or base not in (REQUEST_SERIES, WEBHOOK_SERIES):
+            continue
+        labels = _labels(labels_text)
+        if base == REQUEST_SERIES:
+            if labels.get("verb") in ("WATCH", "CONNECT"):
+                continue
+            key: tuple[str, ...] = ("request", labels.get("verb", ""), labels.get("resource", ""),
+                                    labels.get("subresource", ""))
+        else:
+            key = ("webhook", labels.get("name", ""), labels.get("operation", ""))
+        target = sums if part == "sum" else counts
+        target[key] = target.get(key, 0.0) + value
+    return {key: ServedRequests(counts.get(key, 0.0), sums.get(key, 0.0)) for key in counts}
+
+
+def served_since(after: dict[tuple[str, ...], ServedRequests],
+                 before: dict[tuple[str, ...], ServedRequests]) -> dict[tuple[str, ...], ServedRequests]:
+    """The requests served between two scrapes (series that did not move are left out)."""
+    out = {}
+    for key, now in after.items():
+        then = before.get(key, ServedRequests(0.0, 0.0))
+        if now.count > then.count:
+            out[key] = ServedRequests(now.count - then.count, now.seconds - then.seconds)
+    return out
+
+
+def served_lines(served: dict[tuple[str, ...], ServedRequests], top: int = 12) -> list[str]:
+    """The busiest writes and every webhook, one line each: count, mean latency, total seconds."""
+    writes = sorted(((k, v) for k, v in served.items() if k[0] == "request" and k[1] not in ("GET", "LIST")),
+                    key=lambda kv: -kv[1].seconds)[:top]
+    hooks = sorted(((k, v) for k, v in served.items() if k[0] == "webhook"), key=lambda kv: -kv[1].seconds)
+    lines = [f"{' '.join(p for p in k[1:] if p):40s} {v.count:7.0f} x {v.mean_ms:7.1f} ms = {v.seconds:7.1f} s"
+             for k, v in writes]
+    lines += [f"webhook {' '.join(k[1:]):32s} {v.count:7.0f} x {v.mean_ms:7.1f} ms = {v.seconds:7.1f} s"
+              for k, v in hooks]
+    return lines

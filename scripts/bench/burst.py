@@ -32,6 +32,7 @@ stacks, ``DIR/round<r>-<component>.txt``) and the report lists where their sampl
     python scripts/bench/burst.py --scale 0.05 --rounds 2          # 250 nodes, 550 jobs: minutes
     python scripts/bench/burst.py                                  # 5,000 nodes, 11,000 jobs, 2 rounds
     python scripts/bench/burst.py --engines toposched --rounds 1 --profile /tmp/burst-prof
+    python scripts/bench/burst.py --engines toposched@/tmp/toposched-base,toposched   # old code vs this
 """
 
 from __future__ import annotations
@@ -59,8 +60,13 @@ from scripts.bench.benchlib import (  # noqa: E402
     ProcessUsage,
     balanced_order,
     child_shares,
+    code_from,
     load_average,
     ratio,
+    served_lines,
+    served_requests,
+    served_since,
+    split_engine,
     summarize_stacks,
     total_usage,
 )
@@ -71,7 +77,7 @@ from tests.conformance.harness import Run, job_object, start_run  # noqa: E402
 
 NODE_LEASE_S = 3600  # see extender.NODE_LEASE_S
 TOPOSCHED_COMPONENTS = ("toposched-controller", "toposched-webhook", "toposched-extender")
-PROFILED = ("toposched-controller", "toposched-webhook")
+PROFILED = ("toposched-controller", "toposched-webhook", "toposched-extender")
 
 
 # ---------------------------------------------------------------------- the burst
@@ -204,6 +210,7 @@ class EngineRun:
     load_start: str
     load_end: str
     profile: dict[str, list[str]] = field(default_factory=dict)  # component -> report lines
+    served: list[str] = field(default_factory=list)  # the API server's writes and webhook calls (served_lines)
 
     def cpu_per_admission_ms(self, process: str) -> float:
         return ratio(self.cpu[process].cpu_ms, self.figures.admitted)
@@ -212,7 +219,7 @@ class EngineRun:
 def headline_process(engine: str) -> str:
     """The process whose CPU is compared: Kueue's one process, toposched's three (controller,
     webhook, extender: what Kueue's process does, its webhook and its pod ungating included)."""
-    return "kueue" if engine == "kueue" else "toposched (3 processes)"
+    return "kueue" if engine.partition("@")[0] == "kueue" else "toposched (3 processes)"
 
 
 # ---------------------------------------------------------------------- one engine
@@ -238,13 +245,25 @@ def refusal(exc: Exception) -> str:
     return f"{getattr(exc, 'status', '')} {message or str(exc)}"[:400]
 
 
+# Who submits the burst: a user, not the identity the dev stack's controller runs as (the admin),
+# whose own writes skip toposched's job webhooks; impersonated by the admin, in system:masters.
+SUBMITTER = "burst-submitter"
+
+
+def as_user(run: Run) -> Any:
+    client = run.cluster.api_client()
+    client.set_default_header("Impersonate-User", SUBMITTER)
+    client.set_default_header("Impersonate-Group", "system:masters")
+    return client
+
+
 def create_all(run: Run, rows: Sequence[Mapping[str, Any]], obs: Observation, writers: int) -> None:
-    """Create every job, ``writers`` at a time (one API client each), recording when each create
-    returned; a refused create is counted, not retried."""
+    """Create every job, ``writers`` at a time (one API client each, as :data:`SUBMITTER`),
+    recording when each create returned; a refused create is counted, not retried."""
     lock = threading.Lock()
 
     def write(chunk: Sequence[Mapping[str, Any]]) -> None:
-        api = Api(run.cluster.api_client())
+        api = Api(as_user(run))
         for row in chunk:
             obj = job_object(row)
             try:
@@ -272,7 +291,9 @@ class Profiler:
     """py-spy on toposched's controller and webhook for the burst (raw stacks, idle samples
     included, so a phase waiting on API writes shows up as wall-clock time)."""
 
-    def __init__(self, directory: Path | None, pids: Mapping[str, int], label: str) -> None:
+    def __init__(self, directory: Path | None, pids: Mapping[str, int], label: str, idle: bool = True) -> None:
+        """``idle``: sample waiting threads too (where the pass's wall time goes); without,
+        only threads on a CPU (where the CPU goes)."""
         self.files = {name: directory / f"{label}-{name}.txt" for name in pids} if directory else {}
         self.procs: list[subprocess.Popen[bytes]] = []
         if directory is None:
@@ -280,8 +301,9 @@ class Profiler:
         directory.mkdir(parents=True, exist_ok=True)
         for name, pid in pids.items():
             self.procs.append(subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--nonblocking", "--idle",
-                 "--output", str(self.files[name])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                ["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--nonblocking",
+                 *(("--idle",) if idle else ()), "--output", str(self.files[name])],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def stop(self) -> dict[str, list[str]]:
         for proc in self.procs:
@@ -312,14 +334,27 @@ def profile_lines(stacks: Sequence[str], focus: Sequence[str], top: int = 12) ->
     return lines
 
 
+def apiserver_metrics(run: Run) -> str:
+    """kube-apiserver's /metrics (Prometheus text); "" when it cannot be read."""
+    try:
+        resp = run.kube.call_api("/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False,
+                                 _request_timeout=30)[0]
+        return str(resp.data.decode())
+    except Exception as exc:  # noqa: BLE001 - a figure missing, not a failed run
+        print(f"   cannot read the API server's metrics: {exc}", file=sys.stderr, flush=True)
+        return ""
+
+
 def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_index: int) -> EngineRun:
-    directory = Path(tempfile.mkdtemp(prefix=f"burst-{engine}-"))
-    base, controller_args = VARIANTS.get(engine, (engine, ()))
+    directory = Path(tempfile.mkdtemp(prefix=f"burst-{engine.replace('/', '_')}-"))
+    name, tree = split_engine(engine)
+    base, controller_args = VARIANTS.get(name, (name, ()))
     print(f"-- round {round_index + 1}: {engine} (load {load_average()}), {shape.nodes} nodes, {shape.jobs} jobs, "
           f"{shape.pods} pods", flush=True)
     started = time.monotonic()
-    run = start_run(base, directory, shape.description(), shape.queues(), controller_args=controller_args,
-                    cluster_options={"node_lease_s": NODE_LEASE_S})
+    with code_from(tree):
+        run = start_run(base, directory, shape.description(), shape.queues(), controller_args=controller_args,
+                        cluster_options={"node_lease_s": NODE_LEASE_S})
     rows = shape.rows()
     obs = Observation(0.0, {r["name"]: int(r["pods"]) for r in rows})
     reservations = ReservationWatch(run.api).start()
@@ -328,10 +363,12 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
     pids = engine_pids(base, run)
     profiler = Profiler(args.profile if base == "toposched" else None,
                         {name: run.cluster.state.processes[name].pid for name in PROFILED
-                         if base == "toposched"}, f"round{round_index + 1}")
+                         if base == "toposched"}, f"round{round_index + 1}-{engine.replace('/', '_')}",
+                        idle=not args.profile_cpu)
     try:
         load_start = load_average()
         before = {label: total_usage(ps) for label, ps in pids.items()}
+        served_before = served_requests(apiserver_metrics(run))
         obs.t0 = time.monotonic()
         creator = threading.Thread(target=create_all, args=(run, rows, obs, args.writers), daemon=True)
         creator.start()
@@ -354,6 +391,7 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
             time.sleep(0.5)
         observed = time.monotonic() - obs.t0
         after = {label: total_usage(ps) for label, ps in pids.items()}
+        served = served_lines(served_since(served_requests(apiserver_metrics(run)), served_before))
         load_end = load_average()
         profile = profiler.stop()
         creator.join(timeout=5)
@@ -366,7 +404,7 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
     obs.admitted = {j: t for j, t in dict(reservations.first).items() if j in obs.pods_per_job}
     obs.binds = {job: [t for t, _node in v] for job, v in binds.snapshot().items()}
     cpu = {label: after[label].since(before[label]) for label in pids}
-    return EngineRun(round_index, engine, figures(obs, observed), cpu, load_start, load_end, profile)
+    return EngineRun(round_index, engine, figures(obs, observed), cpu, load_start, load_end, profile, served)
 
 
 # ---------------------------------------------------------------------- report
@@ -376,7 +414,7 @@ def secs(value: float) -> str:
     return "not all" if math.isnan(value) else f"{value:.1f}s"
 
 
-def report(runs: Sequence[EngineRun]) -> list[str]:
+def report(runs: Sequence[EngineRun], reference: str = "kueue") -> list[str]:
     lines = []
     for r in runs:
         f = r.figures
@@ -389,36 +427,46 @@ def report(runs: Sequence[EngineRun]) -> list[str]:
             lines.append(f"   {label}: CPU {usage.cpu_ms / 1000:.1f}s ({r.cpu_per_admission_ms(label):.1f} ms per "
                          f"admitted Workload), RSS {usage.rss_mib:.0f} MiB at the end, "
                          f"peak {usage.peak_rss_mib:.0f} MiB")
+        if r.served:
+            lines.append("   the API server's writes and webhook calls during the burst (count x mean = total):")
+            lines += [f"     {line}" for line in r.served]
         for name, profile in r.profile.items():
             lines.append(f"   profile of {name} (py-spy --idle, 50 Hz):")
             lines += [f"     {line}" for line in profile]
-    lines += ratio_lines(runs)
+    lines += ratio_lines(runs, reference)
     return lines
 
 
-def ratio_lines(runs: Sequence[EngineRun]) -> list[str]:
-    """toposched (and variants) / Kueue within each round: the two ran back to back."""
+def ratio_lines(runs: Sequence[EngineRun], reference: str = "kueue") -> list[str]:
+    """Every other engine / ``reference`` within each round (they ran back to back): toposched
+    against Kueue, or new code against old (``--engines toposched@OLD,toposched``: the first)."""
     lines = []
     for round_index in sorted({r.round for r in runs}):
         same = {r.engine: r for r in runs if r.round == round_index}
-        kueue = same.get("kueue")
-        if kueue is None:
+        peer = same.get(reference)
+        if peer is None:
             continue
+        peer_process = headline_process(reference)
         for engine, r in same.items():
-            if engine == "kueue":
+            if engine == reference:
                 continue
-            k, t = kueue.figures, r.figures
+            k, t = peer.figures, r.figures
             process = headline_process(engine)
+            peer_cpu = peer.cpu_per_admission_ms(peer_process)
+            alone = ""
+            if "toposched-controller" in r.cpu:
+                alone = f"; controller alone {ratio(r.cpu_per_admission_ms('toposched-controller'), peer_cpu):.2f}x"
             lines.append(
-                f"round {round_index + 1} {engine}/kueue: admitted/s {ratio(t.admitted_per_s, k.admitted_per_s):.2f}x, "
+                f"round {round_index + 1} {engine}/{reference}: admitted/s "
+                f"{ratio(t.admitted_per_s, k.admitted_per_s):.2f}x, "
                 f"all admitted {ratio(t.all_admitted_s, k.all_admitted_s):.2f}x, all bound "
                 f"{ratio(t.all_bound_s, k.all_bound_s):.2f}x, admission p50 "
                 f"{ratio(t.admission_p50_s, k.admission_p50_s):.2f}x "
-                f"p99 {ratio(t.admission_p99_s, k.admission_p99_s):.2f}x; CPU per admission "
-                f"{ratio(r.cpu_per_admission_ms(process), kueue.cpu_per_admission_ms('kueue')):.2f}x "
-                f"({process}; controller alone "
-                f"{ratio(r.cpu_per_admission_ms('toposched-controller'), kueue.cpu_per_admission_ms('kueue')):.2f}x); "
-                f"peak RSS {ratio(r.cpu[process].peak_rss_mib, kueue.cpu['kueue'].peak_rss_mib):.2f}x")
+                f"p99 {ratio(t.admission_p99_s, k.admission_p99_s):.2f}x; created in "
+                f"{ratio(t.created_s, k.created_s):.2f}x; CPU per admission "
+                f"{ratio(r.cpu_per_admission_ms(process), peer_cpu):.2f}x "
+                f"({process}{alone}); "
+                f"peak RSS {ratio(r.cpu[process].peak_rss_mib, peer.cpu[peer_process].peak_rss_mib):.2f}x")
     return lines
 
 
@@ -433,6 +481,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--writers", type=int, default=16, help="threads creating the jobs")
     ap.add_argument("--timeout-s", type=float, default=3600, help="per engine, from the first create")
     ap.add_argument("--profile", type=Path, help="py-spy record toposched's controller and webhook into this directory")
+    ap.add_argument("--profile-cpu", action="store_true",
+                    help="with --profile: sample only threads on a CPU (where the CPU goes, not the wall time)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     ap.add_argument("--keep", action="store_true", help="keep each control plane's directory (logs)")
     args = ap.parse_args(argv)
@@ -440,8 +490,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ap.error("--scale must be positive")
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     allowed = ("kueue", "toposched", *VARIANTS)
-    if not engines or any(e not in allowed for e in engines):
-        ap.error(f"--engines: choose from {', '.join(allowed)}")
+    try:
+        names = [split_engine(e)[0] for e in engines]
+    except ValueError as exc:
+        ap.error(f"--engines: {exc}")
+    if not engines or any(n not in allowed for n in names):
+        ap.error(f"--engines: choose from {', '.join(allowed)} (toposched ones may end in @DIR: that tree's code)")
     if args.rounds < 1 or args.teams < 1 or args.writers < 1:
         ap.error("--rounds, --teams and --writers must be at least 1")
     args.engines = engines
@@ -459,13 +513,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"burst x{args.scale:g}: {shape.nodes} nodes, {shape.single_jobs} single-pod + {shape.gang_jobs} "
           f"{shape.gang_pods}-pod jobs ({shape.pods} pods, {shape.gpus_needed} of {8 * shape.nodes} GPUs), "
           f"{shape.teams} teams; engines {', '.join(args.engines)}, {args.rounds} round(s)", flush=True)
+    # Ratios against Kueue when it runs; else against the first engine (old code in an A/B).
+    reference = "kueue" if "kueue" in args.engines else args.engines[0]
     runs = []
     for round_index in range(args.rounds):
         for engine in balanced_order(args.engines, round_index):
             runs.append(run_engine(engine, shape, args, round_index))
-            print("\n".join(report(runs[-1:])), flush=True)
+            print("\n".join(report(runs[-1:], reference)), flush=True)
     print("\n== summary")
-    print("\n".join(report(runs)))
+    print("\n".join(report(runs, reference)))
     if args.json:
         args.json.write_text(json.dumps([{**asdict(r), "cpu": {k: asdict(v) for k, v in r.cpu.items()}} for r in runs],
                                         indent=1))

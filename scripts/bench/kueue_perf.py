@@ -64,11 +64,12 @@ from scheduler.devcluster import binaries  # noqa: E402
 from scheduler.devcluster.apply import apply_objects  # noqa: E402
 from scheduler.devcluster.kueue import KueueCluster, kueue_module_dir, start_kueue  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
-from scripts.bench.benchlib import load_average, process_usage, ratio  # noqa: E402
+from scripts.bench.benchlib import code_from, load_average, process_usage, ratio, split_engine  # noqa: E402
 
 # toposched-serial: the controller with one API write at a time (before the writes of a phase
 # ran side by side), for an A/B of that change in one run.
 CONTROLLER_ARGS = {"toposched": (), "toposched-serial": ("--concurrent-writes", "1")}
+# A toposched engine may end in @DIR: that tree's code (benchlib.split_engine), old against new.
 ENGINES = ("kueue", *CONTROLLER_ARGS)
 PERF_PACKAGE = "sigs.k8s.io/kueue/test/performance/scheduler"
 CONFIGS_DIR = "test/performance/scheduler/configs"
@@ -252,25 +253,28 @@ def start_engine(engine: str, cluster: KueueCluster) -> int:
     """Start ``engine`` on ``cluster``; the pid whose CPU and memory are reported."""
     if engine == "kueue":
         return start_kueue(cluster).process.pid
+    name, tree = split_engine(engine)
     # Only the controller: the runner makes Workloads, never Jobs or pods, so toposched's
     # webhook and extender would have nothing to do (Kueue's own webhooks do run on its side).
     apply_objects(cluster.api_client(), [{"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": "toposched-system"}}])
-    start_toposched(cluster, StackPorts.dynamic(), components=("toposched-controller",),
-                    controller_args=CONTROLLER_ARGS[engine])
+    with code_from(tree):
+        start_toposched(cluster, StackPorts.dynamic(), components=("toposched-controller",),
+                        controller_args=CONTROLLER_ARGS[name])
     return cluster.state.processes["toposched-controller"].pid
 
 
 def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: Path, work: Path,
                timeout: str, qps: int, profile: str | None) -> EngineResult:
-    out_dir = work / engine
+    out_dir = work / engine.replace("/", "_")
     out_dir.mkdir(parents=True, exist_ok=True)
-    cluster = KueueCluster(work / f"{engine}-cluster", with_kwok=False, node_lifecycle=False).start()
+    cluster = KueueCluster(work / f"{engine.replace('/', '_')}-cluster", with_kwok=False,
+                           node_lifecycle=False).start()
     result = EngineResult(engine, ok=False, out_dir=str(out_dir))
     profiler: subprocess.Popen[bytes] | None = None
     try:
         pid = start_engine(engine, cluster)
-        if profile and engine in CONTROLLER_ARGS:
+        if profile and engine != "kueue":
             profiler = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw",
                                          "--output", str(out_dir / "pyspy.txt"), "--nonblocking"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -355,7 +359,7 @@ def report(results: Sequence[EngineResult], rangespec: Mapping[str, Any]) -> str
             lines.append(f"   API writes {sum(r.api_writes.values())}: " + ", ".join(f"{k} {v}" for k, v in top))
         lines.append(f"   checker: {r.verdict}" + "".join(f"\n     {f}" for f in r.failures))
     by_engine = {r.engine: r for r in results if r.ok}
-    for variant in (e for e in CONTROLLER_ARGS if "kueue" in by_engine and e in by_engine):
+    for variant in (e for e in by_engine if "kueue" in by_engine and e != "kueue"):
         k, t = by_engine["kueue"], by_engine[variant]
         lines.append(f"== {variant} / Kueue")
         lines.append(f"   wall {t.wall_ms / max(k.wall_ms, 1):.2f}x  engine CPU "
@@ -386,8 +390,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.scale <= 0:
         p.error("--scale must be positive")
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
-    if not engines or any(e not in ENGINES for e in engines):
-        p.error(f"--engines: choose from {', '.join(ENGINES)}")
+    try:
+        names = [split_engine(e)[0] for e in engines]
+    except ValueError as exc:
+        p.error(f"--engines: {exc}")
+    if not engines or any(n not in ENGINES for n in names):
+        p.error(f"--engines: choose from {', '.join(ENGINES)} (toposched ones may end in @DIR: that tree's code)")
     args.engines = engines
     return args
 

@@ -61,7 +61,7 @@ from kubernetes import client  # noqa: E402
 from scheduler.devcluster.apply import wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL  # noqa: E402
 from scheduler.k8s.informer import JOBS, NODES, PODS  # noqa: E402
-from scripts.bench.benchlib import balanced_order, load_average, ratio  # noqa: E402
+from scripts.bench.benchlib import balanced_order, code_from, load_average, ratio, split_engine  # noqa: E402
 from tests.conformance.harness import LAYER, Run, job_object, start_run, team_namespace  # noqa: E402
 
 ENGINES = ("kueue", "toposched")
@@ -248,10 +248,12 @@ def one_kind(run: Run, engine: str, kind: str, args: argparse.Namespace) -> Reco
 
 
 def run_engine(engine: str, args: argparse.Namespace, round_index: int) -> list[RecoveryResult]:
-    directory = Path(tempfile.mkdtemp(prefix=f"recovery-{engine}-"))
+    directory = Path(tempfile.mkdtemp(prefix=f"recovery-{engine.replace('/', '_')}-"))
     print(f"-- round {round_index + 1}: {engine} (load {load_average()})", flush=True)
     queues = {"teams": {TEAM: {"gpu": 8 * 80, "withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}}}
-    run = start_run(engine, directory, DESCRIPTION, queues, kueue_config=KUEUE_CONFIG)
+    name, tree = split_engine(engine)
+    with code_from(tree):
+        run = start_run(name, directory, DESCRIPTION, queues, kueue_config=KUEUE_CONFIG)
     try:
         return [one_kind(run, engine, kind, args) for kind in args.kinds]
     finally:
@@ -275,24 +277,28 @@ def seconds(value: float) -> str:
     return "not recovered" if math.isnan(value) else f"{value:.1f}s"
 
 
-def ratio_lines(results: Sequence[RecoveryResult], rounds: int) -> list[str]:
-    """toposched / Kueue per kind within each round (results in run order, rounds of equal size)."""
+def ratio_lines(results: Sequence[RecoveryResult], rounds: int, reference: str = "kueue") -> list[str]:
+    """Each engine / ``reference`` per kind within each round (results in run order, rounds of
+    equal size): toposched against Kueue, or new code against old (``toposched@OLD``)."""
     per_round = len(results) // max(1, rounds)
+    peer_name = "Kueue" if reference == "kueue" else reference
     lines = []
     for r in range(rounds):
         chunk = results[r * per_round:(r + 1) * per_round]
         by = {(x.engine, x.kind): x for x in chunk}
         for kind in dict.fromkeys(x.kind for x in chunk):
-            k, t = by.get(("kueue", kind)), by.get(("toposched", kind))
-            if k is None or t is None:
-                continue
-            if math.isnan(k.recovered_s):
-                verdict = "Kueue did not recover within the timeout" + (
-                    " and did not react" if math.isnan(k.reacted_s) else "")
-            else:
-                verdict = f"toposched/Kueue {ratio(t.recovered_s, k.recovered_s):.2f}x"
-            lines.append(f"round {r + 1} {kind}: toposched {seconds(t.recovered_s)}, Kueue {seconds(k.recovered_s)}: "
-                         f"{verdict}")
+            k = by.get((reference, kind))
+            for engine in dict.fromkeys(x.engine for x in chunk if x.engine != reference):
+                t = by.get((engine, kind))
+                if k is None or t is None:
+                    continue
+                if math.isnan(k.recovered_s):
+                    verdict = f"{peer_name} did not recover within the timeout" + (
+                        " and did not react" if math.isnan(k.reacted_s) else "")
+                else:
+                    verdict = f"{engine}/{peer_name} {ratio(t.recovered_s, k.recovered_s):.2f}x"
+                lines.append(f"round {r + 1} {kind}: {engine} {seconds(t.recovered_s)}, {peer_name} "
+                             f"{seconds(k.recovered_s)}: {verdict}")
     return lines
 
 
@@ -310,8 +316,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    if not args.engines or any(e not in ENGINES for e in args.engines):
-        ap.error(f"--engines: choose from {', '.join(ENGINES)}")
+    try:
+        names = [split_engine(e)[0] for e in args.engines]
+    except ValueError as exc:
+        ap.error(f"--engines: {exc}")
+    if not args.engines or any(n not in ENGINES for n in names):
+        ap.error(f"--engines: choose from {', '.join(ENGINES)} (toposched may end in @DIR: that tree's code)")
     if not args.kinds or any(k not in KINDS for k in args.kinds):
         ap.error(f"--kinds: choose from {', '.join(KINDS)}")
     if not 2 <= args.pods <= 20 or args.rounds < 1 or args.timeout_s <= 0:
@@ -333,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n== summary")
     for r in results:
         print(f"{r.engine} {r.kind}: {describe(r)}")
-    print("\n".join(ratio_lines(results, args.rounds)))
+    reference = "kueue" if "kueue" in args.engines else args.engines[0]
+    print("\n".join(ratio_lines(results, args.rounds, reference)))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
     return 0

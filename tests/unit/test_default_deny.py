@@ -141,6 +141,34 @@ def test_a_kind_left_out_of_integrations_frameworks_is_refused() -> None:
     assert decide(obj("kubeflow.org/v2beta1", "MPIJob"))["allowed"] is True  # governed: its own webhook judges
 
 
+def test_a_registry_kind_left_out_of_frameworks_is_refused_by_its_own_validating_webhook() -> None:
+    """The catch-all leaves the registry's kinds to their own validating webhooks (one call per
+    Job, not two), so those apply the default deny first, with the same line."""
+    from scheduler.adapter.kinds.registry import BY_GROUP_KIND
+
+    mpijob = BY_GROUP_KIND[("kubeflow.org", "MPIJob")]
+    only_jobs = Governance(enabled_kinds(("batch/job",)))
+    o = obj("kubeflow.org/v2beta1", "MPIJob")
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": NS, "userInfo": {"username": "alice"},
+        "kind": {"group": "kubeflow.org", "version": "v2beta1", "kind": "MPIJob"}, "object": o}}
+    _, out = review.answer(mpijob.validate_path, json.dumps(body).encode(), ClusterView(), governance=only_jobs)
+    assert refusal(out["response"]) == refusal(decide(o, governance=only_jobs))
+
+
+def test_the_catch_all_leaves_the_registry_kinds_and_their_hooks_leave_the_controller() -> None:
+    from scheduler.adapter.kinds.registry import KINDS
+
+    hooks = {h["name"]: h for h in configs.validating_configuration(configs.url_client_config("https://x"),
+                                                                     controller_users=["ctl"])["webhooks"]}
+    (condition,) = hooks["vqueued.toposched.io"]["matchConditions"]
+    for kind in KINDS:
+        assert f'"{kind.group}/{kind.kind}"' in condition["expression"]
+        assert hooks[f"v{kind.kind.lower()}.toposched.io"]["matchConditions"] == [
+            {"name": "not-toposched-controller", "expression": '!(request.userInfo.username in ["ctl"])'}]
+    assert condition["expression"].startswith("!((request.kind.group + '/' + request.kind.kind) in [")
+
+
 @pytest.mark.parametrize("case, o, kwargs", [
     ("Kueue's own objects", obj("kueue.x-k8s.io/v1beta2", "Workload"), {}),
     ("labelled before this update", obj(*AW), {"operation": "UPDATE", "old": obj(*AW)}),
@@ -210,3 +238,8 @@ def test_an_external_or_disabled_kinds_own_webhook_paths_leave_it_alone() -> Non
         ("sagemaker.amazonaws.com", "v1", "HyperPodPytorchJob"),)))
     external = review.answer(path, json.dumps(body).encode(), ClusterView(), governance=aws)[1]["response"]
     assert external == {"uid": "u", "allowed": True}
+    # its validating path applies the default deny (the catch-all leaves the registry's kinds to it):
+    # listed in externalFrameworks it passes unjudged
+    vpath = "/validate-sagemaker-amazonaws-com-v1-hyperpodpytorchjob"
+    assert review.answer(vpath, json.dumps(body).encode(), ClusterView(), governance=aws)[1]["response"] == \
+        {"uid": "u", "allowed": True}

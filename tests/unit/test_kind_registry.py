@@ -4,6 +4,7 @@ configurations carry one rule per kind, and each kind is spelled one way."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -108,3 +109,13 @@ def test_files_naming_one_kind_outside_the_registry() -> None:
     naming = sorted(str(p.relative_to(ROOT)) for d in ("scheduler", "admission") for p in (ROOT / d).rglob("*.py")
                     if "MPIJob" in p.read_text() and not {"devcluster", "commands"} & set(p.parts))
     assert naming == ["scheduler/adapter/kinds/mpijob.py"]
+
+
+def test_the_charts_default_deny_leaves_out_the_same_kinds_as_the_registry() -> None:
+    """The chart's ``not-a-registry-kind`` condition is written out by hand (Go templates cannot
+    read the registry): it must name exactly the registry's kinds, or a queued kind would cost two
+    validating calls, or one left out of the registry would pass the default deny unread."""
+    text = (ROOT / "deploy/helm/toposched/templates/webhook-configurations.yaml").read_text()
+    [line] = [line for line in text.splitlines() if line.startswith("{{- $notRegistryKind :=")]
+    expression = json.loads(line.split('"expression" ', 1)[1].removesuffix(" }}"))
+    assert expression == configs.not_a_registry_kind()[0]["expression"]

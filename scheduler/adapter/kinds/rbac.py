@@ -13,8 +13,9 @@ Grants = dict[tuple[str, str], frozenset[str]]  # (API group, resource) -> verbs
 
 # The pod integration's writes: gates released and pods labelled into their group (patch),
 # pods of an evicted Workload deleted, and update on pods/finalizers for the single-pod
-# Workload's owner reference (blockOwnerDeletion).
-POD_VERBS = frozenset({"list", "watch", "patch", "delete"})
+# Workload's owner reference (blockOwnerDeletion); get: a node failure's pods are read from the API
+# server, not the watch cache, before they are deleted or waited for (docs/health.md).
+POD_VERBS = frozenset({"list", "watch", "get", "patch", "delete"})
 
 
 def controller_grants() -> Grants:

@@ -4,6 +4,8 @@ the confidence interval and stopping rule, /proc parsing, py-spy stack summaries
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +105,43 @@ def test_child_shares_split_a_phase_among_its_callees() -> None:
     assert total == 10
     assert shares == [("admit (c.py)", 0.6), ("ensure_workloads (c.py)", 0.3), ("(self)", 0.1)]
     assert benchlib.child_shares(raw, "absent") == (0, [])
+
+
+_PATCH_STATUS = 'group="kueue.x-k8s.io",resource="workloads",subresource="status",verb="PATCH"'
+_WATCH_PODS = 'group="",resource="pods",subresource="",verb="WATCH"'
+_MJOB = 'name="mjob.toposched.io",operation="CREATE",rejected="false",type="admit"'
+APISERVER_METRICS = f"""# HELP apiserver_request_duration_seconds x
+apiserver_request_duration_seconds_bucket{{{_PATCH_STATUS},le="0.005"}} 1
+apiserver_request_duration_seconds_sum{{{_PATCH_STATUS}}} 3.5
+apiserver_request_duration_seconds_count{{{_PATCH_STATUS}}} 70
+apiserver_request_duration_seconds_sum{{{_WATCH_PODS}}} 900
+apiserver_request_duration_seconds_count{{{_WATCH_PODS}}} 3
+apiserver_admission_webhook_admission_duration_seconds_sum{{{_MJOB}}} 2
+apiserver_admission_webhook_admission_duration_seconds_count{{{_MJOB}}} 100
+"""
+
+
+def test_served_requests_reads_the_api_servers_histograms_and_diffs_them() -> None:
+    after = benchlib.served_requests(APISERVER_METRICS)
+    assert after[("request", "PATCH", "workloads", "status")] == benchlib.ServedRequests(70, 3.5)
+    assert after[("webhook", "mjob.toposched.io", "CREATE")].mean_ms == pytest.approx(20.0)
+    assert not any(k[1] == "WATCH" for k in after)  # long-running watches are not latencies
+    before = {("request", "PATCH", "workloads", "status"): benchlib.ServedRequests(20, 1.0)}
+    since = benchlib.served_since(after, before)
+    assert since[("request", "PATCH", "workloads", "status")] == benchlib.ServedRequests(50, 2.5)
+    lines = benchlib.served_lines(since)
+    assert lines[0].startswith("PATCH workloads status") and "50 x    50.0 ms" in lines[0]
+    assert lines[-1].startswith("webhook mjob.toposched.io CREATE")
+
+
+def test_an_engine_may_name_the_tree_its_code_comes_from(tmp_path: Path) -> None:
+    assert benchlib.split_engine("toposched-writes32") == ("toposched-writes32", None)
+    (tmp_path / "scheduler").mkdir()
+    (tmp_path / "scheduler" / "cli.py").write_text("")
+    assert benchlib.split_engine(f"toposched@{tmp_path}") == ("toposched", tmp_path.resolve())
+    with pytest.raises(ValueError, match="no toposched tree"):
+        benchlib.split_engine(f"toposched@{tmp_path / 'missing'}")
+    before = os.environ.get("PYTHONPATH")
+    with benchlib.code_from(tmp_path):
+        assert os.environ["PYTHONPATH"] == str(tmp_path) and os.environ["PYTHONSAFEPATH"] == "1"
+    assert os.environ.get("PYTHONPATH") == before and "PYTHONSAFEPATH" not in os.environ

@@ -89,6 +89,13 @@ def test_ratios_compare_engines_of_the_same_round_only() -> None:
     assert "CPU per admission 5.00x" in lines[1]
 
 
+def test_without_kueue_the_ratios_are_against_the_first_engine() -> None:
+    runs = [run("toposched@/tmp/old", 0, 10.0, 1000), run("toposched", 0, 20.0, 500)]
+    (line,) = bench.ratio_lines(runs, reference="toposched@/tmp/old")
+    assert line.startswith("round 1 toposched/toposched@/tmp/old: admitted/s 2.00x")
+    assert "CPU per admission 0.50x (toposched (3 processes); controller alone 0.25x)" in line
+
+
 def test_cpu_per_admission_is_per_admitted_workload() -> None:
     r = run("kueue", 0, 10.0, 1000, admitted=50)
     assert r.cpu_per_admission_ms("kueue") == pytest.approx(20.0)
