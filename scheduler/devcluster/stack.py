@@ -92,8 +92,8 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
     if "toposched-controller" in wanted:
         url = f"http://127.0.0.1:{ports.controller_health}/readyz"
         proc = cluster.start_process("toposched-controller", [
-            *python, "controller", "--kubeconfig", str(cluster.controller_kubeconfig), "--health-port", str(ports.controller_health),
-            "--grpc-port", str(ports.grpc),
+            *python, "controller", "--kubeconfig", str(cluster.controller_kubeconfig),
+            "--health-port", str(ports.controller_health), "--grpc-port", str(ports.grpc),
             *config_args, *controller_args], health=url)
         started.append((proc, url))
     for proc, url in started:
