@@ -88,7 +88,31 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def _requirement(raw: Mapping[str, Any], where: str) -> Requirement:
+def _object(raw: Any, where: str, *, null_ok: bool = True) -> Mapping[str, Any]:
+    """``raw`` when it is an object (an absent field, None, reads as an empty one where
+    ``null_ok``); otherwise the API server's refusal: a hand-written or fuzzed spec may hold a
+    null, a string or a list anywhere."""
+    if raw is None and null_ok:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise NodeAffinityError(f"{where}: Invalid value: {_type_name(raw)}: must be an object")
+    return raw
+
+
+def _type_name(raw: Any) -> str:
+    return "null" if raw is None else type(raw).__name__
+
+
+def _list(raw: Any, where: str) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple):
+        raise NodeAffinityError(f"{where}: Invalid value: {_type_name(raw)}: must be a list")
+    return list(raw)
+
+
+def _requirement(raw: Any, where: str) -> Requirement:
+    raw = _object(raw, where, null_ok=False)
     op = str(raw.get("operator", ""))
     if op not in OPERATORS:
         raise NodeAffinityError(f"{where}.operator: Unsupported value: {op!r}")
@@ -104,29 +128,36 @@ def _requirement(raw: Mapping[str, Any], where: str) -> Requirement:
     return Requirement(str(raw.get("key", "")), op, values)
 
 
-def _term(raw: Mapping[str, Any] | None, where: str) -> Term:
-    raw = raw or {}
+def _term(raw: Any, where: str) -> Term:
+    raw = _object(raw, where)
     exprs = tuple(_requirement(r, f"{where}.matchExpressions[{i}]")
-                  for i, r in enumerate(raw.get("matchExpressions") or ()))
-    fields = tuple(_requirement(r, f"{where}.matchFields[{i}]") for i, r in enumerate(raw.get("matchFields") or ()))
+                  for i, r in enumerate(_list(raw.get("matchExpressions"), f"{where}.matchExpressions")))
+    fields = tuple(_requirement(r, f"{where}.matchFields[{i}]")
+                   for i, r in enumerate(_list(raw.get("matchFields"), f"{where}.matchFields")))
     return Term(exprs, fields)
 
 
 def node_affinity_from_k8s(affinity: Mapping[str, Any] | None) -> NodeAffinity | None:
     """A pod spec's ``affinity`` -> :class:`NodeAffinity` (None without node affinity).
     Raises :class:`NodeAffinityError` on a requirement the API server would refuse."""
-    node = (affinity or {}).get("nodeAffinity") or {}
+    base = "spec.affinity.nodeAffinity"
+    node = _object(_object(affinity, "spec.affinity").get("nodeAffinity"), base)
     if not node:
         return None
-    base = "spec.affinity.nodeAffinity"
     req_raw = node.get("requiredDuringSchedulingIgnoredDuringExecution")
     required = None
     if req_raw is not None:
         where = f"{base}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-        required = tuple(_term(t, f"{where}[{i}]") for i, t in enumerate(req_raw.get("nodeSelectorTerms") or ()))
+        terms = _list(_object(req_raw, f"{base}.requiredDuringSchedulingIgnoredDuringExecution")
+                      .get("nodeSelectorTerms"), where)
+        required = tuple(_term(t, f"{where}[{i}]") for i, t in enumerate(terms))
     preferred = []
-    for i, item in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
-        weight = int(item.get("weight", 0))
+    where = f"{base}.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, raw_item in enumerate(_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"), where)):
+        item = _object(raw_item, f"{where}[{i}]", null_ok=False)
+        weight = item.get("weight", 0)
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise NodeAffinityError(f"{where}[{i}].weight: Invalid value: {weight!r}: must be an integer")
         if weight == 0:  # a zero weight adds nothing (Kubernetes skips such terms)
             continue
         preferred.append((weight, _term(item.get("preference"),

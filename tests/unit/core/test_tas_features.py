@@ -9,12 +9,14 @@ slice-level pod split below the slice level, and stable tie-breaks. Every case r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from scheduler.core.config import FeatureGates
-from scheduler.core.node_affinity import NodeAffinity, Requirement, Term, node_affinity_from_k8s
+from scheduler.core.node_affinity import NodeAffinity, NodeAffinityError, Requirement, Term, node_affinity_from_k8s
 from scheduler.core.nodes import NodeInfo
 from scheduler.core.placement.planner import PlacementGates, place_workload
 from scheduler.core.topology_request import SliceConstraint, TopologyRequest
@@ -424,3 +426,27 @@ def test_group_balanced_answers_are_sound(seed: int) -> None:
         used[d.values[-1]] = used.get(d.values[-1], 0) + case.leader_gpu
     gpus = {n.name: n.allocatable.get(GPU, 0) for n in nodes}
     assert all(c <= gpus[name] for name, c in used.items())
+
+
+@pytest.mark.parametrize(("affinity", "field"), [
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [None]}]}}},
+     "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]"),
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": ["x"]}}},
+     "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"),
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": {"a": 1}}}},
+     "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"),
+    ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [1]}},
+     "requiredDuringSchedulingIgnoredDuringExecution"),
+    ({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [None]}},
+     "preferredDuringSchedulingIgnoredDuringExecution[0]"),
+    ({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": "heavy"}]}},
+     "preferredDuringSchedulingIgnoredDuringExecution[0].weight"),
+    ({"nodeAffinity": "anywhere"}, ""),
+])
+def test_a_wrongly_typed_node_affinity_is_a_field_error_not_a_crash(affinity: dict[str, Any], field: str) -> None:
+    """Found by the webhook fuzz: a null item in matchExpressions raised AttributeError (an
+    internal error) where the API server answers with the field."""
+    where = "spec.affinity.nodeAffinity" + (f".{field}" if field else "")
+    with pytest.raises(NodeAffinityError, match=re.escape(f"{where}: ")):
+        node_affinity_from_k8s(affinity)
