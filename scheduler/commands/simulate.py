@@ -59,6 +59,10 @@ def register(sub: Any) -> None:
                    "reserve-compact, all)")
     p.add_argument("--placement-policy", default="kueue", metavar="POLICY[,POLICY]",
                    help="placement beyond Kueue, as the controller's flag (docs/beyond-kueue.md; default kueue)")
+    p.add_argument("--run-time-model", default="off", metavar="off|moderate|strong|L3,L2,MAX",
+                   help="how far a multi-node job's pods spread stretches its run time: off (default: the trace "
+                        "durations), moderate, strong, or the fractions per extra layer-3 domain, per extra layer-2 "
+                        "domain and the cap, e.g. 0.03,0.08,0.3 (docs/simulate.md)")
     p.add_argument("--eviction-delay", type=float, default=30.0, metavar="SECONDS",
                    help="a preempted workload holds its reservation this long before it is requeued "
                         "(pod termination; default 30, Kubernetes' default grace period)")
@@ -164,6 +168,15 @@ def write_outputs(out: Path, runs: list[tuple[str, Any, dict[str, Any]]], meta: 
     (out / "report.html").write_text(render_report(runs, meta=describe_run(meta)))
 
 
+def run_time_model(text: str) -> Any:
+    from scheduler.sim.runtime import parse_model
+
+    try:
+        return parse_model(text)
+    except ValueError as exc:
+        raise UserError(f"--run-time-model: {exc}") from exc
+
+
 def run(args: Any) -> int:
     from scheduler.core.placement.options import PlacementOptions
     from scheduler.sim.scenario import run_variants
@@ -178,6 +191,7 @@ def run(args: Any) -> int:
     if args.horizon is not None:
         bounded(args.horizon, "--horizon", 1, 3650 * DAY_S, "seconds")
     check_time_budget_ms(args.time_budget_ms)
+    run_time = run_time_model(args.run_time_model)
     config = kueue_config(args)
     world = dataclasses.replace(load_world(args.cluster, args.queues), config=config)
     try:
@@ -194,7 +208,8 @@ def run(args: Any) -> int:
                             time_budget_s=args.time_budget_ms / 1000, horizon_s=args.horizon,
                             progress=ProgressPrinter(), progress_every_s=0.0,
                             eviction_delay_s=args.eviction_delay, requeue_backoff=requeue_backoff(args),
-                            storm_policy=None if args.no_eviction_storm_guard else storm_policy(args))
+                            storm_policy=None if args.no_eviction_storm_guard else storm_policy(args),
+                            run_time=run_time)
     except TraceError as exc:
         raise UserError(f"trace {source}: {exc}") from exc
     meta = {"cluster": str(args.cluster), "queues": str(args.queues), "trace": source, "solver": args.solver,
@@ -204,7 +219,8 @@ def run(args: Any) -> int:
             "eviction_storm_guard": None if args.no_eviction_storm_guard else {
                 "threshold": args.eviction_storm_threshold, "window_s": args.eviction_storm_window_seconds,
                 "min_nodes": args.eviction_storm_min_nodes},
-            "compare": args.compare, "nodes": len(world.nodes), "jobs": len(trace.jobs)}
+            "compare": args.compare, "nodes": len(world.nodes), "jobs": len(trace.jobs),
+            "run_time_model": run_time.as_dict()}
     write_outputs(args.out, runs, meta)
     if args.synthetic is not None:
         (args.out / "trace.yaml").write_text(yaml.safe_dump(trace.to_dict(), sort_keys=False))
@@ -214,5 +230,8 @@ def run(args: Any) -> int:
               f"GPU utilisation {s['gpu_utilization']:.1%}, {s['domains_level'].rsplit('/', 1)[-1] or 'domains'} "
               f"per multi-pod job {s['mean_domains_multi_pod']:.2f}, preemptions {s['preemptions']}, "
               f"NodeFailures evictions {s['evictions_node_failures']}, makespan {s['makespan_s']:.0f}s")
+        if run_time.on:
+            print("  job completion time p50/p95: " + ", ".join(
+                f"{cls} {v['p50']:.0f}/{v['p95']:.0f}s" for cls, v in s["jct_s"].items()))
     print(f"wrote {args.out / 'summary.json'} and {args.out / 'report.html'}")
     return 0
