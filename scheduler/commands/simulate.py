@@ -47,6 +47,9 @@ def register(sub: Any) -> None:
     src.add_argument("--trace", type=Path, help="trace YAML (jobs and failures; examples/traces/)")
     src.add_argument("--synthetic", type=int, metavar="N", help="generate N jobs from the reference distributions")
     p.add_argument("--seed", type=int, default=0, help="seed of --synthetic (default 0)")
+    p.add_argument("--synthetic-shape", choices=("recipe", "kalos", "seren"), default="recipe",
+                   help="with --synthetic: recipe (default: the reference's HyperPod recipe, section 4.6) or the "
+                        "shape of an LLM cluster of the Acme trace, kalos or seren (scheduler/sim/acme.py)")
     p.add_argument("--failures-per-day", type=float, default=0.0,
                    help=f"with --synthetic: node failures per simulated day, 0 to {MAX_FAILURES_PER_DAY} (each "
                         "recovers after 1 h)")
@@ -102,7 +105,8 @@ def load_trace(path: Path) -> Any:
         raise UserError(f"trace file {path}: {exc}") from exc
 
 
-def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float) -> Any:
+def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float, shape: str = "recipe") -> Any:
+    from scheduler.sim.acme import SHAPES, acme_trace
     from scheduler.sim.model import GPU
     from scheduler.sim.scenario import level_capacity
     from scheduler.sim.trace import TraceError, synthetic_trace
@@ -111,6 +115,10 @@ def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float) -> Any
     queues = sorted((lq.namespace, lq.name) for lq in world.local_queues.values())
     pcs = sorted(world.workload_priority_classes)
     try:
+        if shape in SHAPES:
+            return acme_trace(SHAPES[shape], seed, count=n, gpus_per_node=gpn, node_count=len(world.nodes),
+                              queues=queues, level_capacity=level_capacity(world), priority_classes=pcs,
+                              failures_per_day=failures_per_day, node_names=[x.name for x in world.nodes])
         return synthetic_trace(n, seed, gpus_per_node=gpn, node_count=len(world.nodes), queues=queues,
                                level_capacity=level_capacity(world), priority_classes=pcs or (),
                                failures_per_day=failures_per_day, node_names=[x.name for x in world.nodes])
@@ -185,8 +193,8 @@ def run(args: Any) -> int:
     if args.synthetic is not None:
         bounded(args.synthetic, "--synthetic", 1, MAX_SYNTHETIC_JOBS, "jobs")
     bounded(args.failures_per_day, "--failures-per-day", 0, MAX_FAILURES_PER_DAY)
-    if args.trace is not None and (args.seed or args.failures_per_day):
-        raise UserError("--seed/--failures-per-day only apply to --synthetic")
+    if args.trace is not None and (args.seed or args.failures_per_day or args.synthetic_shape != "recipe"):
+        raise UserError("--seed/--failures-per-day/--synthetic-shape only apply to --synthetic")
     bounded(args.eviction_delay, "--eviction-delay", 0, DAY_S, "seconds")
     if args.horizon is not None:
         bounded(args.horizon, "--horizon", 1, 3650 * DAY_S, "seconds")
@@ -201,8 +209,9 @@ def run(args: Any) -> int:
     if args.trace is not None:
         trace, source = load_trace(args.trace), str(args.trace)
     else:
-        trace, source = synthetic_for(world, args.synthetic, args.seed, args.failures_per_day), (
-            f"synthetic N={args.synthetic} seed={args.seed}")
+        trace, source = synthetic_for(world, args.synthetic, args.seed, args.failures_per_day, args.synthetic_shape), (
+            f"synthetic N={args.synthetic} seed={args.seed}"
+            + (f" shape={args.synthetic_shape}" if args.synthetic_shape != "recipe" else ""))
     try:
         runs = run_variants(world, trace, solver=args.solver, compare=args.compare,
                             time_budget_s=args.time_budget_ms / 1000, horizon_s=args.horizon,
