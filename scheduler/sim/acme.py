@@ -24,7 +24,8 @@ failed 39.7 % / 8.0 %; Seren 49.7 / 21.2, 7.5 / 66.4, 42.9 / 12.4).
   failed or cancelled job simply ends: it is not resubmitted.
 
 Arrivals are Poisson, at the rate that makes the offered GPU load ``load`` of the cluster
-(as :func:`scheduler.sim.trace.synthetic_trace`).
+(as :func:`scheduler.sim.trace.synthetic_trace`); over a window of hours, a run counts for the
+part of it expected inside the window (:func:`in_window`).
 """
 
 from __future__ import annotations
@@ -103,13 +104,23 @@ def draw_jobs(shape: AcmeShape, rng: random.Random, count: int) -> list[AcmeDraw
     return out
 
 
+def in_window(duration: float, window: float) -> float:
+    """The run time a job arriving uniformly in ``[0, window]`` is expected to spend inside it:
+    E[min(duration, window - arrival)]. Days-long runs would otherwise count in full toward the
+    offered load of a window they mostly run after, leaving the window under-loaded."""
+    if duration >= window:
+        return window / 2
+    return duration - duration * duration / (2 * window)
+
+
 def acme_trace(shape: AcmeShape, seed: int, *, gpus_per_node: int, node_count: int,
                queues: Sequence[tuple[str, str]], level_capacity: Sequence[tuple[str, int]],
                count: int | None = None, hours: float | None = None, load: float = 0.9,
                priority_classes: Sequence[str] = (), failures_per_day: float = 0.0,
                node_names: Sequence[str] = (), recover_after_s: float = 3600.0) -> Trace:
     """A trace of ``count`` jobs, or of as many as make ``load`` x the cluster's GPUs busy for
-    ``hours`` (arrivals spread over those hours). ``queues``: (namespace, LocalQueue), chosen
+    ``hours`` (arrivals spread over those hours; a run counts for the part of it expected within
+    them, :func:`in_window`). ``queues``: (namespace, LocalQueue), chosen
     uniformly; ``level_capacity``: (level, nodes in its largest domain), widest first,
     hostname excluded. A job larger than the cluster is cut to the cluster. A multi-node job
     prefers the narrowest level one domain of which holds it (the widest when none does);
@@ -135,7 +146,7 @@ def acme_trace(shape: AcmeShape, seed: int, *, gpus_per_node: int, node_count: i
         while work < capacity * window:
             (d,) = draw_jobs(shape, rng, 1)
             drawn.append(d)
-            work += d.gpus * d.duration
+            work += d.gpus * in_window(d.duration, window)
     rate = len(drawn) / window
     t = 0.0
     jobs = []

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from scheduler import cli
-from scheduler.sim.acme import KALOS, SEREN, STATES, AcmeShape, acme_trace, draw_jobs
+from scheduler.sim.acme import KALOS, SEREN, STATES, AcmeShape, acme_trace, draw_jobs, in_window
 from scheduler.sim.trace import TraceError
 
 L2 = "topology.k8s.aws/network-node-layer-2"
@@ -51,10 +51,16 @@ def test_trace_is_seeded_and_sized_to_the_offered_load() -> None:
 
     trace = make(3)
     assert trace == make(3) and trace != make(4)
-    work = sum(j.pods * j.gpus_per_pod * j.duration for j in trace.jobs)
-    assert work >= 0.9 * 8 * 1024 * 2 * 3600  # drawn until the offered work is reached
-    assert work - max(j.pods * j.gpus_per_pod * j.duration for j in trace.jobs) < 0.9 * 8 * 1024 * 2 * 3600
-    assert trace.jobs[-1].at == pytest.approx(2 * 3600, rel=0.2)
+    window = 2 * 3600
+    # drawn until the work expected inside the window is the offered load, not one job more
+    work = [j.pods * j.gpus_per_pod * in_window(j.duration, window) for j in trace.jobs]
+    assert sum(work) >= 0.9 * 8 * 1024 * window > sum(work[:-1])
+    assert trace.jobs[-1].at == pytest.approx(window, rel=0.2)
+
+
+def test_a_long_run_counts_for_what_falls_in_the_window() -> None:
+    assert in_window(100.0, 1000.0) == pytest.approx(95.0)  # arrival uniform: E[min(100, 1000 - a)]
+    assert in_window(1000.0, 1000.0) == in_window(10 * 86400.0, 1000.0) == 500.0
 
 
 def test_multi_node_jobs_prefer_the_narrowest_domain_that_holds_them() -> None:
