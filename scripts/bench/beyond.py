@@ -209,6 +209,13 @@ ENGINES: Mapping[str, Engine] = {
     "+patient": Engine(True, PlacementOptions(patient_compact=True), "compact wait, no preemption during it"),
     "+patient+frag": Engine(True, PlacementOptions(patient_compact=True, fragmentation_aware=True),
                             "compact wait without preemption, fragmentation-aware placement"),
+    "+patient+reserve": Engine(True, PlacementOptions(patient_compact=True, reserve_compact=True),
+                               "compact wait without preemption, holding the domain waited for"),
+    "+patient/classical": Engine(True, PlacementOptions(patient_compact=True), "compact wait without preemption, "
+                                 "Kueue's classical preemption", domain_preemption=False),
+    "+patient+frag/classical": Engine(True, PlacementOptions(patient_compact=True, fragmentation_aware=True),
+                                      "compact wait without preemption, fragmentation-aware placement, Kueue's "
+                                      "classical preemption", domain_preemption=False),
     "all": Engine(True, PlacementOptions.from_names("all"), "every policy and the compact wait"),
 }
 
@@ -281,9 +288,18 @@ ROWS: list[tuple[str, Getter, str]] = [
     ("GPU-h lost", lambda s: s["gpu_hours_lost"], "{:.0f}"),
     ("preemptions", lambda s: s["preemptions"], "{:.0f}"),
 ]
+
+
+def jct_getter(job_class: str, quantile: str) -> Getter:
+    """Reads one class's completion-time quantile from a summary (0 when the class is absent)."""
+    def get(s: Mapping[str, Any]) -> float:
+        return float(s["jct_s"].get(job_class, {}).get(quantile, 0.0))
+    return get
+
+
 for _cls in ("all", *CLASSES):
-    ROWS.append((f"JCT p50 {_cls} s", lambda s, c=_cls: s["jct_s"].get(c, {}).get("p50", 0.0), "{:.0f}"))
-    ROWS.append((f"JCT p95 {_cls} s", lambda s, c=_cls: s["jct_s"].get(c, {}).get("p95", 0.0), "{:.0f}"))
+    ROWS.append((f"JCT p50 {_cls} s", jct_getter(_cls, "p50"), "{:.0f}"))
+    ROWS.append((f"JCT p95 {_cls} s", jct_getter(_cls, "p95"), "{:.0f}"))
 ROWS.append(("GPU-h/day completed", lambda s: s["completed_gpu_hours_per_day"].get("all", 0.0), "{:,.0f}"))
 ROWS.append(("wall s", lambda s: s["wall_s"], "{:.0f}"))
 
@@ -342,6 +358,21 @@ def verdict(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], engine: str) ->
 # ---------------------------------------------------------------------- main
 
 
+def mean_of(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The mean of every number in ``summaries`` (same keys), nested mappings included; other
+    values from the first."""
+    out: dict[str, Any] = {}
+    for key, first in summaries[0].items():
+        values = [s[key] for s in summaries if key in s]
+        if isinstance(first, Mapping):
+            out[key] = mean_of(values)
+        elif isinstance(first, int | float) and not isinstance(first, bool):
+            out[key] = sum(values) / len(values)
+        else:
+            out[key] = first
+    return out
+
+
 def run_one(world: World, drawn: Sequence[Drawn], fails: Sequence[SimFailure], engine: Engine, model: str,
             budget: float, wait_s: float) -> SimResult:
     jobs = [to_job(i, d, wait_s if engine.compact_wait else None) for i, d in enumerate(drawn)]
@@ -358,7 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--load", type=float, default=0.9, help="offered GPU load over the arrival window")
     ap.add_argument("--compact-wait", type=float, default=1800.0, metavar="SECONDS")
     ap.add_argument("--failures-per-day", type=float, default=24.0)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", default="1", help="comma list of trace seeds; figures are the mean over them "
+                    "(each seed: its own jobs and node failures)")
     ap.add_argument("--preemption-budget", type=float, default=0.05, metavar="SECONDS",
                     help="CP-SAT budget per victim search (the controller's is 0.5 s; smaller keeps the run short)")
     ap.add_argument("--traces", default="mix,kalos", help=f"comma list of {', '.join(TRACES)}")
@@ -375,31 +407,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         unknown = [x for x in name if x not in known]
         if unknown:
             ap.error(f"{what}: unknown {unknown[0]!r} (choose from {', '.join(known)})")
+    seeds = [int(x) for x in args.seeds.split(",") if x]
     world = world_from_objects(cluster(args.nodes), queue_objects(args.teams, args.nodes * 8))
-    fails = failures(args.seed, world, args.hours, args.failures_per_day)
     l2_nodes = dict(level_capacity(world)).get(L2, NODES_PER_L3)
     end = args.hours * 3600
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                                "traces": {}}
     for trace in traces:
-        drawn = TRACES[trace](args.seed, world, args.hours, args.load, args.teams)
-        print(f"\n== trace {trace}: {len(world.nodes)} nodes, {len(drawn)} jobs over {args.hours:g} h, "
-              f"{len(fails)} node failures", flush=True)
-        by_model: dict[str, dict[str, dict[str, Any]]] = {}
-        for model in models:
-            runs = []
-            for name in engines:
-                t0 = time.perf_counter()
-                result = run_one(world, drawn, fails, ENGINES[name], model, args.preemption_budget, args.compact_wait)
-                s = measure(result, end, l2_nodes)
-                by_model.setdefault(model, {})[name] = s
-                runs.append((name, result, s))
-                print(f"  {model:>8} {name}: {time.perf_counter() - t0:.0f} s wall", flush=True)
-            (args.out / f"report-{trace}-{model}.html").write_text(render_report(
-                runs, title=f"toposched beyond Kueue: {trace}, run-time model {model}",
-                meta=f"{len(world.nodes)} nodes, {len(drawn)} jobs, {args.hours:g} h, seed {args.seed}, "
-                     f"load {args.load}, compact wait {args.compact_wait:g} s; {PRESETS[model].describe()}"))
+        per_seed: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        jobs_seen = []
+        for seed in seeds:
+            drawn = TRACES[trace](seed, world, args.hours, args.load, args.teams)
+            fails = failures(seed, world, args.hours, args.failures_per_day)
+            jobs_seen.append(len(drawn))
+            print(f"\n== trace {trace}, seed {seed}: {len(world.nodes)} nodes, {len(drawn)} jobs over "
+                  f"{args.hours:g} h, {len(fails)} node failures", flush=True)
+            for model in models:
+                runs = []
+                for name in engines:
+                    t0 = time.perf_counter()
+                    result = run_one(world, drawn, fails, ENGINES[name], model, args.preemption_budget,
+                                     args.compact_wait)
+                    s = measure(result, end, l2_nodes)
+                    per_seed.setdefault(model, {}).setdefault(name, []).append(s)
+                    runs.append((name, result, s))
+                    print(f"  {model:>8} {name}: {time.perf_counter() - t0:.0f} s wall", flush=True)
+                (args.out / f"report-{trace}-{model}-seed{seed}.html").write_text(render_report(
+                    runs, title=f"toposched beyond Kueue: {trace}, run-time model {model}, seed {seed}",
+                    meta=f"{len(world.nodes)} nodes, {len(drawn)} jobs, {args.hours:g} h, seed {seed}, "
+                         f"load {args.load}, compact wait {args.compact_wait:g} s; {PRESETS[model].describe()}"))
+        by_model = {m: {e: mean_of(per_seed[m][e]) for e in engines} for m in models}
+        print(f"\n== trace {trace}: mean over seeds {', '.join(map(str, seeds))} "
+              f"({', '.join(map(str, jobs_seen))} jobs)")
         columns = [(f"{m}:{e}", by_model[m][e]) for m in models for e in engines]
         print(table(columns))
         first = by_model[models[0]]
@@ -411,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"goal ({judged} vs kueue, {trace}):")
             for ok, text in checks:
                 print(("  met    : " if ok else "  NOT met: ") + text)
-        summary["traces"][trace] = {"jobs": len(drawn), "runs": by_model,
+        summary["traces"][trace] = {"jobs": jobs_seen, "mean": by_model, "per_seed": per_seed,
                                     "verdict": [{"met": ok, "check": text} for ok, text in checks]}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     print(f"\nwrote {args.out / 'summary.json'} and the reports beside it")
