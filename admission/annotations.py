@@ -72,6 +72,7 @@ class _Annotations:
     count: int | None  # pods in the pod set, when known
     path: str
     spreading: bool = False  # the TASTopologySpreading gate
+    multi_layer: bool = True  # the TASMultiLayerTopology gate (off in Kueue v0.17, on from v0.19)
 
     def has(self, key: str) -> bool:
         return key in self.values
@@ -181,6 +182,11 @@ def _slice_pairing(a: _Annotations) -> list[FieldError]:
 def _constraints(a: _Annotations) -> list[FieldError]:
     if not a.has(ANN_SLICE_CONSTRAINTS):
         return []
+    if not a.multi_layer:  # Kueue's jobframework refuses the annotation while its gate is off
+        return [forbidden(a.at(ANN_SLICE_CONSTRAINTS),
+                          "the TASMultiLayerTopology feature gate must be enabled to use this annotation",
+                          f"use {ANN_SLICE_REQUIRED} with {ANN_SLICE_SIZE} (one slice layer), or run toposched as "
+                          "Kueue v0.19 (--kueue-version v0.19) or with featureGates TASMultiLayerTopology: true")]
     errs = _constraints_exclusive(a)
     cpath = a.at(ANN_SLICE_CONSTRAINTS)
     text = a.values[ANN_SLICE_CONSTRAINTS]
@@ -284,7 +290,8 @@ def validate_topology_annotations(annotations: Mapping[str, Any], count: int | N
     errs += compact_wait_errors(annotations, path)
     if unreadable:
         return errs  # a value that is not text, or too long: nothing more is read from it
-    checked = _Annotations(values, count, path, gates.enabled("TASTopologySpreading"))
+    checked = _Annotations(values, count, path, gates.enabled("TASTopologySpreading"),
+                           gates.enabled("TASMultiLayerTopology"))
     for check in CHECKS if single_pod_set else tuple(c for c in CHECKS if c is not _group_of_one):
         errs.extend(check(checked))
     return errs

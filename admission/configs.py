@@ -5,6 +5,10 @@ failurePolicy design (docs/webhook.md):
 * Every governed kind (the job-kind registry) WITH ``kueue.x-k8s.io/queue-name``
   (objectSelector ``Exists``): ``Fail``. Letting such a Job through un-mutated would start it
   unsuspended, past every quota; a dead webhook only blocks jobs that asked for the queue.
+* Pods (Kueue's pod integration, ``admission/pods.py``): with the queue label, or with the
+  managed label a Deployment's or StatefulSet's template stamp puts on them: ``Fail``; bare pods
+  without either are never sent (no LocalQueue defaulting for them: every pod of every
+  namespace would wait on the webhook).
 * Governed kinds WITHOUT the label (objectSelector ``DoesNotExist``, mutating only, for LocalQueue
   defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
   price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
@@ -12,7 +16,13 @@ failurePolicy design (docs/webhook.md):
 * Every other queued object, of any group and kind (``vqueued``, the default deny, CREATE and
   UPDATE, objectSelector ``Exists``): ``Fail``. A queued object of a kind toposched does not
   govern is refused with one line naming the gap; with the webhook down such objects cannot be
-  created either, which is the point: nothing queued runs outside toposched.
+  created either, which is the point: nothing queued runs outside toposched. The registry's
+  kinds are left out (``matchConditions``): their own validating webhook applies the same
+  default deny first (a kind the Configuration does not enable is refused there with the same
+  line), so a Job costs one validating call, not two.
+* The governed kinds' validating webhooks skip the controller's own writes (``matchConditions``,
+  as for Workloads): starting, stopping and restoring an admitted job is the controller's to do
+  and never waits for (or on) the webhook.
 * Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue): ``Ignore``. Their CRD
   CEL rules still hold; the admins can always repair queues with the webhook down.
 * Workloads: ``Fail`` (as Kueue's own ``vworkload.kb.io``), for everyone but toposched's
@@ -37,7 +47,9 @@ from admission.governance import QUEUED_PATH
 from admission.review import KUEUE_PLURALS, VALIDATE_WORKLOAD, validate_kueue_path
 from admission.suspension import controller_username
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import KINDS
+from scheduler.core.kueue_names import LABEL_MANAGED
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s.informer import Api, Resource
 
@@ -75,6 +87,8 @@ def job_kind_rule(kind: JobKind, operations: Sequence[str]) -> list[dict[str, An
 
 _QUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "Exists"}]}
 _UNQUEUED = {"matchExpressions": [{"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}
+_MANAGED_UNQUEUED = {"matchExpressions": [{"key": LABEL_MANAGED, "operator": "Exists"},
+                                          {"key": LABEL_QUEUE_NAME, "operator": "DoesNotExist"}]}
 
 
 def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
@@ -86,7 +100,12 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
         prefix, path, rules = f"m{kind.kind.lower()}", kind.mutate_path, job_kind_rule(kind, ["CREATE"])
         hooks.append(dict(common, name=f"{prefix}.toposched.io", clientConfig=client(path), rules=rules,
                           failurePolicy="Fail", timeoutSeconds=5, objectSelector=_QUEUED))
-        if default_queue:
+        if kind is POD:
+            # A pod its Deployment / StatefulSet holds carries the managed label, not yet the queue's.
+            hooks.append(dict(common, name=f"{prefix}-managed.toposched.io", clientConfig=client(path), rules=rules,
+                              failurePolicy="Fail", timeoutSeconds=5, objectSelector=_MANAGED_UNQUEUED))
+        elif default_queue:
+            # (not for bare pods: every pod of every namespace would be sent here on creation)
             hooks.append(dict(common, name=f"{prefix}-default-queue.toposched.io", clientConfig=client(path),
                               rules=rules, failurePolicy="Ignore", timeoutSeconds=2, objectSelector=_UNQUEUED))
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
@@ -101,21 +120,29 @@ def not_the_controller(controller_users: Sequence[str]) -> list[dict[str, str]]:
     return [{"name": "not-toposched-controller", "expression": f"!(request.userInfo.username in [{names}])"}]
 
 
+def not_a_registry_kind() -> list[dict[str, str]]:
+    """``matchConditions`` of the default deny: every kind but the registry's, whose own
+    validating webhooks apply it (``admission/review.py``)."""
+    kinds = ", ".join(json.dumps(f"{k.group}/{k.kind}") for k in KINDS)
+    return [{"name": "not-a-registry-kind",
+             "expression": f"!((request.kind.group + '/' + request.kind.kind) in [{kinds}])"}]
+
+
 def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
                              controller_users: Sequence[str] | None = None) -> dict[str, Any]:
     """``controller_users``: the controller's usernames (``--controller-user``; default its
-    ServiceAccount in ``namespace``), whose Workload writes skip the webhook."""
+    ServiceAccount in ``namespace``), whose Workload and job writes skip the webhook."""
     controllers = list(controller_users) if controller_users else [controller_username(namespace)]
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "namespaceSelector": _namespace_selector(namespace)}
     hooks = [dict(common, name=f"v{kind.kind.lower()}.toposched.io", clientConfig=client(kind.validate_path),
                   failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(kind, ["CREATE", "UPDATE"]),
-                  objectSelector=_QUEUED) for kind in KINDS]
+                  objectSelector=_QUEUED, matchConditions=not_the_controller(controllers)) for kind in KINDS]
     # The default deny (admission/governance.py): every other queued object, of any kind.
     hooks.append(dict(common, name="vqueued.toposched.io", clientConfig=client(QUEUED_PATH), failurePolicy="Fail",
                       timeoutSeconds=5, rules=[{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
                                                 "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
-                      objectSelector=_QUEUED))
+                      objectSelector=_QUEUED, matchConditions=not_a_registry_kind()))
     for kind, plural in KUEUE_PLURALS.items():
         hooks.append(dict(
             common, name=f"v{kind.lower()}.kueue.toposched.io", clientConfig=client(validate_kueue_path(kind)),

@@ -59,7 +59,8 @@ def ungoverned(req: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str,
         return "toposched webhook: the request names no kind; refusing a queued object it cannot identify"
     if governance.governs(gvk):
         return None
-    if managed_ancestor(obj, owners, governance.kinds, interim=True, external=governance.external).ancestor:
+    if managed_ancestor(obj, owners, governance.kinds, interim=True, external=governance.external,
+                        pod_level=True).ancestor:
         return None
     ref = controller_ref(obj)
     return governance.gap(gvk, ref.spelled if ref is not None else "")

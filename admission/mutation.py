@@ -19,10 +19,10 @@ At CREATE only (as Kueue's job webhooks), for a job managed by a queue:
   is of a governed kind and is itself queued (``scheduler/adapter/kinds/ownership.py``); a
   forged reference leaves the job queued like any other. An owner that cannot be read raises
   ``OwnerUnreadable`` (the review refuses: retry).
-* implicit default priority: no ``kueue.x-k8s.io/priority-class`` label and a
-  WorkloadPriorityClass named ``default`` exists -> the label ``default`` is added, so the
-  Workload carries an explicit, visible priority (Kueue's WorkloadPriorityClassDefaulting
-  uses the same name; without such a WPC the priority stays Kueue's default, 0).
+* default priority, as Kueue's ``WorkloadPriorityClassDefaulting`` (alpha, off in v0.17-v0.19,
+  on in v0.20; ``jobframework.ApplyDefaultWorkloadPriorityClass``): with the gate on, no
+  ``kueue.x-k8s.io/priority-class`` label and a WorkloadPriorityClass named ``default`` ->
+  the label ``default`` is added. Gate off: nothing is added (priority stays Kueue's 0).
 
 Applying the patch and mutating again yields ``[]`` (reinvocationPolicy IfNeeded).
 """
@@ -34,10 +34,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from admission.annotations import NO_OVERRIDES
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import managed_ancestor
 from scheduler.adapter.kinds.registry import KINDS, kind_or_job
+from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, SCHEDULER_NAME
 
 DEFAULT_LOCAL_QUEUE = "default"
@@ -68,11 +70,14 @@ def _set_label(job: Mapping[str, Any], ops: list[dict[str, Any]], key: str, valu
 
 def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
                scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
-               kind: JobKind | None = None) -> Mutation:
-    """The mutation of one object of a governed kind (``kind``; else read from the object)."""
+               kind: JobKind | None = None, gates: FeatureGates = NO_OVERRIDES) -> Mutation:
+    """The mutation of one object of a governed kind (``kind``; else read from the object).
+    ``gates``: the Kueue Configuration's feature gates (WorkloadPriorityClassDefaulting)."""
     kind = kind or kind_or_job(job)
     out = Mutation()
-    if operation != "CREATE" or managed_ancestor(job, view.owners if view else None, KINDS).ancestor is not None:
+    if operation != "CREATE" or kind.skipped(job):
+        return out  # (a RayJob on an existing cluster is not managed: Kueue suspends it for good, toposched not)
+    if managed_ancestor(job, view.owners if view else None, KINDS).ancestor is not None:
         return out
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -84,13 +89,15 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
         _set_label(job, ops, LABEL_QUEUE_NAME, DEFAULT_LOCAL_QUEUE)
         out.warnings.append(f"toposched: no {LABEL_QUEUE_NAME} label; sent to LocalQueue "
                             f"\"{DEFAULT_LOCAL_QUEUE}\" of namespace \"{namespace}\" (LocalQueue defaulting)")
-    if (not labels.get(LABEL_PRIORITY_CLASS) and view is not None
-            and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
+    if (gates.enabled("WorkloadPriorityClassDefaulting") and not labels.get(LABEL_PRIORITY_CLASS)
+            and view is not None and view.priority_class(DEFAULT_PRIORITY_CLASS, live=False)):
         _set_label(job, ops, LABEL_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS)
     if kind.pod_groups is not None:
         kind.pod_groups.template_defaults(job, ops, _priority(job, ops))
     else:
         _suspend(kind, job, ops)
+    if kind.create_defaults is not None:
+        kind.create_defaults(job, ops, _labels_after(job, ops))
     _scheduler_names(kind, job, ops, out.warnings, scheduler_name)
     return out
 
@@ -112,6 +119,13 @@ def _suspend(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]]) -
                         "value": leaf})
             return
         value = child
+
+
+def _labels_after(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, str]:
+    """The object's labels with this mutation's label ops applied."""
+    return dict((apply_patch({"metadata": dict(job.get("metadata") or {})},
+                             [o for o in ops if o["path"].startswith("/metadata/labels")])["metadata"]
+                 .get("labels")) or {})
 
 
 def _priority(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> str | None:

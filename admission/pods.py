@@ -1,8 +1,8 @@
 """The pod webhook path: Kueue v0.17.0's pod integration (``pkg/controller/jobs/pod/pod_webhook.go``)
 on plain dicts, so a pod with a queue label, a pod of a pod group, and a pod of a Deployment or
 StatefulSet (``kueue.x-k8s.io/pod-suspending-parent``) is held until its Workload is admitted and
-then placed in its domain, whoever created it. Built, not wired: the registry's webhook rules
-route ``pods`` here (docs/design/new-kinds.md, "Wiring").
+then placed in its domain, whoever created it. The registry's ``Pod`` kind routes ``pods`` here
+(``admission/review.py``; webhook rules in ``admission/configs.py``).
 
 Mutation at CREATE of a pod to be managed (a queue label, the default LocalQueue, or a
 suspending-parent annotation; not when its controller owner is a kind toposched governs, whose
@@ -28,7 +28,7 @@ annotations go through the same checks as a pod template's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +36,15 @@ from admission.annotations import validate_topology_annotations
 from admission.fielderrors import FieldError, Verdict, forbidden, invalid, required
 from admission.labelkeys import dns1123_subdomain_problems
 from admission.mutation import DEFAULT_LOCAL_QUEUE, Mutation, escape
-from scheduler.adapter.newkinds.common import (
+from admission.view import ClusterView
+from scheduler.adapter.kinds.base import Holding
+from scheduler.adapter.kinds.ownership import managed_ancestor
+from scheduler.adapter.kinds.pod import PodGroupError, group_total_count, role_hash
+from scheduler.adapter.kinds.registry import KINDS
+from scheduler.core.kueue_names import (
     ANN_POD_GROUP_POD_INDEX_LABEL,
     ANN_POD_GROUP_TOTAL_COUNT,
+    ANN_POD_SUSPENDING_PARENT,
     ANN_RETRIABLE_IN_GROUP,
     FINALIZER_MANAGED,
     GATE_ADMISSION,
@@ -48,8 +54,6 @@ from scheduler.adapter.newkinds.common import (
     LABEL_POD_GROUP_POD_INDEX,
     MANAGED_VALUE,
 )
-from scheduler.adapter.newkinds.podgroups import PodGroupError, group_total_count, role_hash
-from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT
 from scheduler.core.workload import ANN_ROLE_HASH, LABEL_QUEUE_NAME, SCHEDULER_NAME
 
 LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
@@ -77,6 +81,37 @@ class PodContext:
 
 def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
+
+
+# Kinds whose objects are the managed job of their pods: a pod under one of them is left alone.
+JOB_KINDS = tuple(k for k in KINDS if k.holding is not Holding.PODS)
+
+
+def pod_context(pod: Mapping[str, Any], view: ClusterView | None,
+                external: Collection[tuple[str, str, str]] = ()) -> PodContext:
+    """The pod's context from the webhook's view: its controller owner chain resolved by uid
+    (a queued ancestor of a governed kind, or of an external framework's kind, whose controller
+    creates the Workload, makes it that job's pod, never one of its own). Raises
+    ``OwnerUnreadable``."""
+    ancestor = managed_ancestor(pod, view.owners if view else None, JOB_KINDS, interim=True,
+                                external=external).ancestor
+    return PodContext(governed_owner=ancestor is not None)
+
+
+def gate_release_errors(pod: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
+    """Only toposched's controller releases Kueue's gates of a managed pod: a user who removes
+    ``kueue.x-k8s.io/admission`` (or ``kueue.x-k8s.io/topology``) would run it past its queue or
+    outside its domain (Kueue stops such a pod after the fact; toposched refuses the update)."""
+    def gates(obj: Mapping[str, Any]) -> set[str]:
+        return {str(g.get("name")) for g in (obj.get("spec") or {}).get("schedulingGates") or ()}
+
+    removed = sorted((gates(old) - gates(pod)) & {GATE_ADMISSION, GATE_TOPOLOGY})
+    if not removed or (_meta(old).get("labels") or {}).get(LABEL_MANAGED) != MANAGED_VALUE:
+        return []
+    return [forbidden("spec.schedulingGates", f"only toposched's controller may remove {', '.join(removed)} from a "
+                      "managed pod; it does so when the pod's Workload is admitted (and names its domain)",
+                      "wait for admission, or delete the pod and recreate it without the "
+                      f"{LABEL_QUEUE_NAME} label to run it outside the queue")]
 
 
 def _add_map_entry(pod: Mapping[str, Any], ops: list[dict[str, Any]], where: str, key: str, value: str) -> None:
@@ -178,7 +213,10 @@ def validate_pod(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None) -
         verdict.errors.append(forbidden(f"metadata.labels[{LABEL_MANAGED}]",
                                         f"managed label value can only be '{MANAGED_VALUE}'"))
     verdict.errors.extend(_group_errors(pod))
-    verdict.errors.extend(validate_topology_annotations(_meta(pod).get("annotations") or {}, 1, "metadata.annotations"))
+    # A pod is one member of its pod set (Kueue's ValidateTASPodSetRequest): a group name (an LWS
+    # leader's and workers' pods carry their template's) pairs pod sets, judged on their owner.
+    verdict.errors.extend(validate_topology_annotations(_meta(pod).get("annotations") or {}, 1, "metadata.annotations",
+                                                        single_pod_set=False))
     if old is not None:
         old_labels = _meta(old).get("labels") or {}
         old_group = old_labels.get(LABEL_POD_GROUP_NAME)

@@ -17,6 +17,7 @@ from admission.annotations import NO_OVERRIDES
 from admission.fielderrors import Verdict
 from admission.governance import QUEUED_PATH, ungoverned
 from admission.mutation import mutate_job
+from admission.pods import gate_release_errors, mutate_pod, pod_context, validate_pod
 from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.validation import validate_job, validate_kueue_object
@@ -25,6 +26,7 @@ from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.governance import Governance
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
+from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import KINDS
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_QUEUE_NAME, SCHEDULER_NAME
@@ -172,6 +174,29 @@ def _ungoverned_refusal(uid: str, req: Mapping[str, Any], obj: Mapping[str, Any]
     return _response(uid, False, gap, api_version=api_version)
 
 
+def _pod_review(uid: str, path: str, req: Mapping[str, Any], obj: Mapping[str, Any], old: Any,
+                view: ClusterView | None, scheduler_name: str, controller_users: Collection[str],
+                governance: Governance, api_version: str) -> dict[str, Any]:
+    """Kueue's pod webhook (admission/pods.py): a queued pod, or one its Deployment or
+    StatefulSet holds, is gated at creation; its pod-group metadata is validated; only the
+    controller may release its gates."""
+    operation = str(req.get("operation") or "")
+    if path == POD.mutate_path:
+        try:
+            ctx = pod_context(obj, view, governance.external)
+        except OwnerUnreadable as exc:
+            return _owner_unreadable(uid, POD, exc, api_version)
+        m = mutate_pod(obj, operation, ctx, scheduler_name)
+        return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
+    previous = old if operation == "UPDATE" and isinstance(old, Mapping) else None
+    verdict = validate_pod(obj, previous)
+    if previous is not None and requesting_user(req) not in controller_users:
+        verdict.errors.extend(gate_release_errors(obj, previous))
+    if verdict.allowed:
+        return _response(uid, True, warnings=verdict.warnings, api_version=api_version)
+    return _response(uid, False, verdict.message(), warnings=verdict.warnings, api_version=api_version)
+
+
 def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
            scheduler_name: str = SCHEDULER_NAME, default_queue: bool = True,
            controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
@@ -206,6 +231,15 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         kind_check = _field(req.get("kind"), "kind")
         if kind_check not in (None, job_kind.kind):
             return _response(uid, True, api_version=api_version)
+        if not any(k is job_kind for k in governance.kinds):
+            # Not governed under this Configuration: an external framework's (its controller's own
+            # webhook suspends it) or one left out of integrations.frameworks (the default deny
+            # refuses it when queued, here: the catch-all vqueued leaves the registry's kinds to
+            # their own validating webhook): never suspended here, never run half-managed.
+            if path in MUTATE_PATHS:
+                return _response(uid, True, api_version=api_version)
+            return _ungoverned_refusal(uid, _as_kind(req, job_kind), obj, old, view, controller_users, governance,
+                                       api_version)
         # The path names the kind (the object's own kind and apiVersion may be absent or, in a
         # hand-made review, contradict it): read the object as that kind, everywhere below.
         obj = dict(obj, kind=job_kind.kind, apiVersion=job_kind.api_version)
@@ -218,9 +252,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
         errors = shape_errors(kind, value, root=f"request.{part}")
         if errors:  # a body no API server sends: refuse with the fields, before anything reads them
             return _response(uid, False, Verdict(errors).message(), api_version=api_version)
+    if job_kind is POD:
+        return _pod_review(uid, path, req, obj, old, view, scheduler_name, controller_users, governance,
+                           api_version)
     if job_kind is not None and path in MUTATE_PATHS:
         try:
-            m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind)
+            m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind, gates)
         except OwnerUnreadable as exc:
             return _owner_unreadable(uid, job_kind, exc, api_version)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
@@ -229,6 +266,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
                              "retry, and report it if it persists", code=500, api_version=api_version)
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
     if job_kind is not None:
+        # The default deny first (the catch-all vqueued leaves the registry's kinds to this path):
+        # a kind the Configuration does not enable is refused with the line naming the gap.
+        governed = _ungoverned_refusal(uid, _as_kind(req, job_kind), obj, old, view, controller_users, governance,
+                                       api_version)
+        if not governed["response"]["allowed"]:
+            return governed
         refusal = _unsuspend_refusal(uid, job_kind, req, obj, old, controller_users, api_version, view)
         if refusal is not None:
             return refusal
@@ -253,6 +296,12 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
     if verdict.allowed:
         return _response(uid, True, warnings=verdict.warnings, api_version=api_version)
     return _response(uid, False, verdict.message(), warnings=verdict.warnings, api_version=api_version)
+
+
+def _as_kind(req: Mapping[str, Any], job_kind: JobKind) -> dict[str, Any]:
+    """The review as the default deny reads it: of the kind the path names (a hand-made review's
+    own ``kind`` may be absent or contradict it)."""
+    return dict(req, kind={"group": job_kind.group, "version": job_kind.version, "kind": job_kind.kind})
 
 
 def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str = SCHEDULER_NAME,

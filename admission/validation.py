@@ -486,7 +486,11 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     the controller's own updates (unsuspend, node selectors) must not be blocked because a
     queue was deleted after the job was accepted. ``gates``: the Kueue Configuration's.
     """
-    if not kind_or_job(job).single_pod_set:
+    kind = kind_or_job(job)
+    refused = kind_errors(job)
+    if refused:  # the kind's own refusals (Kueue's messages) come first: nothing else is judged
+        return Verdict(refused)
+    if not kind.single_pod_set:
         return validate_multi_pod_set_job(job, view, old, gates)
     verdict = Verdict()
     template = (job.get("spec") or {}).get("template") or {}
@@ -503,6 +507,26 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
         return verdict
     verdict.extend(validate_job_against_cluster(job, view))
     return verdict
+
+
+def kind_errors(obj: Obj) -> list[FieldError]:
+    """The refusals a kind declares for a queued object (``JobKind.validation``: a RayJob on an
+    existing cluster with a cluster spec, autoscaling without workload slices, ...), with Kueue's
+    messages as field errors."""
+    kind = kind_of(obj)
+    if kind is None:
+        return []
+    out: list[FieldError] = []
+    for path, error_type, detail, value in kind.validation(obj):
+        if error_type == "Required":
+            out.append(required(path, detail))
+        elif error_type == "Forbidden":
+            out.append(FieldError(path, "Forbidden", detail))
+        elif error_type == "TooMany":
+            out.append(FieldError(path, "Too many", detail, value))
+        else:
+            out.append(invalid(path, value, detail))
+    return out
 
 
 def manifest_errors(obj: Obj, gates: FeatureGates = NO_OVERRIDES) -> list[str]:

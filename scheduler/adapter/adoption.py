@@ -20,17 +20,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.adapter.kinds.registry import suspendable
+from scheduler.adapter.kinds.registry import KINDS
+from scheduler.core.kueue_names import GATE_TOPOLOGY
+from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Kueue's TopologyUngater removes this gate once it has pinned a pod to its assigned domain;
-# toposched does not remove Kueue's gate, so such a pod would stay Pending after the switch.
-KUEUE_TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+# toposched's topology ungater does the same for a pod that names its Workload and pod set
+# (Kueue's PodSetInfo puts both on it); one that names neither would stay Pending.
+KUEUE_TOPOLOGY_GATE = GATE_TOPOLOGY
 KUEUE_LEADER_LEASE = "c1f6bfd2.kueue.x-k8s.io"  # Kueue's default leaderElection.resourceName
-# The job kinds toposched's controller starts and stops (the suspendable kinds of the job-kind
-# registry); a pending Workload of another kind (Pod groups, RayJob, ...) could be admitted but
-# never started.
-ADOPTABLE_OWNER_KINDS = frozenset(k.kind for k in suspendable())
+# The kinds toposched's controller starts and stops (the job-kind registry's, in every spelling
+# an externalFrameworks entry may use: AWS writes HyperPodPytorchJob, the CLI HyperPodPyTorchJob);
+# a pending Workload of another kind (an AppWrapper, ...) could be admitted but never started.
+ADOPTABLE_OWNER_KINDS = frozenset(name for k in KINDS for name in (k.kind, *k.aliases))
 
 Obj = Mapping[str, Any]
 
@@ -110,11 +113,12 @@ def assess(*, workloads: Sequence[Obj], cluster_queues: Sequence[Obj], webhook_c
                                       "fails"))
     gated = sorted(f"{(p.get('metadata') or {}).get('namespace')}/{_name(p)}" for p in pods
                    if any(g.get("name") == KUEUE_TOPOLOGY_GATE for g in (p.get("spec") or {}).get("schedulingGates")
-                          or ()))
+                          or ()) and not _names_its_pod_set(p))
     if gated:
-        findings.append(Finding(True, f"{len(gated)} pods still carry Kueue's {KUEUE_TOPOLOGY_GATE} scheduling gate "
-                                      f"(e.g. {gated[0]}): start Kueue again until it has ungated them, toposched "
-                                      "does not"))
+        findings.append(Finding(True, f"{len(gated)} pods carry Kueue's {KUEUE_TOPOLOGY_GATE} scheduling gate but "
+                                      f"name no Workload and pod set (e.g. {gated[0]}; annotation {ANN_WORKLOAD}, "
+                                      f"label {LABEL_PODSET}): toposched's topology ungater cannot tell their domain; "
+                                      "start Kueue again until it has ungated them"))
     checked = sorted(_name(cq) for cq in cluster_queues if (cq.get("spec") or {}).get("admissionChecks")
                      or (cq.get("spec") or {}).get("admissionChecksStrategy"))
     if checked:
@@ -141,11 +145,17 @@ def assess(*, workloads: Sequence[Obj], cluster_queues: Sequence[Obj], webhook_c
         findings.append(Finding(False, f"{len(orphans)} admitted Workloads name a ClusterQueue that no longer "
                                        f"exists (e.g. {orphans[0]}); they keep running and their usage is not "
                                        "counted against any queue"))
-    if foreign:
-        findings.append(Finding(True, f"{len(foreign)} pending Workloads belong to kinds toposched does not start "
-                                      f"(e.g. {foreign[0]}; toposched runs {', '.join(sorted(ADOPTABLE_OWNER_KINDS))}):"
+    others = foreign
+    if others:
+        findings.append(Finding(True, f"{len(others)} pending Workloads belong to kinds toposched does not start "
+                                      f"(e.g. {others[0]}; toposched runs {', '.join(sorted(ADOPTABLE_OWNER_KINDS))}):"
                                       " let Kueue admit or delete them first"))
     return AdoptionReport(admitted, pending, tuple(findings))
+
+
+def _names_its_pod_set(pod: Obj) -> bool:
+    meta = pod.get("metadata") or {}
+    return bool((meta.get("annotations") or {}).get(ANN_WORKLOAD) and (meta.get("labels") or {}).get(LABEL_PODSET))
 
 
 def _owner_kind(wl: Obj) -> str:

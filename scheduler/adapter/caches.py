@@ -17,7 +17,8 @@ from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.workload_checks import FieldProblem
 from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.nodes import NodeInfo
+from scheduler.core.nodes import NodeInfo, PodInfo
+from scheduler.core.preemption.rules import LimitSpec, PreemptionConfigSpec
 from scheduler.core.queueing import PendingWorkload
 
 # A pending Workload converted, or what is wrong with it (it is left out of the snapshot).
@@ -27,8 +28,13 @@ PendingOrProblems = PendingWorkload | tuple[FieldProblem, ...]
 @dataclass
 class SnapshotCaches:
     nodes: VersionMemo[NodeInfo] = field(default_factory=VersionMemo)
+    pods: VersionMemo[PodInfo] = field(default_factory=VersionMemo)
     trees: TreeMemo = field(default_factory=TreeMemo)  # the empty tree of each TAS flavor
     admitted: VersionMemo[AdmittedWorkload] = field(default_factory=VersionMemo)
     # A pending Workload's conversion depends on its namespace's labels (part of the stamp).
     pending: VersionMemo[PendingOrProblems] = field(default_factory=VersionMemo)
     queues: QueueMemo = field(default_factory=QueueMemo)  # the pending Workloads' queues
+    # Kueue's PreemptionConfigs and PreemptionLimits (adapter/preemption_rules.py), each
+    # converted, or the line saying why the CRD would refuse it.
+    preemption_configs: VersionMemo[PreemptionConfigSpec | str] = field(default_factory=VersionMemo)
+    preemption_limits: VersionMemo[LimitSpec | str] = field(default_factory=VersionMemo)

@@ -38,14 +38,12 @@ def core_nodes(nodes: Iterable[Obj], memo: VersionMemo[NodeInfo] | None = None) 
     return (memo if memo is not None else VersionMemo()).convert(nodes, node_from_k8s)
 
 
-def core_pods(pods: Iterable[Obj]) -> list[PodInfo]:
-    """Pods that hold capacity: bound, not finished."""
-    out = []
-    for obj in pods:
-        pod = pod_from_k8s(obj)
-        if pod.node_name and not pod.terminal:
-            out.append(pod)
-    return out
+def core_pods(pods: Iterable[Obj], memo: VersionMemo[PodInfo] | None = None) -> list[PodInfo]:
+    """Pods that hold capacity: bound, not finished. ``memo``: conversions reused while a pod
+    is unchanged (every pod's requests parsed on every pass was a fifth of the controller's CPU
+    in a burst of 1,800 pods, issue 34)."""
+    converted = (memo if memo is not None else VersionMemo()).convert(pods, pod_from_k8s)
+    return [pod for pod in converted if pod.node_name and not pod.terminal]
 
 
 def admitted_placements(workload: Obj) -> list[tuple[PodSetPlacement, Mapping[str, int], str]]:

@@ -446,7 +446,7 @@ def workload_from_documents(objs: list[tuple[str, dict[str, Any]]], what: str, p
     if errors:
         raise UserError(f"{pre}{errors[0]}")
     try:
-        spec = workload_from_manifest(obj)
+        spec = workload_from_manifest(obj, [o for _, o in objs])  # (a TrainJob's runtime may be in the file)
     except (WorkloadFormatError, TopologyRequestError) as exc:
         raise UserError(f"{pre}{exc}") from exc
     except QuantityError as exc:

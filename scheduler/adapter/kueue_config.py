@@ -27,8 +27,12 @@ from typing import Any
 
 import yaml
 
+from scheduler.adapter.kueue_gates import KUEUE_GATES, KUEUE_LOCKED_GATES
 from scheduler.core.config import (
-    GATE_DEFAULTS,
+    DEFAULT_KUEUE_RELEASE,
+    GATE_DEFAULTS_BY_RELEASE,
+    KUEUE_RELEASES,
+    KUEUE_V019,
     LESS_THAN_INITIAL_SHARE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
     AdmissionFairSharing,
@@ -37,6 +41,7 @@ from scheduler.core.config import (
     KueueConfig,
     RequeuingStrategy,
     WaitForPodsReady,
+    kueue_defaults,
 )
 
 GROUP = "config.kueue.x-k8s.io"
@@ -44,31 +49,9 @@ API_VERSIONS = (f"{GROUP}/v1beta2", f"{GROUP}/v1beta1")
 KIND = "Configuration"
 MAX_BYTES = 1 << 20
 
-# Kueue v0.17.0's feature gates and their defaults (pkg/features/kube_features.go), plus the
-# gates added through v0.20 that toposched acts on (those are in GATE_DEFAULTS). A name in
-# neither is refused as Kueue refuses it.
-KUEUE_V017_GATES: dict[str, bool] = {
-    "PartialAdmission": True, "FlavorFungibility": True, "VisibilityOnDemand": True,
-    "PrioritySortingWithinCohort": True, "FairSharingPreemptWithinNominal": True,
-    "FairSharingPrioritizeNonBorrowing": True, "MultiKueue": True, "LendingLimit": True,
-    "MultiKueueBatchJobWithManagedBy": True, "TopologyAwareScheduling": True, "LocalQueueMetrics": True,
-    "LocalQueueDefaulting": True, "TASProfileMixed": True, "HierarchicalCohorts": True,
-    "AdmissionFairSharing": True, "ObjectRetentionPolicies": True, "TASFailedNodeReplacement": True,
-    "ElasticJobsViaWorkloadSlices": False, "ElasticJobsViaWorkloadSlicesWithTAS": False,
-    "TASFailedNodeReplacementFailFast": True, "TASReplaceNodeOnPodTermination": True,
-    "ManagedJobsNamespaceSelectorAlwaysRespected": True, "TASBalancedPlacement": False,
-    "DynamicResourceAllocation": False, "DRAExtendedResources": False, "MultiKueueAdaptersForCustomJobs": True,
-    "WorkloadRequestUseMergePatch": False, "SanitizePodSets": True, "MultiKueueAllowInsecureKubeconfigs": False,
-    "ReclaimablePods": True, "PropagateBatchJobLabelsToWorkload": True, "MultiKueueClusterProfile": False,
-    "FailureRecoveryPolicy": False, "SkipFinalizersForPodsSuspendedByParent": True,
-    "MultiKueueWaitForWorkloadAdmitted": True, "MultiKueueRedoAdmissionOnEvictionInWorker": True,
-    "TLSOptions": True, "RemoveFinalizersWithStrictPatch": True, "TASReplaceNodeOnNodeTaints": True,
-    "AssignQueueLabelsForPods": True, "TASMultiLayerTopology": False, "SchedulingEquivalenceHashing": False,
-    "SchedulerLongRequeueInterval": False, "SchedulerTimestampPreemptionBuffer": False,
-    "CustomMetricLabels": False, "SparkApplicationIntegration": False, "MultiKueueOrchestratedPreemption": False,
-    "PriorityBoost": False, "AdmissionGatedBy": False, "ShortWorkloadNames": False,
-    "FastQuotaReleaseInPodIntegration": False,
-}
+# Kueue v0.17.0's feature gates and their defaults (pkg/features/kube_features.go), kept under
+# this name for callers (the conformance harness); every release's list is in kueue_gates.py.
+KUEUE_V017_GATES: Mapping[str, bool] = KUEUE_GATES["v0.17"]
 # component-base's umbrella gates, accepted by every Kubernetes-style feature gate set.
 _UMBRELLA_GATES = ("AllAlpha", "AllBeta")
 
@@ -92,6 +75,9 @@ _VALID_STRATEGIES = (
     (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE),
 )
 _V1BETA1_WAIT_TIMEOUT_S = 300.0  # v1beta1 defaulted the timeout to 5 minutes
+_V019_WAIT_TIMEOUT_S = 1800.0  # v0.19's v1beta2 default (DefaultWaitForPodsReadyTimeout)
+# resources.quotaCheckStrategy (v0.19; QuotaCheckStrategy gate): BlockUndeclared is v0.17's behaviour.
+QUOTA_CHECK_STRATEGIES = ("BlockUndeclared", "IgnoreUndeclared")
 
 
 class ConfigError(ValueError):
@@ -174,19 +160,23 @@ def _bool(value: object, path: str) -> bool:
 
 
 # ------------------------------------------------------------------ sections
-def _feature_gates(raw: object) -> tuple[FeatureGates, tuple[str, ...]]:
+def _feature_gates(raw: object, release: str) -> tuple[FeatureGates, tuple[str, ...]]:
     gates = _mapping(raw, "featureGates")
+    ours, kueue = GATE_DEFAULTS_BY_RELEASE[release], KUEUE_GATES[release]
     overrides: dict[str, bool] = {}
     inert: list[str] = []
     for name, value in gates.items():
-        if name not in GATE_DEFAULTS and name not in KUEUE_V017_GATES and name not in _UMBRELLA_GATES:
-            raise ConfigError(f"featureGates: unrecognized feature gate: {name}")
+        if name not in ours and name not in kueue and name not in _UMBRELLA_GATES:
+            raise ConfigError(f"featureGates: unrecognized feature gate: {name} (Kueue {KUEUE_RELEASES[release]})")
         enabled = _bool(value, f"featureGates.{name}")
-        if name in GATE_DEFAULTS:
+        if name in KUEUE_LOCKED_GATES[release] and enabled != kueue[name]:
+            raise ConfigError(f"featureGates: cannot set feature gate {name} to {str(enabled).lower()}, "
+                              f"feature is locked to {str(kueue[name]).lower()} (Kueue {KUEUE_RELEASES[release]})")
+        if name in ours:
             overrides[name] = enabled
-        elif enabled != KUEUE_V017_GATES.get(name, False):
+        elif enabled != kueue.get(name, False):
             inert.append(f"{name}={str(enabled).lower()}")
-    return FeatureGates(overrides), tuple(inert)
+    return FeatureGates(overrides, release), tuple(inert)
 
 
 def _fair_sharing(raw: object, v1beta1: bool) -> FairSharing:
@@ -247,18 +237,24 @@ def _requeuing(raw: object) -> RequeuingStrategy:
     )
 
 
-def _wait_for_pods_ready(raw: object, v1beta1: bool) -> WaitForPodsReady:
+def _wait_for_pods_ready(raw: object, v1beta1: bool, release: str) -> WaitForPodsReady:
+    """v0.17: absent = off, ``timeout`` required (v1beta2). v0.19: absent = on with a 30-minute
+    timeout, and a missing timeout defaults to 30 minutes (Kueue #11855). v1beta1 keeps ``enable``."""
+    v019 = release == KUEUE_V019 and not v1beta1
     if raw is None:
-        return WaitForPodsReady()
+        return kueue_defaults(release).wait_for_pods_ready if v019 else WaitForPodsReady()
     w = _mapping(raw, "waitForPodsReady")
     known = {"timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
     _only(w, known | {"enable"} if v1beta1 else known, "waitForPodsReady")
     if v1beta1 and not _bool(w.get("enable", False), "waitForPodsReady.enable"):
         return WaitForPodsReady()
-    if "timeout" not in w and not v1beta1:
+    if "timeout" not in w and not v1beta1 and not v019:
         raise ConfigError("waitForPodsReady.timeout: Required value: set the time an admitted workload has to "
                           "reach PodsReady=True, e.g. timeout: 5m")
-    timeout = parse_duration(w["timeout"], "waitForPodsReady.timeout") if "timeout" in w else _V1BETA1_WAIT_TIMEOUT_S
+    default_timeout = _V019_WAIT_TIMEOUT_S if v019 else _V1BETA1_WAIT_TIMEOUT_S
+    timeout = parse_duration(w["timeout"], "waitForPodsReady.timeout") if "timeout" in w else default_timeout
+    if timeout == 0 and v019:
+        timeout = _V019_WAIT_TIMEOUT_S  # Kueue v0.19 defaults a zero timeout before validating
     if timeout < 0:
         raise ConfigError("waitForPodsReady.timeout: Invalid value: must be greater than or equal to 0")
     recovery = w.get("recoveryTimeout")
@@ -270,11 +266,23 @@ def _wait_for_pods_ready(raw: object, v1beta1: bool) -> WaitForPodsReady:
                             requeuing_strategy=_requeuing(w.get("requeuingStrategy")))
 
 
-def _resources(raw: object, not_supported: list[str]) -> None:
+def _resources(raw: object, not_supported: list[str], release: str) -> None:
     res = _mapping(raw, "resources")
-    _only(res, {"excludeResourcePrefixes", "transformations", "deviceClassMappings"}, "resources")
+    known = {"excludeResourcePrefixes", "transformations", "deviceClassMappings"}
+    _only(res, known | {"quotaCheckStrategy"} if release == KUEUE_V019 else known, "resources")
     not_supported.extend(f"resources.{k}" for k in ("excludeResourcePrefixes", "transformations",
                                                     "deviceClassMappings") if res.get(k))
+    strategy = res.get("quotaCheckStrategy")
+    if strategy is None:
+        return
+    if strategy not in QUOTA_CHECK_STRATEGIES:
+        raise ConfigError(f'resources.quotaCheckStrategy: Unsupported value: "{strategy}": supported values: '
+                          + ", ".join(f'"{v}"' for v in QUOTA_CHECK_STRATEGIES))
+    if strategy == "IgnoreUndeclared":
+        if res.get("excludeResourcePrefixes"):
+            raise ConfigError("resources.excludeResourcePrefixes: Forbidden: may not be set when "
+                              "quotaCheckStrategy is IgnoreUndeclared")
+        not_supported.append("resources.quotaCheckStrategy=IgnoreUndeclared")
 
 
 def _frameworks(raw: object, not_supported: list[str]) -> tuple[str, ...]:
@@ -316,8 +324,9 @@ def _external_frameworks(raw: object) -> tuple[tuple[str, str, str], ...]:
 
 
 # ------------------------------------------------------------------ entry points
-def parse_kueue_config(doc: object) -> LoadedConfig:
-    """One Configuration object (a decoded YAML document) -> :class:`LoadedConfig`."""
+def parse_kueue_config(doc: object, release: str = DEFAULT_KUEUE_RELEASE) -> LoadedConfig:
+    """One Configuration object (a decoded YAML document) -> :class:`LoadedConfig`, read as
+    Kueue ``release`` reads it (its gate list, its defaults, its fields)."""
     obj = _mapping(doc, "Configuration")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if api_version not in API_VERSIONS or kind != KIND:
@@ -330,13 +339,16 @@ def parse_kueue_config(doc: object) -> LoadedConfig:
     not_supported = sorted(k for k in NOT_SUPPORTED if obj.get(k))
     if obj.get("manageJobsWithoutQueueName"):
         not_supported.append("manageJobsWithoutQueueName")
-    gates, inert = _feature_gates(obj.get("featureGates"))
-    _resources(obj.get("resources"), not_supported)
+    gates, inert = _feature_gates(obj.get("featureGates"), release)
+    _resources(obj.get("resources"), not_supported, release)
+    wait = _wait_for_pods_ready(obj.get("waitForPodsReady"), v1beta1, release)
+    if gates.enabled("DisableWaitForPodsReady"):  # v0.19's temporary off switch
+        wait = WaitForPodsReady()
     config = KueueConfig(
         feature_gates=gates,
         fair_sharing=_fair_sharing(obj.get("fairSharing"), v1beta1),
         admission_fair_sharing=_admission_fair_sharing(obj.get("admissionFairSharing")),
-        wait_for_pods_ready=_wait_for_pods_ready(obj.get("waitForPodsReady"), v1beta1),
+        wait_for_pods_ready=wait,
         frameworks=_frameworks(obj.get("integrations"), not_supported),
         external_frameworks=_external_frameworks(obj.get("integrations")),
     )
@@ -344,7 +356,8 @@ def parse_kueue_config(doc: object) -> LoadedConfig:
     return LoadedConfig(config, process, tuple(sorted(not_supported)), inert)
 
 
-def load_kueue_config_text(text: str, source: str = "the Kueue Configuration") -> LoadedConfig:
+def load_kueue_config_text(text: str, source: str = "the Kueue Configuration",
+                           release: str = DEFAULT_KUEUE_RELEASE) -> LoadedConfig:
     if len(text.encode()) > MAX_BYTES:
         raise ConfigError(f"{source}: larger than {MAX_BYTES} bytes; a Kueue Configuration is a few kilobytes")
     if "\0" in text:
@@ -360,6 +373,6 @@ def load_kueue_config_text(text: str, source: str = "the Kueue Configuration") -
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp with month 13
         raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
     try:
-        return parse_kueue_config(doc)
+        return parse_kueue_config(doc, release)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from exc

@@ -33,6 +33,9 @@ class ClusterObjects:
     namespaces: Sequence[Obj] = ()
     workload_priority_classes: Sequence[Obj] = ()
     priority_classes: Sequence[Obj] = ()
+    # Kueue's alpha preemption objects (kueue.x-k8s.io/v1alpha1; empty where the CRDs are absent)
+    preemption_configs: Sequence[Obj] = ()
+    preemption_limits: Sequence[Obj] = ()
 
 
 def name_of(obj: Obj) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from scheduler.adapter.objects import Obj, name_of
+from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
 from scheduler.core.queueing import LocalQueueSpec
 from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.topology_request import CompactWait, TopologyRequestError, compact_wait_from_annotations
@@ -47,6 +48,13 @@ def priority_values(objs: Iterable[Obj]) -> dict[str, int]:
 
 def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
     return {name_of(n): dict((n.get("metadata") or {}).get("labels") or {}) for n in namespaces}
+
+
+def following_health(cluster_queues: Iterable[Obj]) -> frozenset[str]:
+    """The ClusterQueues whose quota follows healthy capacity (annotated
+    ``toposched.io/quota-follows-healthy-capacity: "true"``; core/healthy_capacity.py)."""
+    return frozenset(name_of(o) for o in cluster_queues
+                     if ((o.get("metadata") or {}).get("annotations") or {}).get(ANN_FOLLOW_HEALTHY) == "true")
 
 
 def local_queue_key(obj: Obj) -> str:

@@ -24,11 +24,13 @@ from scheduler.adapter.objects import (
     condition_true,
 )
 from scheduler.adapter.owned import QueueFacts, Signer, trusted_pending, without_annotations
+from scheduler.adapter.preemption_rules import configured_preemption
 from scheduler.adapter.queues import (
     cluster_queue_specs,
     cohort_specs,
     compact_defaults,
     flavor_spec,
+    following_health,
     local_queue_key,
     local_queue_spec,
     namespace_labels,
@@ -37,8 +39,10 @@ from scheduler.adapter.queues import (
 from scheduler.adapter.workload_checks import UNREADABLE, FieldProblem, schema_problems, unreadable_problem
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.health import HealthPolicy
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.healthy_capacity import quotas_following_health
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.preemption.rules import ConfiguredPreemption
 from scheduler.core.queueing import ANN_PRIORITY_BOOST, PendingWorkload
 from scheduler.core.snapshot import Snapshot
 
@@ -89,7 +93,8 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
                    config: KueueConfig = KUEUE_DEFAULTS,
                    placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
                    signer: Signer | None = None, invalid: list[Invalid] | None = None,
-                   caches: SnapshotCaches | None = None) -> Snapshot:
+                   caches: SnapshotCaches | None = None,
+                   preemption_rules: ConfiguredPreemption | None = None) -> Snapshot:
     """The objects as one immutable core ``Snapshot`` taken at ``now``, under the admin's Kueue
     Configuration (``config``). ``placement_options``: toposched's placement policies beyond
     Kueue (default: none, Kueue's placement). Invalid pending Workloads (Kueue's schema and
@@ -98,13 +103,17 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     ``signer``: the controller's key, None to skip the signature check). ``invalid``: filled with
     the Workloads left out and what is wrong with each (the controller tells their owners).
     ``caches``: the conversions a builder of one snapshot after another reuses (caches.py); none:
-    everything is converted afresh."""
+    everything is converted afresh. ``preemption_rules``: the PreemptionConfigs and
+    PreemptionLimits with the evictions they count (the controller's; default: read from
+    ``objects``, no evictions counted). ClusterQueues that opt in get their nominal quota scaled
+    to the healthy capacity of their flavors (``core.healthy_capacity.quotas_following_health``)."""
     caches = caches if caches is not None else SnapshotCaches()
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
-    trees = empty_flavor_trees(objects.flavors, topologies, core_nodes(objects.nodes, caches.nodes),
-                               core_pods(objects.pods), health_policy, caches.trees)
+    nodes = core_nodes(objects.nodes, caches.nodes)
+    trees = empty_flavor_trees(objects.flavors, topologies, nodes, core_pods(objects.pods, caches.pods), health_policy,
+                               caches.trees)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
     admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees), caches.admitted))
     subtract_admitted(trees, admitted)
@@ -119,7 +128,10 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
             converted.append(outcome)
         elif invalid is not None:
             invalid.append((wl, outcome))
-    cluster_queues = cluster_queue_specs(objects.cluster_queues)
+    flavors = {spec.name: spec for spec in map(flavor_spec, objects.flavors)}
+    cluster_queues, effective = quotas_following_health(cluster_queue_specs(objects.cluster_queues),
+                                                        following_health(objects.cluster_queues), flavors, nodes,
+                                                        health_policy or DEFAULT_POLICY)
     local_queues = {local_queue_key(o): local_queue_spec(o) for o in objects.local_queues}
     pending = trusted_pending(converted, signer, QueueFacts(local_queues, cluster_queues, ns_labels, now.timestamp()))
     ungated = () if config.feature_gates.enabled(PRIORITY_BOOST_GATE) else (ANN_PRIORITY_BOOST,)
@@ -130,7 +142,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         cluster_queues=cluster_queues,
         cohorts=cohort_specs(objects.cohorts),
         local_queues=local_queues,
-        flavors={spec.name: spec for spec in map(flavor_spec, objects.flavors)},
+        flavors=flavors,
         trees=trees,
         pending=pending,
         queues=caches.queues.queues(pending, wpc, pc),
@@ -146,4 +158,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         domain_preemption=domain_preemption,
         compact_defaults=compact_defaults(objects.cluster_queues),
         lq_usage=lq_usages(objects.local_queues, admitted, config),
+        preemption_rules=(preemption_rules if preemption_rules is not None
+                          else configured_preemption(objects, caches=caches).rules),
+        effective_quotas=effective,
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from scheduler.http.limits import is_loopback
+from scheduler.http.limits import GRPC_CAPS, is_loopback
 from scheduler.sim.trace import Trace
 
 # Place/Explain: CP-SAT gives its best answer within the budget; past a few seconds it rarely
@@ -115,15 +115,21 @@ def unprotected_bind_error(bind: str, tls: bool, token: bool) -> str | None:
 
 @dataclass(frozen=True)
 class GrpcLimits:
-    """What the gRPC server allows its clients (issue 30). gRPC's C core holds connections
-    without a thread each, so they are bounded in number and time; a call holds a worker thread
-    while it runs (a WatchDecisions stream for as long as it is open), so calls are bounded per
-    client address. The C core cannot count connections per address: a client can fill
-    ``max_connections`` for up to ``handshake_timeout_ms`` at a time (docs/api.md, Security)."""
+    """What the gRPC server allows its clients (issue 30). Connections are admitted by our own
+    accept loop in front of gRPC (``scheduler/api/front.py``), per client address and in total,
+    and must send their first bytes within ``first_bytes_timeout_ms``; a relayed connection
+    that moves no byte for ``idle_timeout_ms`` is closed. gRPC's C core then bounds the handshake
+    and keeps live connections talking (keepalive pings on connections with calls, GOAWAY to a
+    connection without one), so the idle timeout never cuts a healthy connection. A call holds
+    a worker thread while it runs (a WatchDecisions stream for as long as it is open), so calls
+    are bounded per client address too."""
 
-    max_connections: int = 512            # grpc.max_allowed_incoming_connections: more are closed at once
-    handshake_timeout_ms: int = 5_000     # the TLS handshake and HTTP/2 settings (gRPC's default: 120 s)
-    max_connection_idle_ms: int = 300_000  # a connection without a call for 5 min gets GOAWAY
+    max_connections: int = GRPC_CAPS.total  # in all; over it, the busiest address's least active one gives way
+    max_connections_per_client: int = GRPC_CAPS.per_client  # per address; over it, its least active one
+    first_bytes_timeout_ms: int = 5_000    # from the accept to the first byte (the TLS ClientHello, HTTP/2 preface)
+    idle_timeout_ms: int = 90_000          # no byte either way for this long: closed by the front
+    handshake_timeout_ms: int = 5_000      # the TLS handshake and HTTP/2 settings (gRPC's default: 120 s)
+    max_connection_idle_ms: int = 60_000   # a connection without a call for 1 min gets GOAWAY
     max_concurrent_streams: int = 16       # calls at once on one connection
     keepalive_time_ms: int = 60_000        # ping a peer that holds calls, to find dead ones...
     keepalive_timeout_ms: int = 20_000     # ...and drop it when the ping goes unanswered this long
@@ -133,9 +139,21 @@ class GrpcLimits:
     max_send_bytes: int = 64 * 1024 * 1024    # a GetTopology of every node of a large cluster fits
     calls_per_client: int | None = None    # None: a quarter of the workers, at least 2
 
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_connections_per_client <= self.max_connections:
+            raise ValueError(f"max_connections_per_client must be between 1 and max_connections "
+                             f"({self.max_connections}), got {self.max_connections_per_client}")
+        quiet = max(self.keepalive_time_ms + self.keepalive_timeout_ms, self.max_connection_idle_ms)
+        if self.idle_timeout_ms <= quiet:
+            raise ValueError(f"idle_timeout_ms ({self.idle_timeout_ms}) must exceed the longest a healthy "
+                             f"connection stays quiet ({quiet} ms: keepalive, or the GOAWAY of an idle one)")
+
     def options(self) -> list[tuple[str, int]]:
         return [
-            ("grpc.max_allowed_incoming_connections", self.max_connections),
+            # Only the front connects to gRPC's private port; twice the front's cap leaves room for
+            # connections the front closed that gRPC has not noticed yet.
+            ("grpc.max_allowed_incoming_connections", 2 * self.max_connections),
+            ("grpc.so_reuseport", 0),  # nobody else may bind the private port next to gRPC
             ("grpc.server_handshake_timeout_ms", self.handshake_timeout_ms),
             ("grpc.max_connection_idle_ms", self.max_connection_idle_ms),
             ("grpc.max_concurrent_streams", self.max_concurrent_streams),
@@ -167,11 +185,14 @@ def client_address(peer: str) -> str:
 class CallsPerClient(grpc.ServerInterceptor):  # type: ignore[misc]
     """At most ``limit`` calls running per client address; one more is RESOURCE_EXHAUSTED at
     once, naming the limit, so one client cannot hold every worker thread (e.g. with
-    WatchDecisions streams). The health service is exempt (probes)."""
+    WatchDecisions streams). The health service is exempt (probes). ``relayed_client`` names
+    the client behind a connection the front relays (gRPC sees the front's loopback port)."""
 
-    def __init__(self, limit: int, exempt_prefixes: tuple[str, ...] = ("/grpc.health.v1.Health/",)) -> None:
+    def __init__(self, limit: int, exempt_prefixes: tuple[str, ...] = ("/grpc.health.v1.Health/",),
+                 relayed_client: Callable[[str], str | None] = lambda _peer: None) -> None:
         self.limit = limit
         self._exempt = exempt_prefixes
+        self._relayed_client = relayed_client
         self._lock = threading.Lock()
         self._running: dict[str, int] = {}
 
@@ -196,7 +217,8 @@ class CallsPerClient(grpc.ServerInterceptor):  # type: ignore[misc]
 
     def _admit(self, context: grpc.ServicerContext) -> Callable[[], None]:
         """Count the call in (or abort it); the returned function counts it out, once."""
-        client = client_address(context.peer())
+        peer = context.peer()
+        client = self._relayed_client(peer) or client_address(peer)
         if not self._enter(client):
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           f"{self.limit} calls from {client} are running (the per-client limit); retry when one "

@@ -4,7 +4,9 @@ Started by ``toposched controller --grpc-port N`` on the controller's engine (on
 several doors), or by tests/benchmarks on a :class:`~scheduler.api.engine.StaticEngine`.
 Loopback only unless ``bind`` says otherwise; TLS with an optional client CA (mTLS) and/or a
 bearer token checked by :class:`BearerTokenInterceptor`; connections and calls bounded by
-:class:`~scheduler.api.limits.GrpcLimits`. See docs/api.md.
+:class:`~scheduler.api.limits.GrpcLimits`. The public port is our own accept loop
+(:class:`~scheduler.api.front.BoundedFront`), which counts connections per client address and
+relays them to gRPC on a private loopback port. See docs/api.md.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import grpc
 
 from scheduler.api.engine import Engine
+from scheduler.api.front import BoundedFront
 from scheduler.api.gen.toposched.v1 import placement_pb2, placement_pb2_grpc
 from scheduler.api.limits import CallsPerClient, GrpcLimits, unprotected_bind_error
 from scheduler.api.servicer import PlacementServicer
@@ -31,6 +34,7 @@ SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["Placement"].full_name 
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 DEFAULT_PORT = 50051
 DEFAULT_BIND = "127.0.0.1"
+PRIVATE_HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class ApiServer:
     def __init__(self, engine: Engine, *, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT,
                  tls: TlsConfig | None = None, token: str | None = None, reflection: bool = False,
                  max_workers: int = 16, limits: GrpcLimits | None = None) -> None:
-        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+        from grpc_health.v1 import health_pb2
 
         refusal = unprotected_bind_error(bind, tls is not None, bool(token))
         if refusal is not None:  # before binding anything: nothing is ever served in the clear
@@ -117,7 +121,31 @@ class ApiServer:
         self.engine = engine
         self._health_pb2 = health_pb2
         limits = limits or GrpcLimits()
-        self.calls = CallsPerClient(limits.per_client(max_workers))
+        host = f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
+        try:
+            self.front = BoundedFront((bind.strip("[]"), port), max_connections=limits.max_connections,
+                                      max_per_client=limits.max_connections_per_client,
+                                      first_bytes_timeout_s=limits.first_bytes_timeout_ms / 1000,
+                                      idle_timeout_s=limits.idle_timeout_ms / 1000)
+        except OSError as exc:
+            raise UserError(f"gRPC: cannot listen on {host}:{port} ({exc.strerror or exc}); is the port in use?",
+                            exit_code=1) from exc
+        try:
+            self._build(engine, tls, token, reflection, max_workers, limits)
+        except BaseException:
+            self.front.close()
+            raise
+        self.port = self.front.port
+        self.address = f"{host}:{self.port}"
+        self.tls = tls is not None
+        self.token_required = bool(token)
+
+    def _build(self, engine: Engine, tls: TlsConfig | None, token: str | None, reflection: bool, max_workers: int,
+               limits: GrpcLimits) -> None:
+        """The gRPC server behind the front, listening on its private port."""
+        from grpc_health.v1 import health, health_pb2_grpc
+
+        self.calls = CallsPerClient(limits.per_client(max_workers), relayed_client=self.front.client_of)
         interceptors: list[grpc.ServerInterceptor] = [BearerTokenInterceptor(token)] if token else []
         interceptors.append(self.calls)
         # Calls past four times the workers are refused at once (RESOURCE_EXHAUSTED) rather than queued
@@ -136,23 +164,22 @@ class ApiServer:
             except ImportError as exc:
                 raise UserError("--grpc-reflection needs grpcio-reflection (pip install grpcio-reflection)") from exc
             refl.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, refl.SERVICE_NAME), self.server)
-        host = f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
-        address = f"{host}:{port}"
+        private = PRIVATE_HOST + ":0"  # only the front connects here (see scheduler/api/front.py)
         try:
             if tls is not None:
-                self.port = self.server.add_secure_port(address, tls.credentials())
+                private_port = self.server.add_secure_port(private, tls.credentials())
             else:
-                self.port = self.server.add_insecure_port(address)
+                private_port = self.server.add_insecure_port(private)
         except RuntimeError as exc:
-            raise UserError(f"gRPC: cannot listen on {address} ({exc}); is the port in use?", exit_code=1) from exc
-        if not self.port:
-            raise UserError(f"gRPC: cannot listen on {address}; is the port in use?", exit_code=1)
-        self.address = f"{host}:{self.port}"
-        self.tls = tls is not None
-        self.token_required = bool(token)
+            raise UserError(f"gRPC: cannot listen on {private} (the front's private endpoint): {exc}",
+                            exit_code=1) from exc
+        if not private_port:
+            raise UserError(f"gRPC: cannot listen on {private} (the front's private endpoint)", exit_code=1)
+        self.front.upstream = (PRIVATE_HOST, private_port)
 
     def start(self) -> ApiServer:
         self.server.start()
+        self.front.start()
         log.info("gRPC API on %s (%s%s)", self.address, "TLS" if self.tls else "plaintext",
                  ", bearer token" if self.token_required else "")
         return self
@@ -166,7 +193,8 @@ class ApiServer:
     def stop(self, grace_s: float = 2.0) -> None:
         self.health.enter_graceful_shutdown()
         self.engine.close()  # ends WatchDecisions streams
-        self.server.stop(grace_s).wait(grace_s + 1)
+        self.server.stop(grace_s).wait(grace_s + 1)  # the front still relays the calls' last bytes
+        self.front.close()
 
 
 def serve(engine: Engine, **kwargs: Any) -> ApiServer:

@@ -11,10 +11,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from scheduler.commands._connections import add_connection_arguments, connection_caps
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.core.placement.options import POLICIES, POLICY_KUEUE, PlacementOptions
-from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLES_PER_PASS
+from scheduler.http.limits import GRPC_CAPS
+from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLE_BUDGET_MS, DEFAULT_CYCLES_PER_PASS
 from scheduler.logsetup import add_log_format_argument
 
 # Imports inside functions: the command's heavy dependencies (Kubernetes client, OR-Tools, gRPC,
@@ -55,8 +57,12 @@ def register(sub: Any) -> None:
     p.add_argument("--resync-seconds", type=float, default=5.0, help="reconcile at least this often")
     p.add_argument("--cycles-per-pass", type=int, default=DEFAULT_CYCLES_PER_PASS,
                    help="Kueue scheduling cycles run back to back in one reconcile pass, each seeing the "
-                   f"admissions of the ones before (default {DEFAULT_CYCLES_PER_PASS}; 1 = one head per "
-                   "ClusterQueue per pass)")
+                   f"admissions of the ones before: at least this many (default {DEFAULT_CYCLES_PER_PASS}; "
+                   "with --cycle-budget-ms 0, exactly; 1 = one head per ClusterQueue per pass)")
+    p.add_argument("--cycle-budget-ms", type=float, default=DEFAULT_CYCLE_BUDGET_MS,
+                   help="while a backlog is admitted, run more cycles in a pass as long as the last pass's time "
+                   f"per cycle says they fit in this many milliseconds (default {DEFAULT_CYCLE_BUDGET_MS:g}, "
+                   "at most 256 cycles; 0: exactly --cycles-per-pass)")
     p.add_argument("--concurrent-writes", type=int, default=DEFAULT_CONCURRENT_WRITES,
                    help="API writes of one reconcile phase in flight at once (admissions, pending reasons, queue "
                    f"status, job start/stop; default {DEFAULT_CONCURRENT_WRITES}; 1 = one after the other)")
@@ -67,6 +73,11 @@ def register(sub: Any) -> None:
     p.add_argument("--node-unreachable-grace-seconds", type=float, default=300.0,
                    help="the same for an unreachable node (Ready=Unknown): default 300, the toleration Kubernetes "
                    "gives pods on an unreachable node, since a partition often heals and its pods may still run")
+    p.add_argument("--deleted-node-lease-absent-seconds", type=float, default=15.0,
+                   help="delete the pods of admitted workloads left on a deleted node once the API server "
+                   "confirms the Node is gone and its kubelet's Lease in kube-node-lease expired, or has been "
+                   "gone this long (default 15: a running kubelet recreates it within 10 s), so the rank "
+                   "restarts at once instead of after the pod GC's 40 s (docs/health.md); negative: never")
     add_failure_policy_arguments(p)
     p.add_argument("--health-bind", default="127.0.0.1")
     p.add_argument("--health-port", type=int, default=8080, help="/healthz and /readyz (0: off)")
@@ -90,6 +101,7 @@ def register(sub: Any) -> None:
     g.add_argument("--grpc-calls-per-client", type=int, default=None, metavar="N",
                    help="calls (streams included) one client address may have running; more are refused with "
                         "RESOURCE_EXHAUSTED (default: a quarter of --grpc-workers, at least 2)")
+    add_connection_arguments(g, GRPC_CAPS, "one client machine (or NAT address)", prefix="grpc-")
     p.add_argument("--kueue-lease", default="", metavar="NAMESPACE/NAME",
                    help="hold admission while this Lease (Kueue's leader Lease, e.g. "
                    "kueue-system/c1f6bfd2.kueue.x-k8s.io) keeps being renewed: a Kueue controller that comes back "
@@ -116,6 +128,11 @@ def placement_options(names: str) -> PlacementOptions:
         raise UserError(f"--placement-policy: {exc}") from exc
 
 
+# Connections the controller's watches and its own background writers hold (16 informers, the
+# lease, the Event writer, the Kueue guard), beside its writes in flight (--concurrent-writes).
+WATCH_CONNECTIONS = 24
+
+
 def check_grpc_args(args: argparse.Namespace) -> None:
     """Refuse a gRPC configuration that cannot work or would serve the engine unprotected,
     before anything connects to the cluster (exit code 2, one line naming the flags)."""
@@ -134,6 +151,7 @@ def check_grpc_args(args: argparse.Namespace) -> None:
     calls = getattr(args, "grpc_calls_per_client", None)
     if calls is not None and calls < 1:
         raise UserError(f"--grpc-calls-per-client must be at least 1, got {calls}")
+    connection_caps(args, prefix="grpc-")
 
 
 def start_api(args: argparse.Namespace, controller: Any) -> Any:
@@ -147,13 +165,15 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
     from scheduler.errors import UserError
 
     check_grpc_args(args)
+    caps = connection_caps(args, prefix="grpc-")
     tls = TlsConfig(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca) if args.grpc_tls_cert else None
     token = load_token(args.grpc_token_file) if args.grpc_token_file else None
     engine = ControllerEngine(controller)
     try:
         server = ApiServer(engine, bind=args.grpc_bind, port=args.grpc_port, tls=tls, token=token,
                            reflection=args.grpc_reflection, max_workers=args.grpc_workers,
-                           limits=GrpcLimits(calls_per_client=args.grpc_calls_per_client))
+                           limits=GrpcLimits(calls_per_client=args.grpc_calls_per_client,
+                                             max_connections=caps.total, max_connections_per_client=caps.per_client))
     except UserError as err:
         if err.exit_code == 1:  # cannot listen
             log.error("%s; running without the gRPC API", err)
@@ -218,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     config = controller_kueue_config(args)
-    api = Api(api_client(args.kubeconfig))
+    # The writes in flight, every informer's watch, the lease and the Event writer at once.
+    api = Api(api_client(args.kubeconfig, connections=max(1, args.concurrent_writes) + WATCH_CONNECTIONS))
     try:
         elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
                                lease_duration_s=args.leader_elect_lease_duration,
@@ -235,13 +256,16 @@ def run(args: argparse.Namespace) -> int:
                             resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
                             node_unreachable_grace_s=args.node_unreachable_grace_seconds,
                             storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
-                            is_leader=fence, config=config, signer=signer)
+                            is_leader=fence, config=config, signer=signer,
+                            deleted_node_lease_absent_s=(args.deleted_node_lease_absent_seconds
+                                                         if args.deleted_node_lease_absent_seconds >= 0 else None))
     if args.defrag:
         if args.defrag_budget < 1 or args.defrag_interval_seconds <= 0:
             raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")
         controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
-                                           args.defrag_interval_seconds)
+                                           args.defrag_interval_seconds, ledger=controller.preemption_ledger)
     controller.cycles_per_pass = max(1, args.cycles_per_pass)
+    controller.cycle_budget_s = max(0.0, args.cycle_budget_ms) / 1000
     controller.writer.concurrency = max(1, args.concurrent_writes)
     controller.gc_policy = GcPolicy()  # this process holds the caches: freeze what survives a pass
     metrics = ControllerMetrics()

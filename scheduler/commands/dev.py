@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.commands._kueue_config import read_kueue_config
+from scheduler.commands._kueue_config import add_kueue_version_argument, read_kueue_config
 from scheduler.devcluster import binaries
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, Ports, port_in_use
 from scheduler.devcluster.stack import StackPorts, start_toposched
@@ -74,10 +74,11 @@ def register(sub: Any) -> None:
     up.add_argument("--kueue-config", type=Path, metavar="FILE", default=None,
                     help="Kueue's Configuration file for toposched's controller (fairSharing, waitForPodsReady, "
                     "featureGates, ...; see `toposched controller --help`)")
+    add_kueue_version_argument(up)
     up.add_argument("--bare", action="store_true",
                     help="no toposched: the control plane with Kueue's CRDs, the fake nodes and queues, and a node "
                     "(podman-0) that runs pods with podman, to install toposched as docs/install.md says "
-                    "(Helm chart, container image)")
+                    "(Helm chart, container image; the chart's kueueVersion then sets the Kueue release)")
     up.set_defaults(func=run_up)
     down = dev_sub.add_parser("down", help="stop everything `dev up` started")
     down.add_argument("--dir", type=Path, default=None)
@@ -111,7 +112,7 @@ def run_up(args: argparse.Namespace) -> int:
     description, nodes = _fake_nodes(args.cluster)
     queues = _load_queues(args.queues)
     if args.kueue_config is not None:
-        read_kueue_config(args.kueue_config)  # a bad file costs nothing: checked before anything starts
+        read_kueue_config(args.kueue_config, args.kueue_version)  # a bad file costs nothing: checked first
     _check_toposched_ports(args.port)
     if args.bare:
         _check_podman()
@@ -130,7 +131,8 @@ def run_up(args: argparse.Namespace) -> int:
             components = []
         else:
             components = start_toposched(cluster, StackPorts.after(args.port), kueue_config=(
-                args.kueue_config.resolve() if args.kueue_config is not None else None))
+                args.kueue_config.resolve() if args.kueue_config is not None else None),
+                kueue_version=args.kueue_version)
     except BaseException:
         cluster.stop()
         raise

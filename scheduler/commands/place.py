@@ -47,6 +47,7 @@ from scheduler.adapter.placement import (
     to_json,
 )
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.placement.planner import SOLVERS, Placement
 from scheduler.core.topology import TopologyTree
 from scheduler.errors import UserError
@@ -66,8 +67,9 @@ def register(sub: Any) -> None:
                    help="a cluster description (examples/clusters/*.yaml), as `toposched topology --cluster`; "
                         "the same as --nodes FILE")
     p.add_argument("--workload", type=Path, required=True,
-                   help="a batch/v1 Job, JobSet, PyTorchJob, MPIJob, LeaderWorkerSet (one group's Workload) "
-                   "or Kueue Workload")
+                   help="an object of any governed kind (docs/integrations.md: a LeaderWorkerSet is one group's "
+                   "Workload, a Deployment one replica's, a pod of a pod group the group's; a TrainJob's runtime "
+                   "in the same file) or a Kueue Workload")
     p.add_argument(
         "--topology", type=Path, help="a Kueue Topology (default: HyperPod network layers + hostname)"
     )
@@ -114,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "server", None):
         if args.kueue_config is not None:
             raise UserError("--kueue-config is for offline placement (a server places with its own Configuration)")
+        if args.kueue_version != DEFAULT_KUEUE_RELEASE:
+            raise UserError("--kueue-version is for offline placement (a server places as its own Kueue release)")
         return run_remote(args)
     if args.nodes and args.cluster:
         raise UserError("give --nodes or --cluster, not both (both take a node list or a cluster description)")

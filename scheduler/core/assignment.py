@@ -3,20 +3,25 @@
 v1beta1: ``{levels, domains: [{values, count}]}``. v1beta2 (storage since Kueue v0.16):
 ``{levels, slices: [{domainCount, valuesPerLevel: [{universal} | {individual: {prefix?,
 suffix?, roots}}], podCounts: {universal} | {individual}}]}``; the assignment is the
-concatenation of the slices. The encoder writes the smaller (in JSON bytes) of one slice and
-"runs of hostnames sharing a ``-``-terminated prefix"; the decoder accepts either version and
-any slice split.
+concatenation of the slices. The encoder writes what Kueue's ``V1Beta2From`` writes
+(``pkg/util/tas/tas_assignment.go``): one maximally compact slice (v0.17, and v0.19 with
+``TASAssignmentsEncodingByHostnamePrefix`` off), or (the gate on, v0.19's default) runs of
+hostnames sharing a reusable ``-``-terminated prefix, unless one slice is strictly smaller in
+Go's compact JSON. The decoder accepts either version and any slice split.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
+
+# Kueue's v1beta2 limits (MaxItems of roots / individual pod counts, and of slices).
+MAX_DOMAINS_PER_SLICE = 100_000
+MAX_SLICES = 1_000
 
 
 class AssignmentFormatError(ValueError):
@@ -30,23 +35,31 @@ def encode_v1beta1(p: PodSetPlacement) -> dict[str, Any]:
     }
 
 
-def _common_prefix(values: Sequence[str]) -> str:
-    return os.path.commonprefix(list(values))
+def _common_prefix_len(values: Sequence[str]) -> int:
+    first = values[0]
+    n = min(len(v) for v in values)
+    for i in range(n):
+        if any(v[i] != first[i] for v in values):
+            return i
+    return n
 
 
 def _encode_level(values: Sequence[str]) -> dict[str, Any]:
-    if all(v == values[0] for v in values):
+    """Kueue's ``fillSingleCompactSliceValues``: the common prefix and suffix of all values,
+    the prefix shortened where the two would overlap in the shortest value."""
+    pre = _common_prefix_len(values)
+    longest, shortest = max(len(v) for v in values), min(len(v) for v in values)
+    if pre == longest:  # every value is the same
         return {"universal": values[0]}
-    prefix = _common_prefix(values)
-    rests = [v[len(prefix) :] for v in values]
-    suffix = _common_prefix([r[::-1] for r in rests])[::-1]
-    roots = [r[: len(r) - len(suffix)] for r in rests]
+    suf = _common_prefix_len([v[::-1] for v in values])
+    if pre + suf > shortest:
+        pre = shortest - suf
     individual: dict[str, Any] = {}
-    if prefix:
-        individual["prefix"] = prefix
-    if suffix:
-        individual["suffix"] = suffix
-    individual["roots"] = roots
+    if pre:
+        individual["prefix"] = values[0][:pre]
+    if suf:
+        individual["suffix"] = values[0][len(values[0]) - suf:]
+    individual["roots"] = [v[pre:len(v) - suf] for v in values]
     return {"individual": individual}
 
 
@@ -61,30 +74,72 @@ def _encode_slice(domains: Sequence[DomainAssignment], n_levels: int) -> dict[st
     }
 
 
-def _host_prefix(value: str) -> str:
-    cut = value.rfind("-")
-    return value[: cut + 1] if cut >= 0 else ""
+def _dash_prefixes(host: str) -> list[str]:
+    """Every ``-``-terminated prefix of ``host`` that leaves at least one character after it."""
+    return [host[: i + 1] for i in range(len(host) - 1) if host[i] == "-"]
 
 
-def encode_v1beta2(p: PodSetPlacement, *, split_by_hostname_prefix: bool = True) -> dict[str, Any]:
+def _chunks(n: int) -> int:
+    return -(-n // MAX_DOMAINS_PER_SLICE)
+
+
+def _reusable_prefix_keys(hosts: Sequence[str]) -> list[str] | None:
+    """Kueue's ``reusableHostnamePrefixKeys``: per host its longest prefix that occurs in at
+    least two hosts (``""`` if none), trying shallower prefix depths until the runs fit in
+    :data:`MAX_SLICES` slices; None when no depth fits (one run, chunked)."""
+    prefixes = [_dash_prefixes(h) for h in hosts]
+    seen: dict[str, int] = {}
+    for ps in prefixes:
+        for p in ps:
+            seen[p] = seen.get(p, 0) + 1
+    for depth in range(max((len(ps) for ps in prefixes), default=0), 0, -1):
+        keys = [next((p for p in reversed(ps[:depth]) if seen[p] >= 2), "") for ps in prefixes]
+        slices, start = 0, 0
+        for i in range(1, len(keys)):
+            if keys[i] != keys[start]:
+                slices += _chunks(i - start)
+                start = i
+        slices += _chunks(len(keys) - start)
+        if slices <= MAX_SLICES:
+            return keys
+    return None
+
+
+def _prefix_runs(domains: Sequence[DomainAssignment], n_levels: int, hostname_lowest: bool) -> list[dict[str, Any]]:
+    """Kueue's ``compactTopologyAssignmentEncodingWithHostnamePrefixRuns``: consecutive
+    domains with the same prefix key form a run; runs are chunked at the slice limit."""
+    hosts = hostname_lowest and len(domains) > 1
+    keys = _reusable_prefix_keys([d.values[-1] for d in domains]) if hosts else None
+    runs: list[list[DomainAssignment]] = [[domains[0]]]
+    for i in range(1, len(domains)):
+        if keys is not None and keys[i] != keys[i - 1]:
+            runs.append([domains[i]])
+        else:
+            runs[-1].append(domains[i])
+    return [_encode_slice(run[j:j + MAX_DOMAINS_PER_SLICE], n_levels)
+            for run in runs for j in range(0, len(run), MAX_DOMAINS_PER_SLICE)]
+
+
+def _json_bytes(obj: Any) -> int:
+    """The size of Go's ``json.Marshal`` of it (compact, UTF-8 unescaped)."""
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def encode_v1beta2(p: PodSetPlacement, *, split_by_hostname_prefix: bool = False) -> dict[str, Any]:
+    """Kueue's ``V1Beta2From``. ``split_by_hostname_prefix``: the
+    ``TASAssignmentsEncodingByHostnamePrefix`` gate (off in Kueue v0.17, on in v0.19)."""
     levels = list(p.levels)
     domains = [d for d in p.domains if d.count > 0]
     if not domains:
         return {"levels": levels, "slices": []}
     single = [_encode_slice(domains, len(levels))]
-    best = single
-    if split_by_hostname_prefix and levels[-1] == HOSTNAME_LABEL and len(domains) > 1:
-        runs: list[list[DomainAssignment]] = [[domains[0]]]
-        for d in domains[1:]:
-            if _host_prefix(d.values[-1]) == _host_prefix(runs[-1][-1].values[-1]):
-                runs[-1].append(d)
-            else:
-                runs.append([d])
-        if len(runs) > 1:
-            multi = [_encode_slice(run, len(levels)) for run in runs]
-            if len(json.dumps(multi)) < len(json.dumps(single)):
-                best = multi
-    return {"levels": levels, "slices": best}
+    if not split_by_hostname_prefix:
+        return {"levels": levels, "slices": single}
+    runs = _prefix_runs(domains, len(levels), levels[-1] == HOSTNAME_LABEL)
+    if len(runs) <= 1 or len(domains) > MAX_DOMAINS_PER_SLICE:
+        return {"levels": levels, "slices": runs}
+    smaller = _json_bytes({"levels": levels, "slices": single}) < _json_bytes({"levels": levels, "slices": runs})
+    return {"levels": levels, "slices": single if smaller else runs}
 
 
 def _expect(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:

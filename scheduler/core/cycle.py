@@ -52,6 +52,7 @@ from scheduler.core.queueing import (
 )
 from scheduler.core.quota import STOP_HOLD_AND_DRAIN, STOP_NONE, STRICT_FIFO, ClusterQueueSpec, QuotaState, Usage
 from scheduler.core.reasons import (
+    BY_WORKLOAD_CONTROLLER,
     EvictReason,
     NotAdmitted,
     PendingReason,
@@ -95,7 +96,8 @@ def _not_admitted(pw: PendingWorkload, cq_name: str, code: NotAdmitted, **fields
     """A routing failure: Kueue's reason and message for ``code``, requeued as inadmissible."""
     reason = not_admitted_reason(code)
     assert reason is not None, code  # routing codes all name their own reason
-    return Pending(pw.key, pw.spec.uid, cq_name, reason.value, not_admitted_message(code, **fields))
+    return Pending(pw.key, pw.spec.uid, cq_name, reason.value, not_admitted_message(code, **fields),
+                   by_workload_controller=code in BY_WORKLOAD_CONTROLLER)
 
 
 def _route(snapshot: Snapshot, inactive: set[str], pw: PendingWorkload) -> ClusterQueueSpec | Pending:
@@ -127,7 +129,15 @@ def _route_pending(cyc: CycleState, queues: PendingQueues, decisions: list[Decis
     snapshot = cyc.snap
     queued: Queues = {}
     refused: list[Pending] = []
-    for lq_key, items in sorted(queues.by_local_queue.items()):
+    validate = snapshot.config.feature_gates.enabled("TASValidateWorkloadSliceSize")
+    for lq_key, all_items in sorted(queues.by_local_queue.items()):
+        # Kueue v0.19 refuses such a Workload at creation: held pending with its field errors.
+        items = [it for it in all_items if not (validate and it[1].spec.slice_size_errors)]
+        refused.extend(_not_admitted(pw, "", NotAdmitted.INVALID_SLICE_SIZE,
+                                     errors=", ".join(pw.spec.slice_size_errors))
+                       for _, pw in all_items if validate and pw.spec.slice_size_errors)
+        if not items:
+            continue
         routed = _route(snapshot, cyc.inactive, items[0][1])
         if isinstance(routed, Pending):
             for _, pw in items:
@@ -186,9 +196,11 @@ def _pending(entry: Entry, reason: str, message: str, immediate: bool) -> Pendin
         entry.head.cq.name,
         reason or PendingReason.PENDING.value,
         message,
-        REQUEUE_IMMEDIATE if (immediate or strict) else REQUEUE_INADMISSIBLE,
+        # held back by a PreemptionLimit: asked again each pass, as its window slides
+        REQUEUE_IMMEDIATE if (immediate or strict or entry.blocked_by_limit) else REQUEUE_INADMISSIBLE,
         retry_at=entry.waiting.retry_at,
         reserved_domain=reserve_compact.reserved_domain(entry.waiting),
+        blocked_by_limit=entry.blocked_by_limit,
     )
 
 
@@ -239,6 +251,9 @@ def _preemptions(cyc: CycleState, e: Entry) -> list[Decision]:
     """One Preempt per target not already being evicted, in key order."""
     out: list[Decision] = []
     head = e.head
+    # Domain clearing's victims count against PreemptionLimits (preemption/rules.py).
+    counted = e.preemption is not None and e.preemption.domain is not None
+    config = cyc.snap.preemption_rules.cluster_queue_config.get(head.cq.name, "")
     for t in sorted(e.targets, key=lambda t: t.workload.key):
         if t.workload.evicted:
             continue
@@ -246,7 +261,7 @@ def _preemptions(cyc: CycleState, e: Entry) -> list[Decision]:
             head.pw.spec, t.reason, cyc.quota.path(head.cq.name), cyc.quota.path(t.workload.cluster_queue)
         )
         out.append(Preempt(t.workload.key, t.workload.uid, t.workload.cluster_queue, head.key, head.cq.name,
-                           t.reason, message))
+                           t.reason, message, counted=counted, config=config))
     return out
 
 

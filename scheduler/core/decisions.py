@@ -41,8 +41,12 @@ class Preempt:
     cluster_queue: str  # the victim's ClusterQueue
     preemptor: str
     preemptor_cluster_queue: str
-    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing
+    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing | ConfigurablePreemption
     message: str  # Kueue's "Preempted to accommodate a workload ..." text
+    # Domain clearing made it: it counts against PreemptionLimits (under ``config``, the
+    # preemptor ClusterQueue's PreemptionConfig, "" none); Kueue's classical preemptions do not.
+    counted: bool = False
+    config: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,12 @@ class Pending:
     # reserve-compact: the domain this compact waiter holds (Reservation.encode()), kept on the
     # Workload as ANN_RESERVED_DOMAIN; "" = it holds none (the writer removes the annotation).
     reserved_domain: str = ""
+    # Kueue's workload controller, not its scheduler, decides this one (a LocalQueue or
+    # ClusterQueue missing, stopped or inactive): reasons.written_reason maps it to Inadmissible.
+    by_workload_controller: bool = False
+    # The PreemptionLimit that held this preemptor's domain clearing back ("" none): the
+    # controller writes Kueue's PreemptionBlockedByLimit condition and PreemptionThrottled Event.
+    blocked_by_limit: str = ""
 
 
 Decision = Admit | Preempt | Evict | Pending

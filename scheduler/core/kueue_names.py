@@ -22,3 +22,14 @@ ANN_IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
 ANN_JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
 ANN_JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
 ANN_COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"
+# Kueue's pod integration (pkg/controller/jobs/pod/constants, apis/kueue/v1beta2) and TAS.
+GATE_ADMISSION = "kueue.x-k8s.io/admission"  # held until the pod's Workload is admitted
+GATE_TOPOLOGY = "kueue.x-k8s.io/topology"  # held until the topology ungater names its domain
+GATE_ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
+MANAGED_VALUE = "true"
+FINALIZER_MANAGED = "kueue.x-k8s.io/managed"
+ANN_POD_GROUP_FAST_ADMISSION = "kueue.x-k8s.io/pod-group-fast-admission"
+ANN_RETRIABLE_IN_GROUP = "kueue.x-k8s.io/retriable-in-group"
+LABEL_POD_GROUP_POD_INDEX = "kueue.x-k8s.io/pod-group-pod-index"
+ANN_POD_GROUP_POD_INDEX_LABEL = "kueue.x-k8s.io/pod-group-pod-index-label"
+CONDITION_TERMINATION_TARGET = "TerminationTarget"

@@ -266,14 +266,16 @@ class Nominator:
         request = None if state.fair else domain_request(head.spec, by_flavor)
         top = head.pw.spec.pod_sets[0].topology
         required = bool(request is not None and top is not None and top.required)
-        preemptor = Preemptor(head.priority, head.timestamp, head.cq, entry.assignment, needs,
-                              head.pw.spec.pod_sets[0].name, head.pw.spec.annotations, request, required)
+        preemptor = Preemptor(head.priority, head.timestamp, head.cq, entry.assignment, needs, head.pw.spec,
+                              request, required)
+        snap = self.snap
         ask = Ask(preemptor, state.quota, state.admitted, state.priority_of, state.lq_usage(),
                   self._fits(entry, by_flavor, implied), self._scattered(request, required, by_flavor, implied),
-                  self.topologies.trees, self.snap.config, state.weights, self.snap.domain_preemption,
-                  self.snap.preemption_budget_s)
+                  self.topologies.trees, snap.config, state.weights, snap.domain_preemption,
+                  snap.preemption_budget_s, snap.preemption_rules, snap.now, snap.cluster_queues, snap.cohorts)
         found = choose_targets(ask)
-        entry = replace(entry, preemption=Preemption(found.targets, request, required, found.domain))
+        entry = replace(entry, preemption=Preemption(found.targets, request, required, found.domain,
+                                                     found.blocked_by_limit))
         return entry if found.targets else entry.becoming(Mode.NO_FIT)
 
 

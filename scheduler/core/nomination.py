@@ -50,12 +50,15 @@ class Outcome:
 class Preemption:
     """What a preemptor would preempt: the targets (none found: it stays pending and holds back
     the capacity it asked for), and for a single TAS pod set wanting one domain, that request
-    and the domain clearing chose."""
+    and the domain clearing chose (or the PreemptionLimit that held the clearing back)."""
 
     targets: tuple[Target, ...] = ()
     request: DomainRequest | None = None
     required: bool = False  # the request's level is required (else preferred)
     domain: DomainChoice | None = None
+    # The PreemptionLimit that held its domain clearing back ("" none): the preemptor is told
+    # (Pending.blocked_by_limit) and asked again each pass, as the limit's window slides.
+    blocked_by_limit: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,10 @@ class Entry:
     @property
     def targets(self) -> tuple[Target, ...]:
         return self.preemption.targets if self.preemption is not None else ()
+
+    @property
+    def blocked_by_limit(self) -> str:
+        return self.preemption.blocked_by_limit if self.preemption is not None else ""
 
     @property
     def admissible(self) -> bool:

@@ -14,7 +14,9 @@ from enum import StrEnum
 
 
 class PendingReason(StrEnum):
-    """QuotaReserved=False reasons (Kueue v0.19, UnadmittedWorkloadsObservability)."""
+    """QuotaReserved=False reasons the cycle decides on: Kueue v0.19's granular ones
+    (``UnadmittedWorkloadsObservability``). What is written on the Workload follows the gate:
+    :func:`written_reason`."""
 
     WAITING_FOR_QUOTA = "WaitingForQuota"
     EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
@@ -24,7 +26,36 @@ class PendingReason(StrEnum):
     INADMISSIBLE = "Inadmissible"
     TOPOLOGY_FAILED = "TopologyPlacementFailed"
     WAITING_FOR_PREEMPTION = "WaitingForPreemptedWorkloads"
+    WAITING_FOR_PODS_READY = "WaitingForPodsReady"
     PENDING = "Pending"
+
+
+# Kueue's reasons while UnadmittedWorkloadsObservability is off (v0.17; v0.19's default):
+LEGACY_PENDING = "Pending"  # everything the scheduler decides
+LEGACY_WAITING = "Waiting"  # waitForPodsReady.blockAdmission holds admission
+LEGACY_INADMISSIBLE = "Inadmissible"  # the workload controller: queue missing, stopped, inactive
+_GRANULAR = frozenset(PendingReason) | {LEGACY_WAITING}
+
+
+def written_reason(reason: str, *, observability: bool, by_workload_controller: bool = False) -> str:
+    """The ``QuotaReserved=False`` reason (and Event reason) Kueue writes for the cycle's
+    ``reason``. With ``UnadmittedWorkloadsObservability`` the granular reason itself
+    (``Waiting`` becomes ``WaitingForPodsReady``); without it Kueue's legacy reasons
+    (``pkg/util/testing/observability.go`` of v0.19.2): ``Waiting`` for waitForPodsReady,
+    ``Inadmissible`` for what Kueue's workload controller decides (a LocalQueue or ClusterQueue
+    missing, stopped or inactive), ``Pending`` for everything the scheduler decides.
+    toposched's own reasons (the compact wait's) are written as they are."""
+    if reason not in _GRANULAR:
+        return reason
+    waiting = reason in (LEGACY_WAITING, PendingReason.WAITING_FOR_PODS_READY)
+    if observability:
+        return PendingReason.WAITING_FOR_PODS_READY.value if waiting else reason
+    if waiting:
+        return LEGACY_WAITING
+    if by_workload_controller and reason in (PendingReason.MISCONFIGURED, PendingReason.SUSPENDED,
+                                             PendingReason.INADMISSIBLE):
+        return LEGACY_INADMISSIBLE
+    return LEGACY_PENDING
 
 
 class EvictReason(StrEnum):
@@ -96,6 +127,7 @@ class NotAdmitted(StrEnum):
     NAMESPACE_MISMATCH = "NamespaceMismatch"
     NO_LONGER_FITS = "NoLongerFits"
     OVERLAPPING_TARGETS = "OverlappingTargets"
+    INVALID_SLICE_SIZE = "InvalidSliceSize"  # Kueue v0.19 refuses the Workload (TASValidateWorkloadSliceSize)
 
 
 # (QuotaReserved=False reason, message template); None = the reason the entry already had.
@@ -107,16 +139,27 @@ _NOT_ADMITTED: Mapping[NotAdmitted, tuple[PendingReason | None, str]] = {
         "ClusterQueue {cluster_queue} doesn't exist",
     ),
     NotAdmitted.CLUSTER_QUEUE_INACTIVE: (PendingReason.SUSPENDED, "ClusterQueue {cluster_queue} is inactive"),
-    NotAdmitted.NAMESPACE_MISMATCH: (
-        PendingReason.INADMISSIBLE,
+    NotAdmitted.NAMESPACE_MISMATCH: (  # decided by Kueue's scheduler (ValidateAdmissibility)
+        PendingReason.MISCONFIGURED,
         "Workload namespace doesn't match ClusterQueue selector",
     ),
     NotAdmitted.NO_LONGER_FITS: (None, "Workload no longer fits after processing another workload"),
+    NotAdmitted.INVALID_SLICE_SIZE: (
+        PendingReason.MISCONFIGURED,
+        "Workload is invalid (Kueue rejects it under TASValidateWorkloadSliceSize): {errors}",
+    ),
     NotAdmitted.OVERLAPPING_TARGETS: (
         None,
         "Workload has overlapping preemption targets with another workload",
     ),
 }
+
+
+# Routing failures Kueue's workload controller writes (not its scheduler): Inadmissible without
+# UnadmittedWorkloadsObservability.
+BY_WORKLOAD_CONTROLLER = frozenset({NotAdmitted.LOCAL_QUEUE_MISSING, NotAdmitted.LOCAL_QUEUE_STOPPED,
+                                    NotAdmitted.CLUSTER_QUEUE_MISSING, NotAdmitted.CLUSTER_QUEUE_INACTIVE,
+                                    NotAdmitted.INVALID_SLICE_SIZE})
 
 
 def not_admitted_reason(code: NotAdmitted) -> PendingReason | None:

@@ -11,7 +11,9 @@ from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
 from scheduler.core.decisions import Admit, Decision
+from scheduler.core.healthy_capacity import EffectiveQuota
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.preemption.rules import NO_CONFIGURED_PREEMPTION, ConfiguredPreemption
 from scheduler.core.queueing import LocalQueueSpec, PendingQueues, PendingWorkload, pending_queues
 from scheduler.core.quota import (
     STOP_HOLD_AND_DRAIN,
@@ -68,6 +70,12 @@ class Snapshot:
     # ``pending`` already grouped and ordered per LocalQueue (the adapter keeps them between
     # passes); used only when it describes this ``pending`` (see ``snapshot_queues``).
     queues: PendingQueues | None = field(default=None, compare=False, repr=False)
+    # Kueue's PreemptionConfig / PreemptionLimit (alpha, KEP-13396/16925) for toposched's domain
+    # clearing (core/preemption/rules.py); empty = toposched's defaults.
+    preemption_rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
+    # ClusterQueues whose quota follows healthy capacity (core/healthy_capacity.py): the
+    # effective quotas ``cluster_queues`` already carry, for their status condition.
+    effective_quotas: Mapping[str, tuple[EffectiveQuota, ...]] = field(default_factory=dict)
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:
@@ -75,10 +83,25 @@ def quota_in_use(snap: Snapshot) -> QuotaState:
     workload. A workload whose ClusterQueue was deleted under it keeps its nodes (its topology
     usage is in the trees) but has no quota left to charge."""
     quota = QuotaState(snap.cluster_queues.values(), snap.cohorts.values())
-    for w in snap.admitted:
-        if w.cluster_queue in snap.cluster_queues:
-            quota.add_usage(w.cluster_queue, w.usage)
+    for cq, usage in usage_by_cluster_queue(snap).items():
+        quota.add_usage(cq, usage)
     return quota
+
+
+def usage_by_cluster_queue(snap: Snapshot) -> dict[str, dict[FlavorResource, int]]:
+    """Every admitted workload's usage summed per ClusterQueue (of the snapshot's queues).
+    Charging a ClusterQueue its sum is charging it each workload in turn (what a node keeps and
+    what it passes to its cohort add up for non-negative amounts), at one walk of the cohort
+    tree per ClusterQueue instead of per workload: every cycle charges every admitted workload,
+    which was most of a cycle's time with thousands admitted (issue 34's burst)."""
+    totals: dict[str, dict[FlavorResource, int]] = {}
+    for w in snap.admitted:
+        if w.cluster_queue not in snap.cluster_queues:
+            continue
+        into = totals.setdefault(w.cluster_queue, {})
+        for fr, value in w.usage.items():
+            into[fr] = into.get(fr, 0) + value
+    return totals
 
 
 def snapshot_queues(snapshot: Snapshot) -> PendingQueues:

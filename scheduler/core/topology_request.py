@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -374,6 +374,29 @@ def _slices_from_kueue(raw: Mapping[str, Any]) -> tuple[tuple[SliceConstraint, .
     return (), False
 
 
+def slice_size_errors(raw: Mapping[str, Any] | None, path: str) -> tuple[str, ...]:
+    """Kueue v0.19's ``validateTASSliceSize`` (``TASValidateWorkloadSliceSize``) of one pod
+    set's ``topologyRequest`` at ``path``, as field errors: the slice topology needs a size
+    > 0, a size needs the slice topology, every multi-layer size is > 0. Pure; the cycle
+    decides whether the gate is on."""
+    if not raw:
+        return ()
+    errs: list[str] = []
+    size = raw.get(F_SLICE_SIZE)
+    if raw.get(F_SLICE_TOPOLOGY) is not None:
+        if size is None:
+            errs.append(f"{path}.{F_SLICE_SIZE}: Required value: must be set when {F_SLICE_TOPOLOGY} is specified")
+        elif isinstance(size, int) and size <= 0:
+            errs.append(f"{path}.{F_SLICE_SIZE}: Invalid value: {size}: must be greater than 0")
+    elif size is not None:
+        errs.append(f"{path}.{F_SLICE_SIZE}: Forbidden: may not be set when {F_SLICE_TOPOLOGY} is not specified")
+    for i, item in enumerate(raw.get(F_SLICE_CONSTRAINTS) or ()):
+        layer_size = item.get("size") if isinstance(item, Mapping) else None
+        if isinstance(layer_size, int) and layer_size <= 0:
+            errs.append(f"{path}.{F_SLICE_CONSTRAINTS}[{i}].size: Invalid value: {layer_size}: must be greater than 0")
+    return tuple(errs)
+
+
 def request_from_kueue(raw: Mapping[str, Any] | None) -> TopologyRequest | None:
     """A Workload pod set's ``topologyRequest`` (v1beta1 or v1beta2 field names) -> TopologyRequest
     (None when absent or empty). Kueue has validated the object; a field of the wrong type
@@ -472,6 +495,14 @@ def compact_wait_from_annotations(annotations: Mapping[str, Any]) -> CompactWait
                                    'write seconds or h/m/s units, e.g. "30m" or "1h30m"')
         wait_s = seconds
     return CompactWait(level, max_domains, float(wait_s))
+
+
+def without_inner_layers(request: TopologyRequest | None) -> TopologyRequest | None:
+    """The request with only its outermost slice layer: what Kueue places while
+    ``TASMultiLayerTopology`` is off (``buildSliceSizeAtLevel`` adds no inner layer)."""
+    if request is None or len(request.slice_constraints) <= 1:
+        return request
+    return replace(request, slice_constraints=request.slice_constraints[:1])
 
 
 def slice_levels_of(request: TopologyRequest | None) -> tuple[str, ...]:

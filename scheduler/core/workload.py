@@ -25,6 +25,7 @@ from scheduler.core.topology_request import (
     compact_wait_from_annotations,
     request_from_annotations,
     request_from_kueue,
+    slice_size_errors,
 )
 
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
@@ -74,6 +75,9 @@ class WorkloadSpec:
     created_at: float = 0.0
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Kueue v0.19's slice-size field errors of the Workload's topology requests (refused at
+    # creation under TASValidateWorkloadSliceSize; toposched holds it: docs/kueue-versions.md).
+    slice_size_errors: tuple[str, ...] = ()
 
     @cached_property
     def key(self) -> str:
@@ -192,12 +196,14 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     pod_sets = []
+    slice_errors: list[str] = []
     for i, ps in enumerate(spec.get("podSets") or ()):
         template = ps.get("template")
         if not isinstance(template, Mapping):
             raise WorkloadFormatError(f"spec.podSets[{i}].template: missing pod template")
         built = pod_set_from_template(ps.get("name", DEFAULT_POD_SET), int(ps.get("count", 1)), template)
         request = request_from_kueue(ps.get("topologyRequest"))
+        slice_errors.extend(slice_size_errors(ps.get("topologyRequest"), f"spec.podSets[{i}].topologyRequest"))
         min_count = ps.get("minCount")
         if request is not None:
             built = replace(built, topology=request)
@@ -218,6 +224,7 @@ def workload_from_kueue(obj: Mapping[str, Any]) -> WorkloadSpec:
         created_at=_timestamp(meta),
         annotations=dict(meta.get("annotations") or {}),
         labels=dict(meta.get("labels") or {}),
+        slice_size_errors=tuple(slice_errors),
     )
 
 

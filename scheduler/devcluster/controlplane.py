@@ -8,9 +8,12 @@ with the pids), so ``LocalCluster.load(dir).stop()`` from another process stops 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
+import random
+import re
 import shutil
 import socket
 import ssl
@@ -18,7 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,10 @@ _CONTROLLER_MANAGER_TUNING_FLAGS = (
 MIN_NODE_MONITOR_GRACE_S = 120
 # KWOK's (and the kubelet's) default lease duration; KWOK renews at a quarter of it.
 DEFAULT_NODE_LEASE_S = 40
+# What LocalCluster(feature_gates=..., runtime_config=...) accepts: they become command-line flags.
+_GATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{0,79}")
+_RUNTIME_CONFIG_KEY = re.compile(r"[a-z0-9.-]{1,100}/[a-z0-9]{1,20}|api/(all|ga|beta|alpha)")
+_RUNTIME_CONFIG_VALUE = re.compile(r"true|false")
 
 
 # Ports this process has handed out: clusters started side by side (the conformance suite
@@ -79,17 +86,47 @@ _HANDED_OUT: set[int] = set()
 _HANDED_OUT_LOCK = threading.Lock()
 
 
+# Listening ports are chosen below the kernel's ephemeral range: a port picked from that range
+# (binding port 0) can be taken by any outgoing connection (a client's local port) between
+# choosing it and the component binding it, and KWOK then exits with "address already in use".
+LISTEN_PORTS_FROM = 10000
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def _bind_listening_port(candidates: Iterator[int]) -> socket.socket:
+    for port in candidates:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((LOOPBACK, port))
+            return s
+        except OSError:
+            s.close()
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # nothing free below the range: any port
+    s.bind((LOOPBACK, 0))
+    return s
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports, none handed out before by this process. All
-    sockets stay bound until every port is chosen: binding port 0 one socket at a time can
-    hand out the same port twice."""
+    """``count`` distinct free loopback ports, none handed out before by this process, below the
+    ephemeral range (no outgoing connection takes them before they are bound). All sockets stay
+    bound until every port is chosen: binding one socket at a time can hand out the same port
+    twice."""
+    low = max(LISTEN_PORTS_FROM + 1000, ephemeral_port_range()[0])
+    start = random.randrange(LISTEN_PORTS_FROM, low)
+    candidates = itertools.chain(range(start, low), range(LISTEN_PORTS_FROM, start))
     socks: list[socket.socket] = []
     with _HANDED_OUT_LOCK:
         try:
             chosen: list[int] = []
             while len(chosen) < count:
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.bind((LOOPBACK, 0))
+                s = _bind_listening_port(p for p in candidates if p not in _HANDED_OUT)
                 socks.append(s)
                 port = int(s.getsockname()[1])
                 if port not in _HANDED_OUT:
@@ -192,6 +229,8 @@ class ClusterLayout:
     ports: Ports
     node_lifecycle: bool
     node_lease_s: int
+    feature_gates: dict[str, bool]
+    runtime_config: dict[str, str]
 
     # ---- paths -------------------------------------------------------------------------
     @property
@@ -273,9 +312,16 @@ class ClusterLayout:
             *self._apiserver_auth_flags(),
             *_APISERVER_NETWORK_FLAGS,
             *_APISERVER_LIMIT_FLAGS,
-            "--feature-gates=WatchList=false",  # see WATCH_LIST_OFF
+            self._feature_gates_flag({"WatchList": False}),  # see WATCH_LIST_OFF
+            *([f"--runtime-config={','.join(f'{k}={v}' for k, v in self.runtime_config.items())}"]
+              if self.runtime_config else []),
             "--v=1",
         ]
+
+    def _feature_gates_flag(self, base: Mapping[str, bool]) -> str:
+        """One ``--feature-gates`` flag: the component's own gates, then the cluster's."""
+        gates = {**base, **self.feature_gates}
+        return "--feature-gates=" + ",".join(f"{k}={'true' if v else 'false'}" for k, v in gates.items())
 
     def _apiserver_serving_flags(self) -> list[str]:
         """Where the API server stores (etcd) and listens (loopback, TLS from our CA)."""
@@ -311,7 +357,7 @@ class ClusterLayout:
             "--leader-elect=false",
             *_CONTROLLER_MANAGER_TUNING_FLAGS,
             f"--node-monitor-grace-period={max(MIN_NODE_MONITOR_GRACE_S, self.node_lease_s)}s",
-            WATCH_LIST_OFF,
+            self._feature_gates_flag({"WatchListClient": False}),  # see WATCH_LIST_OFF
             "--v=1",
         ]
 
@@ -323,7 +369,7 @@ class ClusterLayout:
             f"--config={self.scheduler_config_path()}",
             f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
             f"--bind-address={LOOPBACK}", f"--secure-port={self.ports.scheduler}",
-            WATCH_LIST_OFF,
+            self._feature_gates_flag({"WatchListClient": False}),  # see WATCH_LIST_OFF
             "--v=1",
         ]
 
@@ -349,7 +395,9 @@ class ClusterLayout:
 class LocalCluster(ClusterLayout):
     def __init__(self, directory: Path, ports: Ports | None = None,
                  scheduler_config: Mapping[str, Any] | None = None, with_kwok: bool = True,
-                 node_lifecycle: bool = True, node_lease_s: int = DEFAULT_NODE_LEASE_S) -> None:
+                 node_lifecycle: bool = True, node_lease_s: int = DEFAULT_NODE_LEASE_S,
+                 feature_gates: Mapping[str, bool] | None = None,
+                 runtime_config: Mapping[str, str] | None = None) -> None:
         """``node_lifecycle=False`` turns kube-controller-manager's node lifecycle controller
         off: nodes nobody heartbeats (created by a benchmark, not under KWOK) then stay as
         their creator wrote them instead of turning NotReady after the monitor grace.
@@ -358,9 +406,23 @@ class LocalCluster(ClusterLayout):
         it); the node monitor grace is at least as long. The default renews every 10 s, as a
         kubelet does: 500 lease writes a second at 5,000 nodes, 1,000 at 10,000, on the same
         2 cores as the API server, etcd and the scheduler under test (a kubelet's writes come
-        from its own machine). Throughput benchmarks at thousands of nodes pass a long lease."""
+        from its own machine). Throughput benchmarks at thousands of nodes pass a long lease.
+
+        ``feature_gates``: Kubernetes feature gates for kube-apiserver, kube-controller-manager
+        and kube-scheduler alike (e.g. ``{"GenericWorkload": True}``), on top of the watch-list
+        gates every component gets here. ``runtime_config``: kube-apiserver ``--runtime-config``
+        entries (e.g. ``{"scheduling.k8s.io/v1beta1": "true"}``: beta APIs are off by default)."""
         if node_lease_s < 1:
             raise ValueError(f"node_lease_s must be at least 1 second, not {node_lease_s}")
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = dict(runtime_config or {})
+        for name in self.feature_gates:
+            if not _GATE_NAME.fullmatch(name):
+                raise ValueError(f"feature gate {name!r}: a gate name is letters and digits, e.g. GenericWorkload")
+        for key, value in self.runtime_config.items():
+            if not _RUNTIME_CONFIG_KEY.fullmatch(key) or not _RUNTIME_CONFIG_VALUE.fullmatch(value):
+                raise ValueError(f"runtime config {key}={value}: expected group/version=true|false, "
+                                 f"e.g. scheduling.k8s.io/v1beta1=true")
         self.dir = directory
         self.node_lifecycle = node_lifecycle
         self.node_lease_s = node_lease_s

@@ -8,7 +8,8 @@ lives.
 - every webhook configuration with ``failurePolicy: Fail`` webhooks (the demo's, the chart's):
   whether what it calls answers: a URL's server accepts TLS, a Service has ready endpoints
   (a configuration without a backend refuses every object it covers);
-- the pods on the podman node (``dev up --bare``): phase and ready containers, as kubectl says.
+- the pods on the podman node (``dev up --bare``): phase (``Init:...`` while init containers
+  have not completed) and ready containers, as kubectl says.
 """
 
 from __future__ import annotations
@@ -152,14 +153,38 @@ def node_pod_checks(api: KubeApi, node: str = NODE_NAME) -> list[Check]:
         meta, status = pod["metadata"], pod.get("status") or {}
         statuses = status.get("containerStatuses") or []
         ready = sum(1 for c in statuses if c.get("ready"))
-        waiting = [c["state"]["waiting"].get("reason", "") for c in statuses if "waiting" in (c.get("state") or {})]
+        initializing = init_status(pod)
+        waiting = [] if initializing else [c["state"]["waiting"].get("reason", "") for c in statuses
+                                           if "waiting" in (c.get("state") or {})]
         phase = "Terminating" if meta.get("deletionTimestamp") else status.get("phase", "Pending")
         # a pod on its way out (a roll, an uninstall) is not a failure
         ok = phase == "Terminating" or (phase == "Running" and ready == len(pod["spec"]["containers"]))
-        detail = f"{phase}, {ready}/{len(pod['spec']['containers'])} ready" + (
+        shown = initializing if initializing and phase != "Terminating" else phase
+        detail = f"{shown}, {ready}/{len(pod['spec']['containers'])} ready" + (
             f" ({', '.join(waiting)})" if waiting else "") + (f", IP {status['podIP']}" if status.get("podIP") else "")
         checks.append(Check(f"{meta['namespace']}/{meta['name']}", ok, detail))
     return checks
+
+
+def init_status(pod: dict[str, Any]) -> str:
+    """What kubectl prints as a pod's STATUS while its init containers have not all completed
+    (``Init:1/2``, ``Init:Error``, ``Init:CrashLoopBackOff``), else ""."""
+    inits = (pod.get("spec") or {}).get("initContainers") or []
+    for index, status in enumerate((pod.get("status") or {}).get("initContainerStatuses") or []):
+        state = status.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+        if terminated is not None and terminated.get("exitCode") == 0:
+            continue
+        if terminated is not None:
+            if terminated.get("reason"):
+                return f"Init:{terminated['reason']}"
+            if terminated.get("signal"):
+                return f"Init:Signal:{terminated['signal']}"
+            return f"Init:ExitCode:{terminated.get('exitCode')}"
+        if waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            return f"Init:{waiting['reason']}"
+        return f"Init:{index}/{len(inits)}"
+    return ""
 
 
 def render(sections: Iterable[tuple[str, list[Check]]]) -> str:

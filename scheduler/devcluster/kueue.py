@@ -143,6 +143,10 @@ class KueueHandle(peers.PeerHandle):
     config_path: Path = Path()
 
 
+# Kueue's pod-level integrations have no group in their name: pods (core) and apps/v1 objects.
+POD_LEVEL_GROUPS = {"pod": "", "deployment": "apps", "statefulset": "apps"}
+
+
 def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeout_s: float = 120,
                 extra_args: tuple[str, ...] = (), integrations: tuple[str, ...] = ("batch/job",),
                 config_overlay: Mapping[str, Any] | None = None) -> KueueHandle:
@@ -178,7 +182,7 @@ def start_kueue(cluster: LocalCluster, ports: KueuePorts | None = None, *, timeo
         # Kueue's webhooks for the objects the harness uses (Workload, queues, flavors,
         # Topology, priority classes, batch Jobs and the integrations' kinds); the CRDs of the
         # other kinds (MPIJob, Ray, ...) are absent.
-        groups = {"kueue.x-k8s.io", "batch"} | {framework.partition("/")[0] for framework in integrations}
+        groups = {"kueue.x-k8s.io", "batch"} | {POD_LEVEL_GROUPS.get(f, f.partition("/")[0]) for f in integrations}
         peers.register_webhooks(kube, peers.webhook_configurations(
             kueue_module_dir() / "config" / "components" / "webhook" / "manifests.yaml",
             f"https://{LOOPBACK}:{ports.webhook}", ca.cert.read_text(), groups, "toposched-peer-"))

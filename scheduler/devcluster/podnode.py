@@ -13,7 +13,7 @@ endpoint of the Service's EndpointSlices, as kube-proxy would route its ClusterI
 reach the API server through the relay (apirelay.py).
 
 Differences from a kubelet (docs/install.md, "The podman node"): one node, httpGet probes only,
-no init/ephemeral containers or host namespaces, no CPU limits, only the ``kubernetes`` Service
+no sidecar or ephemeral containers or host namespaces, no CPU limits, only the ``kubernetes`` Service
 in the environment, and the node acts with the admin's credentials (no NodeRestriction).
 """
 
@@ -40,7 +40,7 @@ from scheduler.devcluster.binaries import K8S_VERSION
 from scheduler.devcluster.controlplane import LocalCluster
 from scheduler.devcluster.peers import wait_http_ready
 from scheduler.devcluster.podspec import NODE_LABEL
-from scheduler.devcluster.podvolumes import VolumeWriter
+from scheduler.devcluster.podvolumes import VolumeWriter, remove_volumes
 from scheduler.devcluster.podworker import NodeContext, PodWorker
 from scheduler.k8s.client import api_client
 from scheduler.k8s.informer import LEASES, NODES, PODS, Api
@@ -57,8 +57,13 @@ RENEW_S = 10.0
 SYNC_S = 1.0
 
 
+def memory_bytes() -> int:
+    """The machine's memory: the node's capacity and allocatable (the in-memory emptyDirs' cap)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def node_object(name: str, gateway: str) -> dict[str, Any]:
-    memory_kib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
+    memory_kib = memory_bytes() // 1024
     resources = {"cpu": CPUS, "memory": f"{memory_kib}Ki", "pods": "110",
                  "ephemeral-storage": f"{shutil.disk_usage('/').total // 1024}Ki"}
     now = _now()
@@ -100,8 +105,8 @@ class PodmanNode:
         gateway, subnet = self.podman.gateway()
         self.relay = ApiRelay((gateway, self.api_port), ("127.0.0.1", self.api_port), subnet).start()
         self._register(gateway)
-        ctx = NodeContext(self.api, self.podman, VolumeWriter(self.api, self.state_dir / "pods"), self.name, gateway,
-                          self.api_port)
+        ctx = NodeContext(self.api, self.podman, VolumeWriter(self.api, self.state_dir / "pods", memory_bytes()),
+                          self.name, gateway, self.api_port)
         threading.Thread(target=self._heartbeat, args=(stop,), name="node-lease", daemon=True).start()
         server = serve_health("127.0.0.1", health_port, lambda: time.monotonic() - self.last_sync < 10 * SYNC_S)
         log.info("podman node %s up: pods on %s, API server relayed at %s:%d", self.name, subnet, gateway,
@@ -120,8 +125,10 @@ class PodmanNode:
             self.sweep()
 
     def sweep(self) -> None:
-        """Remove every podman pod of this node (left by an earlier run, or at shutdown)."""
+        """Remove every podman pod of this node and their volumes (left by an earlier run, or at
+        shutdown)."""
         self.podman.remove_pod(*self.podman.pods(f"{NODE_LABEL}={self.name}"))
+        remove_volumes(self.state_dir / "pods")
 
     # ---- the Node ---------------------------------------------------------------------------
     def _register(self, gateway: str) -> None:
@@ -202,6 +209,7 @@ def sweep(cluster: LocalCluster) -> None:
         return
     cli = podman_cli.Podman(cluster.dir / PROCESS_NAME / "containers.conf")
     cli.remove_pod(*cli.pods(f"{NODE_LABEL}={NODE_NAME}"))
+    remove_volumes(cluster.dir / PROCESS_NAME / "pods")
 
 
 def _arch() -> str:

@@ -37,16 +37,10 @@ class PodSpecError(Exception):
 
 @dataclass(frozen=True)
 class HostDir:
-    """A volume written to (or shared through) a directory on this machine."""
+    """A volume written to (or shared through) a directory on this machine: every container of
+    the pod that mounts it sees the same files (an in-memory emptyDir is a tmpfs mounted there)."""
 
     path: str
-
-
-@dataclass(frozen=True)
-class Tmpfs:
-    """An ``emptyDir`` with ``medium: Memory`` used by one container: a tmpfs of its own."""
-
-    size: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,7 @@ class PodContext:
     node_name: str
     api_host: str  # KUBERNETES_SERVICE_HOST as the pod sees it
     api_port: int
-    volumes: Mapping[str, HostDir | Tmpfs] = field(default_factory=dict)
+    volumes: Mapping[str, HostDir] = field(default_factory=dict)
 
 
 def pod_name(pod: Obj) -> str:
@@ -200,10 +194,6 @@ def mount_args(container: Obj, ctx: PodContext) -> list[str]:
         source = ctx.volumes.get(mount["name"])
         if source is None:
             raise PodSpecError(f'volume "{mount["name"]}" of mount {mount["mountPath"]} is not prepared')
-        if isinstance(source, Tmpfs):
-            size = f",tmpfs-size={quantity_bytes(source.size)}" if source.size else ""
-            args += ["--mount", f"type=tmpfs,destination={mount['mountPath']},tmpfs-mode=1777{size}"]
-            continue
         path = source.path + ("/" + mount["subPath"] if mount.get("subPath") else "")
         args += ["--volume", f"{path}:{mount['mountPath']}:{'ro' if mount.get('readOnly') else 'rw'}"]
     return args

@@ -6,8 +6,10 @@
   ``ca.crt``); downward API fields (``namespace``).
 - ``configMap`` and ``secret``: every key, or the ``items`` asked for, with their modes;
   re-read on every refresh, so a changed object reaches the files (the kubelet's periodic sync).
-- ``emptyDir``: a directory shared by the pod's containers; with ``medium: Memory`` and a
-  single user, a tmpfs of that container's own (``sizeLimit`` honoured).
+- ``emptyDir``: a directory shared by the pod's containers (init containers included); with
+  ``medium: Memory`` a tmpfs mounted on that directory, as the kubelet mounts one, sized as the
+  kubelet sizes it (the node's memory, else the pod's memory limit, else ``sizeLimit``:
+  whichever is smallest), unmounted when the pod goes.
 
 Files are written with their mode and renamed into place, so a reader never sees half a file.
 Any other volume kind is a :class:`PodSpecError`: the pod does not start, and says why.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +29,7 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
-from scheduler.devcluster.podspec import HostDir, Obj, PodSpecError, Tmpfs
+from scheduler.devcluster.podspec import HostDir, Obj, PodSpecError, quantity_bytes
 from scheduler.k8s.informer import Api, Resource
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
@@ -50,14 +53,15 @@ class PodVolumes:
     """The volumes of one pod: where they are, and the tokens to rewrite."""
 
     root: Path
-    mounts: dict[str, HostDir | Tmpfs] = field(default_factory=dict)
+    mounts: dict[str, HostDir] = field(default_factory=dict)
     tokens: list[_Token] = field(default_factory=list)
 
 
 class VolumeWriter:
-    def __init__(self, api: Api, root: Path, clock: Any = time.time) -> None:
+    def __init__(self, api: Api, root: Path, node_memory_bytes: int, clock: Any = time.time) -> None:
         self.api = api
         self.root = root
+        self.node_memory_bytes = node_memory_bytes
         self.clock = clock
 
     def prepare(self, pod: Obj) -> PodVolumes:
@@ -65,18 +69,19 @@ class VolumeWriter:
         unsupported kind (nothing of the pod starts)."""
         meta, spec = pod["metadata"], pod.get("spec") or {}
         written = PodVolumes(self.root / meta["uid"])
-        users = _mount_counts(spec)
         for volume in spec.get("volumes") or ():
             name = volume["name"]
             empty = volume.get("emptyDir")
-            if empty is not None and empty.get("medium") == "Memory" and users.get(name, 0) == 1:
-                written.mounts[name] = Tmpfs(str(empty.get("sizeLimit") or ""))
-                continue
             target = written.root / "volumes" / name
             target.mkdir(parents=True, exist_ok=True)
             written.mounts[name] = HostDir(str(target))
             if empty is not None:
+                if empty.get("medium") not in (None, "", "Memory"):
+                    raise PodSpecError(f"volume {name}: emptyDir medium {empty['medium']} is not run by the "
+                                       "podman node")
                 target.chmod(0o777)  # as the kubelet makes an emptyDir: any container user writes
+                if empty.get("medium") == "Memory":
+                    mount_tmpfs(target, memory_volume_bytes(pod, empty, self.node_memory_bytes))
                 continue
             self._write(pod, volume, target, written)
         return written
@@ -93,6 +98,7 @@ class VolumeWriter:
                 self._write_token(pod, token, volumes.root / "volumes" / token.volume)
 
     def remove(self, uid: str) -> None:
+        unmount_under(self.root / uid)
         shutil.rmtree(self.root / uid, ignore_errors=True)
 
     # ---- one volume ------------------------------------------------------------------------
@@ -179,12 +185,63 @@ class VolumeWriter:
         _write_files(target, {token.path: (answer["status"]["token"].encode(), -1)}, token.mode)
 
 
-def _mount_counts(spec: Obj) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for container in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
-        for mount in container.get("volumeMounts") or ():
-            counts[mount["name"]] = counts.get(mount["name"], 0) + 1
-    return counts
+def memory_volume_bytes(pod: Obj, empty_dir: Obj, node_bytes: int) -> int:
+    """The size of an in-memory emptyDir's tmpfs, as the kubelet computes it
+    (calculateEmptyDirMemorySize): the node's memory, lowered to the pod's memory limit when every
+    app container has one (the larger of their sum and any init container's), lowered to the
+    volume's ``sizeLimit``."""
+    spec = pod.get("spec") or {}
+
+    def limit(container: Obj) -> int | None:
+        value = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        return None if value is None else quantity_bytes(str(value))
+
+    size = node_bytes
+    apps = [limit(c) for c in spec.get("containers") or ()]
+    if apps and all(a is not None for a in apps):
+        pod_limit = max([sum(a for a in apps if a is not None),
+                         *(x for x in (limit(c) for c in spec.get("initContainers") or ()) if x is not None)])
+        if 0 < pod_limit <= size:
+            size = pod_limit
+    if empty_dir.get("sizeLimit") is not None:
+        volume_limit = quantity_bytes(str(empty_dir["sizeLimit"]))
+        if 0 < volume_limit <= size:
+            size = volume_limit
+    return size
+
+
+def mount_tmpfs(target: Path, size_bytes: int) -> None:
+    """A tmpfs on ``target`` (left as it is when one is mounted there already: a pod's start is
+    retried with its volumes in place)."""
+    if str(target.resolve()) in _mount_points():
+        return
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(target)],
+                         capture_output=True, text=True, timeout=30, check=False)
+    if out.returncode != 0:
+        raise PodSpecError(f"in-memory emptyDir at {target}: mount failed ({out.stderr.strip()})")
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount every mount point under ``root`` (the pods' tmpfs volumes), deepest first."""
+    prefix = str(root.resolve()) + os.sep
+    for point in sorted((p for p in _mount_points() if p.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", point], capture_output=True, timeout=30, check=False)
+
+
+def remove_volumes(root: Path) -> None:
+    """Every pod's volumes under ``root`` gone, tmpfs mounts first (a node that died left them)."""
+    unmount_under(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) > 1:  # /proc/mounts escapes space, tab, newline and backslash in octal
+                points.append(fields[1].encode().decode("unicode_escape"))
+    return points
 
 
 def _downward(pod: Obj, items: Any) -> dict[str, tuple[bytes, int]]:

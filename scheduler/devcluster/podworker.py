@@ -1,13 +1,16 @@
 """One pod on the podman node, from bound to deleted: the kubelet's pod worker, reduced to what
-a Deployment's pods need.
+a Deployment's pods need (the decisions on plain data are podlifecycle.py's).
 
-- start: volumes written (podvolumes), the image present (pulled per ``imagePullPolicy``), a
+- start: volumes written (podvolumes), the images present (pulled per ``imagePullPolicy``), a
   podman pod (own network namespace, hostname = pod name, ``kubernetes.default.svc`` in
-  /etc/hosts), each container created from podspec's arguments and started;
+  /etc/hosts), each container created from podspec's arguments;
+- init containers: run one at a time, in order, each to completion (a failed one restarted
+  with back-off, or the pod failed under ``restartPolicy: Never``), then the app containers
+  started; they share the pod's volumes (an in-memory emptyDir is one tmpfs for all of them);
 - run: container exits restarted per ``restartPolicy`` with the kubelet's back-off (10 s
   doubling to 5 min), httpGet readiness and liveness probes with their thresholds (a failed
   liveness probe restarts the container), tokens refreshed, status written when it changes
-  (phase, pod IP, conditions, containerStatuses);
+  (phase, pod IP, conditions, init and app container statuses);
 - stop (``deletionTimestamp``): SIGTERM to every container at once, SIGKILL after the grace
   period, the podman pod removed, then the Pod object deleted with grace 0 (uid precondition).
 """
@@ -28,7 +31,8 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
-from scheduler.devcluster import podspec
+from scheduler.devcluster import podlifecycle, podspec
+from scheduler.devcluster.podlifecycle import Condition, ContainerRun, InitStep, ProbeState
 from scheduler.devcluster.podman import Podman, PodmanError
 from scheduler.devcluster.podspec import Obj, PodContext, PodSpecError
 from scheduler.devcluster.podvolumes import CONFIGMAPS, SECRETS, PodVolumes, VolumeWriter
@@ -36,8 +40,10 @@ from scheduler.k8s.informer import PODS, Api
 
 log = logging.getLogger(__name__)
 
-BACKOFF_START_S, BACKOFF_MAX_S = 10.0, 300.0
 RETRY_START_S = 5.0  # a pod that could not start (missing Secret, image) is tried again
+# The pod conditions this node writes; the others (PodScheduled, DisruptionTarget, readiness
+# gates) belong to other writers and are kept as they are.
+OWN_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 
 
 @dataclass(frozen=True)
@@ -53,38 +59,15 @@ class NodeContext:
 
 
 @dataclass
-class _Probe:
-    spec: podspec.Probe
-    due: float
-    successes: int = 0
-    failures: int = 0
-
-
-@dataclass
-class _Container:
-    spec: Obj
-    name: str
-    image_id: str = ""
-    restarts: int = 0
-    running_since: str = ""
-    ready: bool = False
-    waiting: tuple[str, str] | None = ("ContainerCreating", "")
-    terminated: dict[str, Any] | None = None
-    last: dict[str, Any] | None = None
-    backoff_until: float = 0.0
-    readiness: _Probe | None = None
-    liveness: _Probe | None = None
-    probes_enabled: bool = False
-
-
-@dataclass
 class PodWorker:
     node: NodeContext
     pod: Obj
-    containers: list[_Container] = field(default_factory=list)
+    inits: list[ContainerRun] = field(default_factory=list)
+    containers: list[ContainerRun] = field(default_factory=list)
     pod_ip: str = ""
     volumes: PodVolumes | None = None
-    started: bool = False
+    started: bool = False  # the sandbox and every container created
+    initialized: bool = False  # every init container completed, the app containers started
     gone: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     _reported: str = ""
@@ -117,6 +100,7 @@ class PodWorker:
     def _run(self) -> None:
         retry_s = RETRY_START_S
         try:
+            self._report()  # Pending at once, as a kubelet says (images and containers take seconds)
             while not self._terminating():
                 if not self.started:
                     try:
@@ -129,7 +113,7 @@ class PodWorker:
                         self._cleanup_sandbox()
                         self._report()
                         self.gone.wait(retry_s)
-                        retry_s = min(retry_s * 2, BACKOFF_MAX_S)
+                        retry_s = min(retry_s * 2, podlifecycle.BACKOFF_MAX_S)
                         continue
                 self._tick()
                 self._report()
@@ -141,13 +125,17 @@ class PodWorker:
             self.done.set()
 
     def _start(self) -> None:
+        """Sandbox, volumes and every container created; none started yet (``_tick`` runs the
+        init containers in order, then the app containers)."""
         spec = self.pod.get("spec") or {}
-        if spec.get("initContainers") or spec.get("ephemeralContainers"):
-            raise PodSpecError("init and ephemeral containers are not run by the podman node")
+        if spec.get("ephemeralContainers"):
+            raise PodSpecError("ephemeral containers are not run by the podman node")
         if spec.get("hostNetwork") or spec.get("hostPID") or spec.get("hostIPC"):
             raise PodSpecError("host namespaces are not given to pods by the podman node")
+        podlifecycle.check_supported(spec)
+        init_specs, app_specs = list(spec.get("initContainers") or ()), list(spec["containers"])
         self.volumes = self.node.volumes.prepare(self.pod)
-        users = {c["name"]: self._image(c) for c in spec["containers"]}
+        users = {c["name"]: self._image(c) for c in [*init_specs, *app_specs]}
         name = podspec.pod_name(self.pod)
         self.node.podman.remove_pod(name)  # a leftover of an earlier attempt
         self.node.podman.create_pod(name, self.pod["metadata"]["name"],
@@ -156,22 +144,22 @@ class PodWorker:
         self.pod_ip = self.node.podman.pod_ip(name)
         ctx = PodContext(self.pod_ip, self.node.gateway, self.node.node_name, "kubernetes.default.svc",
                          self.node.api_port, self.volumes.mounts)
-        now = time.monotonic()
-        self.containers = []
-        for container in spec["containers"]:
-            env = podspec.container_env(self.pod, container, ctx, self._lookup)
-            argv = podspec.create_argv(self.pod, container, ctx, env, users[container["name"]], self.node.node_name)
-            run = _Container(container, podspec.container_name(self.pod, container),
-                             image_id=self.node.podman.image_id(container["image"]))
-            for kind in ("readinessProbe", "livenessProbe"):
-                probe = podspec.probe(container, kind, self.pod_ip)
-                if probe is not None:
-                    setattr(run, kind.removesuffix("Probe"), _Probe(probe, now + probe.initial_delay_s))
-            self.node.podman.run(*argv)
-            self.containers.append(run)
-        for run in self.containers:
-            self._start_container(run)
+        self.inits = [self._create(c, ctx, users[c["name"]], init=True) for c in init_specs]
+        self.containers = [self._create(c, ctx, users[c["name"]], init=False) for c in app_specs]
+        self.initialized = False
         self.started = True
+
+    def _create(self, container: Obj, ctx: PodContext, image_user: str, init: bool) -> ContainerRun:
+        env = podspec.container_env(self.pod, container, ctx, self._lookup)
+        argv = podspec.create_argv(self.pod, container, ctx, env, image_user, self.node.node_name)
+        run = ContainerRun(container, podspec.container_name(self.pod, container), init=init,
+                           image_id=self.node.podman.image_id(container["image"]))
+        for kind in ("readinessProbe", "livenessProbe"):
+            probe = podspec.probe(container, kind, self.pod_ip)
+            if probe is not None:
+                setattr(run, kind.removesuffix("Probe"), ProbeState(probe, 0.0))
+        self.node.podman.run(*argv)
+        return run
 
     def _image(self, container: Obj) -> str:
         image, policy = container["image"], container.get("imagePullPolicy", "IfNotPresent")
@@ -199,15 +187,13 @@ class PodWorker:
         value = (obj.get("data") or {}).get(key)
         return None if value is None else base64.b64decode(value).decode()
 
-    def _start_container(self, run: _Container) -> None:
+    def _start_container(self, run: ContainerRun) -> None:
         self.node.podman.run("start", run.name)
-        state = self.node.podman.state(run.name)
-        run.running_since = _rfc3339(state.get("StartedAt"))
-        run.waiting, run.terminated, run.ready = None, None, run.readiness is None
-        now = time.monotonic()
-        for probe in (run.readiness, run.liveness):
-            if probe is not None:
-                probe.due, probe.successes, probe.failures = now + probe.spec.initial_delay_s, 0, 0
+        run.started(_rfc3339(self.node.podman.state(run.name).get("StartedAt")), time.monotonic())
+
+    def _restart(self, run: ContainerRun, last: dict[str, Any] | None) -> None:
+        run.restarting(last)
+        self._start_container(run)
 
     # ---- while running ---------------------------------------------------------------------
     def _tick(self) -> None:
@@ -218,6 +204,9 @@ class PodWorker:
             except (PodSpecError, ApiException) as exc:
                 log.warning("pod %s: volume refresh failed: %s", self.key, exc)
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        if not self.initialized:
+            self._initialize(policy, now)
+            return
         for run in self.containers:
             if run.terminated is None:
                 state = self.node.podman.state(run.name)
@@ -226,43 +215,51 @@ class PodWorker:
                     continue
                 self._probe(run, now)
             elif run.backoff_until and now >= run.backoff_until:
-                run.last, run.backoff_until = run.terminated, 0.0
-                run.restarts += 1
-                self._start_container(run)
+                self._restart(run, run.terminated)
 
-    def _exited(self, run: _Container, state: dict[str, Any], policy: str, now: float) -> None:
+    def _initialize(self, policy: str, now: float) -> None:
+        """The init containers, one at a time in order, each to completion; then the app
+        containers, all at once (kuberuntime's computeInitContainerActions)."""
+        while True:
+            step, run = podlifecycle.next_init_step(self.inits, now)
+            if step is InitStep.DONE:
+                for app in self.containers:
+                    self._start_container(app)
+                self.initialized = True
+                return
+            assert run is not None
+            if step is InitStep.START:
+                if run.ever_started:
+                    self._restart(run, run.terminated)
+                else:
+                    log.info("pod %s: init container %s starting", self.key, run.spec["name"])
+                    self._start_container(run)
+                return
+            if step is InitStep.FAILED or not run.running:
+                return  # the pod failed (restartPolicy Never), or a back-off runs
+            state = self.node.podman.state(run.name)
+            if state.get("Running", False):
+                return
+            self._exited(run, state, policy, now)  # completed: the next one starts at once
+
+    def _exited(self, run: ContainerRun, state: dict[str, Any], policy: str, now: float) -> None:
         code = int(state.get("ExitCode", 0))
-        run.ready, run.running_since = False, ""
-        run.terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                          "startedAt": _rfc3339(state.get("StartedAt")),
-                          "finishedAt": _rfc3339(state.get("FinishedAt"))}
-        if policy == "Always" or (policy == "OnFailure" and code != 0):
-            delay = min(BACKOFF_START_S * 2 ** run.restarts, BACKOFF_MAX_S)
-            run.backoff_until = now + delay
-            run.waiting = ("CrashLoopBackOff", f"back-off {delay:.0f}s restarting failed container={run.spec['name']} "
-                           f"pod={self.pod['metadata']['name']}")
-            log.info("pod %s: container %s exited %d, restarting in %.0fs", self.key, run.spec["name"], code, delay)
+        reason = "OOMKilled" if state.get("OOMKilled") else "Completed" if code == 0 else "Error"
+        terminated = {"exitCode": code, "reason": reason, "startedAt": _rfc3339(state.get("StartedAt")),
+                      "finishedAt": _rfc3339(state.get("FinishedAt"))}
+        what = f"{'init container' if run.init else 'container'} {run.spec['name']} exited {code}"
+        if run.exited(terminated, policy, now, self.pod["metadata"]):
+            log.info("pod %s: %s, restarting in %.0fs", self.key, what, run.backoff_until - now)
+        else:
+            log.info("pod %s: %s", self.key, what)
 
-    def _probe(self, run: _Container, now: float) -> None:
-        for kind, probe in (("readiness", run.readiness), ("liveness", run.liveness)):
-            if probe is None or now < probe.due:
-                continue
-            probe.due = now + probe.spec.period_s
-            if _http_ok(probe.spec):
-                probe.successes, probe.failures = probe.successes + 1, 0
-            else:
-                probe.successes, probe.failures = 0, probe.failures + 1
-            if kind == "readiness":
-                if probe.successes >= probe.spec.success_threshold:
-                    run.ready = True
-                elif probe.failures >= probe.spec.failure_threshold:
-                    run.ready = False
-            elif probe.failures >= probe.spec.failure_threshold:
+    def _probe(self, run: ContainerRun, now: float) -> None:
+        for probe in run.due_probes(now):
+            if run.probed(probe, _http_ok(probe.spec)):
                 log.info("pod %s: container %s failed its liveness probe, restarting", self.key, run.spec["name"])
                 self.node.podman.stop(run.name, self._grace())
-                run.last = {"exitCode": 137, "reason": "Error", "startedAt": run.running_since, "finishedAt": _now()}
-                run.restarts += 1
-                self._start_container(run)
+                self._restart(run, {"exitCode": 137, "reason": "Error", "startedAt": run.running_since,
+                                    "finishedAt": _now()})
 
     def _grace(self) -> int:
         meta, spec = self.pod["metadata"], self.pod.get("spec") or {}
@@ -272,53 +269,45 @@ class PodWorker:
     # ---- status ----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """The Pod status this node reports (the kubelet's fields that matter to controllers:
-        phase, IPs, conditions, container statuses)."""
-        now = _now()
-        containers = [self._container_status(run) for run in self.containers]
-        if not self.started:
-            waiting = self._start_error or ("ContainerCreating", "")
-            containers = [{"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "started": False,
-                           "restartCount": 0, "state": {"waiting": {"reason": waiting[0], "message": waiting[1]}}}
-                          for c in self.pod["spec"]["containers"]]
-        ready = self.started and all(c["ready"] for c in containers)
-        phase = "Running" if self.started else "Pending"
-        if self.started and all(run.terminated is not None and not run.backoff_until for run in self.containers):
-            phase = "Succeeded" if all(run.terminated and run.terminated["exitCode"] == 0
-                                       for run in self.containers) else "Failed"
+        phase, IPs, conditions, init and app container statuses)."""
+        spec = self.pod.get("spec") or {}
+        sandbox = bool(self.pod_ip)
+        if self.started:
+            others = {str(c.get("type")): str(c.get("status")) for c in self._other_conditions()}
+            found = podlifecycle.pod_status(spec, self.inits, self.containers, sandbox, others)
+        else:
+            initial = podlifecycle.POD_INITIALIZING if spec.get("initContainers") else podlifecycle.CONTAINER_CREATING
+            reason, message = self._start_error or (initial, "")
+            found = podlifecycle.pending_status(spec, sandbox, reason, message)
         status: dict[str, Any] = {
-            "phase": phase, "hostIP": self.node.gateway, "hostIPs": [{"ip": self.node.gateway}],
-            "conditions": [self._condition(kind, value) for kind, value in (
-                ("PodReadyToStartContainers", bool(self.pod_ip)), ("Initialized", True),
-                ("ContainersReady", ready), ("Ready", ready))],
-            "containerStatuses": containers,
+            "phase": found.phase, "hostIP": self.node.gateway, "hostIPs": [{"ip": self.node.gateway}],
+            "conditions": [self._condition(c) for c in found.conditions],
+            "containerStatuses": list(found.statuses),
         }
+        if found.init_statuses:
+            status["initContainerStatuses"] = list(found.init_statuses)
         if self.pod_ip:
             status |= {"podIP": self.pod_ip, "podIPs": [{"ip": self.pod_ip}]}
         if not (self.pod.get("status") or {}).get("startTime"):
-            status["startTime"] = now
+            status["startTime"] = _now()
         return status
 
-    def _condition(self, kind: str, value: bool) -> dict[str, Any]:
+    def _other_conditions(self) -> list[dict[str, Any]]:
+        return [c for c in (self.pod.get("status") or {}).get("conditions") or ()
+                if c.get("type") not in OWN_CONDITIONS]
+
+    def _condition(self, condition: Condition) -> dict[str, Any]:
         """A pod condition with the time it last changed (kept across reports)."""
-        status = _bool(value)
-        if self._transitions.get(kind, ("", ""))[0] != status:
-            self._transitions[kind] = (status, _now())
-        return {"type": kind, "status": status, "lastTransitionTime": self._transitions[kind][1]}
-
-    def _container_status(self, run: _Container) -> dict[str, Any]:
-        if run.waiting is not None and run.terminated is not None and run.backoff_until:
-            state: dict[str, Any] = {"waiting": {"reason": run.waiting[0], "message": run.waiting[1]}}
-            last: dict[str, Any] | None = run.terminated
-        elif run.terminated is not None:
-            state, last = {"terminated": run.terminated}, run.last
-        else:
-            state, last = {"running": {"startedAt": run.running_since}}, run.last
-        status = {"name": run.spec["name"], "image": run.spec["image"], "imageID": run.image_id,
-                  "containerID": f"podman://{run.name}", "ready": run.ready, "started": "running" in state,
-                  "restartCount": run.restarts, "state": state}
-        if last:
-            status["lastState"] = {"terminated": last}
-        return status
+        status = _bool(condition.status)
+        if self._transitions.get(condition.type, ("", ""))[0] != status:
+            self._transitions[condition.type] = (status, _now())
+        found = {"type": condition.type, "status": status,
+                 "lastTransitionTime": self._transitions[condition.type][1]}
+        if condition.reason:
+            found["reason"] = condition.reason
+        if condition.message:
+            found["message"] = condition.message
+        return found
 
     def _report(self) -> None:
         status = self.status()
@@ -327,9 +316,7 @@ class PodWorker:
             return
         # A merge patch replaces lists whole (podIPs after a new sandbox, containerStatuses); the
         # conditions other writers own (PodScheduled, DisruptionTarget) are kept as they are.
-        ours = {c["type"] for c in status["conditions"]}
-        status["conditions"] += [c for c in (self.pod.get("status") or {}).get("conditions") or ()
-                                 if c.get("type") not in ours]
+        status["conditions"] += self._other_conditions()
         try:
             self.node.api.merge_patch(PODS, self.pod["metadata"]["name"], {"status": status},
                                       namespace=self.pod["metadata"]["namespace"], subresource="status")
@@ -342,7 +329,7 @@ class PodWorker:
     def _stop(self) -> None:
         grace = 0 if self.gone.is_set() else self._grace()
         stoppers = [threading.Thread(target=self.node.podman.stop, args=(run.name, grace), daemon=True)
-                    for run in self.containers if run.terminated is None]
+                    for run in [*self.inits, *self.containers] if run.running]
         for thread in stoppers:
             thread.start()
         for thread in stoppers:

@@ -46,16 +46,20 @@ class StackPorts:
 
 def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args: Iterable[str] = (),
                     components: Iterable[str] = COMPONENTS, timeout_s: float = 90,
-                    kueue_config: Path | None = None, binder: str | None = None) -> list[str]:
+                    kueue_config: Path | None = None, binder: str | None = None,
+                    kueue_version: str | None = None) -> list[str]:
     """Start the components, wait until each answers, and give kube-scheduler the
     ``toposched`` profile with our extender. Returns the names started. ``kueue_config``: Kueue's
-    Configuration file, given to the controller and the webhook (its gates switch checks).
+    Configuration file, given to the controller and the webhook (its gates switch checks);
+    ``kueue_version``: the Kueue release both behave as (``--kueue-version``).
     ``binder``: who binds toposched's pods (``extender --binder``, docs/extender.md); default
     ``$TOPOSCHED_BINDER`` or the extender's default, so a whole test run can switch it."""
     binder = binder or os.environ.get(BINDER_ENV) or DEFAULT_BINDER
     if binder not in BINDERS:
         raise UserError(f"{BINDER_ENV}={binder!r}: the binder must be one of {', '.join(BINDERS)}")
-    config_args = ("--kueue-config", str(kueue_config)) if kueue_config is not None else ()
+    config_args: tuple[str, ...] = ("--kueue-config", str(kueue_config)) if kueue_config is not None else ()
+    if kueue_version is not None:
+        config_args = (*config_args, "--kueue-version", kueue_version)
     wanted = set(components)
     kubeconfig = str(cluster.kubeconfig)
     python = [sys.executable, "-m", "scheduler.cli"]

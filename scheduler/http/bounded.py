@@ -28,47 +28,18 @@ import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 from scheduler.http.connection import CONTINUE, Connection, Head, Phase, find_head, head_too_large
 from scheduler.http.limits import ConnectionLimits
+from scheduler.http.loop import ACCEPTS_PER_TURN, Notices, Waker, listening_socket
 from scheduler.http.slots import Slots
 from scheduler.http.workers import Workers
 
 log = logging.getLogger(__name__)
 
-ACCEPTS_PER_TURN = 64
 SWEEP_EVERY_S = 0.05
-NOTICE_EVERY_S = 10.0  # at most one warning per kind of refusal in this many seconds
-LISTEN_BACKLOG = 1024  # a burst of connects must not overflow the queue (a lost SYN waits 1 s)
 _LISTENER, _WAKER = "listener", "waker"
 INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-
-
-class Waker:
-    """Wakes the serving loop from another thread (a worker handing a connection back, shutdown)."""
-
-    def __init__(self) -> None:
-        self.reader, self._writer = socket.socketpair()
-        self.reader.setblocking(False)
-        self._writer.setblocking(False)
-
-    def wake(self) -> None:
-        try:
-            self._writer.send(b"\0")
-        except OSError:
-            pass  # a wake-up is already pending (or the server is closed)
-
-    def drain(self) -> None:
-        try:
-            while self.reader.recv(4096):
-                pass
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self.reader.close()
-        self._writer.close()
 
 
 class Exchange:
@@ -117,18 +88,9 @@ class BoundedHTTPServer:
         self.limits = limits
         self.ssl_context = ssl_context
         self.name = name
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.socket.bind(address)
-            self.socket.listen(LISTEN_BACKLOG)
-        except OSError:
-            self.socket.close()
-            raise
-        self.socket.setblocking(False)
+        self.socket = listening_socket(address)
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
-        self._slots = Slots(limits.max_connections, limits.max_per_client)
+        self._slots: Slots[Connection] = Slots(limits.max_connections, limits.max_per_client)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.socket, selectors.EVENT_READ, _LISTENER)
         self._waker = Waker()
@@ -137,7 +99,7 @@ class BoundedHTTPServer:
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self._stopped.set()
-        self._notices: dict[str, float] = {}
+        self._notice = Notices(log, name)
         self.counts = {"evicted": 0, "refused": 0, "timed_out": 0}
         self._workers = Workers(limits.workers, self.answer, self._give_back, self._stop, limits.max_body_bytes, name)
 
@@ -384,15 +346,6 @@ class BoundedHTTPServer:
             conn.events = 0
         self._slots.remove(conn)
         conn.close()
-
-    def _notice(self, kind: str, message: str, *args: Any) -> None:
-        """A warning at most every NOTICE_EVERY_S per kind; the rest at debug level."""
-        now = time.monotonic()
-        if now - self._notices.get(kind, -NOTICE_EVERY_S) >= NOTICE_EVERY_S:
-            self._notices[kind] = now
-            log.warning("%s: " + message, self.name, *args)
-        else:
-            log.debug("%s: " + message, self.name, *args)
 
 
 def serve_in_thread(server: BoundedHTTPServer, poll_interval: float = 0.5,

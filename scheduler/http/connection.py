@@ -103,6 +103,10 @@ class Connection:
     def __repr__(self) -> str:
         return f"<connection from {self.peer[0]}:{self.peer[1]} {self.phase.value}>"
 
+    @property
+    def evictable(self) -> bool:
+        return self.phase in EVICTABLE
+
     def handshake(self) -> bool:
         """One step of the server-side TLS handshake: True when done (raises when it failed)."""
         assert isinstance(self.sock, ssl.SSLSocket)

@@ -32,6 +32,9 @@ EXTENDER_CAPS = Caps(total=256, per_client=128)
 # Health, metrics and request-metrics ports: kubelet probes and Prometheus scrapes, a connection
 # or two each.
 PROBE_CAPS = Caps(total=64, per_client=16)
+# The controller's gRPC port (scheduler/api/front.py): the CLI and tools, one connection per
+# channel; a team behind one NAT address may run a few dozen.
+GRPC_CAPS = Caps(total=512, per_client=64)
 
 
 @dataclass(frozen=True)

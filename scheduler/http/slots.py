@@ -1,24 +1,38 @@
 """Connection slots by client address: who may connect, and which connection to close to make
-room. Used by the serving loop only (one thread)."""
+room. Used by a serving loop only (one thread): the bounded HTTP server's
+(``scheduler/http/bounded.py``) and the gRPC front's (``scheduler/api/front.py``)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
-from scheduler.http.connection import EVICTABLE, Connection
+
+class Held(Protocol):
+    """A connection as the slots see it: its client address, and whether it may be closed to
+    make room (nobody is answering it)."""
+
+    @property
+    def client(self) -> str: ...
+
+    @property
+    def evictable(self) -> bool: ...
+
+
+C = TypeVar("C", bound=Held)
 
 
 @dataclass(frozen=True)
-class Admission:
+class Admission(Generic[C]):
     """The answer for a new connection: ``admit`` it, after closing ``evict`` (when set)."""
 
     admit: bool
-    evict: Connection | None = None
+    evict: C | None = None
     reason: str = ""
 
 
-class Slots:
+class Slots(Generic[C]):
     """Open connections per client address, least recently active first.
 
     A new connection from an address at ``per_client`` takes the place of that address's least
@@ -31,12 +45,12 @@ class Slots:
         self.total = total
         self.per_client = per_client
         self.count = 0
-        self._by_client: dict[str, OrderedDict[Connection, None]] = {}
+        self._by_client: dict[str, OrderedDict[C, None]] = {}
 
     def held_by(self, client: str) -> int:
         return len(self._by_client.get(client, ()))
 
-    def admission(self, client: str) -> Admission:
+    def admission(self, client: str) -> Admission[C]:
         mine = self._by_client.get(client)
         if mine is not None and len(mine) >= self.per_client:
             victim = _least_active(mine)
@@ -52,17 +66,17 @@ class Slots:
                 return Admission(True, victim, f"the limit of {self.total} connections")
         return Admission(False, reason=f"all {self.total} connections (the server's limit) are being answered")
 
-    def add(self, conn: Connection) -> None:
+    def add(self, conn: C) -> None:
         self._by_client.setdefault(conn.client, OrderedDict())[conn] = None
         self.count += 1
 
-    def touch(self, conn: Connection) -> None:
+    def touch(self, conn: C) -> None:
         """``conn`` was active: it becomes the last to give way."""
         held = self._by_client.get(conn.client)
         if held is not None and conn in held:
             held.move_to_end(conn)
 
-    def remove(self, conn: Connection) -> None:
+    def remove(self, conn: C) -> None:
         held = self._by_client.get(conn.client)
         if held is None or conn not in held:
             return
@@ -71,9 +85,9 @@ class Slots:
         if not held:
             del self._by_client[conn.client]
 
-    def all(self) -> list[Connection]:
+    def all(self) -> list[C]:
         return [conn for held in self._by_client.values() for conn in held]
 
 
-def _least_active(held: OrderedDict[Connection, None]) -> Connection | None:
-    return next((conn for conn in held if conn.phase in EVICTABLE), None)
+def _least_active(held: OrderedDict[C, None]) -> C | None:
+    return next((conn for conn in held if conn.evictable), None)

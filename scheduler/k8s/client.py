@@ -11,7 +11,11 @@ from kubernetes import client, config
 from scheduler.errors import UserError
 
 
-def api_client(kubeconfig: str | Path | None, qps_hint: int = 100) -> client.ApiClient:
+def api_client(kubeconfig: str | Path | None, qps_hint: int = 100, connections: int | None = None) -> client.ApiClient:
+    """``connections``: pooled connections kept open (default: a quarter of ``qps_hint``, at
+    least 16); a process with N writes in flight beside its informers' watches (each holds a
+    connection while it lasts) needs N + its watches, or every write past the pool's size opens
+    and closes a TLS connection of its own."""
     try:
         if kubeconfig:
             api = config.new_client_from_config(config_file=str(kubeconfig))
@@ -23,6 +27,6 @@ def api_client(kubeconfig: str | Path | None, qps_hint: int = 100) -> client.Api
     except (config.ConfigException, OSError) as exc:
         raise UserError(f"cannot load Kubernetes credentials ({exc}): pass --kubeconfig or set KUBECONFIG") from exc
     # Enough pooled connections for the informers plus the writers running side by side.
-    api.configuration.connection_pool_maxsize = max(qps_hint // 4, 16)
+    api.configuration.connection_pool_maxsize = connections or max(qps_hint // 4, 16)
     api.rest_client.pool_manager.connection_pool_kw["maxsize"] = api.configuration.connection_pool_maxsize
     return api

@@ -90,6 +90,7 @@ class FakeApi:
         self._lock = threading.Condition()
         self._failures: list[tuple[str | None, str | None, int]] = []
         self.calls: list[tuple[str, str, str | None]] = []  # (method, plural, name): what was written
+        self.delete_options: list[tuple[str, str, dict[str, Any]]] = []  # (plural, name, query) of each delete
 
     # ------------------------------------------------------------------ test helpers
     def fail_next(self, status: int, method: str | None = None, plural: str | None = None) -> None:
@@ -162,6 +163,7 @@ class FakeApi:
     def delete(self, resource: Resource, name: str, namespace: str | None = None, **query: Any) -> Any:
         with self._lock:
             self._record("delete", resource, name)
+            self.delete_options.append((resource.plural, name, dict(query)))
             self._maybe_fail("delete", resource)
             current = self._existing(resource, namespace, name)
             if current["metadata"].get("finalizers"):

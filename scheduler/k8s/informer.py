@@ -68,6 +68,9 @@ RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", names
 TOPOLOGIES = Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", namespaced=False)
 COHORTS = Resource(KUEUE_GROUP, KUEUE_VERSION, "cohorts", namespaced=False)
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", namespaced=False)
+# Kueue's alpha preemption objects (KEP-13396/16925): served only where their CRDs are installed.
+PREEMPTION_CONFIGS = Resource(KUEUE_GROUP, "v1alpha1", "preemptionconfigs", namespaced=False)
+PREEMPTION_LIMITS = Resource(KUEUE_GROUP, "v1alpha1", "preemptionlimits", namespaced=False)
 
 
 def version_number(obj: Mapping[str, Any]) -> int:
@@ -188,6 +191,7 @@ class Informer:
         self.api = api
         self.resource = resource
         self.optional = optional
+        self.absent = False  # an optional resource the API server does not serve (its last list)
         self.query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
         self.namespace = namespace
         self.store: dict[str, Obj] = {}
@@ -305,8 +309,20 @@ class Informer:
                 log.exception("handler for %s %s %s failed", self.resource.plural, event, object_key(obj))
 
     def relist(self) -> None:
-        """List the resource and make ``store`` equal to it, emitting the differences."""
-        listed = self.api.list(self.resource, self.namespace, **self.query)
+        """List the resource and make ``store`` equal to it, emitting the differences (an
+        optional resource that is not served lists as empty)."""
+        try:
+            listed = self.api.list(self.resource, self.namespace, **self.query)
+        except client.ApiException as exc:
+            if not (self.optional and exc.status == 404):
+                raise
+            if not self.absent:
+                log.info("%s.%s is not served (CRD not installed): idle, checking again every %.0fs",
+                         self.resource.plural, self.resource.group, self.ABSENT_RETRY_S)
+            self.absent = True
+            listed = {"items": [], "metadata": {"resourceVersion": ""}}
+        else:
+            self.absent = False
         fresh = {object_key(o): o for o in listed.get("items") or ()}
         with self.lock:
             old_store = self.replace(fresh)
@@ -329,6 +345,9 @@ class Informer:
                 if need_list:
                     self.relist()
                     self.synced.set()
+                    if self.absent:  # nothing to watch: ask again later whether it is served
+                        self._stop.wait(self.ABSENT_RETRY_S)
+                        continue
                     need_list = False
                 query: dict[str, Any] = dict(self.query)
                 if self.namespace:
@@ -356,13 +375,6 @@ class Informer:
             except client.ApiException as exc:
                 if self._stop.is_set():
                     return
-                if self.optional and exc.status == 404 and need_list:
-                    if not self.synced.is_set():
-                        log.info("%s.%s is not served (CRD not installed): idle, checking again every %.0fs",
-                                 self.resource.plural, self.resource.group, self.ABSENT_RETRY_S)
-                    self.synced.set()
-                    self._stop.wait(self.ABSENT_RETRY_S)
-                    continue
                 log.info("watch of %s interrupted (%s); retrying in %.1fs", self.resource.plural, exc.status, backoff)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)

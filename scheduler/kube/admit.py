@@ -1,11 +1,14 @@
 """Phase 5 of the controller's pass: admission. The snapshot of the informer caches (the
 Workloads the adapter cannot read left out, each reported), Kueue's cycles back to back on it
 (``core.cycle.run_cycles``), their decisions written (``kube/apply.py``), and the queue objects'
-status with this pass's admissions before the pending reasons."""
+status with this pass's admissions before the pending reasons; the PreemptionConfigs and
+PreemptionLimits the cycle honours read, and the limits' counts written
+(``kube/preemption_limits.py``)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -14,6 +17,7 @@ from scheduler.adapter.snapshot import Invalid
 from scheduler.core.config import KueueConfig
 from scheduler.core.cycle import run_cycles
 from scheduler.core.decisions import Pending
+from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.snapshot import Snapshot, after_decisions, draining
@@ -22,9 +26,11 @@ from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
 from scheduler.kube.cache import ClusterCache
+from scheduler.kube.cycle_budget import CycleBudget
 from scheduler.kube.invalid import InvalidWorkloads
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.metrics import CycleMetrics
+from scheduler.kube.preemption_limits import PreemptionRules
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.snapshot import build_snapshot
 from scheduler.kube.writer import Writer
@@ -32,7 +38,7 @@ from scheduler.kube.writer import Writer
 
 class AdmitSettings(Protocol):
     """What the phase reads of the controller each time it runs (some are set after the
-    controller is made: ``metrics``, ``cycles_per_pass``, ``domain_preemption``)."""
+    controller is made: ``metrics``, ``cycles_per_pass``, ``cycle_budget_s``, ``domain_preemption``)."""
 
     cache: ClusterCache
     writer: Writer
@@ -45,17 +51,22 @@ class AdmitSettings(Protocol):
     snapshot_caches: SnapshotCaches
     metrics: CycleMetrics
     cycles_per_pass: int
+    cycle_budget_s: float
     solver: str
     time_budget_s: float
     placement_options: PlacementOptions | None
     domain_preemption: bool
     config: KueueConfig
+    preemption_rules: PreemptionRules
 
 
 class AdmitPhase:
-    def __init__(self, settings: AdmitSettings) -> None:
+    def __init__(self, settings: AdmitSettings, timer: Callable[[], float] = time.perf_counter) -> None:
+        """``timer``: measures how long the cycles took (kube/cycle_budget.py)."""
         self.c = settings
         self._fingerprint = 0
+        self.budget = CycleBudget()
+        self.timer = timer
 
     def capacity_fingerprint(self) -> int:
         """Changes whenever capacity or queue configuration may have changed: then workloads
@@ -72,7 +83,11 @@ class AdmitPhase:
                                        cache.topologies, cache.cohorts)
                            for o in inf.items())
         nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in cache.nodes.items())
-        return hash((holding, config, nodes))
+        # Opting in or out of quota that follows healthy capacity (an annotation: no generation
+        # bump), and the preemption rules and limits.
+        follow = frozenset((object_key(o), (o["metadata"].get("annotations") or {}).get(ANN_FOLLOW_HEALTHY))
+                           for o in cache.cluster_queues.items())
+        return hash((holding, config, nodes, follow, self.c.preemption_rules.fingerprint()))
 
     def run(self) -> Snapshot:
         """One admission cycle; returns the snapshot it decided on (the queue status is
@@ -89,7 +104,12 @@ class AdmitPhase:
         decided, reasons = snapshot, []
         if (snapshot.pending or draining(snapshot)) and not c.unreadable.holds_admission():
             c.queue_objects.announce_work(snapshot, c.isolation)
-            decisions = c.metrics.admission_attempt(lambda: run_cycles(snapshot, c.cycles_per_pass))
+            budget = self.budget
+            budget.minimum, budget.budget_s = c.cycles_per_pass, c.cycle_budget_s
+            cycles = budget.cycles()
+            started = self.timer()
+            decisions = c.metrics.admission_attempt(lambda: run_cycles(snapshot, cycles))
+            budget.observe(self.timer() - started, decisions)
             reasons = [d for d in decisions if isinstance(d, Pending)]
             actions = [d for d in decisions if not isinstance(d, Pending)]
             apply_decisions(c.writer, c.queue_state, snapshot, actions, c.clock(), c.isolation)
@@ -101,6 +121,7 @@ class AdmitPhase:
         c.queue_objects.sync(decided, c.isolation)
         if reasons:
             apply_decisions(c.writer, c.queue_state, snapshot, reasons, c.clock(), c.isolation)
+        c.preemption_rules.write_status(snapshot.preemption_rules)
         return snapshot
 
     def snapshot(self, invalid: list[Invalid] | None = None) -> Snapshot:
@@ -108,6 +129,7 @@ class AdmitPhase:
         and skipped until it changes) nor the invalid ones (into ``invalid``); the rest of the
         cluster is admitted as usual."""
         c = self.c
+        rules = c.preemption_rules.read()
 
         def build() -> Snapshot:
             if invalid is not None:
@@ -118,7 +140,7 @@ class AdmitPhase:
                                   domain_preemption=c.domain_preemption,
                                   exclude=c.unreadable.current(wi.live(c.cache.workloads)),
                                   config=c.config, signer=c.writer.signer, invalid=invalid,
-                                  caches=c.snapshot_caches)
+                                  caches=c.snapshot_caches, preemption_rules=rules)
         try:
             return build()
         except Exception:

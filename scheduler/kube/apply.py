@@ -3,8 +3,10 @@
 What each decision does is ``adapter/apply.py``'s (the simulator applies the same); this is the
 controller's view of the cluster it is applied to: Admit -> ``status.admission`` +
 QuotaReserved/Admitted; Preempt/Evict -> Evicted (+Preempted), after which the controller's
-eviction phase stops the job; Pending -> QuotaReserved=False with the reason, only when it
-changed (routing failures repeat every cycle). Nothing here decides.
+eviction phase stops the job; Pending -> QuotaReserved=False with the reason as the Kueue
+release writes it (``reasons.written_reason``), only when it changed (routing failures repeat
+every cycle), and the PreemptionBlockedByLimit condition (``kube/preemption_limits.py``).
+Nothing here decides.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from scheduler.core.compact import RELAXED_REASON
 from scheduler.core.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
 from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
 from scheduler.core.queueing import QueueState
+from scheduler.core.reasons import LEGACY_PENDING, written_reason
 from scheduler.core.resources import format_quantity
 from scheduler.core.snapshot import Snapshot
 from scheduler.k8s.informer import WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
 from scheduler.kube.isolation import Isolation
+from scheduler.kube.preemption_limits import sync_blocked_condition
 from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)
@@ -39,8 +43,9 @@ def _job_of(wl: Obj) -> str:
     return ""
 
 
-def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
-    """A core ``PodSetAdmission`` as Kueue's ``status.admission.podSetAssignments[]`` entry."""
+def pod_set_assignment(psa: PodSetAdmission, prefix_runs: bool = False) -> dict[str, Any]:
+    """A core ``PodSetAdmission`` as Kueue's ``status.admission.podSetAssignments[]`` entry;
+    ``prefix_runs``: the TASAssignmentsEncodingByHostnamePrefix gate (core/assignment.py)."""
     out: dict[str, Any] = {
         "name": psa.name,
         "flavors": dict(psa.flavors),
@@ -48,7 +53,7 @@ def pod_set_assignment(psa: PodSetAdmission) -> dict[str, Any]:
         "count": psa.count,
     }
     if psa.topology is not None:
-        out["topologyAssignment"] = encode_v1beta2(psa.topology)
+        out["topologyAssignment"] = encode_v1beta2(psa.topology, split_by_hostname_prefix=prefix_runs)
     return out
 
 
@@ -71,6 +76,11 @@ class WriterView:
         self.snapshot = snapshot
         self.now = now
         self.waited = {p.key: p.timestamp for p in snapshot.pending}
+        gates = snapshot.config.feature_gates
+        # How Kueue's release writes what the cycle decided (docs/kueue-versions.md): the
+        # topology assignment's encoding, and QuotaReserved=False's legacy or granular reasons.
+        self.prefix_runs = gates.enabled("TASAssignmentsEncodingByHostnamePrefix")
+        self.observability = gates.enabled("UnadmittedWorkloadsObservability")
 
     def _workload(self, key: str) -> Obj | None:
         return self.writer.cache.workloads.get(key)
@@ -83,7 +93,7 @@ class WriterView:
         wl, writer = self._workload(decision.workload), self.writer
         assert wl is not None  # current
         wait_s = max(0.0, self.snapshot.now - self.waited.get(decision.workload, self.snapshot.now))
-        psas = [pod_set_assignment(p) for p in decision.pod_sets]
+        psas = [pod_set_assignment(p, self.prefix_runs) for p in decision.pod_sets]
         updated = writer.patch_workload_status(wl, st.admit_status(wl, decision.cluster_queue, psas, self.now))
         if not updated:
             return False
@@ -126,7 +136,9 @@ class WriterView:
                         "decision": "preempted", "reason": decision.reason})
         writer.notify("preempted", updated, {"reason": decision.reason, "message": decision.message,
                                              "preemptor": decision.preemptor,
-                                             "preemptorClusterQueue": decision.preemptor_cluster_queue})
+                                             "preemptorClusterQueue": decision.preemptor_cluster_queue,
+                                             # toposched's own preemption: PreemptionLimits count it
+                                             "counted": decision.counted, "preemptionConfig": decision.config})
 
     def annotate(self, workload: str, annotation: str, value: str | None) -> None:
         wl = self._workload(workload)
@@ -136,14 +148,17 @@ class WriterView:
     def still_pending(self, decision: Pending, parked: bool) -> None:
         wl, writer = self._workload(decision.workload), self.writer
         assert wl is not None  # current
+        wl = sync_blocked_condition(writer, wl, decision.blocked_by_limit, self.now)
+        # Kueue's legacy reasons unless UnadmittedWorkloadsObservability is on (docs/kueue-versions.md)
+        reason = written_reason(decision.reason, by_workload_controller=decision.by_workload_controller,
+                                observability=self.observability)
         current = st.find_condition(wl, st.QUOTA_RESERVED) or {}
         if (current.get("status"), current.get("reason"), current.get("message")) == (
-                "False", decision.reason, decision.message):
+                "False", reason, decision.message):
             return
-        updated = writer.patch_workload_status(wl, st.pending_status(wl, decision.reason, decision.message, self.now))
+        updated = writer.patch_workload_status(wl, st.pending_status(wl, reason, decision.message, self.now))
         if updated:
-            writer.event(updated, "Warning" if decision.reason != "Pending" else "Normal", decision.reason,
-                         decision.message)
+            writer.event(updated, "Warning" if reason != LEGACY_PENDING else "Normal", reason, decision.message)
             log.info("workload %s pending: %s", decision.workload, decision.message,
                      extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,
                             "decision": "pending", "reason": decision.reason})

@@ -12,12 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.adapter.kinds.registry import KINDS
+from scheduler.adapter.kinds.registry import KINDS, watched
+from scheduler.core.kueue_names import LABEL_MANAGED
+from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s import informer as inf
 from scheduler.kube.jobs import resource_of
 from scheduler.kube.workload_index import index_workloads
 
 Obj = dict[str, Any]
+BUILT_IN_GROUPS = ("batch", "apps")  # served by every API server; the others' CRDs may be missing
 
 
 @dataclass
@@ -34,8 +37,16 @@ class ClusterCache:
     cohorts: inf.Informer
     workload_priority_classes: inf.Informer
     priority_classes: inf.Informer
-    # The queued objects of every governed kind (the job-kind registry), by Kueue framework name.
+    # The queued objects of every watched kind (the job-kind registry), by Kueue framework name.
     jobs: dict[str, inf.Informer]
+    # Objects the kinds' pod sets are read from (a TrainJob's runtimes), by kind name.
+    related: dict[str, inf.Informer]
+    # The pod integration's pods (label kueue.x-k8s.io/managed), finished ones too: a pod's
+    # Workload finishes with it (``pods`` leaves finished pods out).
+    managed_pods: inf.Informer
+    # Kueue's alpha PreemptionConfig / PreemptionLimit (optional: absent CRDs read as empty).
+    preemption_configs: inf.Informer | None = None
+    preemption_limits: inf.Informer | None = None
 
     def __post_init__(self) -> None:
         index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
@@ -56,16 +67,23 @@ class ClusterCache:
             cohorts=inf.Informer(api, inf.COHORTS),
             workload_priority_classes=inf.Informer(api, inf.WORKLOAD_PRIORITY_CLASSES),
             priority_classes=inf.Informer(api, inf.PRIORITY_CLASSES),
-            # Only batch/v1 is always served; other kinds' CRDs may be missing.
-            jobs={kind.framework: inf.Informer(api, resource_of(kind), label_selector="kueue.x-k8s.io/queue-name",
-                                               optional=kind.group != "batch")
-                  for kind in KINDS},
+            # Only the built-in kinds are always served; other kinds' CRDs may be missing.
+            jobs={kind.framework: inf.Informer(api, resource_of(kind), label_selector=LABEL_QUEUE_NAME,
+                                               optional=kind.group not in BUILT_IN_GROUPS)
+                  for kind in watched(KINDS)},
+            related={r.kind: inf.Informer(api, inf.Resource(r.group, r.version, r.plural, r.namespaced),
+                                          optional=True)
+                     for kind in KINDS for r in kind.related},
+            managed_pods=inf.Informer(api, inf.PODS, label_selector=LABEL_MANAGED),
+            preemption_configs=inf.Informer(api, inf.PREEMPTION_CONFIGS, optional=True),
+            preemption_limits=inf.Informer(api, inf.PREEMPTION_LIMITS, optional=True),
         )
 
     def all(self) -> list[inf.Informer]:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
-                self.priority_classes, *self.jobs.values()]
+                self.priority_classes, *self.jobs.values(), *self.related.values(), self.managed_pods,
+                *(i for i in (self.preemption_configs, self.preemption_limits) if i is not None)]
 
     def start(self, on_change: Callable[[], None], timeout_s: float = 60) -> None:
         for informer in self.all():

@@ -20,9 +20,11 @@ snapshot), and on eviction released at once (nothing to stop) with the same requ
 4. ``progress_evictions`` an evicted Workload's Job is suspended; once its pods are gone the
                           reservation is dropped and the Workload requeued (or, past its
                           HyperPod auto-resume retries, finished as Failed).
-5. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors.
-6. ``admit``              one pure admission cycle (``scheduler.core.cycle``) on a snapshot;
-                          its decisions are written back (admit / preempt / pending reason).
+5. ``admit``              Kueue's admission cycles back to back (``scheduler.core.cycle``) on a
+                          snapshot; their decisions are written back (admit / preempt / pending
+                          reason), then the queue objects' status.
+6. ``start_admitted``     an admitted Workload's Job is unsuspended with its node selectors: the
+                          ones this pass admitted too, so a job starts in the pass that admits it.
 
 Only the leader runs phases; followers keep caches warm. Every write goes through the
 :class:`~scheduler.kube.writer.Writer`, which checks leadership before each one.
@@ -39,7 +41,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.caches import SnapshotCaches
-from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.base import JobKind, PodSetStart
+from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.owned import Signer
@@ -50,7 +53,7 @@ from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.snapshot import Snapshot
 from scheduler.core.topology_request import TopologyRequestError
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
@@ -60,6 +63,7 @@ from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.gcpolicy import GcPolicy
+from scheduler.kube.gone_nodes import DEFAULT_LEASE_ABSENT_S
 from scheduler.kube.invalid import InvalidWorkloads, invalid_message
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.jobs import JobIndex
@@ -67,20 +71,19 @@ from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import DEFAULT_UNREACHABLE_GRACE_S, NodeFailureHandler, requeue_or_fail
 from scheduler.kube.podgroups import PodGroupPhases, is_group_workload
+from scheduler.kube.podintegration import PodIntegration
 from scheduler.kube.podsready import PodsReadyHandler, requeues_at_once
+from scheduler.kube.preemption_limits import PreemptionLedger, PreemptionRules
 from scheduler.kube.queues import QueueObjectsWriter
+from scheduler.kube.resuspend import Resuspension
 from scheduler.kube.start import start_selectors
+from scheduler.kube.topology_ungater import TopologyUngater
 from scheduler.kube.workload_index import owner_uid
 from scheduler.kube.writer import Observer, Writer
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Clock = Callable[[], dt.datetime]
-
-
-# Kueue's jobframework stop messages (event reason "Stopped").
-NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
-NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
 
 
 class Controller:
@@ -91,7 +94,8 @@ class Controller:
                  node_unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, config: KueueConfig = KUEUE_DEFAULTS,
                  placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
-                 signer: Signer | None = None) -> None:
+                 signer: Signer | None = None,
+                 deleted_node_lease_absent_s: float | None = DEFAULT_LEASE_ABSENT_S) -> None:
         """``is_leader``: asked before every write (default: :attr:`leading`, which the lease
         elector sets). ``events``: where Events go (default: a recorder on ``api``).
         ``requeue_backoff``: before a NodeFailures-evicted workload is admitted again (Kueue's
@@ -100,17 +104,22 @@ class Controller:
         hot-swapped or evicted; ``storm_policy``: the eviction-storm guard. ``config``: the admin's
         Kueue Configuration (``--kueue-config``); its ``integrations.frameworks`` limit the job
         kinds managed. ``signer``: the key the controller signs its owned annotations with
-        (``scheduler.kube.signing``; default: one of this process only)."""
+        (``scheduler.kube.signing``; default: one of this process only).
+        ``deleted_node_lease_absent_s``: the pods of admitted workloads on a deleted node are
+        deleted once no kubelet can run them (``scheduler.kube.gone_nodes``; None: never)."""
         self.api = api
         self.cache = cache
         self.clock = clock
         self.solver = solver
         self.config = config
-        self.kinds = enabled_kinds(config.frameworks)  # the job-kind registry's, as the Configuration enables
-        self.lookups = JobLookups(cache, self.kinds)
+        # The job-kind registry's kinds, as the Configuration enables them; a kind listed in
+        # integrations.externalFrameworks is its own controller's (its Workloads are admitted here).
+        self.kinds = enabled_kinds(config.frameworks, config.external_frameworks)
+        self.lookups = JobLookups(cache, self.kinds,
+                                  config.feature_gates.enabled("WorkloadPriorityClassDefaulting"))
         self.time_budget_s = time_budget_s
         self.placement_options = placement_options  # toposched's policies beyond Kueue (None: Kueue's)
-        # Domain-clearing preemption and sticky targets (core/domain_preemption.py); off: Kueue's
+        # Domain-clearing preemption and sticky targets (core/preemption/clear_domain.py); off: Kueue's
         # classical preemption only (--no-domain-preemption).
         self.domain_preemption = domain_preemption
         self.resync_s = resync_s
@@ -118,6 +127,7 @@ class Controller:
         self.writer = Writer(api, cache, is_leader or self.leading.is_set, events or EventRecorder(api, clock=clock),
                              signer=signer)
         self.isolation = Isolation(self.writer, clock)
+        self.resuspension = Resuspension(cache, self.writer, self.isolation, self.lookups)  # phase 1b
         self.invalid = InvalidWorkloads(self.writer, clock)
         self.requeue_backoff = requeue_backoff if requeue_backoff is not None else RequeueBackoff()
         self.unreadable = UnreadableWorkloads()
@@ -127,9 +137,17 @@ class Controller:
         self.node_failures = NodeFailureHandler(cache, self.writer, clock, grace_s=node_failure_grace_s,
                                                 isolation=self.isolation,
                                                 unreachable_grace_s=node_unreachable_grace_s,
-                                                storm_policy=storm_policy, caches=self.snapshot_caches)
+                                                storm_policy=storm_policy, caches=self.snapshot_caches,
+                                                prefix_runs=config.feature_gates.enabled(
+                                                    "TASAssignmentsEncodingByHostnamePrefix"),
+                                                deleted_node_lease_absent_s=deleted_node_lease_absent_s)
         self.pods_ready = PodsReadyHandler(self.writer, clock, config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, self.lookups.resolve_priority, self.kinds)
+        # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
+        # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
+        self.pod_integration = PodIntegration(cache, self.writer, self.isolation, self.lookups.resolve_priority,
+                                              self.start_selectors, clock) if POD in self.kinds else None
+        self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_state = QueueState()
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         self.wakeup = Wakeup()
@@ -141,9 +159,16 @@ class Controller:
         self.metrics: CycleMetrics = NoMetrics()
         # Opt-in defragmentation (--defrag): moves checkpointable workloads within a budget.
         self.defrag: DefragExecutor | None = None
+        # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
+        # clearing, defragmentation): the evictions they count, and the rules read each pass.
+        self.preemption_ledger = PreemptionLedger(self.writer, clock)
+        self.preemption_rules = PreemptionRules(cache, self.preemption_ledger, self.snapshot_caches)
         # Kueue scheduling cycles run back to back in one pass (core.cycle.run_cycles); 1: one
         # head per ClusterQueue per pass (``--cycles-per-pass``).
         self.cycles_per_pass = DEFAULT_CYCLES_PER_PASS
+        # More cycles while the last pass's time per cycle says they fit in this many seconds
+        # (kube/cycle_budget.py, ``--cycle-budget-ms``); 0: exactly ``cycles_per_pass``.
+        self.cycle_budget_s = 0.0
         # Process-wide garbage-collection tuning (scheduler.kube.gcpolicy); off unless the
         # controller command sets it, since it changes the collector for the whole process.
         self.gc_policy: GcPolicy | None = None
@@ -158,6 +183,8 @@ class Controller:
                                 concurrent=True)
         self.pod_groups.ensure()
         self.pod_groups.label_pods()
+        if self.pod_integration is not None:
+            self.pod_integration.ensure()
 
     def _ensure_workload(self, integration: JobKind, job: Obj) -> None:
         if (job.get("metadata") or {}).get("deletionTimestamp"):
@@ -177,8 +204,8 @@ class Controller:
                               f"{LABEL_PRIORITY_CLASS}")
             return
         try:
-            body = workload_for_job(integration, job, priority[0], priority[1])
-        except TopologyRequestError as exc:  # as Kueue's job reconciler: no Workload, retried
+            body = workload_for_job(integration, job, priority[0], priority[1], self.lookups.related)
+        except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             self.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
         if ownership.unhonoured:
@@ -202,43 +229,15 @@ class Controller:
 
     # ------------------------------------------------------------------ phase 1b
     def suspend_unadmitted(self) -> None:
-        """Kueue's jobframework: a managed job that runs while its Workload is not admitted (a
-        user patched ``suspend: false`` on a pending job) is suspended again, with Kueue's
-        ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
-        # (integration, job, its Workload or None), the Workload looked up once per job.
-        items = [(*entry, wi.owned_by(self.cache.workloads, uid)) for uid, entry in self.lookups.job_index().items()]
-        self.isolation.for_each("suspend_unadmitted", items, lambda item: self._suspend_unadmitted(*item),
-                                subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
-                                wanted=lambda item: self._runs_unadmitted(*item))
-
-    def _runs_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> bool:
-        meta = job.get("metadata") or {}
-        if integration.is_suspended(job) or meta.get("deletionTimestamp"):
-            return False
-        if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
-            return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
-        ancestor = self.lookups.ownership(job).ancestor
-        if ancestor is not None:
-            # Kueue's shouldSuspendChildJob: a child runs only while its ancestor's Workload is admitted.
-            wl = wi.owned_by(self.cache.workloads, ancestor.uid)
-            return wl is None or st.is_finished(wl) or not st.condition_true(wl, st.ADMITTED)
-        # Admitted (or evicted: the eviction phase stops it with the eviction's message).
-        return wl is None or not (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl))
-
-    def _suspend_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> None:
-        message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
-        ancestor = self.lookups.ownership(job).ancestor
-        if ancestor is not None:
-            message = f"{NOT_ADMITTED_MESSAGE}: the Workload of its owner {ancestor.spelled}"
-        if self.writer.patch_job(integration, job, integration.stop_patch(job)):
-            log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
-                     message)
-            self.writer.event(job, "Normal", "Stopped", message)
+        self.resuspension.run()
 
     # ------------------------------------------------------------------ phase 2
     def sync_finished(self) -> None:
         """A Workload whose job finished is marked Finished (its quota is free at once). Walked
         from the jobs' side: a Workload without a job has nothing to sync."""
+        if self.pod_integration is not None:
+            self.pod_integration.sync_finished()
+            self.pod_integration.release_finalizers()
         jobs = self.lookups.job_index()
         workloads = self.cache.workloads
         self.isolation.for_each("sync_finished",
@@ -269,7 +268,11 @@ class Controller:
     def _progress_eviction(self, wl: Obj, jobs: JobIndex) -> None:
         entry = jobs.get(owner_uid(wl) or "")
         if entry is None and is_group_workload(wl):
-            if self.pod_groups.stop_group(wl):  # a pod group (LeaderWorkerSet): its pods go first
+            if self.pod_groups.stop_group(wl):  # a pod group (LeaderWorkerSet, StatefulSet): its pods go first
+                self._release(wl, None)
+            return
+        if entry is None and self.pod_integration is not None and self.pod_integration.owns(wl):
+            if self.pod_integration.stop(wl):  # a pod cannot be suspended: deleted, as Kueue's Stop
                 self._release(wl, None)
             return
         if entry is None:
@@ -314,7 +317,7 @@ class Controller:
             evicted = st.find_condition(wl, st.EVICTED) or {}
             self.writer.event(job, "Normal", "Stopped", evicted.get("message", "Workload evicted"))
 
-    # ------------------------------------------------------------------ phase 4
+    # ------------------------------------------------------------------ phase 6
     def start_admitted(self) -> None:
         jobs = self.lookups.job_index()
         self.isolation.for_each("start_admitted",
@@ -332,11 +335,14 @@ class Controller:
 
     def _start(self, wl: Obj, jobs: JobIndex) -> None:
         integration, job = jobs[owner_uid(wl) or ""]
-        patch = integration.start_patch(job, wl["metadata"]["name"], start_selectors(wl, self.cache))
-        if not self.writer.patch_job(integration, job, patch):
-            return
+        for patch in integration.start_writes(job, wl["metadata"]["name"], self.start_selectors(wl)):
+            if not self.writer.patch_job(integration, job, patch):
+                return  # the next pass starts again from what is stored
         self.writer.event(job, "Normal", "Started",
                           f"Admitted by clusterQueue {wl['status']['admission']['clusterQueue']}")
+
+    def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
+        return start_selectors(wl, self.cache)
 
     # ------------------------------------------------------------------ phase 5
     def admit(self) -> Snapshot:
@@ -354,8 +360,14 @@ class Controller:
         self.pods_ready.run(wi.live(self.cache.workloads), self.lookups.job_index(), owner_uid)
         self.node_failures.run()
         self.progress_evictions()
-        self.start_admitted()
         snapshot = self.admit()  # writes the queue status too
+        # Right after admission, so a job admitted in this pass starts in this pass instead of
+        # waiting for the next one (a burst's jobs started one pass late, issue 34); also starts
+        # any admitted job an earlier pass could not.
+        self.start_admitted()
+        if self.pod_integration is not None:
+            self.pod_integration.run()
+        self.topology_ungater.ungate()
         self.metrics.reconciled(snapshot, wi.finished_counts(self.cache.workloads))
         if self.defrag is not None:
             self.defrag.run(self._snapshot)

@@ -10,6 +10,12 @@ opens the domain for). The domain is then recorded as that job's preemption targ
 (``toposched.io/preemption-target``), so the cycle places it there once the moved pods are gone,
 and the moved workloads do not prefer their old domain (no previous-domains memory is written).
 The budget's window is rebuilt after a restart from the Evicted conditions still on Workloads.
+
+Where PreemptionLimits exist (Kueue's alpha, KEP-16925; docs/quota-and-preemption.md) they are
+the budget instead: a plan runs only if no limit whose ``configSelector`` is unset would be
+exceeded by its moves (each move one eviction: preemptor ClusterQueue = the waiting job's, no
+PreemptionConfig), and every move is counted in the controller's ledger like a domain-clearing
+preemption.
 """
 
 from __future__ import annotations
@@ -17,19 +23,25 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.core.defrag import DefragPlan, Move, plan_defrag
 from scheduler.core.domain_target import DomainTarget
+from scheduler.core.preemption.rules import ConfiguredPreemption, PreemptionEvent, blocking_limit
 from scheduler.core.snapshot import Snapshot
 from scheduler.kube import status as st
 from scheduler.kube.apply import record_target
+from scheduler.kube.preemption_limits import PreemptionLedger
 from scheduler.kube.writer import Obj, Writer
 
 log = logging.getLogger(__name__)
 
 REASON = "Defragmentation"
 WINDOW_S = 3600.0
+
+
+def _events(plan: DefragPlan, now: float) -> list[PreemptionEvent]:
+    return [PreemptionEvent(now, plan.cluster_queue, m.cluster_queue, m.workload) for m in plan.moves]
 
 
 def move_message(plan: DefragPlan, move: Move) -> str:
@@ -44,6 +56,8 @@ class DefragExecutor:
     clock: Callable[[], dt.datetime]
     budget_per_hour: int = 4
     interval_s: float = 60.0
+    # The controller's PreemptionLimit ledger (kube/preemption_limits.py): moves are recorded in it.
+    ledger: PreemptionLedger | None = None
     _last_run: float | None = None
     _evictions: dict[str, list[float]] = field(default_factory=dict)  # ClusterQueue -> times
 
@@ -77,14 +91,31 @@ class DefragExecutor:
             return []
         self._last_run = now
         done: list[DefragPlan] = []
-        for plan in plan_defrag(snapshot()):
-            if not self._fits_budget(plan, now):
+        snap = snapshot()
+        rules = snap.preemption_rules
+        for plan in plan_defrag(snap):
+            if rules.limits:
+                limit = blocking_limit(rules, now, _events(plan, now))
+                if limit is not None:
+                    log.info("defragmentation for %s deferred: PreemptionLimit %s would be exceeded",
+                             plan.for_workload, limit.name)
+                    continue
+            elif not self._fits_budget(plan, now):
                 log.info("defragmentation for %s deferred: eviction budget of %d per ClusterQueue per hour used",
                          plan.for_workload, self.budget_per_hour)
                 continue
             if self._execute(plan, now_dt):
                 done.append(plan)
+                rules = self._counted(rules, plan, now)
         return done
+
+    def _counted(self, rules: ConfiguredPreemption, plan: DefragPlan, now: float) -> ConfiguredPreemption:
+        """The plan's moves in the ledger, and in ``rules`` for the next plan of this run."""
+        events = _events(plan, now)
+        for e in events:
+            if self.ledger is not None:
+                self.ledger.record(e)
+        return replace(rules, events=(*rules.events, *events))
 
     def _execute(self, plan: DefragPlan, now: dt.datetime) -> bool:
         workloads = self.writer.cache.workloads

@@ -16,9 +16,12 @@ Obj = dict[str, Any]
 
 
 class JobLookups:
-    def __init__(self, cache: ClusterCache, kinds: Sequence[JobKind]) -> None:
+    def __init__(self, cache: ClusterCache, kinds: Sequence[JobKind], default_priority_class: bool = False) -> None:
+        """``default_priority_class``: Kueue's WorkloadPriorityClassDefaulting gate (alpha, off in
+        v0.17 and v0.19): a job without a class gets the WorkloadPriorityClass ``default``."""
         self.cache = cache
         self.kinds = kinds
+        self.default_priority_class = default_priority_class
 
     def job_index(self) -> dict[str, tuple[JobKind, Obj]]:
         """uid -> (kind, object) of the queued objects of every enabled suspendable kind."""
@@ -28,8 +31,14 @@ class JobLookups:
             if informer is None or not kind.suspendable:
                 continue
             for job in informer.items():
-                out[str(job["metadata"]["uid"])] = (kind, job)
+                if not kind.skipped(job):  # a RayJob on an existing cluster is not managed
+                    out[str(job["metadata"]["uid"])] = (kind, job)
         return out
+
+    def related(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """An object a kind's pod sets are read from (a TrainJob's runtime), from its informer."""
+        informer = self.cache.related.get(kind)
+        return informer.get(f"{namespace}/{name}" if namespace else name) if informer is not None else None
 
     def _queued_owner(self, namespace: str, ref: OwnerRef) -> Obj | None:
         """An owner from the informer caches, which hold the queued objects of every governed
@@ -48,8 +57,8 @@ class JobLookups:
 
     def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
         """Kueue: the WorkloadPriorityClass label wins; else the pod template's PriorityClass;
-        else a WorkloadPriorityClass named ``default`` (if any); else 0. A label naming a
-        missing class blocks Workload creation (``None``)."""
+        else (WorkloadPriorityClassDefaulting on) a WorkloadPriorityClass named ``default`` (if
+        any); else 0. A label naming a missing class blocks Workload creation (``None``)."""
         labels = (job.get("metadata") or {}).get("labels") or {}
         name = labels.get(LABEL_PRIORITY_CLASS)
         if name:
@@ -64,7 +73,7 @@ class JobLookups:
             if pc is not None:
                 return int(pc.get("value") or 0), {"group": "scheduling.k8s.io", "kind": "PriorityClass",
                                                     "name": pc_name}
-        default = self.cache.workload_priority_classes.get("default")
+        default = self.cache.workload_priority_classes.get("default") if self.default_priority_class else None
         if default is not None:
             return int(default.get("value") or 0), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
                                                      "name": "default"}

@@ -67,6 +67,7 @@ from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.eviction import evict
+from scheduler.kube.gone_nodes import DEFAULT_LEASE_ABSENT_S, DeletedNodePods
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Obj, Writer
 
@@ -144,10 +145,16 @@ class NodeFailureHandler:
     def __init__(self, cache: ClusterCache, writer: Writer, clock: Clock, grace_s: float = 3.0,
                  isolation: Isolation | None = None, unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY,
-                 caches: SnapshotCaches | None = None) -> None:
-        """``caches``: the controller's conversions (the snapshot reads the same nodes and trees)."""
+                 caches: SnapshotCaches | None = None, prefix_runs: bool = False,
+                 deleted_node_lease_absent_s: float | None = DEFAULT_LEASE_ABSENT_S) -> None:
+        """``caches``: the controller's conversions (the snapshot reads the same nodes and trees).
+        ``prefix_runs``: TASAssignmentsEncodingByHostnamePrefix, the rewritten assignment's encoding.
+        ``deleted_node_lease_absent_s``: the pods of admitted workloads on a deleted node are
+        deleted once no kubelet can run them (kube/gone_nodes.py), an absent Lease believed after
+        this long; None: never, Kubernetes' pod GC deletes them."""
         self.cache = cache
         self.caches = caches if caches is not None else SnapshotCaches()
+        self.prefix_runs = prefix_runs
         self.health_policy = health_policy  # the placement's: one answer to "is it healthy?"
         self.writer = writer
         self.clock = clock
@@ -159,9 +166,16 @@ class NodeFailureHandler:
         # still names its topology domain, so the hot swap stays inside the domain the started
         # Job's nodeSelector pins (a replacement elsewhere could never be scheduled).
         self.last_labels: dict[str, Mapping[str, str]] = {}
+        self.last_names: dict[str, str] = {}  # host -> the name of its node when last seen
+        self.gone_pods = (DeletedNodePods(cache, writer, clock, deleted_node_lease_absent_s)
+                          if deleted_node_lease_absent_s is not None else None)
         # (host, healthy, failure kind) per node, reused while the node is unchanged: judging
         # every node on every pass was a quarter of the pass on Kueue's 640-node perf test.
         self._verdicts: VersionMemo[tuple[str, bool, str]] = VersionMemo()
+        # Each holding Workload's decoded assignment and its hosts, reused while the Workload is
+        # unchanged: decoding every admitted Workload on every pass was a quarter of the
+        # controller's CPU in a burst of 1,100 jobs (docs/performance.md, issue 34).
+        self._placed: dict[str, tuple[tuple[str, str], PlacedWorkload, frozenset[str]]] = {}
 
     def record_nodes(self, now: float) -> dict[str, Obj]:
         """Record every node's health (and nodes that are gone); returns the nodes by host.
@@ -182,6 +196,7 @@ class NodeFailureHandler:
         for host, (healthy, kind) in verdicts.items():
             self.tracker.observe(host, healthy, now, kind)
             self.last_labels[host] = (nodes[host].get("metadata") or {}).get("labels") or {}
+            self.last_names[host] = str(nodes[host]["metadata"]["name"])
         for host in list(self.tracker.unhealthy_since):
             if host not in nodes:
                 self.tracker.observe_deleted(host)
@@ -201,44 +216,64 @@ class NodeFailureHandler:
         placed: dict[str, tuple[PlacedWorkload, Obj]] = {}
 
         def consider(wl: Obj) -> None:
-            workload = placed_workload(wl)
+            workload, hosts = self._placed_workload(wl)
             readable.append(wl)
-            for host in workload.assigned_nodes():
+            for host in hosts:
                 if host not in nodes and host not in self.tracker.deleted:
                     self.tracker.observe_deleted(host)
-            if self.tracker.failed_among(workload.assigned_nodes(), now):
+            if self.tracker.failed_among(hosts, now):
                 placed[workload.key] = (workload, wl)
 
         self.isolation.for_each("node_failures", holding, consider, workload_of=lambda wl: wl)
+        if len(self._placed) > 2 * len(holding) + 1024:  # released or gone
+            keep = {object_key(wl) for wl in holding}
+            self._placed = {k: v for k, v in self._placed.items() if k in keep}
         self._watch_storms(nodes, now)
         held = held_nodes(self.storms)
         self.isolation.for_each("node_failures", [wl for wl in holding if st.condition_true(wl, HELD_CONDITION)
                                                   and object_key(wl) not in placed], self._resume,
                                 workload_of=lambda wl: wl)
-        if not placed:
-            return  # the trees are built only when some assigned node has failed
+        if placed:  # the trees are built only when some assigned node has failed
+            def apply(decision: NodeFailureDecision) -> None:
+                wl = placed[decision.workload][1]
+                if isinstance(decision, HoldForNodeStorm):
+                    self.hold(wl, decision)
+                    return
+                wl = self._resume(wl)
+                if isinstance(decision, ReplaceNodes):
+                    self.replace(wl, decision)
+                else:
+                    self.evict(wl, decision)
 
-        def apply(decision: NodeFailureDecision) -> None:
-            wl = placed[decision.workload][1]
-            if isinstance(decision, HoldForNodeStorm):
-                self.hold(wl, decision)
-                return
-            wl = self._resume(wl)
-            if isinstance(decision, ReplaceNodes):
-                self.replace(wl, decision)
-            else:
-                self.evict(wl, decision)
+            decisions = self._decide([w for w, _ in placed.values()], nodes, readable, now, held)
+            self.isolation.for_each("node_failures", decisions, apply, subject=lambda d: placed[d.workload][1],
+                                    workload_of=lambda d: placed[d.workload][1])
+        if self.gone_pods is not None:
+            # After the replacements: a rank's slot has moved before its pod is deleted, so the
+            # pod the Job controller creates again finds its new node at once.
+            existing = {str(n["metadata"]["name"]) for n in self.cache.nodes.items()}
+            gone = {self.last_names.get(host, host) for host in self.tracker.deleted} - existing
+            self.gone_pods.release(gone, wi.holding(self.cache.workloads))
 
-        decisions = self._decide([w for w, _ in placed.values()], nodes, readable, now, held)
-        self.isolation.for_each("node_failures", decisions, apply, subject=lambda d: placed[d.workload][1],
-                                workload_of=lambda d: placed[d.workload][1])
+    def _placed_workload(self, wl: Obj) -> tuple[PlacedWorkload, frozenset[str]]:
+        """The Workload's assignment as the decision reads it and its hosts, decoded again only
+        when the Workload changed (a new resourceVersion, or another object of that name)."""
+        meta = wl.get("metadata") or {}
+        key, stamp = object_key(wl), (str(meta.get("resourceVersion") or ""), str(meta.get("uid") or ""))
+        hit = self._placed.get(key)
+        if hit is not None and hit[0] == stamp and stamp[0]:
+            return hit[1], hit[2]
+        workload = placed_workload(wl)
+        hosts = frozenset(workload.assigned_nodes())
+        self._placed[key] = (stamp, workload, hosts)
+        return workload, hosts
 
     def _decide(self, workloads: Sequence[PlacedWorkload], nodes: Mapping[str, Obj], holding: list[Obj],
                 now: float, held: Mapping[str, Storm]) -> list[NodeFailureDecision]:
         topologies = {t["metadata"]["name"]: t for t in self.cache.topologies.items()}
         caches = self.caches
         trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(self.cache.nodes.items(), caches.nodes),
-                             core_pods(self.cache.pods.items()), holding, self.health_policy, caches.trees,
+                             core_pods(self.cache.pods.items(), caches.pods), holding, self.health_policy, caches.trees,
                              caches.admitted)
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
         gone = {name: self.last_labels[name] for name in self.tracker.deleted if name in self.last_labels}
@@ -298,7 +333,8 @@ class NodeFailureHandler:
         admission = dict((wl.get("status") or {}).get("admission") or {})
         placements = {p.name: p for p, _per_pod, _flavor in admitted_placements(wl)}
         moved = {p.name for p in decision.placements}
-        psas = [{**psa, "topologyAssignment": encode_v1beta2(apply_replacement(placements[psa["name"]], decision))}
+        psas = [{**psa, "topologyAssignment": encode_v1beta2(apply_replacement(placements[psa["name"]], decision),
+                                                             split_by_hostname_prefix=self.prefix_runs)}
                 if psa.get("name") in moved and psa["name"] in placements else psa
                 for psa in admission.get("podSetAssignments") or ()]
         updated = self.writer.patch_workload_status(wl, {"admission": {**admission, "podSetAssignments": psas}})
@@ -324,7 +360,7 @@ class NodeFailureHandler:
             meta = pod.get("metadata") or {}
             node = str((pod.get("spec") or {}).get("nodeName") or "")
             if meta.get("namespace") != ns or node not in names:
-                continue  # another's, or its node object is gone: the pod cannot run any more
+                continue  # another's, or its node object is gone: deleted once no kubelet runs it (gone_nodes)
             if (meta.get("annotations") or {}).get(ANN_WORKLOAD) != name:
                 continue
             if not meta.get("deletionTimestamp"):

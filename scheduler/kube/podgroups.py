@@ -11,10 +11,11 @@ toposched does the same with the machinery it has:
   deleted.
 - Pods (:meth:`PodGroupPhases.label_pods`, Kueue's pod reconciler ``setDefault``): a pod of a
   queued object, once it has its group, gets its group's Workload and role.
-- Gating: Kueue's pod webhook puts the ``kueue.x-k8s.io/admission`` scheduling gate on such
-  pods and ungates them when the Workload is admitted. toposched has no pod webhook yet: the
-  pods (``schedulerName: toposched``, set by the webhook) are held by the extender instead,
-  which refuses them until their Workload is admitted and then places them on its assignment
+- Gating: a StatefulSet's pods carry Kueue's ``kueue.x-k8s.io/admission`` scheduling gate (the
+  pod webhook, ``admission/pods.py``) until the pod integration releases them
+  (``scheduler/kube/podintegration.py``). A LeaderWorkerSet's pods (``schedulerName:
+  toposched``, set by the webhook) are held by the extender instead, which refuses them until
+  their Workload is admitted and then places them on its assignment
   (``scheduler/extender/gate.py``, ``workload_view.pod_ref``).
 - Eviction (:meth:`PodGroupPhases.stop_group`): the group's bound pods are deleted (the
   owner's controller recreates them, held again), then the reservation is released.
@@ -27,7 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.ownership import controller_ref
 from scheduler.adapter.kinds.podgroups import group_workload, group_workload_name, is_group_workload, pod_group_patch
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT, LABEL_POD_GROUP_NAME
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
@@ -44,6 +47,11 @@ Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | No
 __all__ = ["PodGroupPhases", "is_group_workload"]
 
 
+def _governed_child(obj: Obj) -> bool:
+    ref = controller_ref(obj)
+    return ref is not None and (ref.group, ref.kind) in BY_GROUP_KIND
+
+
 class PodGroupPhases:
     """The controller's pod-group phases (Workloads per group, pod labels, stopping a group)
     for every enabled kind held per pod group, on the informer caches and through the writer."""
@@ -57,9 +65,12 @@ class PodGroupPhases:
         self.kinds = tuple(k for k in kinds if k.pod_groups is not None)
 
     def _objects(self, kind: JobKind) -> list[Obj]:
+        """The queued objects of the kind that are not some governed object's children (a
+        LeaderWorkerSet's StatefulSets are its, not groups of their own)."""
         informer = self.cache.jobs.get(kind.framework)
         return [] if informer is None else [o for o in informer.items()
-                                            if (o["metadata"].get("labels") or {}).get(LABEL_QUEUE_NAME)]
+                                            if (o["metadata"].get("labels") or {}).get(LABEL_QUEUE_NAME)
+                                            and not _governed_child(o)]
 
     def _groups_of(self, obj: Obj) -> dict[str, Obj]:
         """The group Workloads of an object by name (the Workload informer's owner index)."""
@@ -118,7 +129,7 @@ class PodGroupPhases:
     def _label(self, kind: JobKind, pod: Obj, owners: Mapping[tuple[Any, Any], Obj]) -> None:
         assert kind.pod_groups is not None
         meta = pod["metadata"]
-        owner = owners.get((meta.get("namespace"), (meta.get("labels") or {}).get(kind.pod_groups.owner_name_label)))
+        owner = owners.get((meta.get("namespace"), kind.pod_groups.owner_name(pod)))
         patch = pod_group_patch(kind, pod, owner) if owner is not None else None
         if patch is not None:
             self.writer.patch(PODS, pod, patch, self.cache.pods)

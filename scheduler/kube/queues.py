@@ -27,6 +27,9 @@ from scheduler.adapter.afs import admitted_usage, by_local_queue, newly_admitted
 from scheduler.core import afs
 from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.config import KueueConfig
+from scheduler.core.healthy_capacity import CONDITION as HEALTHY_CAPACITY_CONDITION
+from scheduler.core.healthy_capacity import REASON as HEALTHY_CAPACITY_REASON
+from scheduler.core.healthy_capacity import EffectiveQuota, condition_message
 from scheduler.core.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
 from scheduler.core.queueing import ACTIVE
 from scheduler.core.snapshot import Snapshot
@@ -61,6 +64,16 @@ def status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: dt.datetime) -> 
     return {"conditions": conditions, "pendingWorkloads": qs.pending_workloads,
             "reservingWorkloads": qs.reserving_workloads, "admittedWorkloads": qs.admitted_workloads,
             "flavorsReservation": _table(qs.flavors_reservation), "flavorsUsage": _table(qs.flavors_usage)}
+
+
+def healthy_capacity_condition(conditions: list[dict[str, Any]], report: Sequence[EffectiveQuota] | None,
+                               now: dt.datetime) -> list[dict[str, Any]]:
+    """The ClusterQueue's ``toposched.io/QuotaFollowsHealthyCapacity`` condition while it opts in
+    (core/healthy_capacity.py): True, the effective quotas in the message; gone once it opts out."""
+    if report is None:
+        return [c for c in conditions if c.get("type") != HEALTHY_CAPACITY_CONDITION]
+    return st.set_condition(conditions, HEALTHY_CAPACITY_CONDITION, "True", HEALTHY_CAPACITY_REASON,
+                            condition_message(report), now)
 
 
 def _fair_sharing(share: int | None) -> dict[str, int] | None:
@@ -119,8 +132,10 @@ class QueueObjectsWriter:
         def cluster_queue(obj: Obj) -> None:
             qs = cq_status.get(obj["metadata"]["name"])
             if qs is not None:
-                self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj,
-                                   cluster_queue_status_fields(obj, qs, now))
+                fields = cluster_queue_status_fields(obj, qs, now)
+                fields["conditions"] = healthy_capacity_condition(
+                    fields["conditions"], snapshot.effective_quotas.get(obj["metadata"]["name"]), now)
+                self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, fields)
 
         per_lq = by_local_queue(snapshot.admitted) if afs.enabled(snapshot.config) else {}
 
@@ -151,20 +166,22 @@ class QueueObjectsWriter:
         Kueue's queue manager counts a new Workload as soon as it is queued, and whoever
         watches ClusterQueue status (Kueue's perf recorder stops when no queue reports work)
         must not see a burst of new Workloads as an idle cluster for the length of a pass."""
+        def says_idle(obj: Obj) -> bool:
+            current = obj.get("status") or {}
+            return not current.get("pendingWorkloads") and not current.get("reservingWorkloads")
+
+        idle = [obj for obj in self.cache.cluster_queues.items() if says_idle(obj)]
+        if not idle:
+            return  # the usual case in a backlog: no status to compute
         cq_status, _lq_status = queue_statuses(snapshot)
         now = self.clock()
-
-        def idle_with_work(obj: Obj) -> bool:
-            qs = cq_status.get(obj["metadata"]["name"])
-            current = obj.get("status") or {}
-            return qs is not None and qs.pending_workloads > 0 and not current.get("pendingWorkloads") \
-                and not current.get("reservingWorkloads")
 
         def write(obj: Obj) -> None:
             fields = cluster_queue_status_fields(obj, cq_status[obj["metadata"]["name"]], now)
             self._write_status(self.cache.cluster_queues, inf.CLUSTER_QUEUES, obj, fields)
 
-        announced = [obj for obj in self.cache.cluster_queues.items() if idle_with_work(obj)]
+        announced = [obj for obj in idle if (qs := cq_status.get(obj["metadata"]["name"])) is not None
+                     and qs.pending_workloads > 0]
         if isolation is None:
             for obj in announced:
                 write(obj)

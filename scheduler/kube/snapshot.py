@@ -21,6 +21,7 @@ from scheduler.adapter.snapshot import Invalid
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import HealthPolicy
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.preemption.rules import ConfiguredPreemption
 from scheduler.core.snapshot import Snapshot
 from scheduler.k8s.informer import object_key
 from scheduler.kube.workload_index import live
@@ -47,7 +48,14 @@ def cluster_objects(cache: Any, exclude: frozenset[str] = frozenset()) -> Cluste
         cluster_queues=cache.cluster_queues.items(), cohorts=cache.cohorts.items(),
         local_queues=cache.local_queues.items(), flavors=cache.flavors.items(), topologies=cache.topologies.items(),
         namespaces=cache.namespaces.items(), workload_priority_classes=cache.workload_priority_classes.items(),
-        priority_classes=cache.priority_classes.items())
+        priority_classes=cache.priority_classes.items(),
+        preemption_configs=_items(getattr(cache, "preemption_configs", None)),
+        preemption_limits=_items(getattr(cache, "preemption_limits", None)))
+
+
+def _items(informer: Any) -> list[Obj]:
+    """An optional informer's objects (none when the cache has no such informer)."""
+    return list(informer.items()) if informer is not None else []
 
 
 def build_snapshot(cache: Any, now: Any, *, solver: str = "auto", time_budget_s: float = 0.1,
@@ -55,13 +63,16 @@ def build_snapshot(cache: Any, now: Any, *, solver: str = "auto", time_budget_s:
                    exclude: frozenset[str] = frozenset(), config: KueueConfig = KUEUE_DEFAULTS,
                    placement_options: PlacementOptions | None = None, domain_preemption: bool = True,
                    signer: Signer | None = None, invalid: list[Invalid] | None = None,
-                   caches: SnapshotCaches | None = None) -> Snapshot:
+                   caches: SnapshotCaches | None = None,
+                   preemption_rules: ConfiguredPreemption | None = None) -> Snapshot:
     """The informer caches as one immutable core ``Snapshot`` (converted by ``scheduler.adapter``).
     ``signer``: the controller's key; its owned annotations are honoured only where it signed them.
-    ``caches``: the conversions the builder keeps from one snapshot to the next."""
+    ``caches``: the conversions the builder keeps from one snapshot to the next.
+    ``preemption_rules``: the controller's PreemptionConfigs and PreemptionLimits with the
+    evictions they count (default: read from the caches, none counted)."""
     return adapter_snapshot.build_snapshot(cluster_objects(cache, exclude), now, solver=solver,
                                            time_budget_s=time_budget_s, inadmissible=inadmissible,
                                            health_policy=health_policy, config=config,
                                            placement_options=placement_options,
                                            domain_preemption=domain_preemption, signer=signer,
-                                           invalid=invalid, caches=caches)
+                                           invalid=invalid, caches=caches, preemption_rules=preemption_rules)

@@ -34,7 +34,8 @@ def start_selectors(wl: Mapping[str, Any], cache: ClusterCache) -> list[PodSetSt
                 selector.update(_required_domain_selector(cache, psa, required, flavor_name))
             if request is None or not request.explicit:
                 annotations[ANN_UNCONSTRAINED] = "true"
-        out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations, psa.get("count")))
+        out.append(PodSetStart(psa["name"], selector, tuple(tolerations), annotations, psa.get("count"),
+                               topology_assigned=bool(psa.get("topologyAssignment"))))
     return out
 
 def _required_domain_selector(cache: ClusterCache, psa: Mapping[str, Any], required: str,

@@ -22,8 +22,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.adapter.newkinds.common import GATE_TOPOLOGY
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
+from scheduler.core.kueue_names import GATE_TOPOLOGY
 from scheduler.core.ungating import AdmittedPodSet, GatedPodView, UngatePlan, plan_ungating
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
 from scheduler.k8s.informer import PODS

@@ -20,6 +20,7 @@ from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.decisions import Admit, Decision, Evict, Pending, Preempt
 from scheduler.core.fakecluster import HEALTH_STATUS_LABEL
 from scheduler.core.health import node_health
+from scheduler.core.healthy_capacity import quotas_following_health
 from scheduler.core.queueing import PendingWorkload, QueueState
 from scheduler.core.quota import QuotaState
 from scheduler.core.snapshot import Snapshot, admitted_from_decision
@@ -155,7 +156,10 @@ class SimCluster:
         """What the controller's cycle would see now; ``settings``: the run's Snapshot fields
         (solver, budgets, domain preemption)."""
         world = self.world
-        return Snapshot(now=self.now, cluster_queues=world.cluster_queues, cohorts=world.cohorts,
+        # Opted-in ClusterQueues' quota follows the nodes' health now, as in the controller's snapshot.
+        cluster_queues, effective = quotas_following_health(world.cluster_queues, world.follow_healthy,
+                                                            world.flavors, self.nodes.values(), world.health_policy)
+        return Snapshot(now=self.now, cluster_queues=cluster_queues, effective_quotas=effective, cohorts=world.cohorts,
                         local_queues=world.local_queues, flavors=world.flavors, trees=self.trees,
                         pending=[self.pending[k] for k in sorted(self.pending)],
                         admitted=[self.admitted[k] for k in sorted(self.admitted)],

@@ -39,6 +39,9 @@ class World:
     # ClusterQueues' default bounded wait for a compact placement (their toposched.io/compact-*).
     placement_options: PlacementOptions = PlacementOptions()
     compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
+    # ClusterQueues whose quota follows healthy capacity (their toposched.io/quota-follows-
+    # healthy-capacity annotation; core/healthy_capacity.py), as the controller scales them.
+    follow_healthy: frozenset[str] = frozenset()
 
 
 @dataclass

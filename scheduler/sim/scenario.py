@@ -7,7 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.cluster import core_nodes
-from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, compact_defaults, flavor_spec, local_queue_spec
+from scheduler.adapter.queues import (
+    cluster_queue_spec,
+    cohort_spec,
+    compact_defaults,
+    flavor_spec,
+    following_health,
+    local_queue_spec,
+)
 from scheduler.core.failures import RequeueBackoff, StormPolicy
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
@@ -59,6 +66,10 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     known = {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "Cohort", "WorkloadPriorityClass",
              "Namespace", "PriorityClass"}
     other = sorted(set(by_kind) - known)
+    unsimulated = [k for k in ("PreemptionConfig", "PreemptionLimit") if k in by_kind]
+    if unsimulated:  # the controller honours them (domain clearing, defragmentation); no silent difference
+        raise ValueError(f"kind: {unsimulated[0]} is not simulated (the controller honours it: "
+                         "docs/quota-and-preemption.md); simulate without it")
     if other:
         what = f"{other[0]!r} is not a queue object" if other[0] else "missing"
         raise ValueError(f"kind: {what} (expected one of {', '.join(sorted(known))})")
@@ -97,7 +108,8 @@ def world_from_objects(cluster: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         ns_labels.setdefault(lq.namespace, {NAMESPACE_NAME_LABEL: lq.namespace})
     return World(nodes=nodes, cluster_queues=cqs, local_queues=lqs, flavors=flavors, topologies=topologies,
                  cohorts=cohorts, workload_priority_classes=wpcs, namespace_labels=ns_labels,
-                 compact_defaults=compact_defaults(by_kind["ClusterQueue"]))
+                 compact_defaults=compact_defaults(by_kind["ClusterQueue"]),
+                 follow_healthy=following_health(by_kind["ClusterQueue"]))
 
 
 def jobs_from_trace(trace: Trace, world: World) -> tuple[list[SimJob], list[SimFailure]]:

@@ -15,19 +15,27 @@ kube-controller-manager, kube-scheduler, KWOK) with ``--cluster-nodes`` fake nod
 fresh cluster per size of ``--series``) and two extender processes. The nodes are waited for
 until Ready and free of the node-lifecycle controller's not-ready taint (an unsettled node is
 invisible to kube-scheduler's own filters, which once made the extender look twice as costly as
-it is). Then ``--rounds`` rounds of three phases, seconds apart: A, kube-scheduler with the
-toposched profile and no extender; B, the same profile calling the extender with
-``--binder extender`` (filter, prioritize, bind); C, with ``--binder kube-scheduler`` (filter
-only: it passes one node and reserves its slot; kube-scheduler binds). B and C place pods of an
-admitted Workload whose assignment is spread over the whole cluster. In each phase the pods are
-created while no profile serves them, then kube-scheduler is restarted with the phase's
-configuration; pods/s = pods / (last bind - first bind) as a pod watch sees the binds, with the
-gaps between binds (a stall is a gap over 100 ms); the phase's pods are then deleted. Small
-clusters pack several pods a node. The median of the rounds' ratios is the figure, printed with
-the load average. ``--profile DIR`` records each extender with py-spy during its phases.
+it is). Then rounds of three phases, seconds apart: A, kube-scheduler with the toposched
+profile and no extender; B, the same profile calling the extender with ``--binder extender``
+(filter, prioritize, bind); C, with ``--binder kube-scheduler`` (filter only: it passes one
+node and reserves its slot; kube-scheduler binds). B and C place pods of an admitted Workload
+whose assignment is spread over the whole cluster. In each phase the pods are created while no
+profile serves them, then kube-scheduler is restarted with the phase's configuration; pods/s =
+pods / (last bind - first bind) as a pod watch sees the binds, with the gaps between binds (a
+stall is a gap over 100 ms); the phase's pods are then deleted. Small clusters pack several
+pods a node.
+
+Order and stopping rule: round r runs A, B, C when r is even and C, B, A when it is odd, so
+over each pair of rounds every phase has the same mean position (the earlier bench always ran
+A first and reported a cost of -15 %: an order bias, not a result). Each round gives a cost per
+extender mode, 1 - (its pods/s) / (A's pods/s); rounds are added in pairs, at least
+``--rounds`` and at most ``--max-rounds``, until the 95 % t interval of the mean cost of each
+mode is at most ``--resolve`` either side of its mean or lies wholly on one side of both 0 and
+the 20 % goal. The figure is that mean with its interval, printed with every round's order,
+ratios and load average. ``--profile DIR`` records each extender with py-spy during its phases.
 Everything it starts is stopped at the end.
 
-    python scripts/bench/extender.py --skip-latency --cluster --series 100,1300,5000,10000 --rounds 3
+    python scripts/bench/extender.py --skip-latency --cluster --series 100,1300,5000,10000 --pods 800
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +63,10 @@ from scheduler.core.assignment import encode_v1beta2  # noqa: E402
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s  # noqa: E402
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement  # noqa: E402
-from scheduler.extender.book import SlotBook
+from scheduler.extender.book import SlotBook  # noqa: E402
 from scheduler.extender.server import Extender, ExtenderHTTPServer  # noqa: E402
-from scheduler.extender.workload_view import pod_ref, workload_view
+from scheduler.extender.workload_view import pod_ref, workload_view  # noqa: E402
+from scripts.bench.benchlib import Interval, balanced_order, even_rounds, load_average, mean_interval, resolved  # noqa: E402
 
 
 def description(n: int) -> dict[str, Any]:
@@ -260,11 +270,39 @@ def pods_per_node(n_nodes: int, n_pods: int) -> tuple[int, int]:
     return min(n_pods, per_node * n_nodes), per_node
 
 
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
+
+PHASES = ("A", "B", "C")  # A: no extender; then one phase per extender binder mode (BINDER_PHASES)
+COST_GOAL = 0.20  # issue 18: the extender costs kube-scheduler under 20 % of its pods/s
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round's pods/s per phase, in the order the phases ran, and the load after it."""
+
+    rates: dict[str, float]
+    order: tuple[str, ...]
+    load: str
+
+    def cost(self, phase: str) -> float:
+        """1 - phase / A; NaN when either phase did not complete."""
+        a, x = self.rates.get("A", 0.0), self.rates.get(phase, 0.0)
+        return 1 - x / a if a > 0 and x > 0 else float("nan")
+
+
+def cost_interval(rounds: list[Round], phase: str) -> Interval:
+    return mean_interval([r.cost(phase) for r in rounds])
+
+
+def should_stop(rounds: list[Round], min_rounds: int, max_rounds: int, half_width: float) -> bool:
+    """After a whole pair of rounds (so the orders stay balanced), at least ``min_rounds``: stop
+    once every extender phase's cost is resolved (benchlib.resolved, bounds 0 and the goal), or
+    at ``max_rounds`` whatever the intervals say."""
+    done = len(rounds)
+    if done >= max_rounds:
+        return True
+    if done < min_rounds or done % 2:
+        return False
+    return all(resolved(cost_interval(rounds, phase), half_width, bounds=(0.0, COST_GOAL)) for phase in PHASES[1:])
 
 
 class Profiler:
@@ -291,9 +329,10 @@ class Profiler:
             self.proc = None
 
 
-def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
-               debug_extender: bool = False, profile_dir: Path | None = None) -> list[tuple[float, float, float, str]]:
-    """Rounds of A, B, C at ``n_nodes``: the (A, B, C pods/s, load average) of each round."""
+def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 4, max_rounds: int = 16,
+               resolve: float = 0.05, debug_extender: bool = False,
+               profile_dir: Path | None = None) -> list[Round]:
+    """Rounds of A, B, C at ``n_nodes`` in alternating order until should_stop."""
     from kubernetes import client
 
     from scheduler.devcluster.apply import create_nodes, node_is_settled, wait_nodes_settled
@@ -309,13 +348,14 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
 
     n_pods, per_node = pods_per_node(n_nodes, n_pods)
     gpus = 8 // per_node
-    results: list[tuple[float, float, float, str]] = []
+    results: list[Round] = []
     tmp = Path(tempfile.mkdtemp(prefix="toposched-bench-extender-"))
     cluster = LocalCluster(tmp, node_lease_s=NODE_LEASE_S)
     t0 = time.monotonic()
     cluster.start()
     try:
-        print(f"\n== {n_nodes} nodes, {n_pods} pods a phase ({per_node} a node, {gpus} GPU each), load {loadavg()}")
+        print(f"\n== {n_nodes} nodes, {n_pods} pods a phase ({per_node} a node, {gpus} GPU each), "
+              f"load {load_average()}")
         print(f"control plane up in {time.monotonic() - t0:.1f}s ({tmp})", flush=True)
         api_client = cluster.api_client()
         api = Api(api_client)
@@ -451,34 +491,44 @@ def throughput(n_nodes: int, n_pods: int, timeout_s: float, rounds: int = 3,
         without_extender = default_scheduler_config(kubeconfig, [profile])
         configs = {mode: default_scheduler_config(kubeconfig, [profile], [extender_entry(port, binder=mode)])
                    for mode, port in ports.items()}
-        # Rounds of A, B, C: the shared machine's load drifts, so each round's ratios compare
-        # phases that ran seconds apart; the median round is the figure.
-        for r in range(rounds):
-            print(f" round {r + 1}/{rounds}", flush=True)
-            # A: the toposched profile without the extender (kube-scheduler alone, default binder).
+        # Rounds of A, B, C and C, B, A: the shared machine's load drifts, so each round's ratios
+        # compare phases that ran seconds apart, and the alternating order cancels the position.
+        binder_of = {label: mode for mode, label in BINDER_PHASES.items()}
+
+        def phase(label: str, r: int) -> float:
             cluster.reconfigure_scheduler(base)  # no profile serves toposched pods while they are created
-            names = create_pods(f"a{r}", None)
-            rates = [run_phase("A: profile, no extender", names, without_extender)]
-            delete_pods(names)
-            for mode, label in BINDER_PHASES.items():
-                # The same profile calling the extender; pods of an admitted Workload whose
-                # assignment is spread over the whole cluster.
-                cluster.reconfigure_scheduler(base)
-                tag = f"{label.lower()}{r}"
-                counts = admit_on_free_hosts(f"wl-{tag}")
-                names = create_pods(tag, f"wl-{tag}")
-                profiler = Profiler(profile_dir and profile_dir / f"{n_nodes}-{mode}", exts[mode].pid)
-                profiler.start(f"round{r + 1}")
-                try:
-                    rates.append(run_phase(f"{label}: extender, {mode} binds", names, configs[mode]))
-                finally:
-                    profiler.stop()
-                print(f"  {label} pods over their assigned slots: {over_assignment(pods_inf, ns, names, counts)}")
+            tag = f"{label.lower()}{r}"
+            if label == "A":  # the toposched profile without the extender (kube-scheduler alone)
+                names = create_pods(tag, None)
+                rate = run_phase("A: profile, no extender", names, without_extender)
                 delete_pods(names)
-            results.append((rates[0], rates[1], rates[2], loadavg()))
-            if rates[0]:
-                print(f"  ratios B/A {rates[1] / rates[0]:.2f}, C/A {rates[2] / rates[0]:.2f} (load {loadavg()})",
-                      flush=True)
+                return rate
+            # The same profile calling the extender; pods of an admitted Workload whose
+            # assignment is spread over the whole cluster.
+            mode = binder_of[label]
+            counts = admit_on_free_hosts(f"wl-{tag}")
+            names = create_pods(tag, f"wl-{tag}")
+            profiler = Profiler(profile_dir and profile_dir / f"{n_nodes}-{mode}", exts[mode].pid)
+            profiler.start(f"round{r + 1}")
+            try:
+                rate = run_phase(f"{label}: extender, {mode} binds", names, configs[mode])
+            finally:
+                profiler.stop()
+            print(f"  {label} pods over their assigned slots: {over_assignment(pods_inf, ns, names, counts)}")
+            delete_pods(names)
+            return rate
+
+        min_rounds = even_rounds(rounds)
+        while not should_stop(results, min_rounds, max(max_rounds, min_rounds), resolve):
+            r = len(results)
+            order = tuple(balanced_order(PHASES, r))
+            print(f" round {r + 1} (order {' '.join(order)}; at least {min_rounds}, at most "
+                  f"{max(max_rounds, min_rounds)})", flush=True)
+            rates = {label: phase(label, r) for label in order}
+            results.append(Round(rates, order, load_average()))
+            print(f"  ratios B/A {1 - results[-1].cost('B'):.2f}, C/A {1 - results[-1].cost('C'):.2f} "
+                  f"(load {results[-1].load}); cost so far B {cost_interval(results, 'B')}, "
+                  f"C {cost_interval(results, 'C')}", flush=True)
         for mode, port in ports.items():
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -501,7 +551,13 @@ def main() -> int:
     ap.add_argument("--cluster-nodes", type=int, default=5000)
     ap.add_argument("--pods", type=int, default=300, help="pods per throughput phase")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per throughput phase")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of the A/B throughput phases")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="at least this many rounds of A, B, C (rounded up to whole A-B-C / C-B-A pairs)")
+    ap.add_argument("--max-rounds", type=int, default=16,
+                    help="at most this many rounds, whether or not the cost is resolved")
+    ap.add_argument("--resolve", type=float, default=0.05,
+                    help="stop when the 95 %% interval of each mode's mean cost is within this of its mean "
+                         "(0.05: +-5 points) or clear of both 0 and the 20 %% goal")
     ap.add_argument("--series", default="",
                     help="comma-separated node counts: one fresh cluster each (e.g. 100,1300,5000,10000), "
                          "then a table of A and B pods/s and the cost")
@@ -517,22 +573,32 @@ def main() -> int:
     if not args.cluster:
         return 0
     sizes = [int(s) for s in args.series.split(",")] if args.series else [args.cluster_nodes]
-    table = [(size, throughput(size, args.pods, args.timeout, args.rounds, args.debug_extender, args.profile))
+    table = [(size, throughput(size, args.pods, args.timeout, args.rounds, args.max_rounds, args.resolve,
+                               args.debug_extender, args.profile))
              for size in sizes]
-    print("\nseries (median over rounds; each round runs A, B, C seconds apart; cost = 1 - median ratio)")
-    print(f"  {'nodes':>6} {'pods':>5} {'A pods/s':>9} {'B pods/s':>9} {'C pods/s':>9} {'B/A':>5} {'C/A':>5} "
-          f"{'B cost':>6} {'C cost':>6}  rounds C/A; load after each round")
-    for size, rows in table:
-        if not rows or not all(row[0] for row in rows):
-            print(f"  {size:6} (no complete round)")
-            continue
-        rb = statistics.median(row[1] / row[0] for row in rows)
-        rc = statistics.median(row[2] / row[0] for row in rows)
-        med = [statistics.median(row[k] for row in rows) for k in range(3)]
-        print(f"  {size:6} {pods_per_node(size, args.pods)[0]:5} {med[0]:9.1f} {med[1]:9.1f} "
-              f"{med[2]:9.1f} {rb:5.2f} {rc:5.2f} {100 * (1 - rb):5.0f}% {100 * (1 - rc):5.0f}%  "
-              f"{', '.join(f'{row[2] / row[0]:.2f}' for row in rows)}; {' | '.join(row[3] for row in rows)}")
+    print("\nseries (mean over rounds with its 95 % interval; rounds alternate A-B-C and C-B-A; "
+          "cost = 1 - pods/s of the mode / pods/s of A in the same round)")
+    print("\n".join(series_table(table, args.pods)))
     return 0
+
+
+def series_table(table: list[tuple[int, list[Round]]], pods: int) -> list[str]:
+    lines = [f"  {'nodes':>6} {'pods':>5} {'A pods/s':>9} {'B pods/s':>9} {'C pods/s':>9} {'rounds':>6}  "
+             f"{'B cost [95 % interval]':>24}  {'C cost [95 % interval]':>24}  per round: order C/A; load"]
+    for size, rows in table:
+        done = [r for r in rows if r.rates.get("A")]
+        if not done:
+            lines.append(f"  {size:6} (no complete round)")
+            continue
+        med = {p: statistics.median(r.rates.get(p, 0.0) for r in done) for p in PHASES}
+        cells = []
+        for phase in PHASES[1:]:
+            interval = cost_interval(done, phase)
+            cells.append(f"{100 * interval.mean:5.1f} % [{100 * interval.low:5.1f}, {100 * interval.high:5.1f}]")
+        per_round = ", ".join(f"{''.join(r.order)} {1 - r.cost('C'):.2f}" for r in done)
+        lines.append(f"  {size:6} {pods_per_node(size, pods)[0]:5} {med['A']:9.1f} {med['B']:9.1f} {med['C']:9.1f} "
+                     f"{len(done):6}  {cells[0]:>24}  {cells[1]:>24}  {per_round}; {' | '.join(r.load for r in done)}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -64,14 +64,15 @@ from scheduler.devcluster import binaries  # noqa: E402
 from scheduler.devcluster.apply import apply_objects  # noqa: E402
 from scheduler.devcluster.kueue import KueueCluster, kueue_module_dir, start_kueue  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
+from scripts.bench.benchlib import code_from, load_average, process_usage, ratio, split_engine  # noqa: E402
 
 # toposched-serial: the controller with one API write at a time (before the writes of a phase
 # ran side by side), for an A/B of that change in one run.
 CONTROLLER_ARGS = {"toposched": (), "toposched-serial": ("--concurrent-writes", "1")}
+# A toposched engine may end in @DIR: that tree's code (benchlib.split_engine), old against new.
 ENGINES = ("kueue", *CONTROLLER_ARGS)
 PERF_PACKAGE = "sigs.k8s.io/kueue/test/performance/scheduler"
 CONFIGS_DIR = "test/performance/scheduler/configs"
-TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------------- configuration
@@ -164,26 +165,10 @@ class EngineResult:
     api_writes: dict[str, int] = field(default_factory=dict)
 
 
-def process_usage(pid: int) -> tuple[int, int, float]:
-    """(user ms, sys ms, peak RSS MiB) of a running process, from /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0, 0, 0.0
-    user, system = int(fields[11]), int(fields[12])
-    hwm = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
-    return user * 1000 // TICKS_PER_S, system * 1000 // TICKS_PER_S, hwm / 1024
-
-
 def kueue_env() -> dict[str, str]:
     """Kueue's test utilities (imported by the runner and the checker) look for Kueue's
     Makefile at start-up: ``PROJECT_DIR`` names a file in the module directory."""
     return dict(os.environ, PROJECT_DIR=str(kueue_module_dir() / "Makefile"))
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def cq_usage(summary: Mapping[str, Any]) -> dict[str, float]:
@@ -239,6 +224,19 @@ def api_writes(cluster: KueueCluster) -> dict[str, int]:
     return out
 
 
+def admitted_counts(classes: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
+    """(Workloads admitted, admissions) from the summary's classes: every recorded Workload was
+    admitted at least once, and each eviction is followed by one more admission (the runner's
+    Workloads are requeued, never deactivated)."""
+    workloads = sum(int(c.get("count") or 0) for c in classes.values())
+    return workloads, workloads + sum(int(c.get("totalEvictions") or 0) for c in classes.values())
+
+
+def cpu_per_admitted_ms(result: EngineResult) -> float:
+    """The engine's CPU (user + sys) per admitted Workload, in ms; NaN without admissions."""
+    return ratio(result.cpu_user_ms + result.cpu_sys_ms, admitted_counts(result.classes)[0])
+
+
 def _parse_time(value: Any) -> float:
     if isinstance(value, dt.datetime):
         return value.timestamp()
@@ -255,25 +253,28 @@ def start_engine(engine: str, cluster: KueueCluster) -> int:
     """Start ``engine`` on ``cluster``; the pid whose CPU and memory are reported."""
     if engine == "kueue":
         return start_kueue(cluster).process.pid
+    name, tree = split_engine(engine)
     # Only the controller: the runner makes Workloads, never Jobs or pods, so toposched's
     # webhook and extender would have nothing to do (Kueue's own webhooks do run on its side).
     apply_objects(cluster.api_client(), [{"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": "toposched-system"}}])
-    start_toposched(cluster, StackPorts.dynamic(), components=("toposched-controller",),
-                    controller_args=CONTROLLER_ARGS[engine])
+    with code_from(tree):
+        start_toposched(cluster, StackPorts.dynamic(), components=("toposched-controller",),
+                        controller_args=CONTROLLER_ARGS[name])
     return cluster.state.processes["toposched-controller"].pid
 
 
 def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: Path, work: Path,
                timeout: str, qps: int, profile: str | None) -> EngineResult:
-    out_dir = work / engine
+    out_dir = work / engine.replace("/", "_")
     out_dir.mkdir(parents=True, exist_ok=True)
-    cluster = KueueCluster(work / f"{engine}-cluster", with_kwok=False, node_lifecycle=False).start()
+    cluster = KueueCluster(work / f"{engine.replace('/', '_')}-cluster", with_kwok=False,
+                           node_lifecycle=False).start()
     result = EngineResult(engine, ok=False, out_dir=str(out_dir))
     profiler: subprocess.Popen[bytes] | None = None
     try:
         pid = start_engine(engine, cluster)
-        if profile and engine in CONTROLLER_ARGS:
+        if profile and engine != "kueue":
             profiler = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "50", "--format", "raw",
                                          "--output", str(out_dir / "pyspy.txt"), "--nonblocking"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -286,7 +287,8 @@ def run_engine(engine: str, bins: PerfBinaries, config: BenchConfig, generator: 
             runner = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
             while runner.poll() is None and not summary_path.exists():
                 time.sleep(0.2)
-            result.cpu_user_ms, result.cpu_sys_ms, result.max_rss_mib = process_usage(pid)
+            usage = process_usage(pid)
+            result.cpu_user_ms, result.cpu_sys_ms, result.max_rss_mib = usage.user_ms, usage.sys_ms, usage.peak_rss_mib
             result.load = load_average()
             try:
                 result.api_writes = api_writes(cluster)
@@ -348,16 +350,21 @@ def report(results: Sequence[EngineResult], rangespec: Mapping[str, Any]) -> str
         for name, usage in sorted(r.cq_usage.items()):
             lines.append(f"   CQ class {name}: usage {usage:.2f} % (min "
                          f"{(rangespec.get('clusterQueueClassesMinUsage') or {}).get(name, '-')})")
+        workloads, admissions = admitted_counts(r.classes)
+        if workloads:
+            lines.append(f"   engine CPU per admitted Workload {cpu_per_admitted_ms(r):.1f} ms "
+                         f"({workloads} Workloads, {admissions} admissions with re-admissions after evictions)")
         if r.api_writes:
             top = sorted(r.api_writes.items(), key=lambda kv: -kv[1])[:8]
             lines.append(f"   API writes {sum(r.api_writes.values())}: " + ", ".join(f"{k} {v}" for k, v in top))
         lines.append(f"   checker: {r.verdict}" + "".join(f"\n     {f}" for f in r.failures))
     by_engine = {r.engine: r for r in results if r.ok}
-    for variant in (e for e in CONTROLLER_ARGS if "kueue" in by_engine and e in by_engine):
+    for variant in (e for e in by_engine if "kueue" in by_engine and e != "kueue"):
         k, t = by_engine["kueue"], by_engine[variant]
         lines.append(f"== {variant} / Kueue")
         lines.append(f"   wall {t.wall_ms / max(k.wall_ms, 1):.2f}x  engine CPU "
-                     f"{(t.cpu_user_ms + t.cpu_sys_ms) / max(k.cpu_user_ms + k.cpu_sys_ms, 1):.2f}x")
+                     f"{(t.cpu_user_ms + t.cpu_sys_ms) / max(k.cpu_user_ms + k.cpu_sys_ms, 1):.2f}x  "
+                     f"CPU per admitted Workload {ratio(cpu_per_admitted_ms(t), cpu_per_admitted_ms(k)):.2f}x")
         for name in sorted(set(k.classes) & set(t.classes)):
             ka = k.classes[name].get("averageTimeToAdmissionMs", 0)
             ta = t.classes[name].get("averageTimeToAdmissionMs", 0)
@@ -383,8 +390,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.scale <= 0:
         p.error("--scale must be positive")
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
-    if not engines or any(e not in ENGINES for e in engines):
-        p.error(f"--engines: choose from {', '.join(ENGINES)}")
+    try:
+        names = [split_engine(e)[0] for e in engines]
+    except ValueError as exc:
+        p.error(f"--engines: {exc}")
+    if not engines or any(n not in ENGINES for n in names):
+        p.error(f"--engines: choose from {', '.join(ENGINES)} (toposched ones may end in @DIR: that tree's code)")
     args.engines = engines
     return args
 

@@ -312,8 +312,13 @@ def _print_shares(engine: str, res: Result, teams: list[str]) -> None:
 # fragmentation-aware placement alone, without the wait (does packing the small jobs keep the
 # multi-node ones compact at no cost in time to admission?).
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "toposched-1cycle": ("toposched", ("--cycles-per-pass", "1")),
+    "toposched-1cycle": ("toposched", ("--cycles-per-pass", "1", "--cycle-budget-ms", "0")),
+    # exactly 8 cycles a pass (the controller's default before the cycle budget, issue 34)
+    "toposched-8cycles": ("toposched", ("--cycle-budget-ms", "0")),
     "toposched-serial": ("toposched", ("--concurrent-writes", "1")),
+    # 8 writes in flight (the default before issue 34) and 32 (the default since)
+    "toposched-writes8": ("toposched", ("--concurrent-writes", "8")),
+    "toposched-writes32": ("toposched", ("--concurrent-writes", "32")),
     "toposched-beyond": ("toposched", ("--placement-policy", "all")),
     "toposched-fragmentation": ("toposched", ("--placement-policy", "fragmentation-aware")),
     # issue 35: the compact wait without preemption during it (patient-compact), and with

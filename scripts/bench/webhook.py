@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from admission import review  # noqa: E402
 from admission.certs import CertManager  # noqa: E402
 from admission.server import WebhookApp, WebhookServer  # noqa: E402
 from admission.sources import SelfSignedSource  # noqa: E402
+from scheduler.adapter.kinds.batch import BATCH_JOB  # noqa: E402
 from scripts.bench.percentiles import percentile  # noqa: E402
 
 L = [f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3)]
@@ -130,7 +130,7 @@ def main() -> int:
                   f"concurrency {args.concurrency}, HTTPS keep-alive on 127.0.0.1:{server.port}")
             print(f"{'endpoint':28} {'mode':10} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
             worst = 0.0
-            for path in (review.VALIDATE_JOB, review.MUTATE_JOB):
+            for path in (BATCH_JOB.validate_path, BATCH_JOB.mutate_path):
                 # warm-up (TLS handshake, capacity index build)
                 over_https(server.port, ca, path, 20, 1)
                 in_process(app, path, 20)

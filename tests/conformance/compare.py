@@ -125,6 +125,9 @@ def compare(scenario: Mapping[str, Any], kueue: Mapping[str, Any], topo: Mapping
         if job_mode == "same" and sorted(k_evictions) != sorted(t.get("evictions") or ()):
             diffs.append(f"{name}: evictions differ: kueue {k.get('evictions') or []} vs toposched "
                          f"{t.get('evictions') or []}")
+        if "pod_sets" in k and k.get("pod_sets") != t.get("pod_sets"):  # recorded for the new kinds
+            diffs.append(f"{name}: Workload pod sets differ: kueue {k.get('pod_sets')} vs toposched "
+                         f"{t.get('pod_sets')}")
         if k.get("flavors") != t.get("flavors"):
             diffs.append(f"{name}: flavors differ: kueue {k.get('flavors')} vs toposched {t.get('flavors')}")
         if bool(k.get("preempted")) != bool(t.get("preempted")):

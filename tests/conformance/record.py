@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 RESULTS = HERE / "results"
 GROUPS = ("placement", "quota", "failure", "groups", "policies", "podsready", "fairsharing",
-          "fairsharing-initial", "domainpreempt", "tasgates", "kinds")
+          "fairsharing-initial", "domainpreempt", "tasgates", "kinds", "newkinds")
 
 
 def load_group(name: str) -> dict[str, Any]:

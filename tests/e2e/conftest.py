@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from scheduler.core.fakecluster import generate_nodes
@@ -48,8 +49,11 @@ class Stack:
 
 
 def start_stack(directory: Path, description: dict[str, Any], controller_args: tuple[str, ...] = (),
-                before_toposched: Callable[[LocalCluster], Any] | None = None) -> Stack:
-    """``before_toposched``: runs on the cluster before toposched starts (e.g. installs JobSet)."""
+                before_toposched: Callable[[LocalCluster], Any] | None = None,
+                kueue_config: dict[str, Any] | None = None) -> Stack:
+    """``before_toposched``: runs on the cluster before toposched starts (e.g. installs JobSet).
+    ``kueue_config``: a Kueue Configuration (the fields after kind) for the controller and the
+    webhook."""
     cluster = LocalCluster(directory).start()
     try:
         kube = cluster.api_client()
@@ -60,7 +64,12 @@ def start_stack(directory: Path, description: dict[str, Any], controller_args: t
         apply_objects(kube, load_documents(QUEUES))
         if before_toposched is not None:
             before_toposched(cluster)
-        start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args)
+        config_file = None
+        if kueue_config is not None:
+            config_file = directory / "kueue-config.yaml"
+            config_file.write_text(yaml.safe_dump({"apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                                                   "kind": "Configuration", **kueue_config}))
+        start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args, kueue_config=config_file)
     except BaseException:
         cluster.stop()
         raise
@@ -72,8 +81,10 @@ def stack_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     started: list[Stack] = []
 
     def make(description: dict[str, Any], controller_args: tuple[str, ...] = (),
-             before_toposched: Callable[[LocalCluster], Any] | None = None) -> Stack:
-        stack = start_stack(Path(tmp_path_factory.mktemp("stack")), description, controller_args, before_toposched)
+             before_toposched: Callable[[LocalCluster], Any] | None = None,
+             kueue_config: dict[str, Any] | None = None) -> Stack:
+        stack = start_stack(Path(tmp_path_factory.mktemp("stack")), description, controller_args, before_toposched,
+                            kueue_config)
         started.append(stack)
         return stack
 

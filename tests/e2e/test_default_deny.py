@@ -1,6 +1,8 @@
 """The default deny on the real control plane (issue 31, item 5): the API server sends every
-queued object to toposched's catch-all webhook; one of a kind toposched does not govern (a bare
-pod, a Deployment) is refused with the one line naming the gap, while the pods of a queued Job
+queued object to toposched's catch-all webhook; one of a kind toposched does not govern (here a
+ConfigMap: the kinds Kueue integrates that toposched does not, AppWrapper and Spark, have no CRD
+on this cluster; their lines are unit-tested) is refused with the one line naming the gap, a bare
+pod with the label is held by the pod integration instead, while the pods of a queued Job
 (the queue label on its template, as the HyperPod CLI writes it) are let through and run once
 the Job is admitted, and objects without the label never reach the webhook."""
 
@@ -19,7 +21,7 @@ from tests.e2e.conftest import Stack
 NS = "hyperpod-ns-team-a"
 QUEUE = "hyperpod-ns-team-a-localqueue"
 CLUSTER = {"name": "e2e-deny", "instanceType": "ml.p5.48xlarge", "layers": [1, 1, 1], "nodesPerDomain": 2}
-DEPLOYMENTS = Resource("apps", "v1", "deployments")
+CONFIGMAPS = Resource("", "v1", "configmaps")
 CONTAINER = {"name": "c", "image": "busybox", "command": ["sleep", "3600"],
              "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}
 
@@ -37,20 +39,20 @@ def refused(call: Any) -> str:
 
 
 def test_queued_objects_toposched_does_not_govern_are_refused_with_the_gap(stack: Stack) -> None:
+    config = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "settings", "labels": {LABEL_QUEUE_NAME: QUEUE}}, "data": {"a": "b"}}
+    message = refused(lambda: stack.api.create(CONFIGMAPS, config, NS))
+    assert message.startswith('admission webhook "vqueued.toposched.io" denied the request: v1 ConfigMap is not '
+                              "governed by toposched (not a kind Kueue integrates)"), message
+    assert "remove the kueue.x-k8s.io/queue-name label" in message
+    del config["metadata"]["labels"]
+    stack.api.create(CONFIGMAPS, config, NS)  # not queued: never sent to the webhook, never refused
+    # A bare pod with the label is governed now (issue 31): held by Kueue's gates, not refused.
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "labels": {LABEL_QUEUE_NAME: QUEUE}},
            "spec": {"containers": [CONTAINER]}}
-    message = refused(lambda: stack.api.create(PODS, pod, NS))
-    assert message.startswith('admission webhook "vqueued.toposched.io" denied the request: v1 Pod is not governed '
-                              "by toposched (no integration built: Kueue's pod integration"), message
-    assert "remove the kueue.x-k8s.io/queue-name label" in message
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
-                  "metadata": {"name": "web", "labels": {LABEL_QUEUE_NAME: QUEUE}},
-                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                           "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [CONTAINER]}}}}
-    assert "apps/v1 Deployment is not governed by toposched" in refused(
-        lambda: stack.api.create(DEPLOYMENTS, deployment, NS))
-    del pod["metadata"]["labels"]
-    stack.api.create(PODS, pod, NS)  # not queued: never sent to the webhook, never refused
+    created = stack.api.create(PODS, pod, NS)
+    assert {g["name"] for g in created["spec"]["schedulingGates"]} == {"kueue.x-k8s.io/admission",
+                                                                       "kueue.x-k8s.io/topology"}
     stack.api.delete(PODS, "bare", NS)
 
 

@@ -2,7 +2,8 @@
 by scripts/build-image.sh, the Helm chart installed by helm (v4.3.2, built from the module proxy),
 every pod run for real from those images by the podman node of a bare cluster (``toposched dev
 up --bare``: KWOK nodes run nothing), with exactly the chart's arguments, environment, mounts and
-service account. Then:
+service account; the scheduler Pod's init container ran first, to completion, and the extender
+it issued certificates for answers kube-scheduler's client certificate only. Then:
 
 - a labelled Job goes through the chart's webhook (its Service, resolved by the API server to a
   ready endpoint, and the caBundle the webhook injected), the chart's controller admits it, and
@@ -23,8 +24,10 @@ of Jobs; ``TOPOSCHED_INSTALL_TEST=0`` skips it. Needs root, podman, runc, builda
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -164,6 +167,8 @@ def test_every_component_runs_from_the_image_as_the_chart_says(installed: Instal
     manifest = [d for d in yaml.safe_load_all(installed.helm_run("get", "manifest", "toposched", "-n", NS)) if d]
     rendered = {d["metadata"]["name"]: d for d in manifest if d["kind"] == "Deployment"}
     assert set(rendered) == {"toposched-controller", "toposched-webhook", "toposched-scheduler"}
+    assert rendered["toposched-scheduler"]["spec"]["template"]["spec"].get("initContainers"), \
+        "the scheduler Pod issues its extender certificates in an init container"
     pods = [p for p in installed.node_pods() if not p["metadata"].get("deletionTimestamp")]
     for name, deployment in rendered.items():
         template = deployment["spec"]["template"]["spec"]
@@ -171,17 +176,31 @@ def test_every_component_runs_from_the_image_as_the_chart_says(installed: Instal
         assert len(mine) == deployment["spec"]["replicas"], f"{name}: {len(mine)} pods on {podnode.NODE_NAME}"
         for pod in mine:
             assert pod["spec"]["serviceAccountName"] == template["serviceAccountName"]
+            # init containers ran first, each to completion, sharing the pod's volumes
+            sources = {}
+            for container in template.get("initContainers", []):
+                sources[container["name"]] = check_init_container(installed, pod, template, container)
             for container in template["containers"]:
-                check_container(installed, pod, template, container)
+                seen = check_container(installed, pod, template, container)
+                for init, mounted in sources.items():
+                    for volume in set(mounted) & set(seen):
+                        assert mounted[volume] == seen[volume], f"{container['name']} and {init} share {volume}"
+            for container in template["containers"]:
+                if "--tls-dir" in " ".join(container.get("args", [])):
+                    check_extender_serves_only_the_schedulers_certificate(installed, pod, container)
 
 
-def check_container(installed: Install, pod: dict[str, Any], template: dict[str, Any],
-                    container: dict[str, Any]) -> None:
-    name = f"k8s_{NS}_{pod['metadata']['name']}_{pod['metadata']['uid'][:8]}_{container['name']}"
-    inspected = installed.podman.json("inspect", name)[0]
+def container_name(pod: dict[str, Any], container: dict[str, Any]) -> str:
+    return f"k8s_{NS}_{pod['metadata']['name']}_{pod['metadata']['uid'][:8]}_{container['name']}"
+
+
+def check_process(installed: Install, pod: dict[str, Any], template: dict[str, Any], container: dict[str, Any],
+                  inspected: dict[str, Any]) -> dict[str, str]:
+    """What the chart says of a container, as podman created it: argv, image, environment, user,
+    read-only root, capabilities, each mount at its path, read-only where the chart says, the
+    ServiceAccount token. Returns each volume's source on this machine, by volume name."""
     config = inspected["Config"]
     what = f"{pod['metadata']['name']}/{container['name']}"
-    assert inspected["State"]["Running"], what
     # the process: the chart's command (else the image's entrypoint) and args, nothing added
     argv = [inspected["Path"], *inspected["Args"]]
     assert argv == [*container.get("command", ["/opt/toposched/bin/toposched"]), *container.get("args", [])], what
@@ -199,8 +218,44 @@ def check_container(installed: Install, pod: dict[str, Any], template: dict[str,
     assert inspected["HostConfig"]["ReadonlyRootfs"] is security["readOnlyRootFilesystem"], what
     if security.get("capabilities", {}).get("drop") == ["ALL"]:
         assert not inspected["EffectiveCaps"], f"{what}: {inspected['EffectiveCaps']}"
-    # mounts: the chart's, at their paths, read-only where it says; the service account token
-    # from the TokenRequest API for the pod's own account, bound to the pod
+    # mounts as podman made them: each of the chart's at its path, read-only where it says
+    mounts = {m["Destination"]: m for m in inspected["Mounts"]}
+    sources = {}
+    for mount in container.get("volumeMounts", []):
+        assert mount["mountPath"] in mounts, f"{what}: {mount['mountPath']} not mounted"
+        assert mounts[mount["mountPath"]]["RW"] is not bool(mount.get("readOnly")), f"{what}: {mount['mountPath']}"
+        sources[mount["name"]] = mounts[mount["mountPath"]]["Source"]
+    # the service account token from the TokenRequest API for the pod's own account, bound to the pod
+    token_dir = mounts["/var/run/secrets/kubernetes.io/serviceaccount"]["Source"]
+    claims = jwt_claims(Path(token_dir, "token").read_text())
+    assert claims["sub"] == f"system:serviceaccount:{NS}:{template['serviceAccountName']}", what
+    assert claims["kubernetes.io"]["pod"]["uid"] == pod["metadata"]["uid"], what
+    assert Path(token_dir, "namespace").read_text() == NS
+    return sources
+
+
+def check_init_container(installed: Install, pod: dict[str, Any], template: dict[str, Any],
+                         container: dict[str, Any]) -> dict[str, str]:
+    """An init container ran as the chart says and completed, before every app container started."""
+    what = f"{pod['metadata']['name']}/{container['name']}"
+    inspected = installed.podman.json("inspect", container_name(pod, container))[0]
+    state = inspected["State"]
+    assert not state["Running"] and state["ExitCode"] == 0, f"{what}: {state}"
+    (status,) = [s for s in pod["status"]["initContainerStatuses"] if s["name"] == container["name"]]
+    assert status["state"]["terminated"]["reason"] == "Completed" and status["ready"], f"{what}: {status}"
+    for app in template["containers"]:
+        started = installed.podman.json("inspect", container_name(pod, app))[0]["State"]["StartedAt"]
+        assert podman_time(state["FinishedAt"]) <= podman_time(started), f"{what} finished before {app['name']} started"
+    return check_process(installed, pod, template, container, inspected)
+
+
+def check_container(installed: Install, pod: dict[str, Any], template: dict[str, Any],
+                    container: dict[str, Any]) -> dict[str, str]:
+    name = container_name(pod, container)
+    inspected = installed.podman.json("inspect", name)[0]
+    what = f"{pod['metadata']['name']}/{container['name']}"
+    assert inspected["State"]["Running"], what
+    sources = check_process(installed, pod, template, container, inspected)
     # mounts, as the container sees them: each of the chart's at its path, read-only where the
     # chart says, the Memory emptyDir a tmpfs with its size limit
     seen = {}
@@ -217,12 +272,43 @@ def check_container(installed: Install, pod: dict[str, Any], template: dict[str,
             size = f"size={quantity_bytes(empty['sizeLimit']) // 1024}k"
             assert fstype == "tmpfs" and size in options, f"{what}: {mount['mountPath']} {options}"
     assert seen["/"][1][0] == "ro", f"{what}: root filesystem {seen['/']}"
-    mounts = {m["Destination"]: m for m in inspected["Mounts"]}
-    token_dir = mounts["/var/run/secrets/kubernetes.io/serviceaccount"]["Source"]
-    claims = jwt_claims(Path(token_dir, "token").read_text())
-    assert claims["sub"] == f"system:serviceaccount:{NS}:{template['serviceAccountName']}", what
-    assert claims["kubernetes.io"]["pod"]["uid"] == pod["metadata"]["uid"], what
-    assert Path(token_dir, "namespace").read_text() == NS
+    return sources
+
+
+# The extender's /readyz asked from inside its container, as kube-scheduler asks (the chart's
+# tlsConfig: ca.crt, client.crt, client.key), then without a client certificate.
+MTLS_PROBE = """
+import ssl, sys, urllib.request
+tls, url = sys.argv[1], sys.argv[2]
+ctx = ssl.create_default_context(cafile=tls + "/ca.crt")
+ctx.load_cert_chain(tls + "/client.crt", tls + "/client.key")
+print("with:", urllib.request.urlopen(url, context=ctx, timeout=5).status)
+try:
+    urllib.request.urlopen(url, context=ssl.create_default_context(cafile=tls + "/ca.crt"), timeout=5)
+    print("without: answered")
+except (OSError, ssl.SSLError) as exc:
+    print("without: refused", type(exc).__name__)
+"""
+
+
+def check_extender_serves_only_the_schedulers_certificate(installed: Install, pod: dict[str, Any],
+                                                          container: dict[str, Any]) -> None:
+    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"] if a.startswith("--") and "=" in a)
+    url = f"https://{args['bind']}:{args['port']}/readyz"
+    out = installed.podman.run("exec", container_name(pod, container), "/opt/toposched/bin/python3", "-c",
+                               MTLS_PROBE, args["tls-dir"], url)
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0] == "with: 200" and lines[1].startswith("without: refused"), \
+        f"{pod['metadata']['name']}/{container['name']}: {out}"
+
+
+def podman_time(text: str) -> tuple[dt.datetime, int]:
+    """podman inspect's RFC 3339 time with nanoseconds (``2026-12-07T02:41:41.565123456Z``),
+    comparable: (the second, in UTC; the nanoseconds)."""
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    assert match, text
+    second = dt.datetime.fromisoformat(match.group(1) + match.group(3).replace("Z", "+00:00"))
+    return second.astimezone(dt.UTC), int((match.group(2) or "0").ljust(9, "0")[:9])
 
 
 def jwt_claims(token: str) -> dict[str, Any]:

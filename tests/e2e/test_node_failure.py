@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from scheduler.k8s.informer import JOBS, NODES, PODS, WORKLOADS
 from scheduler.kube.nodefailures import ANN_RETRIES
@@ -222,3 +223,49 @@ def test_two_nodes_failing_together_are_both_hot_swapped(stack: Stack) -> None:
     stack.wait(lambda: running(stack, "pair") == [], 60, "pair pods gone")
     for node in victims:
         recover_node(stack, node)
+
+
+def test_a_deleted_nodes_rank_restarts_once_its_kubelet_is_known_gone(stack: Stack) -> None:
+    """The Node object of a running rank is deleted (an instance replaced): toposched moves the
+    slot inside the domain at once, and deletes the rank's pod as soon as the API server
+    confirms the Node is gone and its Lease in kube-node-lease expired or stayed gone (docs/health.md),
+    not after kube-controller-manager's pod GC (40 s quarantine); no rank runs twice."""
+    from scheduler.devcluster.apply import create_nodes
+    from scheduler.devcluster.controlplane import FAKE_NODE_LABEL
+    from scheduler.kube.gone_nodes import REASON
+
+    job = stack.api.create(JOBS, training_job("deleted", 6, max_retry=2), NS)
+    uid = job["metadata"]["uid"]
+    pods = stack.wait(lambda: all_running_in_one_domain(stack, "deleted", 6, set()), 120, "6 pods Running")
+    domain = l3_of(stack)[pods[0]["spec"]["nodeName"]]
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    victim = sorted(before.values())[0]
+    node = next(n for n in stack.nodes if n["metadata"]["name"] == victim)
+    doubled: list[str] = []
+
+    def recovered() -> list[dict[str, Any]] | None:
+        got = running(stack, "deleted")
+        ranks = [p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in got]
+        doubled.extend(r for r in set(ranks) if ranks.count(r) > 1 and not any(
+            p["spec"]["nodeName"] == victim for p in got))  # a rank on two live nodes at once
+        return got if len(got) == 6 and victim not in {p["spec"]["nodeName"] for p in got} else None
+
+    t0 = time.monotonic()
+    stack.api.delete(NODES, victim)
+    try:
+        after = stack.wait(recovered, 120, "the deleted node's rank running again")
+        print(f"\n[node-failure] node deleted -> 6 pods Running again in {time.monotonic() - t0:.1f}s")
+        assert doubled == []
+        assert {l3_of(stack)[p["spec"]["nodeName"]] for p in after} == {domain}
+        assert len({p["metadata"]["name"] for p in after} & set(before)) == 5
+        events = client.CoreV1Api(stack.kube).list_namespaced_event(NS).items
+        (event,) = [e for e in events if e.reason == REASON and e.involved_object.kind == "Workload"]
+        assert event.involved_object.name == workload(stack, uid)["metadata"]["name"]
+        evidence = f"bound to node {victim}: the Node object is gone and its Lease kube-node-lease/{victim}"
+        assert evidence in event.message
+        wl = workload(stack, uid)
+        assert not any(c["type"] == "Evicted" and c["status"] == "True" for c in wl["status"]["conditions"])
+    finally:
+        stack.api.delete(JOBS, "deleted", NS, propagationPolicy="Background")
+        stack.wait(lambda: running(stack, "deleted") == [], 60, "deleted's pods gone")
+        create_nodes(stack.kube, [node], FAKE_NODE_LABEL)  # the instance's replacement registers

@@ -290,7 +290,7 @@ def test_job_whose_local_queue_does_not_exist_stays_pending_with_a_clear_message
         return qr if qr and qr["status"] == "False" and qr["message"] == message else None
 
     qr = stack.wait(lambda: pending_with(f"ClusterQueue {cq} doesn't exist"), 60, "pending: ClusterQueue missing")
-    assert qr["reason"] == "Misconfigured", qr
+    assert qr["reason"] == "Inadmissible", qr  # Kueue v0.17's (Misconfigured with UnadmittedWorkloadsObservability)
     stack.api.delete(LOCAL_QUEUES, "lq", ns)
     qr = stack.wait(lambda: pending_with("LocalQueue lq doesn't exist"), 60, "pending: LocalQueue missing")
     stays(lambda: pending_with("LocalQueue lq doesn't exist") and stack.api.get(JOBS, "orphan", ns)["spec"]["suspend"],

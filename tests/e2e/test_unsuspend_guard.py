@@ -91,3 +91,25 @@ def test_a_user_cannot_unsuspend_a_pending_job_and_its_pods_cannot_bypass_the_qu
     assert not any(p["spec"].get("nodeName") for p in pods), "a pod of the bypassing job was bound"
     for name in ("a-fills-x", "c-one-node", "b-waits"):
         stack.api.delete(JOBS, name, NS, propagationPolicy="Background")
+
+
+def test_with_the_webhook_down_the_controller_still_starts_what_it_admits(stack: Stack) -> None:
+    """The job kinds' validating webhooks (failurePolicy Fail) skip the controller's own writes
+    (matchConditions, issue 34): an admitted job starts while the webhook is down, and nobody
+    else can unsuspend a queued job meanwhile. Runs last in this module (stops the webhook)."""
+    from scheduler.devcluster.stack import restart_component, stop_component
+
+    stack.api.create(JOBS, gpu_job("d-fills", 2, True), NS)
+    stack.wait(lambda: running(stack, "d-fills", 2), 120, "job D Running")
+    stack.api.create(JOBS, gpu_job("e-waits", 4, False), NS)  # all four nodes: waits for D
+    stop_component(stack.cluster, "toposched-webhook", kill=True)
+    try:
+        with pytest.raises(client.ApiException) as refused:
+            as_user(stack, "alice").merge_patch(JOBS, "e-waits", {"spec": {"suspend": False}}, NS)
+        assert "failed calling webhook" in str(refused.value.body)
+        stack.api.delete(JOBS, "d-fills", NS, propagationPolicy="Background")  # DELETE: no webhook
+        stack.wait(lambda: running(stack, "e-waits", 4), 180,
+                   "job E admitted and started by the controller with the webhook down")
+    finally:
+        restart_component(stack.cluster, "toposched-webhook")
+    stack.api.delete(JOBS, "e-waits", NS, propagationPolicy="Background")

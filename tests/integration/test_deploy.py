@@ -56,8 +56,12 @@ def test_render_has_every_component(objects: list[dict[str, Any]]) -> None:
     assert {o["kind"] for o in objects} <= set(PLURALS), "a kind without a dry-run path"
     reader = next(o for o in objects if o["kind"] == "RoleBinding" and "authentication-reader" in o["metadata"]["name"])
     assert reader["metadata"]["namespace"] == "kube-system"
+    # The controller reads node Leases (a deleted node's kubelet: docs/health.md) in their namespace.
+    leases = [o for o in objects if o["metadata"]["name"] == "toposched-controller-node-leases"]
+    assert {(o["kind"], o["metadata"]["namespace"]) for o in leases} == {("Role", "kube-node-lease"),
+                                                                         ("RoleBinding", "kube-node-lease")}
     for o in objects:
-        if PLURALS[o["kind"]][2] and o is not reader:
+        if PLURALS[o["kind"]][2] and o is not reader and not any(o is lease for lease in leases):
             assert o["metadata"].get("namespace") == NS, o["metadata"]
 
 

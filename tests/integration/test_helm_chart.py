@@ -397,3 +397,39 @@ def test_kueue_config_is_mounted_and_read_by_the_controller_and_webhook(helm: Pa
     data = by_key(objects)[("ConfigMap", "toposched-kueue-config", NS)]["data"]["config.yaml"]
     loaded = load_kueue_config_text(data)  # what the controller reads at start-up
     assert loaded.config.fair_sharing.enabled and loaded.config.wait_for_pods_ready.timeout_s == 600
+
+
+def test_hyperpod_values_make_toposched_behave_as_kueue_v019(helm: Path, tmp_path: Path,
+                                                              chart_objects: list[Obj]) -> None:
+    """values-hyperpod.yaml selects Kueue v0.19 (task governance v1.6 runs v0.19.2) for both the
+    controller and the webhook; the default render passes no --kueue-version (v0.17)."""
+    for component in ("controller", "webhook"):
+        assert not any(a.startswith("--kueue-version") for a in _container(chart_objects, component)["args"])
+    hyperpod = yaml.safe_load((CHART / "values-hyperpod.yaml").read_text())
+    objects = helm_template(helm, hyperpod, tmp_path)
+    from scheduler.cli import build_parser
+
+    for component in ("controller", "webhook"):
+        args = _container(objects, component)["args"]
+        assert "--kueue-version=v0.19" in args
+        parsed = build_parser().parse_args([a for a in args if not a.startswith("--kueue-config")])
+        assert parsed.kueue_version == "v0.19"
+    with pytest.raises(HelmError, match="kueueVersion"):
+        helm_template(helm, {"kueueVersion": "v0.18"}, tmp_path)
+
+
+def test_preemption_crds_are_rendered_on_request_and_the_controller_may_read_them(
+        helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
+    """Kueue's alpha PreemptionConfig / PreemptionLimit CRDs: off by default, on in the HyperPod
+    values; the controller's ClusterRole reads both and patches the limits' status either way."""
+    crds = {"preemptionconfigs.kueue.x-k8s.io", "preemptionlimits.kueue.x-k8s.io"}
+    assert not crds & {o["metadata"]["name"] for o in chart_objects if o["kind"] == "CustomResourceDefinition"}
+    hyperpod = yaml.safe_load((CHART / "values-hyperpod.yaml").read_text())
+    objects = helm_template(helm, hyperpod, tmp_path)
+    rendered = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CustomResourceDefinition"}
+    assert set(rendered) == crds
+    assert rendered["preemptionlimits.kueue.x-k8s.io"]["spec"]["versions"][0]["subresources"] == {"status": {}}
+    role = by_key(chart_objects)[("ClusterRole", "toposched-controller", "")]
+    rules = [(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]]
+    assert (("preemptionconfigs", "preemptionlimits"), ("list", "watch")) in rules
+    assert (("preemptionlimits/status",), ("patch",)) in rules

@@ -8,6 +8,7 @@ import pytest
 
 from admission.mutation import apply_patch, mutate_job
 from admission.view import ClusterView
+from scheduler.core.config import KUEUE_V017, KUEUE_V019, FeatureGates
 
 Q = "kueue.x-k8s.io/queue-name"
 PC = "kueue.x-k8s.io/priority-class"
@@ -58,12 +59,23 @@ CASES: list[tuple[str, dict[str, Any], str, ClusterView, list[dict[str, Any]]]] 
 ]
 
 
+# Kueue's WorkloadPriorityClassDefaulting (alpha, off in v0.17 and v0.19): the cases above turn it on.
+WPC_DEFAULTING = FeatureGates({"WorkloadPriorityClassDefaulting": True})
+
+
+def test_no_default_priority_class_without_the_gate_as_kueue_v017_and_v019() -> None:
+    for release in (KUEUE_V017, KUEUE_V019):
+        m = mutate_job(job({Q: "lq"}, suspend=True, scheduler="toposched"), "CREATE", view(default_wpc=True),
+                       gates=FeatureGates(release=release))
+        assert m.patch == []
+
+
 @pytest.mark.parametrize("name,obj,op,v,expected", CASES, ids=[c[0] for c in CASES])
 def test_mutation(name: str, obj: dict[str, Any], op: str, v: ClusterView, expected: list[dict[str, Any]]) -> None:
-    m = mutate_job(obj, op, v)
+    m = mutate_job(obj, op, v, gates=WPC_DEFAULTING)
     assert m.patch == expected
     if m.patch:
-        again = mutate_job(apply_patch(obj, m.patch), op, v)
+        again = mutate_job(apply_patch(obj, m.patch), op, v, gates=WPC_DEFAULTING)
         assert again.patch == [], "second pass must be a no-op (reinvocationPolicy IfNeeded)"
 
 

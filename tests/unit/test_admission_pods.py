@@ -4,10 +4,15 @@ role hash a9f06f3a for Kueue's test pod), and its validation messages."""
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 from admission.mutation import apply_patch
 from admission.pods import PodContext, mutate_pod, validate_pod
+from admission.review import answer
+from admission.view import ClusterView
+from scheduler.adapter.kinds.governance import Governance
 
 QUEUE, MANAGED = "kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/managed"
 GROUP, TOTAL = "kueue.x-k8s.io/pod-group-name", "kueue.x-k8s.io/pod-group-total-count"
@@ -121,3 +126,76 @@ def test_topology_annotations_checked_like_a_template() -> None:
     [error] = messages(make_pod({QUEUE: "q"}, {"kueue.x-k8s.io/podset-requried-topology": "x"}))
     assert "unknown Kueue pod set annotation" in error
     assert "did you mean kueue.x-k8s.io/podset-required-topology" in error
+
+
+# ---- through the AdmissionReview: the webhook's /mutate--v1-pod and /validate--v1-pod paths
+
+def review(path: str, pod: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None,
+           owners: Any = None, governance: Any = None, user: str = "alice") -> dict[str, Any]:
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": operation, "namespace": "ns", "userInfo": {"username": user},
+        "kind": {"group": "", "version": "v1", "kind": "Pod"}, "object": pod, "oldObject": old}}
+    kwargs = {"governance": governance} if governance is not None else {}
+    code, out = answer(path, json.dumps(body).encode(), ClusterView(owners=owners), **kwargs)
+    assert code == 200
+    response: dict[str, Any] = out["response"]
+    return response
+
+
+def patched(pod: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    ops = json.loads(base64.b64decode(response["patch"])) if response.get("patch") else []
+    return apply_patch(pod, ops)
+
+
+def owned_by(pod: dict[str, Any], api_version: str, kind: str, uid: str = "o-1") -> dict[str, Any]:
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": api_version, "kind": kind, "name": "owner", "uid": uid,
+                                           "controller": True}]
+    return pod
+
+
+def owner(api_version: str, kind: str, queued: bool = True) -> Any:
+    obj = {"apiVersion": api_version, "kind": kind,
+           "metadata": {"name": "owner", "namespace": "ns", "uid": "o-1", "labels": {QUEUE: "q"} if queued else {}}}
+    return lambda _ns, ref: obj if ref.kind == kind else None
+
+
+def test_the_webhook_gates_a_queued_pod_and_leaves_a_queued_jobs_pod_to_its_job() -> None:
+    pod = make_pod({QUEUE: "q"})
+    assert gates(patched(pod, review("/mutate--v1-pod", pod))) == ["kueue.x-k8s.io/admission",
+                                                                   "kueue.x-k8s.io/topology"]
+    job_pod = owned_by(make_pod({QUEUE: "q"}), "batch/v1", "Job")
+    assert "patch" not in review("/mutate--v1-pod", job_pod, owners=owner("batch/v1", "Job"))
+    # a forged owner (the Job under that name has another uid) leaves the pod managed on its own
+    forged = owned_by(make_pod({QUEUE: "q"}), "batch/v1", "Job", uid="other")
+    assert gates(patched(forged, review("/mutate--v1-pod", forged, owners=owner("batch/v1", "Job"))))
+
+
+def test_an_external_frameworks_pod_is_its_controllers_never_a_second_workload() -> None:
+    """Kueue registers the external GVK so its pods are not plain pods: no pod Workload of its own."""
+    aw = ("workload.codeflare.dev", "v1beta2", "AppWrapper")
+    pod = owned_by(make_pod({QUEUE: "q"}), "workload.codeflare.dev/v1beta2", "AppWrapper")
+    lookup = owner("workload.codeflare.dev/v1beta2", "AppWrapper")
+    assert gates(patched(pod, review("/mutate--v1-pod", pod, owners=lookup)))  # not listed: a plain pod
+    external = Governance(external=frozenset({aw}))
+    assert "patch" not in review("/mutate--v1-pod", pod, owners=lookup, governance=external)
+
+
+def test_only_the_controller_releases_kueues_gates() -> None:
+    held = mutated(make_pod({QUEUE: "q"}))
+    released = {**held, "spec": {**held["spec"], "schedulingGates": []}}
+    refused = review("/validate--v1-pod", released, "UPDATE", old=held)
+    assert refused["allowed"] is False
+    assert "spec.schedulingGates: Forbidden: only toposched's controller may remove kueue.x-k8s.io/admission, " \
+           "kueue.x-k8s.io/topology from a managed pod" in refused["status"]["message"]
+    controller = "system:serviceaccount:toposched-system:toposched-controller"
+    assert review("/validate--v1-pod", released, "UPDATE", old=held, user=controller)["allowed"] is True
+
+
+def test_a_leaderworkerset_pod_labelled_into_its_group_passes_validation() -> None:
+    """Its template's PodSet group annotation pairs the leader's and workers' pod sets: judged on
+    the LeaderWorkerSet, not on each pod (the controller's labelling update must pass)."""
+    pod = make_pod({QUEUE: "q", MANAGED: "true", GROUP: "leaderworkerset-vllm-0-abcde",
+                    "kueue.x-k8s.io/prebuilt-workload-name": "leaderworkerset-vllm-0-abcde"},
+                   {"kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3",
+                    "kueue.x-k8s.io/podset-group-name": "serving", TOTAL: "4"})
+    assert validate_pod(pod, make_pod()).allowed

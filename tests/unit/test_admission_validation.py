@@ -16,6 +16,7 @@ from admission.validation import (
     validate_topology_annotations,
 )
 from admission.view import ClusterView
+from scheduler.core.config import FeatureGates
 
 R = "kueue.x-k8s.io/podset-required-topology"
 P = "kueue.x-k8s.io/podset-preferred-topology"
@@ -23,6 +24,7 @@ U = "kueue.x-k8s.io/podset-unconstrained-topology"
 SR = "kueue.x-k8s.io/podset-slice-required-topology"
 SS = "kueue.x-k8s.io/podset-slice-size"
 SC = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+MULTI_LAYER = FeatureGates({"TASMultiLayerTopology": True})  # the constraints list needs it (Kueue v0.19's default)
 G = "kueue.x-k8s.io/podset-group-name"
 L1, L2, L3 = (f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3))
 HOST = "kubernetes.io/hostname"
@@ -88,7 +90,7 @@ ANNOTATION_CASES: list[tuple[str, dict[str, str], int, list[str]]] = [
 
 @pytest.mark.parametrize("name,annotations,count,expected", ANNOTATION_CASES, ids=[c[0] for c in ANNOTATION_CASES])
 def test_annotation_messages(name: str, annotations: dict[str, str], count: int, expected: list[str]) -> None:
-    text = "\n".join(str(e) for e in validate_topology_annotations(annotations, count))
+    text = "\n".join(str(e) for e in validate_topology_annotations(annotations, count, gates=MULTI_LAYER))
     if not expected:
         assert text == ""
     for fragment in expected:
@@ -376,7 +378,7 @@ def test_oversized_deep_or_non_text_annotations_are_denied_naming_the_annotation
     too_long = validate_topology_annotations({R: "x" * 5000}, 4)
     assert [str(e) for e in too_long] == [f"{A}[{R}]: Invalid value: must be at most 4096 characters long, got 5000; "
                                           "shorten it or fix its type"]
-    deep = "\n".join(str(e) for e in validate_topology_annotations({SC: "[" * 2000}, 4))
+    deep = "\n".join(str(e) for e in validate_topology_annotations({SC: "[" * 2000}, 4, gates=MULTI_LAYER))
     assert f"{A}[{SC}]: Invalid value: " in deep and "must not nest JSON more than 8 levels deep" in deep
     not_text = "\n".join(str(e) for e in validate_topology_annotations({SS: ["4"], SR: L3}, 4))  # type: ignore[dict-item]
     assert f"{A}[{SS}]: Invalid value: must be a string, got list" in not_text

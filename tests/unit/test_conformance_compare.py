@@ -75,3 +75,16 @@ def test_queue_status_must_match_field_by_field_when_decisions_match() -> None:
     k = {"b": outcome({"n0": 1, "n1": 1}), "a": outcome({"n4": 1, "n5": 1}), "_queues": kueue_q}
     t = {"b": outcome({"n0": 1, "n1": 1}), "a": outcome({"n4": 1, "n5": 1}), "_queues": off}
     assert len(compare(scenario, k, t, NODE_LABELS)) == 2
+
+
+def test_the_workloads_pod_sets_are_compared_when_recorded() -> None:
+    """The new kinds' outcomes carry the Workload's pod sets: a RayJob without its submitter, or a
+    pod group split into other roles, is a difference even when the placement is the same."""
+    kueue = {"b": {**outcome({"n0": 1, "n1": 1}), "pod_sets": [["head", 1], ["workers", 1]]},
+             "a": outcome({"n4": 1, "n5": 1})}
+    same = {"b": {**outcome({"n0": 1, "n1": 1}), "pod_sets": [["head", 1], ["workers", 1]]},
+            "a": outcome({"n4": 1, "n5": 1})}
+    assert compare(SCENARIO, kueue, same, NODE_LABELS) == []
+    other = {"b": {**outcome({"n0": 1, "n1": 1}), "pod_sets": [["main", 2]]}, "a": outcome({"n4": 1, "n5": 1})}
+    assert compare(SCENARIO, kueue, other, NODE_LABELS) == [
+        "b: Workload pod sets differ: kueue [['head', 1], ['workers', 1]] vs toposched [['main', 2]]"]

@@ -1,7 +1,7 @@
 """The default deny (issue 31, item 5): a queued object of a kind toposched does not govern is
 refused by the webhook with one line naming the gap, unless the admin lists the kind in the
 Kueue Configuration's ``integrations.externalFrameworks``; pods carrying the queue label whose
-owner is not governed are refused (gated, once the pod integration is built), never run."""
+owner is not governed are gated by the pod integration, never run."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from scheduler.adapter.kinds.governance import Governance
 from scheduler.adapter.kinds.ownership import OwnerRef
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kueue_config import ConfigError, load_kueue_config_text
+from scheduler.core.config import KueueConfig
 
 Q = "kueue.x-k8s.io/queue-name"
 NS = "team-a"
@@ -66,46 +67,59 @@ def refusal(resp: dict[str, Any]) -> str:
     return str(resp["status"]["message"])
 
 
-def test_a_queued_rayjob_is_refused_with_the_gap_and_what_to_do() -> None:
-    message = refusal(decide(obj("ray.io/v1", "RayJob")))
+AW = ("workload.codeflare.dev/v1beta2", "AppWrapper")
+
+
+def test_a_queued_appwrapper_is_refused_with_the_gap_and_what_to_do() -> None:
+    message = refusal(decide(obj(*AW)))
     assert message == (
-        "ray.io/v1 RayJob is not governed by toposched (no integration built: KubeRay): remove the "
-        "kueue.x-k8s.io/queue-name label to run it outside the queue, or, if a controller of its own creates its "
-        "Workloads, list RayJob.v1.ray.io in the Kueue Configuration's integrations.externalFrameworks")
+        "workload.codeflare.dev/v1beta2 AppWrapper is not governed by toposched (no integration built: no AppWrapper "
+        "peer runs here to build it against): remove the kueue.x-k8s.io/queue-name label to run it outside the queue, "
+        "or, if a controller of its own creates its Workloads, list AppWrapper.v1beta2.workload.codeflare.dev in the "
+        "Kueue Configuration's integrations.externalFrameworks")
+    assert refusal(decide(obj("sparkoperator.k8s.io/v1beta2", "SparkApplication"))).startswith(
+        "sparkoperator.k8s.io/v1beta2 SparkApplication is not governed by toposched (no integration built: no Spark "
+        "operator peer runs here")
 
 
-def test_an_external_framework_passes_and_a_near_miss_in_spelling_is_named() -> None:
-    ray = Governance(external=frozenset({("ray.io", "v1", "RayJob")}))
-    assert decide(obj("ray.io/v1", "RayJob"), governance=ray)["allowed"] is True
-    aws = Governance(external=frozenset({("sagemaker.amazonaws.com", "v1", "HyperPodPytorchJob")}))
-    message = refusal(decide(obj("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"), governance=aws))
-    assert message.startswith("sagemaker.amazonaws.com/v1 HyperPodPyTorchJob is not governed by toposched")
-    assert "list HyperPodPyTorchJob.v1.sagemaker.amazonaws.com in" in message
-    assert "listed there is HyperPodPytorchJob.v1.sagemaker.amazonaws.com, which differs in case" in message
+def test_the_new_kinds_are_governed_now() -> None:
+    """Issue 31: TrainJob, Ray, HyperPodPyTorchJob, pods, Deployments and StatefulSets pass the
+    default deny (their own webhooks judge them)."""
+    for api_version, kind in (("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("ray.io/v1", "RayJob"),
+                              ("ray.io/v1", "RayCluster"), ("ray.io/v1", "RayService"),
+                              ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"), ("v1", "Pod"),
+                              ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet")):
+        assert decide(obj(api_version, kind))["allowed"] is True, kind
 
 
-def test_a_bare_pod_or_a_deployments_pod_with_the_queue_label_is_refused() -> None:
-    message = refusal(decide(obj("v1", "Pod")))
-    assert message.startswith("v1 Pod is not governed by toposched (no integration built: Kueue's pod integration")
+def test_an_external_framework_passes_in_either_spelling_and_a_near_miss_is_named() -> None:
+    external = Governance(external=frozenset({("workload.codeflare.dev", "v1beta2", "AppWrapper")}))
+    assert decide(obj(*AW), governance=external)["allowed"] is True
+    near = Governance(external=frozenset({("workload.codeflare.dev", "v1beta2", "Appwrapper")}))
+    message = refusal(decide(obj(*AW), governance=near))
+    assert "listed there is Appwrapper.v1beta2.workload.codeflare.dev, which differs in case" in message
+    # AWS's spelling of the HyperPod kind stands for the kind the API server has
+    aws = Governance.from_config(KueueConfig(external_frameworks=(
+        ("sagemaker.amazonaws.com", "v1", "HyperPodPytorchJob"),)))
+    assert decide(obj("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"), governance=aws)["allowed"] is True
+    assert [k.kind for k in aws.external_kinds()] == ["HyperPodPyTorchJob"]
+
+
+def test_a_deployments_replicaset_passes_through_it() -> None:
+    """The ReplicaSet carries the template's queue label (Kueue's stamp): governed through its
+    Deployment, resolved by uid; with another uid it is refused."""
     deployment = obj("apps/v1", "Deployment", "web", uid="d-1")
     rs = obj("apps/v1", "ReplicaSet", "web-7c9", owner=ref_to(deployment), uid="rs-1")
-    message = refusal(decide(obj("v1", "Pod", "web-7c9-x", owner=ref_to(rs)), rs, deployment))
-    assert message.startswith("v1 Pod (controlled by apps/v1 ReplicaSet web-7c9) is not governed by toposched")
-    assert refusal(decide(obj("apps/v1", "Deployment", "web"))).startswith(
-        "apps/v1 Deployment is not governed by toposched (no integration built: Kueue's deployment integration")
+    assert decide(rs, deployment)["allowed"] is True
+    forged = {**deployment, "metadata": {**deployment["metadata"], "uid": "other"}}
+    assert refusal(decide(rs, forged)).startswith("apps/v1 ReplicaSet (controlled by apps/v1 Deployment web)")
 
 
-def test_pods_of_a_queued_job_pass_resolved_by_uid() -> None:
-    job = obj("batch/v1", "Job", "train", uid="j-1")
-    pod = obj("v1", "Pod", "train-0", owner=ref_to(job))
-    assert decide(pod, job)["allowed"] is True
-    assert refusal(decide(pod, {**job, "metadata": {**job["metadata"], "uid": "other"}})).startswith(
-        "v1 Pod (controlled by batch/v1 Job train) is not governed")
-    unqueued = obj("batch/v1", "Job", "train", labels={}, uid="j-1")
-    assert decide(pod, unqueued)["allowed"] is False
-    jobset = obj("jobset.x-k8s.io/v1alpha2", "JobSet", "js", uid="js-1")
-    child = obj("batch/v1", "Job", "js-workers-0", labels={}, owner=ref_to(jobset), uid="c-1")
-    assert decide(obj("v1", "Pod", "js-workers-0-0", owner=ref_to(child)), child, jobset)["allowed"] is True
+def test_a_queued_object_controlled_by_an_unqueued_parent_is_refused_resolved_by_uid() -> None:
+    parent = obj(*AW, "aw", labels={}, uid="a-1")
+    child = obj("example.com/v1", "Thing", "t", owner=ref_to(parent))
+    assert refusal(decide(child, parent)).startswith(
+        "example.com/v1 Thing (controlled by workload.codeflare.dev/v1beta2 AppWrapper aw) is not governed")
 
 
 def test_leaderworkerset_pods_pass_through_their_statefulsets() -> None:
@@ -127,20 +141,47 @@ def test_a_kind_left_out_of_integrations_frameworks_is_refused() -> None:
     assert decide(obj("kubeflow.org/v2beta1", "MPIJob"))["allowed"] is True  # governed: its own webhook judges
 
 
+def test_a_registry_kind_left_out_of_frameworks_is_refused_by_its_own_validating_webhook() -> None:
+    """The catch-all leaves the registry's kinds to their own validating webhooks (one call per
+    Job, not two), so those apply the default deny first, with the same line."""
+    from scheduler.adapter.kinds.registry import BY_GROUP_KIND
+
+    mpijob = BY_GROUP_KIND[("kubeflow.org", "MPIJob")]
+    only_jobs = Governance(enabled_kinds(("batch/job",)))
+    o = obj("kubeflow.org/v2beta1", "MPIJob")
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": NS, "userInfo": {"username": "alice"},
+        "kind": {"group": "kubeflow.org", "version": "v2beta1", "kind": "MPIJob"}, "object": o}}
+    _, out = review.answer(mpijob.validate_path, json.dumps(body).encode(), ClusterView(), governance=only_jobs)
+    assert refusal(out["response"]) == refusal(decide(o, governance=only_jobs))
+
+
+def test_the_catch_all_leaves_the_registry_kinds_and_their_hooks_leave_the_controller() -> None:
+    from scheduler.adapter.kinds.registry import KINDS
+
+    hooks = {h["name"]: h for h in configs.validating_configuration(configs.url_client_config("https://x"),
+                                                                     controller_users=["ctl"])["webhooks"]}
+    (condition,) = hooks["vqueued.toposched.io"]["matchConditions"]
+    for kind in KINDS:
+        assert f'"{kind.group}/{kind.kind}"' in condition["expression"]
+        assert hooks[f"v{kind.kind.lower()}.toposched.io"]["matchConditions"] == [
+            {"name": "not-toposched-controller", "expression": '!(request.userInfo.username in ["ctl"])'}]
+    assert condition["expression"].startswith("!((request.kind.group + '/' + request.kind.kind) in [")
+
+
 @pytest.mark.parametrize("case, o, kwargs", [
     ("Kueue's own objects", obj("kueue.x-k8s.io/v1beta2", "Workload"), {}),
-    ("labelled before this update", obj("ray.io/v1", "RayJob"), {"operation": "UPDATE",
-                                                                  "old": obj("ray.io/v1", "RayJob")}),
-    ("the controller labels a pod-group pod", obj("v1", "Pod"), {"operation": "UPDATE", "user": CONTROLLER,
-                                                                  "old": obj("v1", "Pod", labels={})}),
-    ("deletes", obj("ray.io/v1", "RayJob"), {"operation": "DELETE"}),
+    ("labelled before this update", obj(*AW), {"operation": "UPDATE", "old": obj(*AW)}),
+    ("the controller labels an object", obj("example.com/v1", "Thing"), {
+        "operation": "UPDATE", "user": CONTROLLER, "old": obj("example.com/v1", "Thing", labels={})}),
+    ("deletes", obj(*AW), {"operation": "DELETE"}),
 ])
 def test_what_passes(case: str, o: dict[str, Any], kwargs: dict[str, Any]) -> None:
     assert decide(o, **kwargs)["allowed"] is True, case
 
 
 def test_adding_the_label_in_an_update_is_judged_like_a_create() -> None:
-    assert refusal(decide(obj("ray.io/v1", "RayJob"), operation="UPDATE", old=obj("ray.io/v1", "RayJob", labels={})))
+    assert refusal(decide(obj(*AW), operation="UPDATE", old=obj(*AW, labels={})))
 
 
 def test_an_unknown_kind_is_named_too() -> None:
@@ -180,4 +221,25 @@ def test_external_frameworks_are_read_as_kueue_validates_them() -> None:
 
 def test_the_controller_identity_creates_nothing_ungoverned() -> None:
     """Its exemption is for labelling pods of pod groups (UPDATE), not for creating objects."""
-    assert refusal(decide(obj("v1", "Pod"), user=CONTROLLER))
+    assert refusal(decide(obj(*AW), user=CONTROLLER))
+
+
+def test_an_external_or_disabled_kinds_own_webhook_paths_leave_it_alone() -> None:
+    """Listed in externalFrameworks, the HyperPodPyTorchJob is its operator's: toposched's mutating
+    webhook does not suspend it (the operator's does), nor does its validation judge it."""
+    job = obj("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob")
+    job["spec"] = {"replicaSpecs": [{"name": "pod", "replicas": 1, "template": {"spec": {"containers": []}}}]}
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": NS, "userInfo": {"username": "alice"}, "object": job}}
+    path = "/mutate-sagemaker-amazonaws-com-v1-hyperpodpytorchjob"
+    native = review.answer(path, json.dumps(body).encode(), ClusterView())[1]["response"]
+    assert native.get("patch")  # governed natively: created suspended
+    aws = Governance.from_config(KueueConfig(external_frameworks=(
+        ("sagemaker.amazonaws.com", "v1", "HyperPodPytorchJob"),)))
+    external = review.answer(path, json.dumps(body).encode(), ClusterView(), governance=aws)[1]["response"]
+    assert external == {"uid": "u", "allowed": True}
+    # its validating path applies the default deny (the catch-all leaves the registry's kinds to it):
+    # listed in externalFrameworks it passes unjudged
+    vpath = "/validate-sagemaker-amazonaws-com-v1-hyperpodpytorchjob"
+    assert review.answer(vpath, json.dumps(body).encode(), ClusterView(), governance=aws)[1]["response"] == \
+        {"uid": "u", "allowed": True}

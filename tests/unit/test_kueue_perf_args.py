@@ -4,6 +4,7 @@ test suite: it needs Go, two control planes and minutes)."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -78,3 +79,17 @@ def test_cq_usage_is_the_checkers_formula() -> None:
                                               "firstEventTime": "2026-01-01T00:00:00.123456789Z",
                                               "lastEventTime": "2026-01-01T00:01:00.123456789Z"}}}
     assert bench.cq_usage(summary) == {"cq": pytest.approx(50.0)}
+
+
+def test_cpu_per_admitted_workload_counts_every_class() -> None:
+    result = bench.EngineResult("toposched", ok=True, cpu_user_ms=900, cpu_sys_ms=100,
+                                classes={"small": {"count": 30, "totalEvictions": 2},
+                                         "large": {"count": 10, "totalEvictions": 0}})
+    assert bench.admitted_counts(result.classes) == (40, 42)
+    assert bench.cpu_per_admitted_ms(result) == pytest.approx(25.0)
+    kueue = bench.EngineResult("kueue", ok=True, cpu_user_ms=400, cpu_sys_ms=100,
+                               classes={"small": {"count": 30}, "large": {"count": 10}})
+    text = bench.report([kueue, result], {})
+    assert "engine CPU per admitted Workload 25.0 ms (40 Workloads, 42 admissions" in text
+    assert "CPU per admitted Workload 2.00x" in text  # 25 ms against Kueue's 12.5 ms
+    assert math.isnan(bench.cpu_per_admitted_ms(bench.EngineResult("x", ok=False)))  # nothing admitted

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from scheduler.adapter.kinds.workloads import EXPECTED_KINDS
 from scheduler.cli import main
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "place"
@@ -153,8 +154,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
         (
             "--workload",
             "kind: ConfigMap\nmetadata: {name: d}\n",
-            "kind: expected a batch/v1 Job, a JobSet, a PyTorchJob, an MPIJob, a LeaderWorkerSet or a Kueue Workload, "
-            "got 'ConfigMap'",
+            f"kind: expected {EXPECTED_KINDS}, got 'ConfigMap'",
         ),
         ("--workload", "kind: Job\nmetadata: {name: j}\nspec: {}\n", "spec.template"),
         ("--workload", "", "empty"),

@@ -86,7 +86,7 @@ def test_pytorchjob_master_and_workers(tmp_path: Path, capsys: pytest.CaptureFix
     assert [(ps["name"], ps["count"]) for ps in doc["podSets"]] == [("master", 1), ("worker", 3)]
 
 
-@pytest.mark.parametrize("kind", ["RayJob", "TFJob"])
+@pytest.mark.parametrize("kind", ["AppWrapper", "TFJob"])
 def test_kinds_not_built_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
     code, err = place(tmp_path, capsys, TWO_BLOCKS, {"kind": kind, "metadata": {"name": "x"}})
     assert code == 2
@@ -164,3 +164,38 @@ def test_the_group_example_places_leader_with_workers(capsys: pytest.CaptureFixt
     leader, workers = doc["podSets"]
     l3 = "topology.k8s.aws/network-node-layer-3"
     assert leader["domains"][l3] == workers["domains"][l3] and len(workers["domains"][l3]) == 1
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
+
+
+@pytest.mark.parametrize(("example", "expected"), [
+    ("trainjob-torch.yaml", [("node", 4)]),  # its TrainingRuntime is the file's other document
+    ("raycluster.yaml", [("head", 1), ("gpu", 4)]),
+    ("rayjob.yaml", [("head", 1), ("gpu", 2), ("submitter", 1)]),
+    ("rayservice.yaml", [("head", 1), ("gpu", 2)]),
+    ("hyperpod-pytorch-job.yaml", [("pod", 4)]),
+    ("pod-single.yaml", [("main", 1)]),
+    ("pod-group.yaml", [("a60397d5", 2)]),  # the group's members in the file, one role
+    ("deployment-serving.yaml", [("main", 1)]),  # one replica: each is a Workload of its own
+    ("statefulset-serving.yaml", [("main", 2)]),
+])
+def test_place_reads_every_governed_kind_as_the_controller_would(example: str, expected: list[Any]) -> None:
+    """The registry gives ``place`` each kind's pod sets: the Workload the controller creates."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / example).read_text()) if d]
+    placeable = next(d for d in docs if d["kind"] not in ("TrainingRuntime", "ClusterTrainingRuntime"))
+    spec = workload_from_manifest(placeable, docs)
+    assert [(ps.name, ps.count) for ps in spec.pod_sets] == expected
+
+
+def test_a_hyperpod_jobs_spares_are_placed_too() -> None:
+    job = yaml.safe_load((EXAMPLES / "hyperpod-pytorch-job.yaml").read_text())
+    job["spec"]["replicaSpecs"][0]["spares"] = 2
+    assert [(ps.name, ps.count) for ps in workload_from_manifest(job).pod_sets] == [("pod", 6)]
+
+
+def test_a_trainjob_without_its_runtime_says_what_to_give(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trainjob = [d for d in yaml.safe_load_all((EXAMPLES / "trainjob-torch.yaml").read_text())][1]
+    code, err = place(tmp_path, capsys, TWO_BLOCKS, trainjob)
+    assert code == 2
+    assert "a TrainJob's pod sets come from its TrainingRuntime or ClusterTrainingRuntime: give it too" in str(err)

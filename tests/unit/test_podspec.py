@@ -14,7 +14,6 @@ from scheduler.devcluster.podspec import (
     HostDir,
     PodContext,
     PodSpecError,
-    Tmpfs,
     container_env,
     create_argv,
     expand,
@@ -23,8 +22,8 @@ from scheduler.devcluster.podspec import (
 )
 
 CTX = PodContext(pod_ip="10.88.0.7", host_ip="10.88.0.1", node_name="podman-0", api_host="kubernetes.default.svc",
-                 api_port=16443, volumes={"tmp": Tmpfs("16Mi"), "config": HostDir("/state/pods/u1/volumes/config"),
-                                          "kube-api-access-x": HostDir("/state/pods/u1/volumes/kube-api-access-x")})
+                 api_port=16443, volumes={name: HostDir(f"/state/pods/u1/volumes/{name}")
+                                          for name in ("tmp", "config", "kube-api-access-x")})
 
 
 def webhook_pod() -> dict[str, Any]:
@@ -72,8 +71,8 @@ def test_arguments_environment_and_mounts_reach_podman_as_the_chart_wrote_them()
     envs = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
     assert "POD_NAMESPACE=toposched-system" in envs and "GREETING=in toposched-system" in envs
     assert "KUBERNETES_SERVICE_HOST=kubernetes.default.svc" in envs and "KUBERNETES_SERVICE_PORT=16443" in envs
-    assert ["--mount", "type=tmpfs,destination=/tmp,tmpfs-mode=1777,tmpfs-size=16777216"] == argv[
-        argv.index("--mount"):argv.index("--mount") + 2]
+    # the in-memory emptyDir is the tmpfs podvolumes mounted for the pod, shared like any volume
+    assert "/state/pods/u1/volumes/tmp:/tmp:rw" in argv and "--mount" not in argv
     assert "/state/pods/u1/volumes/kube-api-access-x:/var/run/secrets/kubernetes.io/serviceaccount:ro" in argv
     for flag in ("--read-only", "--read-only-tmpfs=false", "--cap-drop=ALL", "no-new-privileges",
                  f"--memory={2**30}", "--pull=never", "--restart=no"):

@@ -15,10 +15,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
+from scheduler.core.kueue_names import GATE_TOPOLOGY
 from scheduler.core.topology_request import ANN_UNCONSTRAINED
-from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
+from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET, WorkloadFormatError
 
 Obj = Mapping[str, Any]
 
@@ -75,6 +77,9 @@ class PodSetSource:
     sub_group: tuple[str, int] | None = None  # (index label, count) of a pod set made of child jobs
     min_count: int | None = None  # partial admission
     spec_only: bool = False  # pod-group integrations keep only the template's spec in the Workload
+    # The template is the kind's default, not in the object (a RayJob's submitter without a
+    # submitterPodTemplate): the start patch writes it out whole.
+    defaulted: bool = False
 
     @property
     def template_path(self) -> str:
@@ -91,9 +96,19 @@ class PodSetSource:
 
 @dataclass(frozen=True)
 class FinishState:
+    """Kueue's ``Finished(ctx) (message, success, finished)`` of a job: ``reason`` is the
+    Workload's Finished reason (``Succeeded`` / ``Failed``) once finished."""
+
     finished: bool
     reason: str = ""
     message: str = ""
+
+
+NOT_FINISHED = FinishState(False)
+
+
+def finished(success: bool, message: str) -> FinishState:
+    return FinishState(True, "Succeeded" if success else "Failed", message)
 
 
 def finish_from_conditions(job: Obj, succeeded: str, failed: str, succeeded_message: str | None,
@@ -116,6 +131,24 @@ def condition_true(job: Obj, condition: str) -> bool:
                for c in (job.get("status") or {}).get("conditions") or ())
 
 
+def true_condition(obj: Obj, condition: str) -> Mapping[str, Any] | None:
+    """The object's condition of that type when it is True (its message is read), else None."""
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == condition and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def as_int(value: Any, default: int) -> int:
+    """A count field: absent -> ``default``; JSON numbers and numeric strings accepted (the
+    HyperPod CLI writes integers where Kubernetes types would have strings)."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class PodSetStart:
     """What the controller injects into one pod set's template when it starts the job."""
@@ -127,16 +160,26 @@ class PodSetStart:
     # recognised as TAS pods (counted once, from the assignment) and not as foreign usage.
     annotations: Mapping[str, str] = field(default_factory=dict)
     count: int | None = None  # the admitted pod count (partial admission may have reduced it)
+    # Admitted with a topology assignment: kinds placed by the topology ungater get Kueue's
+    # ``kueue.x-k8s.io/topology`` scheduling gate in this template (``podset.FromAssignment``).
+    topology_assigned: bool = False
 
 
-def template_start_patch(template: Obj, start: PodSetStart, workload_name: str) -> dict[str, Any]:
+def template_start_patch(template: Obj, start: PodSetStart, workload_name: str,
+                         topology_gate: bool = False) -> dict[str, Any]:
     """Merge patch of one pod template at start: the flavor's (and required domain's) node
-    selector, its tolerations, the workload annotation and the pod-set label."""
+    selector, its tolerations, the workload annotation and the pod-set label; with
+    ``topology_gate`` and a topology assignment, Kueue's topology scheduling gate too (the list
+    is sent whole)."""
     selector = {**((template.get("spec") or {}).get("nodeSelector") or {}), **start.node_selector}
     spec_patch: dict[str, Any] = {"nodeSelector": selector}
     if start.tolerations:
         existing = list((template.get("spec") or {}).get("tolerations") or [])
         spec_patch["tolerations"] = existing + [dict(t) for t in start.tolerations if dict(t) not in existing]
+    if topology_gate and start.topology_assigned:
+        gates = list((template.get("spec") or {}).get("schedulingGates") or [])
+        if not any(g.get("name") == GATE_TOPOLOGY for g in gates):
+            spec_patch["schedulingGates"] = gates + [{"name": GATE_TOPOLOGY}]
     return {"metadata": {"annotations": {**start.annotations, ANN_WORKLOAD: workload_name},
                          "labels": {LABEL_PODSET: start.name}},
             "spec": spec_patch}
@@ -148,10 +191,15 @@ def template_restore_patch(current: Obj, original: Obj) -> dict[str, Any] | None
     ospec, cspec = original.get("spec") or {}, current.get("spec") or {}
     cmeta = current.get("metadata") or {}
     spec_patch: dict[str, Any] = {}
-    if (cspec.get("nodeSelector") or {}) != (ospec.get("nodeSelector") or {}):
-        spec_patch["nodeSelector"] = ospec.get("nodeSelector") or None
+    current_selector, original_selector = cspec.get("nodeSelector") or {}, ospec.get("nodeSelector") or {}
+    if current_selector != original_selector:
+        # a merge patch merges maps: the keys the start added are removed one by one
+        spec_patch["nodeSelector"] = {**{k: None for k in current_selector if k not in original_selector},
+                                      **original_selector} if original_selector else None
     if (cspec.get("tolerations") or []) != (ospec.get("tolerations") or []):
         spec_patch["tolerations"] = ospec.get("tolerations") or None
+    if (cspec.get("schedulingGates") or []) != (ospec.get("schedulingGates") or []):
+        spec_patch["schedulingGates"] = ospec.get("schedulingGates") or None
     meta_patch: dict[str, Any] = {}
     original_ann = (original.get("metadata") or {}).get("annotations") or {}
     stale = {k: None for k in (cmeta.get("annotations") or {})
@@ -241,17 +289,55 @@ def _never(_: Obj) -> bool:
 @dataclass(frozen=True)
 class PodGroups:
     """A kind held per pod group instead of suspended (Kueue's pod-group integrations: the
-    LeaderWorkerSet). One Workload per group, prebuilt by the controller; the pods get the
-    group's labels from :attr:`pod_role` and are held until their group's Workload is admitted."""
+    LeaderWorkerSet, the StatefulSet). One Workload per group, prebuilt by the controller; the
+    pods get the group's labels from :attr:`pod_role` and are held until their group's Workload
+    is admitted."""
 
-    # The label naming the owning object on each of its pods.
-    owner_name_label: str
+    # The name of the object owning a pod (None: not one of its pods).
+    owner_name: Callable[[Obj], str | None]
     # How many groups (Workloads) the object has now.
     group_count: Callable[[Obj], int]
     # (group index, role = pod set name, group size) of one of its pods; None: not yet known.
     pod_role: Callable[[Obj, Obj], tuple[int, str, int] | None]
     # The mutating webhook's JSON patch ops on the pod templates at CREATE (Kueue's webhook).
     template_defaults: Callable[[Obj, list[dict[str, Any]], str | None], None]
+    # One group per object, named like a job's Workload (a StatefulSet): no group index.
+    single_group: bool = False
+    # Annotations each pod of a group gets besides the group's total count and role.
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+class Holding(StrEnum):
+    """How a kind's pods are held until its Workload is admitted."""
+
+    SUSPEND = "suspend"  # created suspended, unsuspended with the admission (``suspend_path``)
+    POD_GROUPS = "pod groups"  # prebuilt Workloads per group, pods labelled into them (``pod_groups``)
+    PODS = "pods"  # the pod integration: pods gated at creation, a Workload per pod or pod group
+
+
+@dataclass(frozen=True)
+class RelatedResource:
+    """An object a kind's pod sets are read from (a TrainJob's ``TrainingRuntime``)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+
+# (kind, namespace, name) -> the related object, or None when there is none.
+Related = Callable[[str, str, str], "Obj | None"]
+# (field path, Kubernetes error type, detail, the value refused) of a webhook refusal
+KindError = tuple[str, str, str, Any]
+
+
+def _no_errors(_: Obj) -> list[KindError]:
+    return []
+
+
+def _not_skipped(_: Obj) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
@@ -286,8 +372,40 @@ class JobKind:
     start_extra: Callable[[Obj, Sequence[PodSetStart]], Patch] | None = None
     restore_extra: Callable[[Obj, Sequence[Obj]], Patch] | None = None
     restorable: Callable[[Obj], bool] = _never  # besides "suspended and no pods active"
+    # Kinds whose pod templates are not in the object (a TrainJob's are in its runtime): the pod
+    # sets read with the related objects, which the caller looks up (informers, a live GET, the
+    # other documents of a file).
+    pod_sets_from: Callable[[Obj, Related], list[PodSetSource]] | None = None
+    related: tuple[RelatedResource, ...] = ()
+    # Kinds whose start / restore is not the template patch at each pod set's path (a TrainJob
+    # writes its templates into a runtime patch, then unsuspends: two writes, in order).
+    custom_start: Callable[[Obj, str, Sequence[PodSetStart]], list[Patch]] | None = None
+    custom_restore: Callable[[Obj, Sequence[Obj]], Patch | None] | None = None
+    # Its pods run under whichever scheduler their controller names: admitted pod sets get
+    # Kueue's topology gate in their templates and the topology ungater pins each pod to its
+    # domain (docs/design/new-kinds.md).
+    topology_gate: bool = False
+    # Objects of the kind that are not managed although queued (a RayJob on an existing cluster).
+    skipped: Callable[[Obj], bool] = _not_skipped
+    # Kind-specific refusals of the validating webhook on a queued object (Kueue's messages).
+    validation: Callable[[Obj], list[KindError]] = _no_errors
+    # Extra JSON patch ops of the mutating webhook at CREATE of a queued object (a TrainJob's
+    # Kueue runtime patch; a Deployment's pod-template stamp).
+    # ``(object, ops, its labels once defaulted)``.
+    create_defaults: Callable[[Obj, list[dict[str, Any]], Mapping[str, str]], None] | None = None
+    # Kueue has an integration of this name (``integrations.frameworks``); False: Kueue knows the
+    # kind only as an external framework (the HyperPodPyTorchJob), so toposched governs it
+    # natively unless ``integrations.externalFrameworks`` lists it.
+    builtin: bool = True
+    aliases: tuple[str, ...] = ()  # other spellings of ``kind`` in externalFrameworks entries
 
     # ---- identity
+    @property
+    def holding(self) -> Holding:
+        if self.suspend_path is not None:
+            return Holding.SUSPEND
+        return Holding.POD_GROUPS if self.pod_groups is not None else Holding.PODS
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
@@ -316,8 +434,21 @@ class JobKind:
         return f"/validate-{self.webhook_suffix}"
 
     def template_paths(self, obj: Obj) -> list[tuple[str, Obj]]:
-        """(JSON pointer, template) of every pod template the controller creates a pod set for."""
-        return [(json_pointer(ps.path), ps.template) for ps in self.pod_sets(obj)]
+        """(JSON pointer, template) of every pod template in the object the controller creates
+        a pod set for."""
+        return [(json_pointer(ps.path), ps.template) for ps in self.pod_sets(obj) if not ps.defaulted]
+
+    def read_pod_sets(self, obj: Obj, related: Related | None = None) -> list[PodSetSource]:
+        """The pod sets the Workload gets: from the object, or, for a kind whose templates live
+        in other objects, from those (``related``). Raises :class:`WorkloadFormatError` when
+        they are needed and cannot be had."""
+        if self.pod_sets_from is None:
+            return self.pod_sets(obj)
+        if related is None:
+            wanted = " or ".join(r.kind for r in self.related)
+            raise WorkloadFormatError(f"a {self.kind}'s pod sets come from its {wanted}: give it too (in the same "
+                                      "file for toposched place)")
+        return self.pod_sets_from(obj, related)
 
     # ---- suspension (Kueue's GenericJob IsSuspended / Suspend / RunWithPodSetsInfo / RestorePodSetsInfo)
     @property
@@ -347,16 +478,28 @@ class JobKind:
         annotation and the pod-set label: one merge patch, applied while the job is still
         suspended, which is when its templates may change."""
         by_name = {s.name: s for s in starts}
-        patches = [(ps.path, template_start_patch(ps.template, by_name[ps.name], workload_name))
-                   for ps in self.pod_sets(obj) if ps.name in by_name]
+        patches = []
+        for ps in self.pod_sets(obj):
+            if ps.name not in by_name:
+                continue
+            patch = template_start_patch(ps.template, by_name[ps.name], workload_name, self.topology_gate)
+            patches.append((ps.path, merge_patched(ps.template, patch) if ps.defaulted else patch))
         patch = merge_patched(templates_merge_patch(obj, patches), self._suspend(False))
         if self.start_extra is not None:
             patch = merge_patched(patch, self.start_extra(obj, starts))
         return patch
 
+    def start_writes(self, obj: Obj, workload_name: str, starts: Sequence[PodSetStart]) -> list[Patch]:
+        """The merge patches that start the job, in order (one, but for a kind with a custom start)."""
+        if self.custom_start is not None:
+            return self.custom_start(obj, workload_name, starts)
+        return [self.start_patch(obj, workload_name, starts)]
+
     def restore_patch(self, obj: Obj, original_pod_sets: Sequence[Obj]) -> Patch | None:
         """Undo the start patch from the Workload's pod set templates (Kueue's
         RestorePodSetsInfo); None when there is nothing to restore."""
+        if self.custom_restore is not None:
+            return self.custom_restore(obj, original_pod_sets)
         originals = {ps.get("name"): ps.get("template") or {} for ps in original_pod_sets}
         patches = []
         for ps in self.pod_sets(obj):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.notbuilt import NOT_BUILT
-from scheduler.adapter.kinds.registry import BY_GROUP_KIND, KINDS, enabled_kinds
+from scheduler.adapter.kinds.registry import BY_GROUP_KIND, KINDS, enabled_kinds, external_gvk
 from scheduler.core.config import KueueConfig
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
@@ -42,7 +42,19 @@ class Governance:
 
     @classmethod
     def from_config(cls, config: KueueConfig) -> Governance:
-        return cls(enabled_kinds(config.frameworks), frozenset(config.external_frameworks))
+        """The kinds the Configuration governs. An externalFrameworks entry naming a registry
+        kind in another spelling (AWS's ``HyperPodPytorchJob.v1.sagemaker.amazonaws.com`` for the
+        CLI's ``HyperPodPyTorchJob``) stands for that kind as the API server spells it."""
+        external = set(config.external_frameworks)
+        for kind in KINDS:
+            found = external_gvk(kind, config.external_frameworks)
+            if found is not None:
+                external.add((kind.group, kind.version, kind.kind))
+        return cls(enabled_kinds(config.frameworks, config.external_frameworks), frozenset(external))
+
+    def external_kinds(self) -> tuple[JobKind, ...]:
+        """Registry kinds whose Workloads an external controller creates (never toposched)."""
+        return tuple(k for k in KINDS if (k.group, k.version, k.kind) in self.external)
 
     def governs(self, gvk: GVK) -> bool:
         """Its queued objects are toposched's (a governed kind, at any version: its own webhook

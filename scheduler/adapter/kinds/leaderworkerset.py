@@ -60,6 +60,11 @@ def group_count(lws: Obj) -> int:
     return status_replicas if surging and status_replicas > replicas else replicas
 
 
+def owner_name(pod: Obj) -> str | None:
+    """The LeaderWorkerSet a pod belongs to (LWS labels every pod of a set with its name)."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_SET_NAME)
+
+
 def pod_role(pod: Obj, lws: Obj) -> tuple[int, str, int] | None:
     """Kueue's LWS pod reconciler ``setDefault``: (group index, role, group size) of a pod of
     the set; None while the LWS controller has not given it a group index."""
@@ -121,6 +126,6 @@ LEADERWORKERSET = JobKind(
     shape={**TOP, "spec": {"replicas": "count", "leaderWorkerTemplate": {
         "size": "count", "leaderTemplate": POD_TEMPLATE, "workerTemplate": POD_TEMPLATE}}},
     suspend_path=None, rank_label=WORKER_INDEX,
-    pod_groups=PodGroups(owner_name_label=LABEL_SET_NAME, group_count=group_count, pod_role=pod_role,
+    pod_groups=PodGroups(owner_name=owner_name, group_count=group_count, pod_role=pod_role,
                          template_defaults=template_defaults),
 )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.base import Holding, JobKind
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
@@ -88,11 +88,15 @@ def controller_ref(obj: Mapping[str, Any]) -> OwnerRef | None:
     return None
 
 
-def governed_kind(ref: OwnerRef, kinds: Collection[JobKind]) -> JobKind | None:
+def governed_kind(ref: OwnerRef, kinds: Collection[JobKind], pod_level: bool = False) -> JobKind | None:
     """The kind of ``kinds`` the reference names, API version included (Kueue's
-    ``matchingOwnerReference``)."""
+    ``matchingOwnerReference``). The pod integration's kinds (Pod, Deployment) are no managing
+    ancestor of a job (their pods are managed one by one, not through them) unless
+    ``pod_level``: for the default deny, a Deployment's ReplicaSet is governed through it."""
     kind = BY_GROUP_KIND.get((ref.group, ref.kind))
-    return kind if kind is not None and kind in kinds and kind.version == ref.version else None
+    if kind is None or kind not in kinds or kind.version != ref.version:
+        return None
+    return kind if pod_level or kind.holding is not Holding.PODS else None
 
 
 def interim_kind(ref: OwnerRef) -> InterimKind | None:
@@ -131,7 +135,8 @@ class Resolution:
 
 
 def managed_ancestor(obj: Mapping[str, Any], lookup: OwnerLookup | None, kinds: Collection[JobKind],
-                     interim: bool = False, external: Collection[tuple[str, str, str]] = ()) -> Resolution:
+                     interim: bool = False, external: Collection[tuple[str, str, str]] = (),
+                     pod_level: bool = False) -> Resolution:
     """The top-most queued ancestor of a governed kind (``kinds``, or an external framework's
     (group, version, kind) in ``external``) of ``obj``, by its controller owner references, each
     owner fetched and checked to carry the reference's uid. ``interim``: walk through
@@ -145,7 +150,7 @@ def managed_ancestor(obj: Mapping[str, Any], lookup: OwnerLookup | None, kinds: 
         ref = controller_ref(current)
         if ref is None:
             return Resolution(top, unhonoured)
-        kind = governed_kind(ref, kinds)
+        kind = governed_kind(ref, kinds, pod_level)
         managed = kind is not None or (ref.group, ref.version, ref.kind) in external
         if not managed and not (interim and interim_kind(ref) is not None):
             return Resolution(top, unhonoured)  # an owner of a kind toposched does not govern

@@ -32,8 +32,12 @@ _GROUP_GVKS = {k.gvk for k in with_pod_groups()}
 
 
 def group_workload_name(kind: JobKind, obj: Obj, index: int) -> str:
+    """``<kind>-<name>-<i>-<hash>`` (an LWS group), or ``<kind>-<name>-<hash>`` for a kind with
+    one group per object (a StatefulSet)."""
     meta = obj["metadata"]
-    return kueue_workload_name(kind.kind, kind.group, f"{meta['name']}-{index}", str(meta["uid"]))
+    single = kind.pod_groups is not None and kind.pod_groups.single_group
+    return kueue_workload_name(kind.kind, kind.group, meta["name"] if single else f"{meta['name']}-{index}",
+                               str(meta["uid"]))
 
 
 def is_group_workload(wl: Mapping[str, Any]) -> bool:
@@ -44,6 +48,7 @@ def group_workload(kind: JobKind, obj: Obj, index: int, priority: int,
                    priority_class_ref: Mapping[str, str] | None) -> dict[str, Any]:
     """The Workload of group ``index`` (Kueue's ``constructWorkload``, v1beta2)."""
     meta = obj["metadata"]
+    single = kind.pod_groups is not None and kind.pod_groups.single_group
     spec: dict[str, Any] = {"queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
                             "podSets": workload_pod_sets(kind, obj), "priority": priority, "active": True}
     if priority_class_ref:
@@ -57,7 +62,8 @@ def group_workload(kind: JobKind, obj: Obj, index: int, priority: int,
             "name": group_workload_name(kind, obj, index), "namespace": meta.get("namespace", "default"),
             "labels": labels,
             "annotations": {ANN_IS_GROUP_WORKLOAD: "true", ANN_JOB_OWNER_GVK: kind.gvk,
-                            ANN_JOB_OWNER_NAME: meta["name"], ANN_COMPONENT_INDEX: str(index)},
+                            ANN_JOB_OWNER_NAME: meta["name"],
+                            **({} if single else {ANN_COMPONENT_INDEX: str(index)})},
             # controllerutil.SetOwnerReference: an owner, not the controller
             "ownerReferences": [{"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"],
                                  "uid": meta["uid"]}],
@@ -79,7 +85,11 @@ def pod_group_patch(kind: JobKind, pod: Obj, owner: Obj) -> dict[str, Any] | Non
         return None
     index, pod_set, size = role
     name = group_workload_name(kind, owner, index)
+    out = {LABEL_MANAGED: "true", LABEL_QUEUE_NAME: queue, LABEL_POD_GROUP_NAME: name, LABEL_PREBUILT_WORKLOAD: name}
+    priority = ((owner.get("metadata") or {}).get("labels") or {}).get(LABEL_PRIORITY_CLASS)
+    if priority and LABEL_PRIORITY_CLASS not in labels:  # Kueue copies it onto the group's pods
+        out[LABEL_PRIORITY_CLASS] = priority
     return {"metadata": {
-        "labels": {LABEL_MANAGED: "true", LABEL_QUEUE_NAME: queue, LABEL_POD_GROUP_NAME: name,
-                   LABEL_PREBUILT_WORKLOAD: name},
-        "annotations": {ANN_POD_GROUP_TOTAL_COUNT: str(size), ANN_ROLE_HASH: pod_set}}}
+        "labels": out,
+        "annotations": {**kind.pod_groups.pod_annotations, ANN_POD_GROUP_TOTAL_COUNT: str(size),
+                        ANN_ROLE_HASH: pod_set}}}

@@ -10,16 +10,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.base import Holding, JobKind
 from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.kinds.deployment import DEPLOYMENT
+from scheduler.adapter.kinds.hyperpod import HYPERPODPYTORCHJOB
 from scheduler.adapter.kinds.jobset import JOBSET
 from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
 from scheduler.adapter.kinds.mpijob import MPIJOB
 from scheduler.adapter.kinds.notbuilt import NOT_BUILT, KnownKind
+from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
+from scheduler.adapter.kinds.ray import RAYCLUSTER, RAYJOB, RAYSERVICE
+from scheduler.adapter.kinds.statefulset import STATEFULSET
+from scheduler.adapter.kinds.trainjob import TRAINJOB
 
 # The registry: one line per governed kind.
-KINDS: tuple[JobKind, ...] = (BATCH_JOB, JOBSET, PYTORCHJOB, MPIJOB, LEADERWORKERSET)
+KINDS: tuple[JobKind, ...] = (BATCH_JOB, JOBSET, PYTORCHJOB, MPIJOB, LEADERWORKERSET, TRAINJOB, RAYJOB, RAYCLUSTER,
+                              RAYSERVICE, HYPERPODPYTORCHJOB, POD, DEPLOYMENT, STATEFULSET)
 
 BY_FRAMEWORK: Mapping[str, JobKind] = {k.framework: k for k in KINDS}
 BY_GROUP_KIND: Mapping[tuple[str, str], JobKind] = {(k.group, k.kind): k for k in KINDS}
@@ -54,12 +61,29 @@ def by_owner_reference(ref: Mapping[str, Any]) -> JobKind | None:
     return found if found is not None and ref.get("apiVersion") == found.api_version else None
 
 
-def enabled_kinds(frameworks: Sequence[str]) -> tuple[JobKind, ...]:
+GVK = tuple[str, str, str]  # (group, version, kind)
+
+
+def external_gvk(kind: JobKind, external: Iterable[GVK]) -> GVK | None:
+    """The ``integrations.externalFrameworks`` entry naming ``kind`` (its kind or one of its
+    other spellings, same group and version), or None."""
+    spellings = {kind.kind, *kind.aliases}
+    return next((e for e in external if e[0] == kind.group and e[1] == kind.version and e[2] in spellings), None)
+
+
+def enabled_kinds(frameworks: Sequence[str], external: Iterable[GVK] = ()) -> tuple[JobKind, ...]:
     """The kinds a Kueue ``integrations.frameworks`` list enables; an empty list (no
-    Configuration) keeps toposched's default: every kind it governs."""
-    if not frameworks:
-        return KINDS
-    return tuple(k for k in KINDS if k.framework in frameworks)
+    Configuration) keeps toposched's default: every kind it governs. Kueue's pod-level
+    integrations imply ``pod`` (Kueue: enabling ``deployment`` or ``statefulset`` enables it).
+    A kind Kueue knows only as an external framework (``builtin=False``) is governed natively
+    unless ``external`` (``integrations.externalFrameworks``) names it: then its own controller
+    creates its Workloads."""
+    external = tuple(external)
+    named = set(frameworks)
+    if named & {DEPLOYMENT.framework, STATEFULSET.framework}:
+        named.add(POD.framework)
+    return tuple(k for k in KINDS
+                 if (not frameworks or k.framework in named or not k.builtin) and external_gvk(k, external) is None)
 
 
 def unmanaged_frameworks(frameworks: Sequence[str]) -> list[str]:
@@ -69,6 +93,12 @@ def unmanaged_frameworks(frameworks: Sequence[str]) -> list[str]:
 
 def suspendable(kinds: Iterable[JobKind] = KINDS) -> tuple[JobKind, ...]:
     return tuple(k for k in kinds if k.suspendable)
+
+
+def watched(kinds: Iterable[JobKind] = KINDS) -> tuple[JobKind, ...]:
+    """Kinds whose objects the controller reads (an informer each); the pod integration's
+    kinds (Pod, Deployment) are read through their pods."""
+    return tuple(k for k in kinds if k.holding is not Holding.PODS)
 
 
 def with_pod_groups(kinds: Iterable[JobKind] = KINDS) -> tuple[JobKind, ...]:

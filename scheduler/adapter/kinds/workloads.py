@@ -8,11 +8,12 @@ would queue for it. Pure functions on object dicts.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource
+from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource, Related
 from scheduler.adapter.kinds.notbuilt import NOT_BUILT
+from scheduler.adapter.kinds.pod import POD, group_name, group_pod_sets
 from scheduler.adapter.kinds.registry import KINDS, kind_of
 from scheduler.core.defrag import DEFRAG_ANNOTATIONS
 from scheduler.core.kueue_names import LABEL_JOB_UID
@@ -57,18 +58,20 @@ def workload_pod_set(ps: PodSetSource) -> dict[str, Any]:
     return out
 
 
-def workload_pod_sets(kind: JobKind, obj: Obj) -> list[dict[str, Any]]:
-    return [workload_pod_set(ps) for ps in kind.pod_sets(obj)]
+def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None) -> list[dict[str, Any]]:
+    """The Workload's ``spec.podSets`` of an object (``related``: the objects a kind such as the
+    TrainJob reads its templates from; raises :class:`WorkloadFormatError` when it needs them)."""
+    return [workload_pod_set(ps) for ps in kind.read_pod_sets(obj, related)]
 
 
 def workload_for_job(kind: JobKind, job: Obj, priority: int,
-                     priority_class_ref: Mapping[str, str] | None) -> dict[str, Any]:
+                     priority_class_ref: Mapping[str, str] | None, related: Related | None = None) -> dict[str, Any]:
     """The Workload Kueue's job reconciler would create for ``job`` (v1beta2)."""
     meta = job["metadata"]
     name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"])
     spec: dict[str, Any] = {
         "queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
-        "podSets": workload_pod_sets(kind, job),
+        "podSets": workload_pod_sets(kind, job, related),
         "priority": priority,
         "active": True,
     }
@@ -115,9 +118,23 @@ def is_placeable(obj: Mapping[str, Any]) -> bool:
     return obj.get("kind") in PLACEABLE_KINDS
 
 
-def workload_from_manifest(obj: Mapping[str, Any]) -> WorkloadSpec:
+def related_in(documents: Sequence[Mapping[str, Any]]) -> Related:
+    """A related-object lookup over the documents of a file (a TrainJob's runtime next to it)."""
+    def find(kind: str, namespace: str, name: str) -> Obj | None:
+        for doc in documents:
+            meta = doc.get("metadata") or {}
+            if doc.get("kind") == kind and meta.get("name") == name and (
+                    not namespace or meta.get("namespace", namespace) == namespace):
+                return doc
+        return None
+    return find
+
+
+def workload_from_manifest(obj: Mapping[str, Any], documents: Sequence[Mapping[str, Any]] = ()) -> WorkloadSpec:
     """Any governed kind -> the :class:`WorkloadSpec` of the Workload Kueue would create for it
-    (a LeaderWorkerSet: one group's). Raises :class:`WorkloadFormatError` (or the codec's
+    (a LeaderWorkerSet: one group's; a Deployment: one replica's; a pod of a pod group: the
+    group's, its members among ``documents``). ``documents``: the other objects of the file (a
+    TrainJob's runtime). Raises :class:`WorkloadFormatError` (or the codec's
     :class:`TopologyRequestError`)."""
     kind_name = obj.get("kind")
     if kind_name in ("Job", "Workload"):  # read by the core directly (core/workload.py)
@@ -132,10 +149,15 @@ def workload_from_manifest(obj: Mapping[str, Any]) -> WorkloadSpec:
     meta = obj.get("metadata") or {}
     if "name" not in meta:
         raise WorkloadFormatError("metadata.name: missing")
+    if kind is POD and group_name(obj):
+        members = [d for d in documents if d.get("kind") == "Pod" and group_name(d) == group_name(obj)] or [obj]
+        pod_sets = [workload_pod_set(ps) for ps in group_pod_sets(members)]
+    else:
+        given = [d for d in documents if d.get("kind") in {r.kind for r in kind.related}]
+        pod_sets = workload_pod_sets(kind, obj, related_in(given) if given else None)
     workload = {
         "kind": "Workload",
         "metadata": meta,
-        "spec": {"podSets": workload_pod_sets(kind, obj),
-                 "queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, "")},
+        "spec": {"podSets": pod_sets, "queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, "")},
     }
     return workload_from_kueue(workload)

@@ -246,12 +246,14 @@ def with_leaf_counts(prob: Problem, leaf_counts: IntArray) -> Problem:
 
 
 def sort_domains(prob: Problem, level: int, candidates: IntArray, *, stale_slices: bool = False,
-                 best_fit: bool | None = None) -> IntArray:
+                 best_fit: bool | None = None, pods: IntArray | None = None) -> IntArray:
     """Kueue's order: preferred affinity score desc (when scored), units desc (BestFit) / asc
-    (LeastFreeCapacity), pods asc, path asc. ``stale_slices``: children below the slice level,
-    whose slice count Kueue leaves at zero, so only pods ascending and path order them."""
+    (LeastFreeCapacity), pods asc, path asc. ``stale_slices``: children below the outermost
+    slice level, whose slice count Kueue leaves at zero (also under an inner slice layer: Kueue
+    sorts before it recomputes the inner count), so only pods ascending and path order them.
+    ``pods``: the level's pod counts to sort by (default ``prob.pod_counts[level]``)."""
     units = prob.units[level][candidates]
-    pods = prob.pod_counts[level][candidates]
+    pods = (prob.pod_counts[level] if pods is None else pods)[candidates]
     best = prob.best_fit if best_fit is None else best_fit
     primary = np.zeros_like(units) if stale_slices else (-units if best else units)
     keys: tuple[IntArray, ...] = (candidates, pods, primary)
@@ -262,6 +264,19 @@ def sort_domains(prob: Problem, level: int, candidates: IntArray, *, stale_slice
     perm = np.lexsort(keys)
     ordered: IntArray = candidates[perm]
     return ordered
+
+
+def own_pod_counts(prob: Problem, level: int) -> IntArray:
+    """Pods a domain of ``level`` holds as Kueue counts them for sorting: the sum of its
+    children's (rounded) counts, not rounded down to its own inner slice layer (Kueue rounds a
+    child's contribution to its parent, never the child's own count)."""
+    if level not in prob.inner:
+        return prob.pod_counts[level]
+    if level == len(prob.tree.levels) - 1:
+        return prob.fit.counts
+    own: IntArray = np.bincount(prob.tree.parent[level + 1], weights=prob.pod_counts[level + 1],
+                                minlength=prob.tree.domain_count(level)).astype(np.int64)
+    return own
 
 
 def _top_tier(order: IntArray, scores: IntArray | None) -> IntArray:
@@ -409,12 +424,15 @@ def descend(prob: Problem, level: int, chosen: list[tuple[int, int]], *, per_par
             continue
         ratio_num = 1 if pods_at_level and parent_level == level else prob.units_per_level[parent_level]
         ratio_den = prob.units_per_level[child_level]
-        stale = child_level > prob.slice_level and ratio_den == 1
+        # Below the outermost slice level Kueue orders children by free pods ascending, inner
+        # slice layers included (the largest-first order was a known gap, issue 36).
+        stale = child_level > prob.slice_level
+        own = own_pod_counts(prob, child_level) if stale else None
         nxt: dict[int, int] = {}
         for parent in sorted(current):
             need = -(-(current[parent] * ratio_num) // ratio_den)
             kids = _allowed(prob, child_level, _children(tree, parent_level, [parent]))
-            order = sort_domains(prob, child_level, kids, stale_slices=stale)
+            order = sort_domains(prob, child_level, kids, stale_slices=stale, pods=own)
             taken = take_in_order(child_units, order, need, prob.best_fit, scores)
             if taken is None:
                 raise no_fit_error(prob, 0)

@@ -28,6 +28,7 @@ from scheduler.core.placement.types import (
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.spreading import SpreadCounts
 from scheduler.core.topology import IntArray, TopologyTree
+from scheduler.core.topology_request import without_inner_layers
 from scheduler.core.workload import PodSetSpec
 
 __all__ = [
@@ -96,6 +97,8 @@ def place_workload(
         time_budget_s /= 2
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {', '.join(SOLVERS)}")
+    if not gates.multi_layer:  # Kueue without TASMultiLayerTopology places the outermost layer only
+        pod_sets = [replace(ps, topology=without_inner_layers(ps.topology)) for ps in pod_sets]
     deadline = time.monotonic() + max(time_budget_s, 0.0)
     return _place_in_order(tree, pod_sets, solver, deadline, implied_tas, gates, spread_counts or {}, opts)
 

@@ -19,6 +19,7 @@ class PlacementGates:
     affinity_preferred: bool = False  # TASRespectNodeAffinityPreferred: score by preferred affinity
     spreading: bool = False  # TASTopologySpreading: podset-topology-spreading rules
     partial_slices: bool = False  # TASPartialSlices: a count the slice size does not divide
+    multi_layer: bool = False  # TASMultiLayerTopology (beta on from v0.19): inner slice layers
 
     @classmethod
     def from_gates(cls, enabled: Callable[[str], bool]) -> PlacementGates:
@@ -29,6 +30,7 @@ class PlacementGates:
             affinity_preferred=enabled("TASRespectNodeAffinityPreferred"),
             spreading=enabled("TASTopologySpreading"),
             partial_slices=enabled("TASPartialSlices"),
+            multi_layer=enabled("TASMultiLayerTopology"),
         )
 
 

@@ -19,7 +19,9 @@ Two strategies of ``preemption.strategies`` call :func:`clear_domain`:
 
 Only victims the ClusterQueue's policy allows are taken (``plan.find_candidates``:
 ``withinClusterQueue``, ``reclaimWithinCohort`` of borrowing queues, ``borrowWithinCohort``
-thresholds via the plan's attempts), with Kueue's reasons and messages.
+thresholds via the plan's attempts), with Kueue's reasons and messages, and those the
+preemptor ClusterQueue's PreemptionConfig selects (``rules.configured_plan``: reason
+``ConfigurablePreemption``); a PreemptionLimit may hold the clearing back (``strategies.Ask.clear``).
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.domain_target import DomainTarget, levels_to_try, selector_of
 from scheduler.core.preemption.cost import Priority, SetCost, victim_cost
 from scheduler.core.preemption.domains import DomainRequest, Domains
 from scheduler.core.preemption.plan import Attempt
-from scheduler.core.preemption.targets import FitCheck, Target, Victims
+from scheduler.core.preemption.targets import CONFIGURABLE_PREEMPTION, FitCheck, Target, Victims
 from scheduler.core.quota import FlavorResource, QuotaState
 from scheduler.core.topology import TopologyTree
 
@@ -55,6 +58,18 @@ class ClearContext:
     usage: Mapping[FlavorResource, int]  # the preemptor's quota usage
     fits: FitCheck  # the cycle's full check: quota and the real placement without the victims
     priority: Priority
+    # Candidates the preemptor ClusterQueue's PreemptionConfig selected (rules.py): taken
+    # regardless of the policy's borrowing re-check, reason ConfigurablePreemption.
+    configured: frozenset[str] = frozenset()
+
+
+def _take(ctx: ClearContext, victims: Victims, cand: AdmittedWorkload) -> None:
+    """Take ``cand`` if the policy still allows it (an other-queue victim only while its queue
+    borrows, as Kueue re-checks after every removal), or a PreemptionConfig rule selected it."""
+    if cand.key in ctx.configured:
+        victims.take(cand, CONFIGURABLE_PREEMPTION)
+    elif victims.may_take(cand):
+        victims.take(cand)
 
 
 def _clear_one(ctx: ClearContext, doms: Domains, leaves: Sequence[int], attempt: Attempt) -> list[Target] | None:
@@ -64,8 +79,7 @@ def _clear_one(ctx: ClearContext, doms: Domains, leaves: Sequence[int], attempt:
     for cand in doms.blockers(leaves, attempt.candidates):
         if doms.pods_fit(leaves, victims.workloads):
             break
-        if victims.may_take(cand):
-            victims.take(cand)
+        _take(ctx, victims, cand)
     if not doms.pods_fit(leaves, victims.workloads):
         return None
     # Put back, newest choice first, every blocker the domain can do without.
@@ -78,8 +92,8 @@ def _clear_one(ctx: ClearContext, doms: Domains, leaves: Sequence[int], attempt:
             break
         short = {fr for fr, v in ctx.usage.items() if v > work.available(ctx.cq, fr)}
         taken = any(t.workload.key == cand.key for t in victims.targets)
-        if not taken and any(cand.usage.get(fr, 0) > 0 for fr in short) and victims.may_take(cand):
-            victims.take(cand)
+        if not taken and any(cand.usage.get(fr, 0) > 0 for fr in short):
+            _take(ctx, victims, cand)
     if not victims.targets or not victims.fit(ctx.fits):
         return None
     return victims.targets

@@ -16,6 +16,11 @@ them and returns the first final answer, else the fallback, else no targets.
 * clear-domain (beyond Kueue): the cheapest policy-allowed victims that free one whole domain,
   taken over the fallback when it preempts no more live workloads.
 
+The two domain-clearing strategies (sticky, clear-domain) follow Kueue's PreemptionConfig and
+PreemptionLimit where the preemptor's ClusterQueue has them (rules.py): the rules add
+candidates, and a clearing a limit would exceed gives no answer (:func:`held_back`), the limit
+recorded in the result (``Found.blocked_by_limit``) so the preemptor is told and asked again.
+
 With domain preemption off (``Snapshot.domain_preemption``) the sticky and clear-domain
 strategies never answer and classical's answer is final: Kueue's preemption.
 """
@@ -23,7 +28,7 @@ strategies never answer and classical's answer is final: Kueue's preemption.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from scheduler.core.admitted import AdmittedWorkload
@@ -37,9 +42,16 @@ from scheduler.core.preemption.cpsat import tas_targets
 from scheduler.core.preemption.domains import DomainRequest
 from scheduler.core.preemption.fair_sharing import fair_targets
 from scheduler.core.preemption.plan import Attempt, find_candidates, preemption_plan
+from scheduler.core.preemption.rules import (
+    NO_CONFIGURED_PREEMPTION,
+    ConfiguredPreemption,
+    configured_plan,
+    limit_blocking,
+)
 from scheduler.core.preemption.targets import FitCheck, Target
-from scheduler.core.quota import ClusterQueueSpec, FlavorResource, QuotaState
+from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorResource, QuotaState
 from scheduler.core.topology import TopologyTree
+from scheduler.core.workload import WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -51,10 +63,19 @@ class Preemptor:
     cq: ClusterQueueSpec
     assignment: FlavorAssignment
     needs: frozenset[FlavorResource]  # the flavor-resources whose quota (or topology) needs preemption
-    first_pod_set: str  # domain clearing frees the resources of this pod set (the only one with a request)
-    annotations: Mapping[str, str]  # its sticky target, if any, is kept there
+    spec: WorkloadSpec  # as queued: its labels (PreemptionConfig rules), its sticky target annotation
     request: DomainRequest | None = None  # one TAS pod set wanting one domain (never with fair sharing)
     required: bool = False  # the request's level is required (else preferred)
+
+    @property
+    def first_pod_set(self) -> str:
+        """Domain clearing frees the resources of this pod set (the only one with a request)."""
+        return self.spec.pod_sets[0].name
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        """Its sticky target, if any, is kept there."""
+        return self.spec.annotations
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,12 @@ class Ask:
     weights: Mapping[str, float]  # fair sharing's weights
     domain_preemption: bool
     budget_s: float  # per CP-SAT victim search
+    # Kueue's PreemptionConfig / PreemptionLimit for domain clearing (rules.py), at ``now``;
+    # the ClusterQueues and Cohorts their scopes are read in.
+    rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
+    now: float = 0.0
+    cluster_queues: Mapping[str, ClusterQueueSpec] = field(default_factory=dict)
+    cohorts: Mapping[str, CohortSpec] = field(default_factory=dict)
 
     @cached_property
     def plan(self) -> list[Attempt]:
@@ -88,7 +115,9 @@ class Ask:
 
     def clear(self, only: DomainTarget | None) -> Found | None:
         """Domain clearing (clear_domain.py): every policy-preemptible blocker on the flavor
-        counts, whatever resource it uses; ``only``: that domain alone."""
+        counts, whatever resource it uses, and every candidate the preemptor ClusterQueue's
+        PreemptionConfig selects (rules.py); ``only``: that domain alone. A PreemptionLimit the
+        clearing would exceed holds it back: no targets, the limit named (:func:`held_back`)."""
         request = self.domain_wanted
         if request is None:
             return None
@@ -97,11 +126,19 @@ class Ask:
         needs = frozenset(fr for fr in psf.usage if fr[0] == request.flavor)
         plan = preemption_plan(p.priority, p.timestamp, p.cq, self.quota, self.admitted, needs, self.priority,
                                self.lq_usage)
+        plan, configured = configured_plan(self.rules, plan, p.spec, p.cq.name, p.priority, self.admitted,
+                                           self.priority, self.quota.fits(p.cq.name, p.assignment.usage),
+                                           self.cluster_queues, self.cohorts)
         if not plan:
             return None
-        ctx = ClearContext(p.cq.name, self.quota, needs, p.assignment.usage, self.fits, self.priority)
+        ctx = ClearContext(p.cq.name, self.quota, needs, p.assignment.usage, self.fits, self.priority, configured)
         choice = clear_domain(self.trees[request.flavor], request, p.required, plan, ctx, only)
-        return Found(choice.targets, True, choice) if choice is not None else None
+        if choice is None:
+            return None
+        blocked = limit_blocking(self.rules, self.now, p.cq.name, choice.targets)
+        if blocked is not None:  # PreemptionLimit: no domain clearing for this preemptor now
+            return held_back(blocked.name)
+        return Found(choice.targets, True, choice)
 
 
 @dataclass(frozen=True)
@@ -109,9 +146,17 @@ class Found:
     targets: tuple[Target, ...]
     final: bool = True  # False: a fallback the next strategies may beat
     domain: DomainChoice | None = None  # the domain clearing frees
+    # The PreemptionLimit that held a domain clearing back on the way ("" none): the preemptor
+    # is told (Pending.blocked_by_limit) whatever the other strategies found.
+    blocked_by_limit: str = ""
 
 
 NOTHING = Found(())
+
+
+def held_back(limit: str) -> Found:
+    """A domain clearing a PreemptionLimit held back: no answer, but the limit is remembered."""
+    return Found((), final=False, blocked_by_limit=limit)
 Strategy = Callable[[Ask, Found | None], Found | None]
 
 
@@ -167,7 +212,9 @@ def _live(found: Found, ask: Ask) -> int:
 
 def clear_any_domain(ask: Ask, fallback: Found | None) -> Found | None:
     cleared = ask.clear(None)
-    if cleared is None or (fallback is not None and _live(cleared, ask) > _live(fallback, ask)):
+    if cleared is None or cleared.blocked_by_limit:
+        return cleared
+    if fallback is not None and _live(cleared, ask) > _live(fallback, ask):
         return None
     return cleared
 
@@ -176,13 +223,18 @@ STRATEGIES: tuple[Strategy, ...] = (fair_sharing, sticky, cpsat, classical, clea
 
 
 def choose_targets(ask: Ask, strategies: Sequence[Strategy] = STRATEGIES) -> Found:
-    """The first final answer of ``strategies``, else the last fallback, else no targets."""
+    """The first final answer of ``strategies``, else the last fallback, else no targets; with
+    the first PreemptionLimit that held a domain clearing back on the way."""
     fallback: Found | None = None
+    blocked = ""
     for strategy in strategies:
         found = strategy(ask, fallback)
         if found is None:
             continue
+        if found.blocked_by_limit and not found.targets:  # held back: no answer from it
+            blocked = blocked or found.blocked_by_limit
+            continue
         if found.final:
-            return found
+            return replace(found, blocked_by_limit=blocked)
         fallback = found
-    return fallback if fallback is not None else NOTHING
+    return replace(fallback if fallback is not None else NOTHING, blocked_by_limit=blocked)

@@ -16,12 +16,14 @@ IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
 IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
 IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+CONFIGURABLE_PREEMPTION = "ConfigurablePreemption"  # a PreemptionConfig rule selected it (rules.py)
 
 HUMAN_READABLE_REASONS = {
     IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
     IN_COHORT_RECLAMATION: "reclamation within the cohort",
     IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
     IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+    CONFIGURABLE_PREEMPTION: "the configured preemption rules",  # Kueue v0.20's PreemptionConfig
 }
 
 # The cycle's fit check for a preemptor: (quota with the victims' usage removed, the victims,
@@ -99,9 +101,12 @@ class Victims:
     def may_take(self, cand: AdmittedWorkload) -> bool:
         return cand.cluster_queue == self.cq or cq_is_borrowing(self.work, cand.cluster_queue, self.needs)
 
-    def take(self, cand: AdmittedWorkload) -> None:
-        reason, forbids_borrowing = target_reason(cand, self.cq, self.below_priority, self.priority)
-        self.allow_borrowing = self.allow_borrowing and not forbids_borrowing
+    def take(self, cand: AdmittedWorkload, reason: str | None = None) -> None:
+        """Take ``cand`` with the policy's reason; ``reason`` given (a rule selected it:
+        ``CONFIGURABLE_PREEMPTION``): with that reason, whatever the policy says."""
+        if reason is None:
+            reason, forbids_borrowing = target_reason(cand, self.cq, self.below_priority, self.priority)
+            self.allow_borrowing = self.allow_borrowing and not forbids_borrowing
         self.work.remove_usage(cand.cluster_queue, cand.usage)
         self.targets.append(Target(cand, reason))
 

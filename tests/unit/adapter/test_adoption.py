@@ -79,5 +79,25 @@ def test_an_admission_into_a_missing_cluster_queue_is_a_note() -> None:
 
 
 def test_a_pending_workload_of_a_kind_toposched_does_not_start_is_a_blocker() -> None:
-    report = check(workloads=[workload("r", False, owner="RayJob"), workload("p", True, owner="Pod")])
-    assert not report.ready and "team/r (RayJob)" in report.findings[0].text  # the admitted Pod group is kept
+    report = check(workloads=[workload("r", False, owner="AppWrapper"), workload("p", True, owner="Pod")])
+    assert not report.ready and "team/r (AppWrapper)" in report.findings[0].text  # the admitted Pod group is kept
+    # RayJobs, TrainJobs, pods ... are governed now: their pending Workloads are adopted
+    assert check(workloads=[workload("r", False, owner="RayJob"), workload("q", False, owner="Pod")]).ready
+
+
+def test_pods_gated_by_kueues_ungater_are_released_by_toposched_when_they_name_their_pod_set() -> None:
+    named = {"metadata": {"name": "n", "namespace": "team", "annotations": {"kueue.x-k8s.io/workload": "w"},
+                          "labels": {"kueue.x-k8s.io/podset": "main"}},
+             "spec": {"schedulingGates": [{"name": KUEUE_TOPOLOGY_GATE}]}}
+    assert check(pods=[named]).ready
+
+
+def test_hyperpod_jobs_of_task_governance_are_adopted_in_either_spelling() -> None:
+    """Task governance clusters: the operator's Workloads name their owner HyperPodPytorchJob (AWS's
+    spelling in its externalFrameworks entry) or HyperPodPyTorchJob (the CLI's): toposched governs
+    that kind (natively, or as an external framework), so admitted ones keep their admission and
+    pending ones are adopted, not a blocker."""
+    for kind in ("HyperPodPytorchJob", "HyperPodPyTorchJob"):
+        report = check(workloads=[workload("running", True, owner=kind), workload("queued", False, owner=kind)])
+        assert report.ready, report.lines()
+        assert report.lines()[-1].startswith("1 admitted Workloads keep their admission, 1 pending")

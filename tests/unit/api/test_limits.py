@@ -92,9 +92,24 @@ def test_controller_exits_2_with_one_line_before_touching_a_cluster(capsys: pyte
     assert "--grpc-tls-cert" in err and "--grpc-token-file" in err
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--grpc-max-connections-per-client", "0"],
+     "--grpc-max-connections-per-client must be between 1 and --grpc-max-connections (512), got 0"),
+    (["--grpc-max-connections", "16", "--grpc-max-connections-per-client", "32"],
+     "--grpc-max-connections-per-client must be between 1 and --grpc-max-connections (16), got 32"),
+    (["--grpc-max-connections", "0"], "--grpc-max-connections must be at least 1, got 0"),
+])
+def test_controller_refuses_connection_caps_that_cannot_work(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             flags: list[str], message: str) -> None:
+    code = main(["controller", "--kubeconfig", str(tmp_path / "absent"), *flags])
+    assert code == 2
+    assert capsys.readouterr().err == f"toposched controller: {message}\n"
+
+
 def test_controller_with_the_api_off_is_not_refused(tmp_path: Path) -> None:
     args = argparse.Namespace(grpc_port=0, grpc_bind="0.0.0.0", grpc_tls_cert=None, grpc_tls_key=None,
-                              grpc_client_ca=None, grpc_token_file=None)
+                              grpc_client_ca=None, grpc_token_file=None, grpc_max_connections=512,
+                              grpc_max_connections_per_client=64)
     check_grpc_args(args)  # --grpc-port 0: nothing is served
     args.grpc_port, args.grpc_token_file = 50051, tmp_path / "token"
     check_grpc_args(args)

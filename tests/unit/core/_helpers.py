@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from scheduler.core.nodes import NodeCondition, NodeInfo, PodInfo, Taint
-from scheduler.core.placement.types import Placement
+from scheduler.core.placement.types import Placement, PlacementGates
 from scheduler.core.topology import TopologyTree
 
 HOST = "kubernetes.io/hostname"
 BLOCK, RACK = "cloud.com/topology-block", "cloud.com/topology-rack"
 LEVELS3 = (BLOCK, RACK, HOST)
 READY = (NodeCondition("Ready", "True"),)
+# Inner slice layers are placed only under TASMultiLayerTopology (Kueue v0.19's default, off in v0.17).
+MULTI_LAYER = PlacementGates(multi_layer=True)
 
 
 def node(

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.workload import workload_from_job
-from tests.unit.core._helpers import BLOCK, HOST, RACK, node, per_node, tree_of
+from tests.unit.core._helpers import BLOCK, HOST, MULTI_LAYER, RACK, node, per_node, tree_of
 
 # r1: n1=3, n2=3 ; r2: n3=2, n4=1   (cpu cores = pods that fit)
 CLUSTER = [
@@ -109,7 +109,7 @@ def test_annotation_kind(
 ) -> None:
     workload = workload_from_job(job(count, annotations))
     tree = tree_of(CLUSTER)
-    placement = place_workload(tree, workload.pod_sets, solver="greedy", implied_tas=True)
+    placement = place_workload(tree, workload.pod_sets, solver="greedy", implied_tas=True, gates=MULTI_LAYER)
     if isinstance(want, str):
         assert placement.reason == want
     else:

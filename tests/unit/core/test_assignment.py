@@ -54,7 +54,8 @@ def test_v1beta1_shape() -> None:
 def test_hostname_prefix_runs_split_when_smaller() -> None:
     hosts = [f"ip-10-0-0-{i}" for i in range(10)] + [f"gpu-node-{i}" for i in range(10)]
     p = psp((HOST,), *(((h,), 1) for h in hosts))
-    enc = encode_v1beta2(p)
+    assert len(encode_v1beta2(p)["slices"]) == 1  # Kueue v0.17: one slice
+    enc = encode_v1beta2(p, split_by_hostname_prefix=True)  # TASAssignmentsEncodingByHostnamePrefix
     assert len(enc["slices"]) == 2
     assert decode_topology_assignment(enc) == ((HOST,), list(p.domains))
 
@@ -124,5 +125,5 @@ names = st.text(alphabet="ab-12", min_size=1, max_size=6)
 def test_round_trip_both_versions(rows: list[tuple[str, str, int]]) -> None:
     rows.sort()
     p = psp(("rack", HOST), *(((r, h), c) for r, h, c in rows))
-    for enc in (encode_v1beta2(p), encode_v1beta2(p, split_by_hostname_prefix=False), encode_v1beta1(p)):
+    for enc in (encode_v1beta2(p), encode_v1beta2(p, split_by_hostname_prefix=True), encode_v1beta1(p)):
         assert decode_topology_assignment(enc) == (("rack", HOST), list(p.domains))

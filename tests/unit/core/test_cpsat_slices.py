@@ -11,7 +11,7 @@ from scheduler.core.placement import cpsat, greedy
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.topology_request import SliceConstraint, TopologyRequest
 from scheduler.core.workload import PodSetSpec
-from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, RACK, node, tree_of
+from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, MULTI_LAYER, RACK, node, tree_of
 
 
 def _leaf_pods(tree, placement):  # type: ignore[no-untyped-def]
@@ -51,8 +51,8 @@ def test_cpsat_slices_whole_and_never_worse(seed: int) -> None:
 
 def _greedy_and_cpsat(tree, ps):  # type: ignore[no-untyped-def]
     """Both answers; None when neither fits (then with the same reason)."""
-    plain = place_workload(tree, [ps], solver="greedy")
-    solved = place_workload(tree, [ps], solver="cpsat", time_budget_s=1.0)
+    plain = place_workload(tree, [ps], solver="greedy", gates=MULTI_LAYER)
+    solved = place_workload(tree, [ps], solver="cpsat", time_budget_s=1.0, gates=MULTI_LAYER)
     assert solved.fits == plain.fits
     if not plain.fits:
         assert solved.reason == plain.reason

@@ -12,7 +12,7 @@ from scheduler.core.nodes import NodeInfo, PodInfo, Taint, Toleration
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.topology_request import SliceConstraint, TopologyRequest
 from scheduler.core.workload import PodSetSpec
-from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, RACK, node, per_node, tree_of
+from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, MULTI_LAYER, RACK, node, per_node, tree_of
 
 
 def _without(n: NodeInfo, label: str) -> NodeInfo:
@@ -264,7 +264,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_scenario(case: Case) -> None:
     tree = tree_of(case.nodes, case.levels, case.pods)
-    placement = place_workload(tree, case.pod_sets, solver="greedy", implied_tas=case.implied)
+    placement = place_workload(tree, case.pod_sets, solver="greedy", implied_tas=case.implied, gates=MULTI_LAYER)
     assert placement.solver == "greedy"
     if isinstance(case.want, str):
         assert not placement.fits

@@ -18,7 +18,7 @@ from scheduler.core.placement import cpsat
 from scheduler.core.placement.planner import Placement, place_workload
 from scheduler.core.topology_request import SliceConstraint, TopologyRequest
 from scheduler.core.workload import PodSetSpec
-from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, RACK, node, per_node, tree_of
+from tests.unit.core._helpers import BLOCK, HOST, LEVELS3, MULTI_LAYER, RACK, node, per_node, tree_of
 
 GPU = "example.com/gpu"
 DC = "cloud.com/topology-datacenter"
@@ -178,7 +178,7 @@ def test_multi_layer_no_fit_message(case: MultiLayerCase, solver: str) -> None:
     tree = tree_of(case.nodes, case.levels)
     ps = PodSetSpec("main", case.count, {"cpu": 1000},
                     TopologyRequest(required=case.required, slice_constraints=case.layers))
-    placement = place_workload(tree, [ps], solver=solver)
+    placement = place_workload(tree, [ps], solver=solver, gates=MULTI_LAYER)
     assert not placement.fits
     assert placement.reason == case.want_reason
 

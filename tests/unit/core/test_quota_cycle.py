@@ -101,6 +101,33 @@ def test_hierarchical_cohort_quota_and_borrowing() -> None:
     assert q.available("a", fr) == 5000
 
 
+def test_charging_each_queue_its_sum_is_charging_each_workload_in_turn() -> None:
+    """quota_in_use charges a ClusterQueue the sum of its admitted workloads (one walk of the
+    cohort tree per queue): borrowing, lending limits and what each cohort holds come out as
+    charging the workloads one by one, in any order."""
+    import random
+
+    from scheduler.core.snapshot import quota_in_use
+
+    cqs = {"a": cq("a", {"f": {"cpu": rq(2, lend=1)}}, cohort="left"),
+           "b": cq("b", {"f": {"cpu": rq(3, borrow=2)}}, cohort="left"),
+           "c": cq("c", {"f": {"cpu": rq(1, lend=0)}}, cohort="right"), "solo": cq("solo")}
+    cohorts = {"root": CohortSpec("root", None, (ResourceGroup(("cpu",), (
+                   FlavorQuotas("f", {"cpu": ResourceQuota(4000)}),)),)),
+               "left": CohortSpec("left", "root", (ResourceGroup(("cpu",), (
+                   FlavorQuotas("f", {"cpu": ResourceQuota(0, 1000, 500)}),)),)),
+               "right": CohortSpec("right", "root")}
+    rng = random.Random(34)
+    for _ in range(50):
+        workloads = [admitted(wl(f"w{i}", cpu=rng.randint(1, 3)), rng.choice(sorted(cqs)))
+                     for i in range(rng.randint(1, 12))]
+        snap = snapshot(cluster_queues=cqs, cohorts=cohorts, admitted=tuple(workloads))
+        one_by_one = QuotaState(cqs.values(), cohorts.values())
+        for w in rng.sample(workloads, len(workloads)):
+            one_by_one.add_usage(w.cluster_queue, w.usage)
+        assert quota_in_use(snap).usage == one_by_one.usage
+
+
 def test_cohort_cycle_is_broken() -> None:
     q = QuotaState([cq("a", cohort="x")], [CohortSpec("x", "y"), CohortSpec("y", "x")])
     assert q.cycles

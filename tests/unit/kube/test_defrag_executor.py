@@ -90,3 +90,37 @@ def test_budget_per_cluster_queue_per_hour_defers_more_moves(harness: Harness) -
     harness.sync()
     assert sum((st.find_condition(wl, st.EVICTED) or {}).get("reason") == REASON
                for wl in _workloads(harness).values()) == 1
+
+
+def _moves(harness: Harness) -> int:
+    return sum((st.find_condition(wl, st.EVICTED) or {}).get("reason") == REASON
+               for wl in _workloads(harness).values())
+
+
+def test_preemption_limits_replace_the_budget_and_count_the_moves(harness: Harness) -> None:
+    """With a PreemptionLimit (Kueue's alpha, KEP-16925) the limit is the budget: 0 protects
+    the ClusterQueue whatever --defrag-budget says; 1 allows the move, which the controller's
+    ledger then counts in the limit's status."""
+    from scheduler.k8s.informer import PREEMPTION_LIMITS
+
+    def limit(n: int) -> dict[str, Any]:
+        return {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "PreemptionLimit", "metadata": {"name": "moves"},
+                "spec": {"scope": "PreemptedClusterQueue", "limit": n, "limitWindowSeconds": 3600}}
+
+    _fragmented(harness)
+    harness.api.create(PREEMPTION_LIMITS, limit(0))
+    harness.controller.defrag = DefragExecutor(harness.controller.writer, harness.clock, budget_per_hour=10,
+                                               interval_s=30, ledger=harness.controller.preemption_ledger)
+    harness.sync()
+    harness.controller.reconcile()
+    harness.sync()
+    assert _moves(harness) == 0
+    harness.api.merge_patch(PREEMPTION_LIMITS, "moves", {"spec": {"limit": 1}})
+    harness.clock.advance(60)
+    harness.sync()
+    harness.controller.reconcile()
+    harness.sync()
+    assert _moves(harness) == 1
+    harness.controller.reconcile()  # writes the limit's status (the move was recorded)
+    counts = (harness.api.get(PREEMPTION_LIMITS, "moves").get("status") or {}).get("counts")
+    assert counts == [{"key": "cq", "count": 1}]

@@ -162,7 +162,7 @@ def test_the_controller_command_wires_the_fence_into_the_writer(monkeypatch: Any
         raise Stop
 
     monkeypatch.setattr("scheduler.kube.controller.Controller", fake_controller)
-    monkeypatch.setattr("scheduler.k8s.client.api_client", lambda _kubeconfig: None)
+    monkeypatch.setattr("scheduler.k8s.client.api_client", lambda _kubeconfig, **_kw: None)
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers())
     args = parser.parse_args(["controller", "--lease-name", "l", "--namespace", "ns", "--identity", "me",

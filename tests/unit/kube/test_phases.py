@@ -115,6 +115,10 @@ class Harness:
         self.events.flush()
         return [e["reason"] for e in self.api.objects(EVENTS)]
 
+    def events_of(self, reason: str) -> list[dict[str, Any]]:
+        self.events.flush()
+        return [e for e in self.api.objects(EVENTS) if e["reason"] == reason]
+
     def admitted(self, name: str, pods: int) -> dict[str, Any]:
         """Job -> Workload -> admitted -> started."""
         self.api.create(JOBS, job(name, pods), NS)
@@ -268,3 +272,14 @@ def test_queue_status_and_finalizers_are_written(harness: Harness) -> None:
     assert "kueue.x-k8s.io/resource-in-use" in cq["metadata"]["finalizers"]
     assert cq["status"]["admittedWorkloads"] == 1
     assert st.condition_true(cq, "Active")
+
+
+def test_one_pass_creates_admits_and_starts_a_job(harness: Harness) -> None:
+    """The pass starts the jobs it admitted itself (issue 34: a burst's jobs started a pass late)."""
+    harness.api.create(JOBS, job("train", 2), NS)
+    harness.sync()
+    harness.controller.reconcile()
+    assert st.condition_true(harness.workload(), st.ADMITTED)
+    started = harness.job("train")
+    assert started["spec"]["suspend"] is False
+    assert started["spec"]["template"]["spec"]["nodeSelector"][BLOCK] in {"b0", "b1"}

@@ -1,0 +1,136 @@
+"""Kueue's ``PreemptionConfig`` / ``PreemptionLimit`` objects (``kueue.x-k8s.io/v1alpha1``) and the
+ClusterQueues that reference them -> :class:`scheduler.core.preemption.rules.ConfiguredPreemption`.
+
+A ClusterQueue names its PreemptionConfig with the annotation
+``kueue.x-k8s.io/preemption-config-name`` (Kueue's alpha; the field ``spec.preemptionConfigName``
+of the KEP is read too, where a CRD keeps it). An object the CRD would refuse is left out and
+named in :attr:`Configured.problems` (one bad object never stops the others); a ClusterQueue
+naming a PreemptionConfig that does not exist gets no rules, as in Kueue, and a problem line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from scheduler.adapter.caches import SnapshotCaches
+from scheduler.adapter.objects import ClusterObjects, Obj, name_of
+from scheduler.core.preemption.rules import (
+    BOOSTED,
+    CandidateSelector,
+    ConfiguredPreemption,
+    LimitSpec,
+    NumericLabel,
+    PreemptionConfigSpec,
+    PreemptionEvent,
+    Rule,
+)
+from scheduler.core.selectors import EVERYTHING, LabelSelector, selector_from_k8s
+from scheduler.models import preemption as m
+from scheduler.models.kueue import LabelSelector as LabelSelectorModel
+
+SPEC_FIELD = "preemptionConfigName"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Configured:
+    rules: ConfiguredPreemption
+    problems: tuple[str, ...] = ()
+
+
+def _selector(model: LabelSelectorModel | None) -> LabelSelector | None:
+    return None if model is None else selector_from_k8s(model.model_dump(by_alias=True))
+
+
+def _candidate(sel: m.CandidateSelector) -> CandidateSelector:
+    comparison, mode = (sel.priority.comparison, sel.priority.mode) if sel.priority is not None \
+        else (sel.relative_workload_priority, BOOSTED)
+    return CandidateSelector(
+        scope=sel.scope,
+        numeric_labels=tuple(NumericLabel(n.key, n.fallback_value, n.comparison, n.min_value, n.max_value)
+                             for n in sel.numeric_labels),
+        priority_comparison=comparison,
+        priority_mode=mode,
+        cluster_queue_selector=_selector(sel.cluster_queue_selector),
+        label_selector=_selector(sel.label_selector),
+    )
+
+
+def config_spec(obj: Obj) -> PreemptionConfigSpec:
+    """One PreemptionConfig (raises pydantic's ValidationError when the CRD would refuse it)."""
+    model = m.PreemptionConfig.model_validate(obj)
+    rules = tuple(Rule(r.name, r.activation_policy.trigger, tuple(_candidate(s) for s in r.candidate_selectors),
+                       _selector(r.preemptor_selector) or EVERYTHING)
+                  for r in model.spec.rules)
+    return PreemptionConfigSpec(model.metadata.name, rules, dict(model.metadata.labels))
+
+
+def limit_spec(obj: Obj) -> LimitSpec:
+    model = m.PreemptionLimit.model_validate(obj)
+    s = model.spec
+    return LimitSpec(model.metadata.name, s.scope, s.limit, float(s.limit_window_seconds),
+                     _selector(s.config_selector), _selector(s.cluster_queue_selector))
+
+
+def config_name_of(cluster_queue: Obj) -> str:
+    """The PreemptionConfig a ClusterQueue references ("" none): the alpha annotation, else the field."""
+    meta: Mapping[str, Any] = cluster_queue.get("metadata") or {}
+    named = (meta.get("annotations") or {}).get(m.ANN_PREEMPTION_CONFIG_NAME)
+    return str(named or (cluster_queue.get("spec") or {}).get(SPEC_FIELD) or "")
+
+
+def _problem(kind: str, obj: Obj, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{kind} {name_of(obj)}: {where}: {first.get('msg', 'invalid')}; it is ignored until fixed"
+
+
+def _spec_or_problem(kind: str, convert: Callable[[Obj], T]) -> Callable[[Obj], T | str]:
+    def one(obj: Obj) -> T | str:
+        try:
+            return convert(obj)
+        except ValidationError as exc:
+            return _problem(kind, obj, exc)
+    return one
+
+
+def configured_preemption(objects: ClusterObjects, events: Sequence[PreemptionEvent] = (),
+                          caches: SnapshotCaches | None = None) -> Configured:
+    """The rules of ``objects`` with the evictions ``events`` (``caches``: a builder's, which
+    keeps each unchanged object's conversion)."""
+    caches = caches if caches is not None else SnapshotCaches()
+    problems: list[str] = []
+    configs: dict[str, PreemptionConfigSpec] = {}
+    for spec in caches.preemption_configs.convert(objects.preemption_configs,
+                                                  _spec_or_problem("PreemptionConfig", config_spec)):
+        if isinstance(spec, str):
+            problems.append(spec)
+        else:
+            configs[spec.name] = spec
+    limits: list[LimitSpec] = []
+    for limit in caches.preemption_limits.convert(objects.preemption_limits,
+                                                  _spec_or_problem("PreemptionLimit", limit_spec)):
+        if isinstance(limit, str):
+            problems.append(limit)
+        else:
+            limits.append(limit)
+    cq_config: dict[str, str] = {}
+    cq_labels: dict[str, Mapping[str, str]] = {}
+    for cq in objects.cluster_queues:
+        name = name_of(cq)
+        cq_labels[name] = dict((cq.get("metadata") or {}).get("labels") or {})
+        config = config_name_of(cq)
+        if not config:
+            continue
+        if config not in configs:
+            problems.append(f"ClusterQueue {name}: PreemptionConfig {config} does not exist (or is invalid); "
+                            "its domain clearing uses spec.preemption only")
+            continue
+        cq_config[name] = config
+    rules = ConfiguredPreemption(configs, cq_config, cq_labels, tuple(sorted(limits, key=lambda lim: lim.name)),
+                                 tuple(events))
+    return Configured(rules, tuple(problems))

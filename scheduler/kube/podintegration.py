@@ -1,0 +1,265 @@
+"""The controller's phases for Kueue's pod integration (``pod``, ``deployment``, ``statefulset``;
+Kueue v0.17.0 ``pkg/controller/jobs/pod/pod_controller.go``): plain pods, pod groups and the pods
+a Deployment or StatefulSet holds, gated at creation by the pod webhook (``admission/pods.py``:
+``kueue.x-k8s.io/admission`` and ``kueue.x-k8s.io/topology``). The pure parts are the ``Pod``
+kind module's (``scheduler/adapter/kinds/pod.py``).
+
+- :meth:`PodIntegration.ensure`: one Workload per queued pod (``pod-<name>-<hash>``, owned by
+  the pod) or per complete pod group (named by the group, owned by its pods); the groups of a
+  StatefulSet or LeaderWorkerSet are prebuilt by ``scheduler/kube/podgroups.py``.
+- :meth:`PodIntegration.run`: the pods of an admitted Workload get the pod set's node selector,
+  tolerations, pod-set label and workload annotation, and lose the admission gate (the topology
+  gate too when the pod set has no topology assignment); the topology ungater then names each
+  pod's domain.
+- :meth:`PodIntegration.sync_finished`: a pod's (a group's) Workload finishes with its pods.
+- :meth:`PodIntegration.release_finalizers`: Kueue's ``kueue.x-k8s.io/managed`` finalizer leaves a
+  pod once it is being deleted, or finished and its Workload has recorded it.
+- :meth:`PodIntegration.stop`: an evicted Workload's pods are deleted (a pod cannot be
+  suspended; a Deployment's or StatefulSet's controller creates them again, gated).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from scheduler.adapter.kinds import pod as pods
+from scheduler.adapter.kinds.base import PodSetStart, template_start_patch
+from scheduler.adapter.kinds.pod import POD
+from scheduler.adapter.kinds.registry import with_pod_groups
+from scheduler.adapter.kinds.workloads import workload_for_job, workload_pod_set
+from scheduler.core.kueue_names import (
+    ANN_IS_GROUP_WORKLOAD,
+    ANN_JOB_OWNER_GVK,
+    ANN_POD_SUSPENDING_PARENT,
+    FINALIZER_MANAGED,
+    GATE_ADMISSION,
+    GATE_TOPOLOGY,
+    LABEL_POD_GROUP_NAME,
+    LABEL_PREBUILT_WORKLOAD,
+)
+from scheduler.core.topology_request import TopologyRequestError
+from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, WorkloadFormatError
+from scheduler.k8s.informer import PODS, WORKLOADS, object_key
+from scheduler.kube import status as st
+from scheduler.kube.cache import ClusterCache
+from scheduler.kube.isolation import Isolation
+from scheduler.kube.writer import Writer
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | None"]
+Starts = Callable[[Mapping[str, Any]], list[PodSetStart]]
+
+# Parents whose groups are prebuilt (StatefulSet, LeaderWorkerSet): their pods get no Workload here.
+_PREBUILT_PARENTS = frozenset(k.framework for k in with_pod_groups())
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return _meta(obj).get("labels") or {}
+
+
+def _gates(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def admission_gated(pod: Mapping[str, Any]) -> bool:
+    return any(g.get("name") == GATE_ADMISSION for g in _gates(pod))
+
+
+def _as_job(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod shaped as the priority resolver reads a job (its priority class in a template)."""
+    return {"metadata": _meta(pod), "spec": {"template": {"spec": pod.get("spec") or {}}}}
+
+
+def run_patch(pod: Mapping[str, Any], start: PodSetStart, workload_name: str) -> dict[str, Any]:
+    """Kueue's pod ``RunWithPodSetsInfo``: the pod set's node selector and tolerations (a gated
+    pod may gain both), its label and the workload annotation; the admission gate removed, the
+    topology gate too when the pod set was admitted without a topology assignment (the list is
+    sent whole: a merge patch replaces it)."""
+    patch = template_start_patch(pod, start, workload_name)
+    gates = [dict(g) for g in _gates(pod) if g.get("name") != GATE_ADMISSION
+             and (g.get("name") != GATE_TOPOLOGY or start.topology_assigned)]
+    patch["spec"]["schedulingGates"] = gates or None
+    return patch
+
+
+class PodIntegration:
+    def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, priority: Priority,
+                 starts: Starts, clock: Callable[[], dt.datetime]) -> None:
+        self.clock = clock
+        self.cache = cache
+        self.writer = writer
+        self.isolation = isolation
+        self.priority = priority
+        self.starts = starts
+
+    # ------------------------------------------------------------------ reading
+    def _managed(self) -> list[Obj]:
+        return self.cache.managed_pods.items()
+
+    def _groups(self) -> dict[tuple[str, str], list[Obj]]:
+        out: dict[tuple[str, str], list[Obj]] = {}
+        for pod in self._managed():
+            group = _labels(pod).get(LABEL_POD_GROUP_NAME)
+            if group:
+                out.setdefault((str(_meta(pod).get("namespace")), str(group)), []).append(pod)
+        return out
+
+    @staticmethod
+    def _wants_workload(pod: Mapping[str, Any]) -> bool:
+        meta = _meta(pod)
+        parent = (meta.get("annotations") or {}).get(ANN_POD_SUSPENDING_PARENT)
+        return bool(_labels(pod).get(LABEL_QUEUE_NAME)) and not meta.get("deletionTimestamp") \
+            and LABEL_PREBUILT_WORKLOAD not in _labels(pod) and parent not in _PREBUILT_PARENTS
+
+    def owns(self, wl: Mapping[str, Any]) -> bool:
+        """A Workload of this integration: a pod's, or a plain pod group's (not prebuilt)."""
+        meta = _meta(wl)
+        if any(r.get("kind") == "Pod" and r.get("controller") for r in meta.get("ownerReferences") or ()):
+            return True
+        annotations = meta.get("annotations") or {}
+        return annotations.get(ANN_IS_GROUP_WORKLOAD) == "true" and ANN_JOB_OWNER_GVK not in annotations
+
+    def members(self, wl: Mapping[str, Any]) -> list[Obj]:
+        """The pods of a Workload: a group's by its name label (prebuilt groups too), a single
+        pod's by the Workload's owner reference."""
+        meta = _meta(wl)
+        ns, name = meta.get("namespace"), meta.get("name")
+        uids = {r.get("uid") for r in meta.get("ownerReferences") or ()
+                if r.get("kind") == "Pod" and r.get("controller")}
+        return [p for p in self._managed() if _meta(p).get("namespace") == ns
+                and (_labels(p).get(LABEL_POD_GROUP_NAME) == name or _meta(p).get("uid") in uids)]
+
+    # ------------------------------------------------------------------ ensure
+    def ensure(self) -> None:
+        wanted: dict[str, list[Obj]] = {}
+        groups = self._groups()
+        for pod in self._managed():
+            if not self._wants_workload(pod) or self.cache.workloads.get(
+                    f"{_meta(pod).get('namespace')}/{pods.workload_name(pod)}") is not None:
+                continue
+            group = pods.group_name(pod)
+            if not group:
+                if not pods.terminated(pod):
+                    wanted[object_key(pod)] = [pod]
+                continue
+            members = groups.get((str(_meta(pod).get("namespace")), group), [])
+            try:
+                complete = len(members) >= pods.group_total_count(pod)
+            except pods.PodGroupError:
+                complete = False  # refused by the webhook; nothing to admit
+            if complete:
+                wanted[f"{_meta(pod).get('namespace')}/{group}"] = members
+        self.isolation.for_each("ensure_workloads", list(wanted.values()), self._create,
+                                subject=lambda members: members[0])
+
+    def _create(self, members: list[Obj]) -> None:
+        first = members[0]
+        priority = self.priority(_as_job(first))
+        if priority is None:
+            self.writer.event(first, "Warning", "WorkloadPriorityClassNotFound",
+                              f"workloadPriorityClass \"{_labels(first).get(LABEL_PRIORITY_CLASS)}\" not found; "
+                              f"create it or fix label {LABEL_PRIORITY_CLASS}")
+            return
+        try:
+            body = self._body(members, priority[0], priority[1])
+        except (TopologyRequestError, WorkloadFormatError, pods.PodGroupError) as exc:
+            self.writer.event(first, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
+            return
+        created = self.writer.create(WORKLOADS, body, _meta(first).get("namespace"), self.cache.workloads)
+        if created is not None:
+            self.writer.event(first, "Normal", "CreatedWorkload",
+                              f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
+
+    @staticmethod
+    def _body(members: Sequence[Obj], priority: int, ref: Mapping[str, str] | None) -> dict[str, Any]:
+        first = members[0]
+        group = pods.group_name(first)
+        if not group:
+            return workload_for_job(POD, first, priority, ref)
+        meta = _meta(first)
+        body: dict[str, Any] = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": group, "namespace": meta.get("namespace"),
+                         "annotations": {ANN_IS_GROUP_WORKLOAD: "true"},
+                         # Kueue: every member is an owner (none the controller)
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": _meta(p)["name"],
+                                              "uid": _meta(p)["uid"]} for p in members]},
+            "spec": {"queueName": _labels(first).get(LABEL_QUEUE_NAME, ""), "priority": priority, "active": True,
+                     "podSets": [workload_pod_set(ps) for ps in pods.group_pod_sets(members)]}}
+        if ref:
+            body["spec"]["priorityClassRef"] = dict(ref)
+        return body
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> None:
+        """Release the admission gate of the pods of every admitted, not evicted Workload."""
+        gated: dict[tuple[str, str], list[Obj]] = {}
+        for pod in self.cache.pods.items():
+            if admission_gated(pod) and not _meta(pod).get("deletionTimestamp"):
+                name = _labels(pod).get(LABEL_POD_GROUP_NAME) or pods.workload_name(pod)
+                gated.setdefault((str(_meta(pod).get("namespace")), str(name)), []).append(pod)
+        if not gated:
+            return
+        ready = [(wl, gated[(str(wl["metadata"].get("namespace")), str(wl["metadata"]["name"]))])
+                 for wl in self.cache.workloads.items()
+                 if (str(wl["metadata"].get("namespace")), str(wl["metadata"]["name"])) in gated
+                 and st.condition_true(wl, st.ADMITTED) and not st.condition_true(wl, st.EVICTED)
+                 and not st.is_finished(wl)]
+        self.isolation.for_each("start_admitted", ready, lambda item: self._run(*item),
+                                workload_of=lambda item: item[0])
+
+    def _run(self, wl: Mapping[str, Any], members: Sequence[Obj]) -> None:
+        starts = {s.name: s for s in self.starts(wl)}
+        for pod in members:
+            start = starts.get(pods.pod_set_of(pod))
+            if start is None:
+                continue  # a role the admission does not name: stays held (Kueue: likewise)
+            if self.writer.patch(PODS, pod, run_patch(pod, start, wl["metadata"]["name"]), self.cache.pods):
+                log.info("pod %s released: Workload %s admitted", object_key(pod), wl["metadata"]["name"])
+
+    # ------------------------------------------------------------------ finish
+    def sync_finished(self) -> None:
+        candidates = [wl for wl in self.cache.workloads.items() if self.owns(wl) and not st.is_finished(wl)
+                      and st.condition_true(wl, st.ADMITTED)]
+        self.isolation.for_each("sync_finished", candidates, self._sync_finished, workload_of=lambda wl: wl,
+                                wanted=lambda wl: pods.group_finish_state(self.members(wl)).finished)
+
+    def _sync_finished(self, wl: Obj) -> None:
+        state = pods.group_finish_state(self.members(wl))
+        if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message,
+                                                                  self.clock())):
+            self.writer.notify("finished", wl, {"reason": state.reason})
+
+    def release_finalizers(self) -> None:
+        done = [p for p in self._managed() if FINALIZER_MANAGED in (_meta(p).get("finalizers") or ())
+                and (_meta(p).get("deletionTimestamp") or self._recorded(p))]
+        self.isolation.for_each("release_finalizers", done, self._release_finalizer)
+
+    def _recorded(self, pod: Mapping[str, Any]) -> bool:
+        """Finished, and its Workload finished or gone (nothing left to account for)."""
+        if not pods.terminated(pod):
+            return False
+        wl = self.cache.workloads.get(f"{_meta(pod).get('namespace')}/{pods.workload_name(pod)}")
+        return wl is None or st.is_finished(wl)
+
+    def _release_finalizer(self, pod: Obj) -> None:
+        rest = [f for f in _meta(pod).get("finalizers") or () if f != FINALIZER_MANAGED]
+        self.writer.patch(PODS, pod, {"metadata": {"finalizers": rest or None}}, self.cache.managed_pods)
+
+    # ------------------------------------------------------------------ stop
+    def stop(self, wl: Mapping[str, Any]) -> bool:
+        """Delete the evicted Workload's pods that are not finished; True once none is left
+        holding a node (then the reservation may go)."""
+        live = [p for p in self.members(wl) if not pods.terminated(p)]
+        for pod in live:
+            if not _meta(pod).get("deletionTimestamp"):
+                self.writer.delete_pod(_meta(pod)["name"], _meta(pod)["namespace"])
+        return not any((p.get("spec") or {}).get("nodeName") for p in live)

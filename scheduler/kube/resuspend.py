@@ -1,0 +1,68 @@
+"""Phase 1b of the controller's pass, Kueue's re-suspension (jobframework): a managed job that runs
+while its Workload is not admitted (a user patched ``suspend: false`` on a pending job, or a child
+whose queued ancestor is not admitted) is suspended again, with Kueue's ``Stopped`` event and
+message."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.core.workload import LABEL_QUEUE_NAME
+from scheduler.k8s.informer import object_key
+from scheduler.kube import status as st
+from scheduler.kube import workload_index as wi
+from scheduler.kube.cache import ClusterCache
+from scheduler.kube.isolation import Isolation
+from scheduler.kube.lookups import JobLookups
+from scheduler.kube.writer import Writer
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+# Kueue's jobframework stop messages (event reason "Stopped").
+NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
+NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
+
+
+class Resuspension:
+    def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, lookups: JobLookups) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.isolation = isolation
+        self.lookups = lookups
+
+    def run(self) -> None:
+        """Kueue's jobframework: a managed job that runs while its Workload is not admitted (a
+        user patched ``suspend: false`` on a pending job) is suspended again, with Kueue's
+        ``Stopped`` event and message; without any Workload, Kueue's "No matching Workload"."""
+        # (integration, job, its Workload or None), the Workload looked up once per job.
+        items = [(*entry, wi.owned_by(self.cache.workloads, uid)) for uid, entry in self.lookups.job_index().items()]
+        self.isolation.for_each("suspend_unadmitted", items, lambda item: self._suspend_unadmitted(*item),
+                                subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
+                                wanted=lambda item: self._runs_unadmitted(*item))
+
+    def _runs_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> bool:
+        meta = job.get("metadata") or {}
+        if integration.is_suspended(job) or meta.get("deletionTimestamp"):
+            return False
+        if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
+            return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
+        ancestor = self.lookups.ownership(job).ancestor
+        if ancestor is not None:
+            # Kueue's shouldSuspendChildJob: a child runs only while its ancestor's Workload is admitted.
+            wl = wi.owned_by(self.cache.workloads, ancestor.uid)
+            return wl is None or st.is_finished(wl) or not st.condition_true(wl, st.ADMITTED)
+        # Admitted (or evicted: the eviction phase stops it with the eviction's message).
+        return wl is None or not (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl))
+
+    def _suspend_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> None:
+        message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
+        ancestor = self.lookups.ownership(job).ancestor
+        if ancestor is not None:
+            message = f"{NOT_ADMITTED_MESSAGE}: the Workload of its owner {ancestor.spelled}"
+        if self.writer.patch_job(integration, job, integration.stop_patch(job)):
+            log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
+                     message)
+            self.writer.event(job, "Normal", "Stopped", message)
