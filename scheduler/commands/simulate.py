@@ -59,7 +59,7 @@ def register(sub: Any) -> None:
     p.add_argument("--compare", choices=COMPARE, help="also run the other policy on the same trace: "
                    "solver (greedy vs cpsat), queueing (StrictFIFO vs BestEffortFIFO), borrowing (with/without), "
                    "placement (each --placement-policy: kueue, fragmentation-aware, degraded-last, "
-                   "reserve-compact, all)")
+                   "reserve-compact, patient-compact, all)")
     p.add_argument("--placement-policy", default="kueue", metavar="POLICY[,POLICY]",
                    help="placement beyond Kueue, as the controller's flag (docs/beyond-kueue.md; default kueue)")
     p.add_argument("--run-time-model", default="off", metavar="off|moderate|strong|L3,L2,MAX",
