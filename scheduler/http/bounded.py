@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler
 
 from scheduler.http.connection import CONTINUE, Connection, Head, Phase, find_head, head_too_large
 from scheduler.http.limits import ConnectionLimits
-from scheduler.http.loop import ACCEPTS_PER_TURN, Notices, Waker, listening_socket
+from scheduler.http.loop import Notices, Waker, accept_within, listening_socket
 from scheduler.http.slots import Slots
 from scheduler.http.workers import Workers
 
@@ -147,25 +147,7 @@ class BoundedHTTPServer:
         self._selector.close()
 
     def _accept(self) -> None:
-        for _ in range(ACCEPTS_PER_TURN):
-            try:
-                sock, peer = self.socket.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # out of file descriptors, ...: the loop goes on
-                self._notice("accept", "cannot accept a connection: %s", exc)
-                return
-            decision = self._slots.admission(peer[0])
-            if not decision.admit:
-                self.counts["refused"] += 1
-                self._notice("refused", "closed a new connection from %s: %s", peer[0], decision.reason)
-                sock.close()
-                continue
-            if decision.evict is not None:
-                self.counts["evicted"] += 1
-                self._notice(f"evicted:{decision.reason}", "closed the least recently active connection from %s "
-                             "to make room (%s)", decision.evict.client, decision.reason)
-                self._close(decision.evict)
+        for sock, peer, _ in accept_within(self.socket, self._slots, self.counts, self._notice, self._close):
             self._admit(sock, peer)
 
     def _admit(self, sock: socket.socket, peer: tuple[str, int]) -> None:

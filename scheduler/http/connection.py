@@ -13,6 +13,8 @@ import socket
 import ssl
 from dataclasses import dataclass
 
+from scheduler.http.loop import client_host
+
 # Reads per readiness event (a TLS read returns one record, at most 16 KiB): a large body
 # arrives over several loop turns, so one client sending megabytes does not hold up the others.
 READ_CHUNK = 256 * 1024
@@ -86,7 +88,7 @@ class Connection:
     def __init__(self, sock: socket.socket, peer: tuple[str, int], now: float, deadline: float) -> None:
         self.sock = sock
         self.peer = peer
-        self.client = peer[0]
+        self.client = client_host(peer[0])  # as the slots counted it at the accept
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.phase = Phase.HANDSHAKE if self.tls else Phase.WAITING
         self.deadline = deadline

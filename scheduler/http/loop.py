@@ -5,10 +5,14 @@ Shared by the bounded HTTP server (``scheduler/http/bounded.py``) and the gRPC f
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from scheduler.http.slots import C, Slots
 
 ACCEPTS_PER_TURN = 64
 LISTEN_BACKLOG = 1024  # a burst of connects must not overflow the queue (a lost SYN waits 1 s)
@@ -73,3 +77,45 @@ class Notices:
             self._log.warning("%s: " + message, self._name, *args)
         else:
             self._log.debug("%s: " + message, self._name, *args)
+
+
+def client_host(host: str) -> str:
+    """The client address as counted: an IPv4 client of a dual-stack listener (``::ffff:a.b.c.d``)
+    is ``a.b.c.d``, as gRPC names it (so one client is one address on either stack)."""
+    if host.startswith("::ffff:"):
+        try:
+            mapped = ipaddress.IPv6Address(host).ipv4_mapped
+        except ValueError:
+            return host
+        if mapped is not None:
+            return str(mapped)
+    return host
+
+
+def accept_within(listener: socket.socket, slots: Slots[C], counts: dict[str, int], notice: Notices,
+                  close: Callable[[C], None]) -> Iterator[tuple[socket.socket, tuple[str, int], str]]:
+    """Up to ACCEPTS_PER_TURN waiting connections, each admitted within ``slots``: one over a cap is
+    closed at once ("refused"), or the connection that gives way for it is closed with ``close``
+    ("evicted"); yields the admitted socket (still blocking), its peer and its client address, for
+    the caller to set up and add to ``slots``."""
+    for _ in range(ACCEPTS_PER_TURN):
+        try:
+            sock, peer = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # out of file descriptors, ...: the loop goes on
+            notice("accept", "cannot accept a connection: %s", exc)
+            return
+        client = client_host(peer[0])
+        decision = slots.admission(client)
+        if not decision.admit:
+            counts["refused"] += 1
+            notice("refused", "closed a new connection from %s: %s", client, decision.reason)
+            sock.close()
+            continue
+        if decision.evict is not None:
+            counts["evicted"] += 1
+            notice(f"evicted:{decision.reason}", "closed the least recently active connection from %s "
+                   "to make room (%s)", decision.evict.client, decision.reason)
+            close(decision.evict)
+        yield sock, peer, client

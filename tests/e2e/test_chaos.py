@@ -155,7 +155,8 @@ class Controllers:
         identity = f"ctl-{slot}-{self.generation}"
         port = free_ports(1)[0]
         proc = self.cluster.start_process(f"toposched-controller-{slot}", [
-            sys.executable, "-m", "scheduler.cli", "controller", "--kubeconfig", str(self.cluster.kubeconfig),
+            sys.executable, "-m", "scheduler.cli", "controller",
+            "--kubeconfig", str(self.cluster.controller_kubeconfig),
             "--identity", identity, "--health-port", str(port), "--grpc-port", "0", *CONTROLLER_ARGS])
         peers.wait_http_ready(f"http://127.0.0.1:{port}/readyz", proc, 90)
         self.procs[identity] = proc

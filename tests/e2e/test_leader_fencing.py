@@ -198,7 +198,7 @@ class Controller:
 
 def start_controller(cluster: LocalCluster, ctl: Controller) -> None:
     ctl.proc = cluster.start_process(ctl.name, [
-        sys.executable, "-m", "scheduler.cli", "controller", "--kubeconfig", str(cluster.kubeconfig),
+        sys.executable, "-m", "scheduler.cli", "controller", "--kubeconfig", str(cluster.controller_kubeconfig),
         "--identity", ctl.identity, "--health-port", str(ctl.health_port), "--grpc-port", "0",
         "--solver", "greedy", *LEASE_ARGS])
     peers.wait_http_ready(f"http://127.0.0.1:{ctl.health_port}/readyz", ctl.proc, 90)

@@ -107,6 +107,22 @@ class FinishState:
 NOT_FINISHED = FinishState(False)
 
 
+def never_finishes(_: Obj) -> FinishState:
+    """A serving kind's (Deployment, StatefulSet, LeaderWorkerSet): it never finishes; its
+    Workloads go with it (or with its pod groups)."""
+    return NOT_FINISHED
+
+
+def no_active_pods(_: Obj) -> int:
+    """A serving kind's: its pods are counted through its pod groups, not by the kind."""
+    return 0
+
+
+def never_ready(_: Obj) -> bool:
+    """A serving kind's: readiness is its pod groups', not the kind's."""
+    return False
+
+
 def finished(success: bool, message: str) -> FinishState:
     return FinishState(True, "Succeeded" if success else "Failed", message)
 

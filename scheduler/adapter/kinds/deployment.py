@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.adapter.kinds.base import NOT_FINISHED, FinishState, JobKind, Obj, PodSetSource
+from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource, never_finishes, never_ready, no_active_pods
 from scheduler.adapter.kinds.pod import pod_pod_set
 from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT, LABEL_MANAGED, MANAGED_VALUE
@@ -52,21 +52,9 @@ def create_defaults(deployment: Obj, ops: list[dict[str, Any]], labels: Mapping[
     stamp_ops(deployment, ops, labels, FRAMEWORK, with_labels=True)
 
 
-def _never(_: Obj) -> FinishState:
-    return NOT_FINISHED
-
-
-def _none(_: Obj) -> int:
-    return 0
-
-
-def _not_ready(_: Obj) -> bool:
-    return False
-
-
 DEPLOYMENT = JobKind(
     group="apps", version="v1", kind="Deployment", plural="deployments", framework=FRAMEWORK, pod_sets=pod_sets,
-    finish_state=_never, active_pods=_none, pods_ready=_not_ready,
+    finish_state=never_finishes, active_pods=no_active_pods, pods_ready=never_ready,
     shape={"metadata": METADATA, "spec": {"replicas": "int", "template": POD_TEMPLATE}}, suspend_path=None,
     create_defaults=create_defaults, single_pod_set=True,
 )

@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.adapter.kinds.base import FinishState, JobKind, Obj, PodGroups, PodSetSource, json_pointer
+from scheduler.adapter.kinds.base import (
+    JobKind,
+    Obj,
+    PodGroups,
+    PodSetSource,
+    json_pointer,
+    never_finishes,
+    never_ready,
+    no_active_pods,
+)
 from scheduler.adapter.kinds.shapes import POD_TEMPLATE, TOP
 from scheduler.core.kueue_names import ANN_POD_GROUP_SERVING, ANN_POD_INDEX_OFFSET, ANN_POD_SUSPENDING_PARENT
 from scheduler.core.topology_request import ANN_GROUP_NAME
@@ -108,21 +117,10 @@ def template_defaults(lws: Obj, ops: list[dict[str, Any]], priority: str | None)
             ops.append({"op": "add", "path": f"{pointer}/metadata/annotations", "value": {**annotations, **wanted}})
 
 
-def _not_finished(_: Obj) -> FinishState:
-    return FinishState(False)  # a serving set never finishes; its Workloads go with its groups
-
-
-def _no_pods(_: Obj) -> int:
-    return 0
-
-
-def _not_ready(_: Obj) -> bool:
-    return False
-
-
 LEADERWORKERSET = JobKind(
     group="leaderworkerset.x-k8s.io", version="v1", kind="LeaderWorkerSet", plural="leaderworkersets",
-    framework=FRAMEWORK, pod_sets=pod_sets, finish_state=_not_finished, active_pods=_no_pods, pods_ready=_not_ready,
+    framework=FRAMEWORK, pod_sets=pod_sets, finish_state=never_finishes, active_pods=no_active_pods,
+    pods_ready=never_ready,
     shape={**TOP, "spec": {"replicas": "count", "leaderWorkerTemplate": {
         "size": "count", "leaderTemplate": POD_TEMPLATE, "workerTemplate": POD_TEMPLATE}}},
     suspend_path=None, rank_label=WORKER_INDEX,

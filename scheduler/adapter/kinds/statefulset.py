@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.base import (
-    NOT_FINISHED,
-    FinishState,
     JobKind,
     Obj,
     PodGroups,
     PodSetSource,
     as_int,
+    never_finishes,
+    never_ready,
+    no_active_pods,
 )
 from scheduler.adapter.kinds.deployment import stamp_ops
 from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE
@@ -67,21 +68,9 @@ def template_defaults(statefulset: Obj, ops: list[dict[str, Any]], _priority: st
     stamp_ops(statefulset, ops, labels, FRAMEWORK, with_labels=False)
 
 
-def _never(_: Obj) -> FinishState:
-    return NOT_FINISHED  # a serving set never finishes; its Workload goes with it
-
-
-def _none(_: Obj) -> int:
-    return 0
-
-
-def _not_ready(_: Obj) -> bool:
-    return False
-
-
 STATEFULSET = JobKind(
     group="apps", version="v1", kind="StatefulSet", plural="statefulsets", framework=FRAMEWORK, pod_sets=pod_sets,
-    finish_state=_never, active_pods=_none, pods_ready=_not_ready,
+    finish_state=never_finishes, active_pods=no_active_pods, pods_ready=never_ready,
     shape={"metadata": METADATA, "spec": {"replicas": "int", "template": POD_TEMPLATE}}, suspend_path=None,
     rank_label=POD_INDEX, single_pod_set=True,
     pod_groups=PodGroups(owner_name=owner_name, group_count=group_count, pod_role=pod_role,

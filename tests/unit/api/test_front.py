@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.api.front import BoundedFront, _address
+from scheduler.api.front import BoundedFront
+from scheduler.http.loop import client_host
 from tests.unit.http.hostile import ATTACKER, closed_by_server, connect, wait_until
 
 
@@ -117,4 +118,4 @@ def test_no_upstream_connection_before_the_first_bytes(front: tuple[BoundedFront
 
 @pytest.mark.parametrize("host, counted", [("::ffff:10.1.2.3", "10.1.2.3"), ("::1", "::1"), ("10.1.2.3", "10.1.2.3")])
 def test_an_ipv4_client_of_a_dual_stack_listener_is_counted_by_its_ipv4_address(host: str, counted: str) -> None:
-    assert _address(host) == counted
+    assert client_host(host) == counted
