@@ -47,6 +47,9 @@ def register(sub: Any) -> None:
     src.add_argument("--trace", type=Path, help="trace YAML (jobs and failures; examples/traces/)")
     src.add_argument("--synthetic", type=int, metavar="N", help="generate N jobs from the reference distributions")
     p.add_argument("--seed", type=int, default=0, help="seed of --synthetic (default 0)")
+    p.add_argument("--synthetic-shape", choices=("recipe", "kalos", "seren"), default="recipe",
+                   help="with --synthetic: recipe (default: the reference's HyperPod recipe, section 4.6) or the "
+                        "shape of an LLM cluster of the Acme trace, kalos or seren (scheduler/sim/acme.py)")
     p.add_argument("--failures-per-day", type=float, default=0.0,
                    help=f"with --synthetic: node failures per simulated day, 0 to {MAX_FAILURES_PER_DAY} (each "
                         "recovers after 1 h)")
@@ -56,9 +59,13 @@ def register(sub: Any) -> None:
     p.add_argument("--compare", choices=COMPARE, help="also run the other policy on the same trace: "
                    "solver (greedy vs cpsat), queueing (StrictFIFO vs BestEffortFIFO), borrowing (with/without), "
                    "placement (each --placement-policy: kueue, fragmentation-aware, degraded-last, "
-                   "reserve-compact, all)")
+                   "reserve-compact, patient-compact, all)")
     p.add_argument("--placement-policy", default="kueue", metavar="POLICY[,POLICY]",
                    help="placement beyond Kueue, as the controller's flag (docs/beyond-kueue.md; default kueue)")
+    p.add_argument("--run-time-model", default="off", metavar="off|moderate|strong|L3,L2,MAX",
+                   help="how far a multi-node job's pods spread stretches its run time: off (default: the trace "
+                        "durations), moderate, strong, or the fractions per extra layer-3 domain, per extra layer-2 "
+                        "domain and the cap, e.g. 0.03,0.08,0.3 (docs/simulate.md)")
     p.add_argument("--eviction-delay", type=float, default=30.0, metavar="SECONDS",
                    help="a preempted workload holds its reservation this long before it is requeued "
                         "(pod termination; default 30, Kubernetes' default grace period)")
@@ -98,7 +105,8 @@ def load_trace(path: Path) -> Any:
         raise UserError(f"trace file {path}: {exc}") from exc
 
 
-def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float) -> Any:
+def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float, shape: str = "recipe") -> Any:
+    from scheduler.sim.acme import SHAPES, acme_trace
     from scheduler.sim.model import GPU
     from scheduler.sim.scenario import level_capacity
     from scheduler.sim.trace import TraceError, synthetic_trace
@@ -107,6 +115,10 @@ def synthetic_for(world: Any, n: int, seed: int, failures_per_day: float) -> Any
     queues = sorted((lq.namespace, lq.name) for lq in world.local_queues.values())
     pcs = sorted(world.workload_priority_classes)
     try:
+        if shape in SHAPES:
+            return acme_trace(SHAPES[shape], seed, count=n, gpus_per_node=gpn, node_count=len(world.nodes),
+                              queues=queues, level_capacity=level_capacity(world), priority_classes=pcs,
+                              failures_per_day=failures_per_day, node_names=[x.name for x in world.nodes])
         return synthetic_trace(n, seed, gpus_per_node=gpn, node_count=len(world.nodes), queues=queues,
                                level_capacity=level_capacity(world), priority_classes=pcs or (),
                                failures_per_day=failures_per_day, node_names=[x.name for x in world.nodes])
@@ -164,6 +176,15 @@ def write_outputs(out: Path, runs: list[tuple[str, Any, dict[str, Any]]], meta: 
     (out / "report.html").write_text(render_report(runs, meta=describe_run(meta)))
 
 
+def run_time_model(text: str) -> Any:
+    from scheduler.sim.runtime import parse_model
+
+    try:
+        return parse_model(text)
+    except ValueError as exc:
+        raise UserError(f"--run-time-model: {exc}") from exc
+
+
 def run(args: Any) -> int:
     from scheduler.core.placement.options import PlacementOptions
     from scheduler.sim.scenario import run_variants
@@ -172,12 +193,13 @@ def run(args: Any) -> int:
     if args.synthetic is not None:
         bounded(args.synthetic, "--synthetic", 1, MAX_SYNTHETIC_JOBS, "jobs")
     bounded(args.failures_per_day, "--failures-per-day", 0, MAX_FAILURES_PER_DAY)
-    if args.trace is not None and (args.seed or args.failures_per_day):
-        raise UserError("--seed/--failures-per-day only apply to --synthetic")
+    if args.trace is not None and (args.seed or args.failures_per_day or args.synthetic_shape != "recipe"):
+        raise UserError("--seed/--failures-per-day/--synthetic-shape only apply to --synthetic")
     bounded(args.eviction_delay, "--eviction-delay", 0, DAY_S, "seconds")
     if args.horizon is not None:
         bounded(args.horizon, "--horizon", 1, 3650 * DAY_S, "seconds")
     check_time_budget_ms(args.time_budget_ms)
+    run_time = run_time_model(args.run_time_model)
     config = kueue_config(args)
     world = dataclasses.replace(load_world(args.cluster, args.queues), config=config)
     try:
@@ -187,14 +209,16 @@ def run(args: Any) -> int:
     if args.trace is not None:
         trace, source = load_trace(args.trace), str(args.trace)
     else:
-        trace, source = synthetic_for(world, args.synthetic, args.seed, args.failures_per_day), (
-            f"synthetic N={args.synthetic} seed={args.seed}")
+        trace, source = synthetic_for(world, args.synthetic, args.seed, args.failures_per_day, args.synthetic_shape), (
+            f"synthetic N={args.synthetic} seed={args.seed}"
+            + (f" shape={args.synthetic_shape}" if args.synthetic_shape != "recipe" else ""))
     try:
         runs = run_variants(world, trace, solver=args.solver, compare=args.compare,
                             time_budget_s=args.time_budget_ms / 1000, horizon_s=args.horizon,
                             progress=ProgressPrinter(), progress_every_s=0.0,
                             eviction_delay_s=args.eviction_delay, requeue_backoff=requeue_backoff(args),
-                            storm_policy=None if args.no_eviction_storm_guard else storm_policy(args))
+                            storm_policy=None if args.no_eviction_storm_guard else storm_policy(args),
+                            run_time=run_time)
     except TraceError as exc:
         raise UserError(f"trace {source}: {exc}") from exc
     meta = {"cluster": str(args.cluster), "queues": str(args.queues), "trace": source, "solver": args.solver,
@@ -204,7 +228,8 @@ def run(args: Any) -> int:
             "eviction_storm_guard": None if args.no_eviction_storm_guard else {
                 "threshold": args.eviction_storm_threshold, "window_s": args.eviction_storm_window_seconds,
                 "min_nodes": args.eviction_storm_min_nodes},
-            "compare": args.compare, "nodes": len(world.nodes), "jobs": len(trace.jobs)}
+            "compare": args.compare, "nodes": len(world.nodes), "jobs": len(trace.jobs),
+            "run_time_model": run_time.as_dict()}
     write_outputs(args.out, runs, meta)
     if args.synthetic is not None:
         (args.out / "trace.yaml").write_text(yaml.safe_dump(trace.to_dict(), sort_keys=False))
@@ -214,5 +239,8 @@ def run(args: Any) -> int:
               f"GPU utilisation {s['gpu_utilization']:.1%}, {s['domains_level'].rsplit('/', 1)[-1] or 'domains'} "
               f"per multi-pod job {s['mean_domains_multi_pod']:.2f}, preemptions {s['preemptions']}, "
               f"NodeFailures evictions {s['evictions_node_failures']}, makespan {s['makespan_s']:.0f}s")
+        if run_time.on:
+            print("  job completion time p50/p95: " + ", ".join(
+                f"{cls} {v['p50']:.0f}/{v['p95']:.0f}s" for cls, v in s["jct_s"].items()))
     print(f"wrote {args.out / 'summary.json'} and {args.out / 'report.html'}")
     return 0

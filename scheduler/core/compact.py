@@ -124,6 +124,14 @@ def verdict(misses: Sequence[tuple[Wish, int]], queued_at: float, now: float) ->
                    f"{spanned} domain(s), the best placement available")
 
 
+def patient_message(wish: Wish, why: str) -> str:
+    """Why a workload in its compact wait does not preempt (patient-compact; stable across cycles)."""
+    because = f" ({why})" if why else ""
+    return (f"pod set {wish.pod_set}: waiting for free capacity during its compact wait{because}; it does not "
+            f"preempt for {_duration(wish.wanted.wait_s)} from queueing (toposched.io/compact-wait, "
+            "--placement-policy patient-compact), then preempts as Kueue would")
+
+
 def remaining_s(deadline: float, now: float) -> float:
     """Seconds left of a wait (0 once over), for ``explain``."""
     return max(0.0, deadline - now)

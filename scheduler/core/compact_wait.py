@@ -6,6 +6,10 @@ A pod set whose placement spans more domains than it asked for is placed again w
 made required; if that does not fit either, the entry waits (until the deadline: pending with
 ``compact.WAITING_REASON``, and with reserve-compact holding a domain for the first unmet wish)
 or is admitted as placed, with a note (after it).
+
+With ``--placement-policy patient-compact`` (:func:`patient`, a step before preemption), a
+workload whose compact wait is still running does not preempt: it takes only free capacity,
+and preempts as Kueue would once the wait is over.
 """
 
 from __future__ import annotations
@@ -50,3 +54,24 @@ def refine(entry: Entry, nominator: Nominator) -> Entry:
         held = holds.choose(entry.head, missed_on[0], misses[0][0], verdict.deadline, nominator.freeing_before(entry))
     waiting = Waiting(retry_at=verdict.deadline, relaxed=entry.waiting.relaxed, reservation=held)
     return replace(entry.becoming(Mode.NO_FIT, compact.WAITING_REASON, verdict.message), waiting=waiting)
+
+
+def patient(entry: Entry, nominator: Nominator) -> Entry:
+    """Patient-compact: an entry that needs preemption while its compact wait is still running
+    waits instead (pending with ``compact.WAITING_REASON`` until capacity is released or the
+    wait ends); off, or with no running wait, the entry is unchanged."""
+    snap = nominator.snap
+    if not snap.placement_options.patient_compact:
+        return entry
+    by_flavor, _implied = nominator.layout(entry)
+    default = snap.compact_defaults.get(entry.head.cq.name)
+    found = [w for flavor, pod_sets in sorted(by_flavor.items())
+             for w in compact.wishes(nominator.topologies.trees[flavor], pod_sets, default)]
+    if not found:
+        return entry
+    deadline = entry.head.timestamp + min(w.wanted.wait_s for w in found)
+    if snap.now >= deadline:
+        return entry
+    message = compact.patient_message(found[0], entry.outcome.message)
+    waiting = replace(entry.waiting, retry_at=deadline)
+    return replace(entry.becoming(Mode.NO_FIT, compact.WAITING_REASON, message), waiting=waiting)

@@ -11,8 +11,9 @@ here, and what toposched adds hangs on a step as a named module with one contrac
    counts; ``preferred_domains``: sticky target, held domain, previous domains;
    ``reserve_compact``: room held for compact waiters), the refinements of a nomination that
    fits (:data:`REFINEMENTS`: ``compact_wait``), and for a head that needs preemption the
-   preemption strategies in order (``preemption/strategies.py``: fair sharing -> sticky ->
-   CP-SAT -> classical -> clear-domain).
+   steps before it (:data:`BEFORE_PREEMPTION`: ``compact_wait.patient``), then the preemption
+   strategies in order (``preemption/strategies.py``: fair sharing -> sticky -> CP-SAT ->
+   classical -> clear-domain).
 4. Order the entries: not borrowing first, then priority desc, then queue timestamp (fair
    sharing: the cohort tournament, ``fairsharing.next_contender``).
 5. Settle the entries against the *updated* usage (quota and topology): admit what still
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from scheduler.core import afs, reserve_compact
+from scheduler.core.compact_wait import patient
 from scheduler.core.compact_wait import refine as wait_for_compact
 from scheduler.core.cycle_state import CycleState
 from scheduler.core.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
@@ -63,8 +65,10 @@ from scheduler.core.reasons import (
 )
 from scheduler.core.snapshot import Snapshot, after_decisions, snapshot_queues
 
-# toposched's refinements of a nomination that fits, in order (nominate.Refinement).
+# toposched's refinements of a nomination that fits, in order (nominate.Refinement), and its
+# steps before a nomination that needs preemption preempts.
 REFINEMENTS: tuple[Refinement, ...] = (wait_for_compact,)
+BEFORE_PREEMPTION: tuple[Refinement, ...] = (patient,)
 
 # ---------------------------------------------------------------------- step 1: routing
 
@@ -348,7 +352,7 @@ def _one_cycle(snapshot: Snapshot, own_trees: bool = False) -> tuple[list[Decisi
     """One cycle; also returns the queues it ordered ``snapshot.pending`` in, for the next
     cycle of run_cycles. ``own_trees``: as for ``CycleState``."""
     cyc = CycleState(snapshot, own_trees=own_trees)
-    nominator = Nominator(cyc, REFINEMENTS)
+    nominator = Nominator(cyc, REFINEMENTS, BEFORE_PREEMPTION)
     decisions = _drain_stopped_queues(cyc)
     queues = snapshot_queues(snapshot)
     queued = _route_pending(cyc, queues, decisions)

@@ -6,7 +6,9 @@ PartialAdmission gate, a head that neither fits nor can preempt is nominated aga
 pods (Kueue's ``PodSetReducer``).
 
 A refinement's contract (:data:`Refinement`): it gets an entry that fits, quota and topology,
-with TAS placements, and returns the entry it becomes (``compact_wait.refine``).
+with TAS placements, and returns the entry it becomes (``compact_wait.refine``). A step before
+preemption has the same contract for an entry that needs preemption; an entry it turns into
+no fit does not preempt (``compact_wait.patient``).
 """
 
 from __future__ import annotations
@@ -85,11 +87,13 @@ def domain_request(spec: WorkloadSpec, by_flavor: ByFlavor) -> DomainRequest | N
 
 
 class Nominator:
-    def __init__(self, state: CycleState, refinements: Sequence[Refinement] = ()) -> None:
+    def __init__(self, state: CycleState, refinements: Sequence[Refinement] = (),
+                 before_preemption: Sequence[Refinement] = ()) -> None:
         self.state = state
         self.snap = state.snap
         self.topologies = state.topologies
         self.refinements = tuple(refinements)
+        self.before_preemption = tuple(before_preemption)
 
     # ------------------------------------------------------------------ placing an entry
     def layout(self, entry: Entry) -> tuple[dict[str, list[PodSetSpec]], bool]:
@@ -161,6 +165,8 @@ class Nominator:
                     entry = refine(entry, self)
         elif not self._tas_preempt_needs(assignment, by_flavor, implied, needs):
             return entry.becoming(Mode.NO_FIT)  # Kueue: no topology fits even on an empty cluster
+        for step in self.before_preemption if entry.mode == Mode.PREEMPT else ():
+            entry = step(entry, self)
         if entry.mode == Mode.PREEMPT:
             entry = self._preempt(entry, frozenset(needs), by_flavor, implied)
         return entry

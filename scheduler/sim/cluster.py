@@ -26,13 +26,16 @@ from scheduler.core.quota import QuotaState
 from scheduler.core.snapshot import Snapshot, admitted_from_decision
 from scheduler.core.topology import TopologyTree
 from scheduler.sim.model import GPU, SimJob, World
+from scheduler.sim.runtime import PRESETS, RunTimeModel, slowdown
 
 
 class SimCluster:
-    def __init__(self, world: World, jobs: Mapping[str, SimJob], eviction_delay_s: float) -> None:
+    def __init__(self, world: World, jobs: Mapping[str, SimJob], eviction_delay_s: float,
+                 run_time: RunTimeModel = PRESETS["off"]) -> None:
         self.world = world
         self.jobs = jobs
         self.eviction_delay_s = eviction_delay_s
+        self.run_time = run_time  # how a run's placement stretches its duration (sim/runtime.py)
         self.nodes = {n.name: n for n in world.nodes}
         self.quota_shape = QuotaState(world.cluster_queues.values(), world.cohorts.values())
         self.state = QueueState()
@@ -189,7 +192,8 @@ class SimCluster:
             job.domains = self._domains(w)
             self.ever_admitted += 1
         self.generation[key] += 1
-        self.push(self.now + job.duration, "complete", f"{key}#{self.generation[key]}")
+        job.slowdown = slowdown(self.run_time, self.trees, w.tas)
+        self.push(self.now + job.duration * job.slowdown, "complete", f"{key}#{self.generation[key]}")
         if decision.relaxed:  # the controller's Event CompactPlacementRelaxed
             self.log.append({"t": self.now, "kind": "relaxed", "workload": key, "detail": decision.relaxed})
         self.progress = True

@@ -34,6 +34,7 @@ from scheduler.core.placement.fragmentation import whole_free_leaves
 from scheduler.sim.cluster import SimCluster
 from scheduler.sim.model import Progress, SimFailure, SimJob, SimResult, World
 from scheduler.sim.node_failures import SimNodeFailures
+from scheduler.sim.runtime import PRESETS, RunTimeModel
 
 MAX_CYCLES_PER_INSTANT = 10_000
 
@@ -49,12 +50,14 @@ class Simulator:
                  progress_every_s: float = 0.0, eviction_delay_s: float = 30.0,
                  requeue_backoff: RequeueBackoff | None = None, storm_policy: StormPolicy | None = None,
                  storm_guard: bool = True, domain_preemption: bool = True,
-                 preemption_budget_s: float = 0.5, should_stop: Callable[[], bool] | None = None) -> None:
+                 preemption_budget_s: float = 0.5, should_stop: Callable[[], bool] | None = None,
+                 run_time: RunTimeModel = PRESETS["off"]) -> None:
         """``requeue_backoff`` and ``storm_policy`` default to the controller's defaults (its
         ``--node-failure-requeue-*`` and ``--eviction-storm-*`` flags); ``storm_guard=False``
         turns the guard off. ``preemption_budget_s``: CP-SAT's budget per victim search (the
         cycle's default). ``should_stop`` is asked before every simulated instant and cycle;
-        True ends :meth:`run` with :class:`SimulationStopped`."""
+        True ends :meth:`run` with :class:`SimulationStopped`. ``run_time``: how a multi-node
+        job's placement stretches its run time (sim/runtime.py; off: the trace durations)."""
         if cycle_cost not in ("zero", "measured"):
             raise ValueError(f"cycle_cost must be 'zero' or 'measured', got {cycle_cost!r}")
         self.world = world
@@ -73,7 +76,7 @@ class Simulator:
                                          "preemption_budget_s": preemption_budget_s}
         self.should_stop = should_stop
         self.horizon_s = horizon_s
-        self.cluster = SimCluster(world, self.jobs, eviction_delay_s)
+        self.cluster = SimCluster(world, self.jobs, eviction_delay_s, run_time)
         self.node_failures = SimNodeFailures(
             self.cluster, requeue_backoff if requeue_backoff is not None else RequeueBackoff(),
             (storm_policy if storm_policy is not None else StormPolicy()) if storm_guard else None)
@@ -209,7 +212,7 @@ class Simulator:
             evictions=c.evictions, replacements=c.replacements, samples=self.samples, events=c.log,
             gpu_seconds_used=self.gpu_used_s, gpu_seconds_available=self.gpu_avail_s,
             cq_usage_integral=dict(self.cq_integral), levels=levels, gpu_seconds_lost=c.gpu_lost_s,
-            free_domains=self.free_domains)
+            free_domains=self.free_domains, run_time=c.run_time)
 
 def simulate(world: World, jobs: Iterable[SimJob], failures: Sequence[SimFailure] = (), **kwargs: Any) -> SimResult:
     """Build a :class:`Simulator` and run it."""

@@ -15,6 +15,7 @@ from scheduler.core.queueing import LocalQueueSpec
 from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorSpec
 from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec
+from scheduler.sim.runtime import RunTimeModel
 
 GPU = "nvidia.com/gpu"
 FAILED_STATUS = "UnschedulablePendingReboot"
@@ -55,6 +56,7 @@ class SimJob:
     preemptions: int = 0
     evictions: int = 0
     domains: dict[str, int] = field(default_factory=dict)  # level -> domains spanned (first admission)
+    slowdown: float = 1.0  # the current (or last) run's run-time factor (sim/runtime.py)
 
     @property
     def key(self) -> str:
@@ -103,6 +105,7 @@ class SimResult:
     gpu_seconds_lost: float = 0.0
     # (t, whole-free domains per level, widest first, hostname excluded) at every sample
     free_domains: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)
+    run_time: RunTimeModel = RunTimeModel()  # the run-time model the run used (sim/runtime.py)
 
     @property
     def gpu_utilization(self) -> float:

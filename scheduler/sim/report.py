@@ -9,6 +9,7 @@ from html import escape
 from typing import Any
 
 from scheduler.sim.model import SimResult
+from scheduler.sim.runtime import RunTimeModel
 from scheduler.topoview.html import CSS
 from scheduler.topoview.svg import GPU_USED, SANS
 
@@ -187,6 +188,9 @@ def describe_run(meta: Mapping[str, Any]) -> str:
              f"trace {meta.get('trace')} ({meta.get('jobs')} jobs)", f"solver {meta.get('solver')}"]
     if meta.get("compare"):
         parts.append(f"compared by {meta['compare']}")
+    model = meta.get("run_time_model")
+    if isinstance(model, Mapping):
+        parts.append(RunTimeModel(**model).describe())
     if meta.get("eviction_delay_s") is not None:
         parts.append(f"a preempted job frees its place after {duration(meta['eviction_delay_s'])}")
     backoff = meta.get("requeue_backoff_s")
@@ -254,6 +258,7 @@ def render_report(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]], *, t
                                            [(t, [s["wait_by_team_s"].get(t, {}).get("mean", 0.0) for _, _, s in runs])
                                             for t in teams], [lbl for lbl, _, _ in runs])
                      + "<figcaption>mean queue wait per team, one bar per policy</figcaption></figure>")
+    parts += completion_parts(runs)
     parts += free_domain_parts(runs)
     parts.append(f"<h2>GPU utilisation over time ({escape(label0)})</h2><figure>{utilisation_svg(result0)}"
                  "<figcaption>GPUs in use / GPUs on healthy nodes; dashed lines: red failure, green recovery, "
@@ -327,3 +332,29 @@ def free_domain_parts(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]]) 
                      + "<figcaption>domains of this level with no GPU in use (more is better for large jobs); "
                        "one line per policy</figcaption></figure>")
     return parts
+
+
+def completion_parts(runs: Sequence[tuple[str, SimResult, Mapping[str, Any]]]) -> list[str]:
+    """Job completion time p50 / p95, completed GPU-hours per day and mean slowdown, per job
+    class and run (sim/outcomes.py; the run-time model is in the header)."""
+    label0, result0, summary0 = runs[0]
+    if "jct_s" not in summary0:
+        return []
+    classes = list(summary0["jct_s"])
+    out = [f"<h2>Job completion time per class ({escape(result0.run_time.describe())})</h2>",
+           '<table class="cmp"><tr><th>class</th>'
+           + "".join(f"<th>{escape(lbl)}: p50 / p95</th><th>GPU-h/day</th><th>slowdown</th>" for lbl, _, _ in runs)
+           + "</tr>"]
+    for cls in classes:
+        cells = []
+        for _lbl, _r, s in runs:
+            j = s["jct_s"].get(cls, {"p50": 0.0, "p95": 0.0})
+            cells.append(f"<td>{escape(duration(j['p50']))} / {escape(duration(j['p95']))}</td>"
+                         f"<td>{s['completed_gpu_hours_per_day'].get(cls, 0.0):,.0f}</td>"
+                         f"<td>{s['mean_slowdown'].get(cls, 1.0):.3f}x</td>")
+        out.append(f"<tr><td>{escape(cls)}</td>{''.join(cells)}</tr>")
+    out.append(f'</table><div class="meta">completion time: submission to the end of the run that finished; '
+               f"GPU-h/day: work (trace durations) of the jobs finished within the first "
+               f"{escape(duration(summary0['window_s']))}, per day; slowdown: mean run-time factor of the finished "
+               "runs</div>")
+    return out

@@ -24,6 +24,14 @@ from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.engine import Simulator
 from scheduler.sim.model import GPU, SimFailure, SimJob, SimResult, World
+from scheduler.sim.outcomes import (
+    arrival_window,
+    completed_gpu_hours_per_day,
+    jct_by_class,
+    mean_slowdown,
+    percentile,
+)
+from scheduler.sim.runtime import PRESETS, RunTimeModel
 from scheduler.sim.trace import Trace, TraceError
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -191,15 +199,6 @@ def without_borrowing(world: World) -> World:
 # ---------------------------------------------------------------------- summary
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (0 for no values)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
-    return float(ordered[rank - 1])
-
-
 def _stats(values: Sequence[float]) -> dict[str, float]:
     return {"count": len(values), "mean": round(sum(values) / len(values), 3) if values else 0.0,
             "p50": round(percentile(values, 50), 3), "p99": round(percentile(values, 99), 3),
@@ -221,6 +220,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
     multi = [j for j in jobs if j.domains and sum(ps.count for ps in j.spec.pod_sets) > 1]
     spans = [j.domains.get(level, 0) for j in multi]
     free = [sum(counts) for _t, counts in result.free_domains]
+    window = arrival_window(jobs, result.makespan)
     return {
         "makespan_s": round(result.makespan, 3),
         "submitted": len([j for j in jobs if j.submit_at <= result.makespan]),
@@ -245,6 +245,11 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "wait_p95_s": round(percentile(waits, 95), 3),
         "gpu_hours_lost": round(result.gpu_seconds_lost / 3600, 3),
         "free_whole_domains_mean": round(sum(free) / len(free), 3) if free else 0.0,
+        "run_time_model": result.run_time.as_dict(),
+        "jct_s": jct_by_class(jobs),
+        "mean_slowdown": mean_slowdown(jobs),
+        "window_s": round(window, 3),
+        "completed_gpu_hours_per_day": completed_gpu_hours_per_day(jobs, window),
         "cycles": result.cycles,
         "wall_s": round(result.wall_s, 3),
     }
@@ -270,7 +275,8 @@ def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare:
                  progress: Any = None, progress_every_s: float = 0.0,
                  eviction_delay_s: float = 30.0, requeue_backoff: RequeueBackoff | None = None,
                  storm_policy: StormPolicy | None = None,
-                 storm_guard: bool = True) -> list[tuple[str, SimResult, dict[str, Any]]]:
+                 storm_guard: bool = True,
+                 run_time: RunTimeModel = PRESETS["off"]) -> list[tuple[str, SimResult, dict[str, Any]]]:
     """Every variant of ``compare`` on the same trace: (label, result, summary).
     ``progress(label, index, count, Progress)`` is called as the engine reports."""
     out = []
@@ -283,6 +289,7 @@ def run_variants(world: World, trace: Trace, *, solver: str = "greedy", compare:
                 progress(label, idx, len(runs), p)
         result = Simulator(w, jobs, failures, solver=sol, time_budget_s=time_budget_s, horizon_s=horizon_s,
                            progress=cb, progress_every_s=progress_every_s, eviction_delay_s=eviction_delay_s,
-                           requeue_backoff=requeue_backoff, storm_policy=storm_policy, storm_guard=storm_guard).run()
+                           requeue_backoff=requeue_backoff, storm_policy=storm_policy, storm_guard=storm_guard,
+                           run_time=run_time).run()
         out.append((label, result, summarize(result)))
     return out

@@ -230,13 +230,20 @@ def synthetic_trace(n: int, seed: int, *, gpus_per_node: int, node_count: int,
             preferred = narrow
         jobs.append(TraceJob(round(t, 1), ns, f"job-{i:05d}", lq, nodes, gpn, duration, pc, required, preferred))
     mean_duration = sum(d for _, d in drawn) / n
-    failures = []
-    if failures_per_day > 0 and node_names:
-        horizon = t + mean_duration
-        ft = 0.0
-        while True:
-            ft += rng.expovariate(failures_per_day / 86400.0)
-            if ft > horizon:
-                break
-            failures.append(TraceFailure(round(ft, 1), node_names[rng.randrange(len(node_names))], recover_after_s))
+    failures = node_failures(rng, t + mean_duration, failures_per_day, node_names, recover_after_s)
     return Trace(tuple(jobs), tuple(failures))
+
+
+def node_failures(rng: random.Random, horizon_s: float, per_day: float, node_names: Sequence[str],
+                  recover_after_s: float) -> list[TraceFailure]:
+    """Poisson node failures until ``horizon_s`` on uniformly chosen nodes, each recovering
+    after ``recover_after_s`` (none without a rate or nodes)."""
+    failures: list[TraceFailure] = []
+    if per_day <= 0 or not node_names:
+        return failures
+    ft = 0.0
+    while True:
+        ft += rng.expovariate(per_day / 86400.0)
+        if ft > horizon_s:
+            return failures
+        failures.append(TraceFailure(round(ft, 1), node_names[rng.randrange(len(node_names))], recover_after_s))

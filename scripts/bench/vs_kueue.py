@@ -10,7 +10,10 @@ annotation = implicit TAS), 40 % multi-node of whole nodes (2, 4, 8 or 16 pods x
 half ``required`` layer-3 when it fits in one layer-3 domain else layer-2, half ``preferred``
 layer-3). Each job "runs" ``--min-s``..``--max-s`` seconds after its admission is observed,
 then the driver deletes it (quota and topology are released exactly as when it finishes).
-Submission is bounded: at most ``--max-outstanding`` created-but-unfinished jobs.
+Submission is bounded: at most ``--max-outstanding`` created-but-unfinished jobs. With
+``--arrival-rate`` the stream is open-loop instead: each job arrives at its own seeded Poisson
+time, the same for every engine, so both run the same offered load (a closed loop lets the
+faster engine keep the cluster fuller, and a fuller cluster has fewer compact placements).
 
 Printed per engine: wall time, admissions/s, time to admission p50/p99 (driver clock: job
 created -> the watch event that shows its Workload's quota reserved; a watch, not the 0.2 s
@@ -21,6 +24,7 @@ spanned per multi-node job; then ratios toposched/Kueue.
     python scripts/bench/vs_kueue.py                       # 2,000 jobs, 128 nodes (~10 min)
     python scripts/bench/vs_kueue.py --jobs 300 --layers 2,2,4 --nodes-per-domain 4
     python scripts/bench/vs_kueue.py --engine kueue        # one side only
+    python scripts/bench/vs_kueue.py --jobs 2000 --arrival-rate 0.9 --min-s 20 --max-s 60   # compactness
     python scripts/bench/vs_kueue.py --fair-sharing --weights team-a=2 --jobs 300 --layers 2,2,4
 
 ``--fair-sharing``: both engines run with Kueue's Configuration ``fairSharing`` (default
@@ -119,6 +123,7 @@ class Result:
     # --fair-sharing: (seconds since start, {team: [weightedShare, admitted GPUs]})
     shares: list[tuple[float, dict[str, list[float]]]] = field(default_factory=list)
     by_job: dict[str, float] = field(default_factory=dict)  # job name -> time to admission (s)
+    spans: dict[str, int] = field(default_factory=dict)  # multi-node job name -> layer-3 domains spanned
 
     def figures(self) -> dict[str, float]:
         q = sorted(self.tta) or [0.0]
@@ -188,6 +193,7 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
     outstanding = 0
     running_gpus = 0
     watch = ReservationWatch(api).start()
+    arrivals = arrival_times(len(rows), args.arrival_rate, args.seed) if args.arrival_rate else None
     last_t = t0 = last_progress = last_share = time.monotonic()
     try:
         while pending_rows or any(t.deleted is None for t in tracks.values()):
@@ -195,8 +201,10 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
             if now - t0 > args.timeout_s:
                 print(f"[{engine}] timeout after {args.timeout_s}s", file=sys.stderr)
                 break
-            # submit
-            while pending_rows and outstanding < args.max_outstanding:
+            # submit: closed loop (at most --max-outstanding unfinished jobs) or, with
+            # --arrival-rate, open loop (each job at its own arrival time)
+            while pending_rows and outstanding < args.max_outstanding and (
+                    arrivals is None or time.monotonic() - t0 >= arrivals[len(tracks)]):
                 row = pending_rows.pop(0)
                 obj = job_object(row.row())
                 if engine in COMPACT_VARIANTS and row.pods > 1:
@@ -252,6 +260,7 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
                 result.by_job[tr.row.name] = tr.admitted - tr.created
                 if tr.row.pods > 1:
                     result.l3.append(tr.l3_spanned)
+                    result.spans[tr.row.name] = tr.l3_spanned
                     if tr.row.pods <= args.nodes_per_domain:
                         result.l3_one.append(tr.l3_spanned == 1)
     finally:
@@ -260,6 +269,18 @@ def run_engine(engine: str, args: argparse.Namespace, rows: list[JobRow]) -> Res
         if not args.keep:
             shutil.rmtree(directory, ignore_errors=True)
     return result
+
+
+def arrival_times(n: int, rate: float, seed: int) -> list[float]:
+    """Open-loop arrivals: Poisson at ``rate`` jobs/s (seeded, the same for every engine), so
+    both engines run the same offered load whatever their admission speed; a closed loop lets
+    the faster engine run the cluster fuller, which makes compact placement harder for it."""
+    rng = random.Random(seed + 1)
+    out, t = [], 0.0
+    for _ in range(n):
+        t += rng.expovariate(rate)
+        out.append(t)
+    return out
 
 
 def _sample_shares(api: Any, teams: list[str], tracks: dict[str, Track]) -> dict[str, list[float]]:
@@ -300,8 +321,13 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "toposched-writes32": ("toposched", ("--concurrent-writes", "32")),
     "toposched-beyond": ("toposched", ("--placement-policy", "all")),
     "toposched-fragmentation": ("toposched", ("--placement-policy", "fragmentation-aware")),
+    # issue 35: the compact wait without preemption during it (patient-compact), and with
+    # fragmentation-aware placement of the small jobs; greedy placement only (no CP-SAT).
+    "toposched-patient": ("toposched", ("--placement-policy", "patient-compact")),
+    "toposched-patient-frag": ("toposched", ("--placement-policy", "patient-compact,fragmentation-aware")),
+    "toposched-greedy": ("toposched", ("--solver", "greedy")),
 }
-COMPACT_VARIANTS = frozenset({"toposched-beyond"})
+COMPACT_VARIANTS = frozenset({"toposched-beyond", "toposched-patient", "toposched-patient-frag"})
 
 
 def compact_wish(row: JobRow, args: argparse.Namespace) -> dict[str, str]:
@@ -339,6 +365,25 @@ def breakdown(rows: list[JobRow], results: dict[str, Result]) -> list[str]:
     return lines
 
 
+def compactness(rows: list[JobRow], results: dict[str, Result], nodes_per_l3: int) -> list[str]:
+    """Per multi-pod class small enough for one layer-3 domain: the share placed in one, for each
+    engine (the counts, so a reader sees how many jobs a difference is)."""
+    engines = list(results)
+    lines = [f"  {'jobs':28} {'n':>4} " + " ".join(f"{e + ' in one L3':>26}" for e in engines)]
+    classes: dict[str, list[JobRow]] = {}
+    for row in rows:
+        if 1 < row.pods <= nodes_per_l3:
+            classes.setdefault(f"class {job_class(row)}", []).append(row)
+    for key in sorted(classes, key=lambda k: (-len(classes[k]), k)):
+        cells = []
+        for e in engines:
+            spans = [results[e].spans[r.name] for r in classes[key] if r.name in results[e].spans]
+            one = sum(1 for x in spans if x == 1)
+            cells.append(f"{one:>5}/{len(spans):<5} ({100 * one / len(spans) if spans else 0:5.1f}%)".rjust(26))
+        lines.append(f"  {key:28} {len(classes[key]):4} " + " ".join(cells))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=2000)
@@ -348,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-s", type=float, default=2.0)
     ap.add_argument("--max-s", type=float, default=8.0)
     ap.add_argument("--max-outstanding", type=int, default=150)
+    ap.add_argument("--arrival-rate", type=float, default=0.0, metavar="JOBS_PER_S",
+                    help="open loop: jobs arrive at this Poisson rate whatever the engine admits (the same "
+                         "arrival times for every engine; --max-outstanding still bounds them); 0 (default): "
+                         "closed loop")
     ap.add_argument("--poll-s", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--timeout-s", type=float, default=1800)
@@ -356,7 +405,9 @@ def main(argv: list[str] | None = None) -> int:
                          "admission cycle per pass, the controller before issue 18 item 5; toposched-serial: "
                          "one API write at a time (before concurrent writes); toposched-beyond: "
                          "every issue-17 placement policy and the compact wait (--compact-wait); "
-                         "toposched-fragmentation: fragmentation-aware placement only, no wait")
+                         "toposched-fragmentation: fragmentation-aware placement only, no wait; "
+                         "toposched-patient(-frag): the compact wait without preemption during it (and "
+                         "fragmentation-aware placement); toposched-greedy: --solver greedy")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--preemption", action="store_true",
                     help="ClusterQueues preempt (withinClusterQueue LowerPriority, reclaimWithinCohort Any); "
@@ -402,9 +453,12 @@ def main(argv: list[str] | None = None) -> int:
             figures[f"ratio {name}"] = ratios
     print("time to admission by job class and team (median):")
     print("\n".join(breakdown(rows, results)))
+    print("multi-node jobs that fit one layer-3 domain, placed in one:")
+    print("\n".join(compactness(rows, results, args.nodes_per_domain)))
     if args.json:
         out: dict[str, Any] = dict(figures)
         out["by_job"] = {e: r.by_job for e, r in results.items()}
+        out["spans"] = {e: r.spans for e, r in results.items()}
         if series:
             out["shares"] = series
         args.json.write_text(json.dumps(out, indent=2))

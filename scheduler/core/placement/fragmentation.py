@@ -10,10 +10,12 @@ partly used nodes are full, the next pod opens whichever empty node comes first 
 may break the last whole layer-3 domain while another has free nodes next to busy ones. Here
 the leaves are ordered by
 
-1. how many whole-free domains the pod would break (its ancestors, at every level above the
-   leaves, with no usage at all): fewest first;
-2. then from the top level down, the free capacity (in pods of this shape) of the leaf's
-   domain at that level, ascending: the fullest layer-1, inside it the fullest layer-2, ...;
+1. how many whole-free units the pod would break (the node itself and its ancestors at every
+   level, with no usage at all): fewest first, so a small pod goes to a partly used node and
+   whole nodes and whole domains stay free for multi-node jobs;
+2. then from the narrowest level up, the free capacity (in pods of this shape) of the leaf's
+   domain at that level, ascending (best fit): the fullest layer-3 domain, among equals the
+   one in the fullest layer-2, ...; the large free holes stay large;
 3. then Kueue's key (the leaf's capacity ascending, then its value path).
 
 A pod set that fits on one leaf takes the first such leaf in that order; otherwise it takes
@@ -59,14 +61,15 @@ def leaf_order(prob: greedy.Problem, free: IntArray) -> IntArray:
     whole = whole_free_leaves(tree, free)
     sizes = tree.subtree_sums(np.ones(tree.n_leaves, dtype=np.int64))
     whole_sums = tree.subtree_sums(whole)
-    broken = np.zeros(len(leaves), dtype=np.int64)
+    broken = whole[leaves].copy()  # the node itself: a whole node is what a multi-node pod needs
     by_level: list[IntArray] = []
     for level in range(n_levels - 1):
         ancestors = tree.ancestors_array(level)[leaves]
         broken += (whole_sums[level] == sizes[level])[ancestors].astype(np.int64)
         by_level.append(prob.units[level][ancestors])
-    # np.lexsort: the LAST key is the primary one.
-    keys = [leaves, prob.pod_counts[-1][leaves], leaf_units[leaves], *reversed(by_level), broken]
+    # np.lexsort: the LAST key is the primary one; by_level runs from the top level down, so the
+    # narrowest domain (layer-3) comes right after ``broken``.
+    keys = [leaves, prob.pod_counts[-1][leaves], leaf_units[leaves], *by_level, broken]
     ordered: IntArray = leaves[np.lexsort(keys)]
     return ordered
 

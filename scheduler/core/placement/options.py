@@ -15,6 +15,9 @@ narrows the candidates of the same placement problem; none admits anything Kueue
   (:mod:`scheduler.core.compact`) holds the domain it waits for; workloads it goes before in
   Kueue's order are steered away from it (:mod:`scheduler.core.reservation`). Acts only on
   workloads that ask for a compact wait, so without ``toposched.io/compact-*`` it changes nothing.
+- ``patient_compact``: a workload in its bounded wait for a compact placement does not preempt
+  while the wait runs (it takes free capacity only; ``core/compact_wait.py`` ``patient``).
+  Acts only on workloads that ask for a compact wait.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ POLICY_KUEUE = "kueue"
 POLICY_FRAGMENTATION = "fragmentation-aware"
 POLICY_DEGRADED = "degraded-last"
 POLICY_RESERVE = "reserve-compact"
+POLICY_PATIENT = "patient-compact"
 POLICY_ALL = "all"
-POLICIES = (POLICY_KUEUE, POLICY_FRAGMENTATION, POLICY_DEGRADED, POLICY_RESERVE, POLICY_ALL)
+POLICIES = (POLICY_KUEUE, POLICY_FRAGMENTATION, POLICY_DEGRADED, POLICY_RESERVE, POLICY_PATIENT, POLICY_ALL)
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,13 @@ class PlacementOptions:
     fragmentation_aware: bool = False
     degraded_last: bool = False
     reserve_compact: bool = False
+    patient_compact: bool = False
 
     @classmethod
     def from_names(cls, names: str) -> PlacementOptions:
         """``"kueue"`` (the default), ``"fragmentation-aware"``, ``"degraded-last"``,
-        ``"reserve-compact"``, a comma list of those, or ``"all"``. Raises ValueError naming the unknown policy."""
+        ``"reserve-compact"``, ``"patient-compact"``, a comma list of those, or ``"all"``. Raises
+        ValueError naming the unknown policy."""
         wanted = {n.strip() for n in names.split(",") if n.strip()}
         unknown = sorted(wanted - set(POLICIES))
         if unknown:
@@ -46,8 +52,9 @@ class PlacementOptions:
         every = POLICY_ALL in wanted
         return cls(fragmentation_aware=every or POLICY_FRAGMENTATION in wanted,
                    degraded_last=every or POLICY_DEGRADED in wanted,
-                   reserve_compact=every or POLICY_RESERVE in wanted)
+                   reserve_compact=every or POLICY_RESERVE in wanted,
+                   patient_compact=every or POLICY_PATIENT in wanted)
 
     @property
     def kueue_equivalent(self) -> bool:
-        return not (self.fragmentation_aware or self.degraded_last or self.reserve_compact)
+        return not (self.fragmentation_aware or self.degraded_last or self.reserve_compact or self.patient_compact)

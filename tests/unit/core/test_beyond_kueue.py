@@ -116,6 +116,32 @@ def test_cluster_queue_default_applies_to_pod_sets_without_their_own() -> None:
     assert isinstance(d2, Admit)
 
 
+def _full_cluster_preemptible(now: float, options: PlacementOptions):  # type: ignore[no-untyped-def]
+    """Every node full with a priority-0 workload; ``x`` (priority 100, 2 whole nodes, a
+    10-minute compact wait for one rack) can only run by preempting it."""
+    nodes = [node(f"{r}-n{i}", rack=r, cpu=4) for r in ("r1", "r2") for i in range(2)]
+    tree = tree_of(nodes)
+    low = _busy("low", {n.name: 1 for n in nodes}, cpu=4)
+    for u in low.tas:
+        tree.add_usage(u.placement, u.per_pod)
+    x = _with_compact(wl("x", 4, count=2, preferred=RACK, created=CREATED, prio=100), COMPACT_RACK)
+    return snapshot(now=now, cluster_queues={"a": cq("a", {FLAVOR: {"cpu": rq(100)}}, within="LowerPriority")},
+                    local_queues=lqs(("lq", "a")), flavors={FLAVOR: FlavorSpec(FLAVOR, topology_name="default")},
+                    trees={FLAVOR: tree}, admitted=[low], pending=[pending(x)], placement_options=options)
+
+
+def test_patient_compact_does_not_preempt_during_the_wait() -> None:
+    kueue = run_cycle(_full_cluster_preemptible(CREATED + 10, PlacementOptions()))
+    assert [type(d).__name__ for d in kueue] == ["Preempt", "Pending"]  # Kueue preempts at once
+    patient = PlacementOptions(patient_compact=True)
+    [d] = run_cycle(_full_cluster_preemptible(CREATED + 10, patient))
+    assert isinstance(d, Pending) and d.reason == WAITING_REASON and d.retry_at == CREATED + 600
+    assert d.requeue == "inadmissible"
+    assert "does not preempt for 10m from queueing" in d.message and "patient-compact" in d.message
+    after = run_cycle(_full_cluster_preemptible(CREATED + 600, patient))  # the wait is over
+    assert [type(dd).__name__ for dd in after] == ["Preempt", "Pending"]
+
+
 def test_queue_state_wakes_a_parked_compact_wait_at_its_deadline() -> None:
     state = QueueState()
     state.park("team/x", "a", wake_at=1600.0)
@@ -187,9 +213,37 @@ def test_fragmentation_aware_spreads_only_when_it_must() -> None:
     assert sum(got.values()) == 3 and "r2-n0" not in got
 
 
+def _used(tree: TopologyTree, host: str, cpu: int) -> None:
+    tree.add_usage(PodSetPlacement("m", 1, (HOST,), (DomainAssignment((host,), 1),)), {"cpu": cpu * 1000})
+
+
+def test_fragmentation_aware_keeps_whole_nodes_for_multi_node_jobs() -> None:
+    # r1: n0 partly used, n1 whole; r2: n0 full, n1 whole. A 1-cpu pod goes to the partly used
+    # node (r2 is the fuller rack, but its free node is whole: a multi-node pod needs it).
+    tree = tree_of([node(f"{r}-n{i}", rack=r, cpu=4) for r in ("r1", "r2") for i in range(2)])
+    _used(tree, "r1-n0", 1)
+    _used(tree, "r2-n0", 4)
+    one = [PodSetSpec("main", 1, {"cpu": 1000}, TopologyRequest(unconstrained=True))]
+    got = place_workload(tree, one, solver="greedy", options=PlacementOptions(fragmentation_aware=True))
+    assert per_node(got) == {"r1-n0": 1}
+
+
+def test_fragmentation_aware_fills_the_smallest_rack_hole_first() -> None:
+    # Block b1: r1 has 2 free nodes, r2 none; block b2: r3 has 1, r4 has 2. The fuller block is
+    # b1, but the best fit for one node is r3's single free node: r1 and r4 keep 2 each.
+    racks = {"r1": "b1", "r2": "b1", "r3": "b2", "r4": "b2"}
+    tree = tree_of([node(f"{r}-n{i}", block=b, rack=r, cpu=4) for r, b in racks.items() for i in range(3)])
+    for host in ("r1-n0", "r2-n0", "r2-n1", "r2-n2", "r3-n0", "r3-n1", "r4-n0"):
+        _used(tree, host, 4)
+    got = place_workload(tree, SMALL, solver="greedy", options=PlacementOptions(fragmentation_aware=True))
+    assert per_node(got) == {"r3-n2": 1}
+
+
 def test_placement_policy_names() -> None:
     assert PlacementOptions.from_names("kueue").kueue_equivalent
-    assert PlacementOptions.from_names("all") == PlacementOptions(True, True, True)
+    assert PlacementOptions.from_names("all") == PlacementOptions(True, True, True, True)
+    assert PlacementOptions.from_names("patient-compact") == PlacementOptions(patient_compact=True)
+    assert not PlacementOptions(patient_compact=True).kueue_equivalent
     assert PlacementOptions.from_names("degraded-last") == PlacementOptions(False, True)
     with pytest.raises(ValueError, match="unknown placement policy 'nope'"):
         PlacementOptions.from_names("kueue,nope")
