@@ -245,8 +245,9 @@ def refusal(exc: Exception) -> str:
     return f"{getattr(exc, 'status', '')} {message or str(exc)}"[:400]
 
 
-# Who submits the burst: a user, not the identity the dev stack's controller runs as (the admin),
-# whose own writes skip toposched's job webhooks; impersonated by the admin, in system:masters.
+# Who submits the burst: a user, as a team would (the dev stack's controller has a user of its own,
+# whose writes skip toposched's job webhooks, so the admin would do too; a named user keeps the
+# bench independent of that); impersonated by the admin, in system:masters.
 SUBMITTER = "burst-submitter"
 
 

@@ -47,6 +47,13 @@ class Stack:
         logs = self.cluster.logs
         raise AssertionError(f"{what}: not met within {timeout_s}s (last error: {last}); logs in {logs}")
 
+    def as_controller(self) -> Api:
+        """The API as toposched's controller (its own user on the dev cluster, not the admin's):
+        for a test that writes what only the controller may, or goes past the webhooks as it does."""
+        from kubernetes import config
+
+        return Api(config.new_client_from_config(config_file=str(self.cluster.controller_kubeconfig)))
+
 
 def start_stack(directory: Path, description: dict[str, Any], controller_args: tuple[str, ...] = (),
                 before_toposched: Callable[[LocalCluster], Any] | None = None,

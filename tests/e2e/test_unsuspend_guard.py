@@ -1,7 +1,7 @@
 """Quota bypass closed (issue 13 item 3), on the real control plane: a user's ``kubectl patch`` that
 unsuspends a queued, pending Job is refused by the webhook with the field and the fix; and when a
-queued Job runs anyway without an admitted Workload (here: unsuspended by the admin identity the
-dev cluster's controller also uses), kube-scheduler shows the extender's refusal in the pods'
+queued Job runs anyway without an admitted Workload (here: unsuspended with the controller's own
+credentials, as a stolen token would), kube-scheduler shows the extender's refusal in the pods'
 FailedScheduling events and no pod is bound. The controller's own unsuspend still works (job A
 and C below; every other e2e test relies on it too)."""
 
@@ -73,9 +73,9 @@ def test_a_user_cannot_unsuspend_a_pending_job_and_its_pods_cannot_bypass_the_qu
     assert f"remove the {LABEL_QUEUE_NAME} label" in message
     assert stack.api.get(JOBS, "b-waits", NS)["spec"]["suspend"] is True
 
-    # Past the webhook anyway (the admin is the dev cluster's controller identity): its pods carry
-    # no workload annotation, and the extender refuses them with the reason and the fix.
-    stack.api.merge_patch(JOBS, "b-waits", {"spec": {"suspend": False}}, NS)
+    # Past the webhook anyway (with the controller's credentials, which the webhooks skip): its pods
+    # carry no workload annotation, and the extender refuses them with the reason and the fix.
+    stack.as_controller().merge_patch(JOBS, "b-waits", {"spec": {"suspend": False}}, NS)
     core = client.CoreV1Api(stack.kube)
 
     def refusal_event() -> str | None:

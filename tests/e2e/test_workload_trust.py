@@ -3,8 +3,8 @@ ServiceAccount token with Kueue's batch-admin rights on Workloads in its namespa
 the annotations only toposched's controller writes, nor give itself a priority, nor create a
 Workload that breaks Kueue's rules; its honest Workload is admitted, and the controller's own
 writes (Workloads for Jobs, status, its annotations) go through untouched: the webhook's
-``matchConditions`` skip the controller's username (on the local dev cluster: the admin
-certificate's CN, which the controller runs as)."""
+``matchConditions`` skip the controller's username (on the local dev cluster: its own user,
+``toposched-controller``)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,8 @@ def test_a_tenant_cannot_write_the_controllers_annotations(stack: Stack) -> None
     assert "may set this annotation" in refused(lambda: tenant.merge_patch(WORKLOADS, "honest", patch, NS))
 
     # The controller's identity writes its key (the webhook is not even asked) ...
-    stack.api.merge_patch(WORKLOADS, "honest", {"metadata": {"annotations": {ANN_PREEMPTION_TARGET: TARGET}}}, NS)
+    stack.as_controller().merge_patch(WORKLOADS, "honest",
+                                      {"metadata": {"annotations": {ANN_PREEMPTION_TARGET: TARGET}}}, NS)
     # ... the tenant may still edit the rest, keeping it, but not remove it.
     tenant.merge_patch(WORKLOADS, "honest", {"metadata": {"labels": {"team": "a"}}}, NS)
     removal = {"metadata": {"annotations": {ANN_PREEMPTION_TARGET: None}}}
