@@ -47,6 +47,14 @@ class Stack:
         logs = self.cluster.logs
         raise AssertionError(f"{what}: not met within {timeout_s}s (last error: {last}); logs in {logs}")
 
+    def as_user(self, user: str) -> Api:
+        """The API as another user (impersonated by the admin; in system:masters, so RBAC allows
+        the write and only the webhooks can refuse it)."""
+        impersonating = self.cluster.api_client()
+        impersonating.set_default_header("Impersonate-User", user)
+        impersonating.set_default_header("Impersonate-Group", "system:masters")
+        return Api(impersonating)
+
     def as_controller(self) -> Api:
         """The API as toposched's controller (its own user on the dev cluster, not the admin's):
         for a test that writes what only the controller may, or goes past the webhooks as it does."""

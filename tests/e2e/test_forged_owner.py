@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.core.workload import LABEL_QUEUE_NAME
-from scheduler.k8s.informer import JOBS, PODS, WORKLOADS, Api
+from scheduler.k8s.informer import JOBS, PODS, WORKLOADS
 from tests.e2e.conftest import Stack
 
 NS = "hyperpod-ns-team-a"
@@ -74,11 +74,8 @@ def test_a_forged_owner_reference_is_queued_like_any_other_job(stack: Stack) -> 
     wl = stack.wait(lambda: workload_of(stack, uid), 60, "a Workload of the forged-owner Job")
     assert wl["spec"]["queueName"] == QUEUE
 
-    impersonating = stack.cluster.api_client()
-    impersonating.set_default_header("Impersonate-User", "mallory")
-    impersonating.set_default_header("Impersonate-Group", "system:masters")
     with pytest.raises(client.ApiException) as refused:
-        Api(impersonating).merge_patch(JOBS, "forged", {"spec": {"suspend": False}}, NS)
+        stack.as_user("mallory").merge_patch(JOBS, "forged", {"spec": {"suspend": False}}, NS)
     body = refused.value.body
     message = json.loads(body.decode() if isinstance(body, bytes) else body)["message"]
     assert refused.value.status == 403 and "only toposched's controller may unsuspend a queued Job" in message

@@ -32,7 +32,7 @@ from scheduler.devcluster.apply import apply_objects, load_documents
 from scheduler.devcluster.binaries import repo_root
 from scheduler.devcluster.controlplane import LocalCluster
 from scheduler.devcluster.peers import wait_crds_established
-from scheduler.k8s.informer import CLUSTER_QUEUES, PODS, WORKLOADS, Api
+from scheduler.k8s.informer import CLUSTER_QUEUES, PODS, WORKLOADS
 from scheduler.kube.jobs import resource_of
 from tests.e2e.conftest import Stack
 
@@ -110,11 +110,9 @@ def test_a_plain_pod_is_gated_admitted_and_released_and_its_gates_are_the_contro
     held["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": "9"},
                                                   "limits": {"nvidia.com/gpu": "9"}}  # fits no node: stays pending
     stack.api.create(PODS, held, NS)
-    alice = stack.cluster.api_client()  # a user (impersonated; RBAC allows it, only the webhook refuses)
-    alice.set_default_header("Impersonate-User", "alice")
-    alice.set_default_header("Impersonate-Group", "system:masters")
+    alice = stack.as_user("alice")  # RBAC allows it, only the webhook refuses
     with pytest.raises(client.ApiException) as refused:
-        Api(alice).merge_patch(PODS, "held", {"spec": {"schedulingGates": None}}, NS)
+        alice.merge_patch(PODS, "held", {"spec": {"schedulingGates": None}}, NS)
     message = json.loads(refused.value.body)["message"]
     assert "only toposched's controller may remove kueue.x-k8s.io/admission" in message
     stack.api.delete(PODS, "held", NS)

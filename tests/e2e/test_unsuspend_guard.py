@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.core.workload import LABEL_QUEUE_NAME
-from scheduler.k8s.informer import JOBS, PODS, Api
+from scheduler.k8s.informer import JOBS, PODS
 from tests.e2e.conftest import Stack
 
 NS = "hyperpod-ns-team-a"
@@ -46,15 +46,6 @@ def running(stack: Stack, job: str, count: int) -> bool:
     return len([p for p in pods if p["status"].get("phase") == "Running"]) == count
 
 
-def as_user(stack: Stack, user: str) -> Api:
-    """The API as another user (impersonated by the admin; in system:masters, so RBAC allows the
-    patch and only the webhook can refuse it)."""
-    impersonating = stack.cluster.api_client()
-    impersonating.set_default_header("Impersonate-User", user)
-    impersonating.set_default_header("Impersonate-Group", "system:masters")
-    return Api(impersonating)
-
-
 def test_a_user_cannot_unsuspend_a_pending_job_and_its_pods_cannot_bypass_the_queue(stack: Stack) -> None:
     # A fills one layer-3 domain, C one node of the other: B (2 nodes in one layer-3 domain) waits.
     stack.api.create(JOBS, gpu_job("a-fills-x", 2, True), NS)
@@ -64,7 +55,7 @@ def test_a_user_cannot_unsuspend_a_pending_job_and_its_pods_cannot_bypass_the_qu
     stack.api.create(JOBS, gpu_job("b-waits", 2, True), NS)
 
     with pytest.raises(client.ApiException) as refused:
-        as_user(stack, "alice").merge_patch(JOBS, "b-waits", {"spec": {"suspend": False}}, NS)
+        stack.as_user("alice").merge_patch(JOBS, "b-waits", {"spec": {"suspend": False}}, NS)
     assert refused.value.status == 403
     body = refused.value.body
     message = json.loads(body.decode() if isinstance(body, bytes) else body)["message"]
@@ -105,7 +96,7 @@ def test_with_the_webhook_down_the_controller_still_starts_what_it_admits(stack:
     stop_component(stack.cluster, "toposched-webhook", kill=True)
     try:
         with pytest.raises(client.ApiException) as refused:
-            as_user(stack, "alice").merge_patch(JOBS, "e-waits", {"spec": {"suspend": False}}, NS)
+            stack.as_user("alice").merge_patch(JOBS, "e-waits", {"spec": {"suspend": False}}, NS)
         assert "failed calling webhook" in str(refused.value.body)
         stack.api.delete(JOBS, "d-fills", NS, propagationPolicy="Background")  # DELETE: no webhook
         stack.wait(lambda: running(stack, "e-waits", 4), 180,
