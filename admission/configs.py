@@ -92,7 +92,9 @@ _MANAGED_UNQUEUED = {"matchExpressions": [{"key": LABEL_MANAGED, "operator": "Ex
 
 
 def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
-                           default_queue: bool = True) -> dict[str, Any]:
+                           default_queue: bool = True, controller_users: Sequence[str] | None = None) -> dict[str, Any]:
+    """``controller_users``: as :func:`validating_configuration` (their updates skip the re-stamp)."""
+    controllers = list(controller_users) if controller_users else [controller_username(namespace)]
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "reinvocationPolicy": "IfNeeded", "namespaceSelector": _namespace_selector(namespace)}
     hooks = []
@@ -104,7 +106,14 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
             # A pod its Deployment / StatefulSet holds carries the managed label, not yet the queue's.
             hooks.append(dict(common, name=f"{prefix}-managed.toposched.io", clientConfig=client(path), rules=rules,
                               failurePolicy="Fail", timeoutSeconds=5, objectSelector=_MANAGED_UNQUEUED))
-        elif default_queue:
+        else:
+            # The stamps re-applied on UPDATE of a queued object (admission/restamp.py), as Kueue's
+            # Deployment, StatefulSet and LeaderWorkerSet webhooks default on UPDATE too. The
+            # controller's own starts and stops never wait on it.
+            hooks.append(dict(common, name=f"{prefix}-update.toposched.io", clientConfig=client(path),
+                              rules=job_kind_rule(kind, ["UPDATE"]), failurePolicy="Fail", timeoutSeconds=5,
+                              objectSelector=_QUEUED, matchConditions=not_the_controller(controllers)))
+        if kind is not POD and default_queue:
             # (not for bare pods: every pod of every namespace would be sent here on creation)
             hooks.append(dict(common, name=f"{prefix}-default-queue.toposched.io", clientConfig=client(path),
                               rules=rules, failurePolicy="Ignore", timeoutSeconds=2, objectSelector=_UNQUEUED))
@@ -138,6 +147,11 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     hooks = [dict(common, name=f"v{kind.kind.lower()}.toposched.io", clientConfig=client(kind.validate_path),
                   failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(kind, ["CREATE", "UPDATE"]),
                   objectSelector=_QUEUED, matchConditions=not_the_controller(controllers)) for kind in KINDS]
+    # A pod its StatefulSet holds carries the managed label before the queue's: its gates and
+    # keys are guarded on UPDATE too (admission/update_guards.py).
+    hooks.append(dict(common, name=f"v{POD.kind.lower()}-managed.toposched.io", clientConfig=client(POD.validate_path),
+                      failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(POD, ["UPDATE"]),
+                      objectSelector=_MANAGED_UNQUEUED, matchConditions=not_the_controller(controllers)))
     # The default deny (admission/governance.py): every other queued object, of any kind.
     hooks.append(dict(common, name="vqueued.toposched.io", clientConfig=client(QUEUED_PATH), failurePolicy="Fail",
                       timeoutSeconds=5, rules=[{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],

@@ -17,9 +17,11 @@ from admission.annotations import NO_OVERRIDES
 from admission.fielderrors import Verdict
 from admission.governance import QUEUED_PATH, ungoverned
 from admission.mutation import mutate_job
-from admission.pods import gate_release_errors, mutate_pod, pod_context, validate_pod
+from admission.pods import mutate_pod, pod_context, validate_pod
+from admission.restamp import restamp
 from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
+from admission.update_guards import update_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.view import ClusterView
 from admission.workloads import validate_workload
@@ -190,8 +192,7 @@ def _pod_review(uid: str, path: str, req: Mapping[str, Any], obj: Mapping[str, A
         return _response(uid, True, patch=m.patch, warnings=m.warnings, api_version=api_version)
     previous = old if operation == "UPDATE" and isinstance(old, Mapping) else None
     verdict = validate_pod(obj, previous)
-    if previous is not None and requesting_user(req) not in controller_users:
-        verdict.errors.extend(gate_release_errors(obj, previous))
+    verdict.errors.extend(update_errors(POD, req, obj, previous, view, controller_users))
     if verdict.allowed:
         return _response(uid, True, warnings=verdict.warnings, api_version=api_version)
     return _response(uid, False, verdict.message(), warnings=verdict.warnings, api_version=api_version)
@@ -257,7 +258,8 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
                            api_version)
     if job_kind is not None and path in MUTATE_PATHS:
         try:
-            m = mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind, gates)
+            m = (restamp(job_kind, obj, old, view, scheduler_name) if operation == "UPDATE"
+                 else mutate_job(obj, operation, view, scheduler_name, default_queue, job_kind, gates))
         except OwnerUnreadable as exc:
             return _owner_unreadable(uid, job_kind, exc, api_version)
         except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
@@ -277,6 +279,7 @@ def handle(path: str, review: Mapping[str, Any], view: ClusterView | None,
             return refusal
         try:
             verdict = validate_job(obj, view, old if operation == "UPDATE" else None, gates)
+            verdict.errors.extend(update_errors(job_kind, req, obj, old, view, controller_users))
         except Exception as exc:
             return _validation_failed(uid, obj, job_kind.kind, exc, api_version, managed=_is_managed(obj))
     elif path in WORKLOAD_PATHS:
