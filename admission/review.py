@@ -19,6 +19,7 @@ from admission.governance import QUEUED_PATH, ungoverned
 from admission.mutation import mutate_job
 from admission.pods import mutate_pod, pod_context, validate_pod
 from admission.restamp import restamp
+from admission.review_size import oversize_message
 from admission.shape import shape_errors
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user, unsuspend_errors
 from admission.update_guards import update_errors
@@ -315,6 +316,9 @@ def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str 
     A body that is not a usable AdmissionReview gets HTTP 400 with an AdmissionReview whose
     response names the problem (the API server logs it); any failure of ours while deciding is
     a denial with code 500 that says what happened, never a dropped connection."""
+    oversize = oversize_message(len(raw))
+    if oversize is not None:  # refused before parsing: parsing is what costs (admission/review_size.py)
+        return 413, refusal(oversize, 413)
     try:
         body = json.loads(raw)
     except RecursionError:

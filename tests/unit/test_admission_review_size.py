@@ -1,0 +1,73 @@
+"""A review's cost is bounded by its size (issue 39): a review larger than any normal object's is
+refused with 413 before it is parsed, and a large real object (a JobSet of 8 replicated Jobs with
+big env lists) stays well inside the cap. Plus the inputs the long structure-aware fuzz found
+(each was an internal-error refusal)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from admission.review import answer
+from admission.review_size import MAX_REVIEW_BYTES
+from admission.view import ClusterView
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.kinds.pod import POD
+
+
+def big_jobset(env_vars: int) -> dict[str, Any]:
+    """8 replicated Jobs, 2 containers each with ``env_vars`` environment variables."""
+    container = [{"name": f"c{c}", "image": "registry.example.com/team/train:2026.12.01-abcdef",
+                  "env": [{"name": f"ENV_VAR_NUMBER_{k}", "value": "some-configuration-value-" + "x" * 40}
+                          for k in range(env_vars)],
+                  "resources": {"requests": {"cpu": "8", "memory": "64Gi"}}} for c in range(2)]
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "big", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {"suspend": True, "replicatedJobs": [
+                {"name": f"rj{i}", "replicas": 1, "template": {"spec": {"parallelism": 4, "completions": 4,
+                                                                         "template": {"spec": {"containers": container}}}}}
+                for i in range(8)]}}
+
+
+def body(obj: Any, operation: str = "UPDATE", old: Any = None, kind: str = "JobSet") -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"kind": kind}, "operation": operation, "namespace": "ns",
+        "userInfo": {"username": "alice"}, "object": obj, "oldObject": old}}).encode()
+
+
+def test_a_large_real_jobset_update_is_far_inside_the_cap() -> None:
+    raw = body(big_jobset(100), "UPDATE", big_jobset(100))
+    assert 300_000 < len(raw) < MAX_REVIEW_BYTES / 2
+    code, out = answer(JOBSET.mutate_path, raw, ClusterView())
+    assert code == 200 and out["response"]["allowed"] is True
+
+
+@pytest.mark.parametrize("path", [JOBSET.mutate_path, JOBSET.validate_path])
+def test_a_review_over_the_cap_is_refused_with_413_before_it_is_parsed(path: str) -> None:
+    raw = body(big_jobset(400), "UPDATE", big_jobset(400))  # about 1.4 MB
+    assert len(raw) > MAX_REVIEW_BYTES
+    code, out = answer(path, raw, ClusterView())
+    assert code == 413
+    response = out["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 413
+    assert response["status"]["reason"] == "RequestEntityTooLarge"
+    message = response["status"]["message"]
+    assert f"AdmissionReview of {len(raw)} bytes is over the webhook's limit of {MAX_REVIEW_BYTES} bytes" in message
+    assert "ConfigMap" in message
+    code, _ = answer(path, b"{" * (MAX_REVIEW_BYTES + 1), ClusterView())  # not even JSON: never parsed
+    assert code == 413
+
+
+# Found by the structure-aware fuzz run for 3 x 5 minutes (tests/fuzzing.py): a queued pod's
+# nodeSelector that is not an object reached the role hash, which assumed a map (500).
+@pytest.mark.parametrize("node_selector", ["three", [1], -1, float("inf"), True])
+def test_a_pod_with_a_node_selector_that_is_not_a_map_gets_a_decided_answer(node_selector: Any) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+           "spec": {"nodeSelector": node_selector, "containers": [{"name": "c"}]}}
+    for path in (POD.mutate_path, POD.validate_path):
+        code, out = answer(path, body(pod, "CREATE", kind="Pod"), ClusterView())
+        message = str((out["response"].get("status") or {}).get("message", ""))
+        assert code == 200 and "internal error" not in message, message
