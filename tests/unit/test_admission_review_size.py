@@ -26,8 +26,8 @@ def big_jobset(env_vars: int) -> dict[str, Any]:
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "big", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
             "spec": {"suspend": True, "replicatedJobs": [
-                {"name": f"rj{i}", "replicas": 1, "template": {"spec": {"parallelism": 4, "completions": 4,
-                                                                         "template": {"spec": {"containers": container}}}}}
+                {"name": f"rj{i}", "replicas": 1, "template": {"spec": {
+                    "parallelism": 4, "completions": 4, "template": {"spec": {"containers": container}}}}}
                 for i in range(8)]}}
 
 
