@@ -123,6 +123,11 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
             "webhooks": hooks}
 
 
+HOLDS_A_KUEUE_GATE = {"name": "holds-a-kueue-gate", "expression": (
+    "has(oldObject.spec.schedulingGates) && oldObject.spec.schedulingGates.exists(g, "
+    "g.name == 'kueue.x-k8s.io/admission' || g.name == 'kueue.x-k8s.io/topology')")}
+
+
 def not_the_controller(controller_users: Sequence[str]) -> list[dict[str, str]]:
     """``matchConditions``: every request but the controller's (CEL on the AdmissionReview)."""
     names = ", ".join(json.dumps(u) for u in sorted(set(controller_users)))
@@ -152,6 +157,11 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     hooks.append(dict(common, name=f"v{POD.kind.lower()}-managed.toposched.io", clientConfig=client(POD.validate_path),
                       failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(POD, ["UPDATE"]),
                       objectSelector=_MANAGED_UNQUEUED, matchConditions=not_the_controller(controllers)))
+    # A pod that still holds one of Kueue's gates, whatever its labels say now (had they been
+    # stripped past the webhook, no label selector would find it): only its updates are sent.
+    hooks.append(dict(common, name=f"v{POD.kind.lower()}-gated.toposched.io", clientConfig=client(POD.validate_path),
+                      failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(POD, ["UPDATE"]),
+                      matchConditions=[*not_the_controller(controllers), HOLDS_A_KUEUE_GATE]))
     # The default deny (admission/governance.py): every other queued object, of any kind.
     hooks.append(dict(common, name="vqueued.toposched.io", clientConfig=client(QUEUED_PATH), failurePolicy="Fail",
                       timeoutSeconds=5, rules=[{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],

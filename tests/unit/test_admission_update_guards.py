@@ -122,6 +122,10 @@ def test_a_statefulset_pod_held_for_its_parent_keeps_its_gates() -> None:
     hook = hooks["vpod-managed.toposched.io"]
     assert hook["rules"][0]["operations"] == ["UPDATE"] and hook["failurePolicy"] == "Fail"
     assert hook["objectSelector"]["matchExpressions"][0] == {"key": MANAGED, "operator": "Exists"}
+    gated = hooks["vpod-gated.toposched.io"]  # labels stripped past the webhook: the old gates select it
+    assert "objectSelector" not in gated and gated["rules"][0]["operations"] == ["UPDATE"]
+    assert [c["name"] for c in gated["matchConditions"]] == ["not-toposched-controller", "holds-a-kueue-gate"]
+    assert ADMISSION in gated["matchConditions"][1]["expression"] and TOPOLOGY in gated["matchConditions"][1]["expression"]
 
 
 # ---- the role hash --------------------------------------------------------------------------------
