@@ -125,7 +125,8 @@ def test_a_statefulset_pod_held_for_its_parent_keeps_its_gates() -> None:
     gated = hooks["vpod-gated.toposched.io"]  # labels stripped past the webhook: the old gates select it
     assert "objectSelector" not in gated and gated["rules"][0]["operations"] == ["UPDATE"]
     assert [c["name"] for c in gated["matchConditions"]] == ["not-toposched-controller", "holds-a-kueue-gate"]
-    assert ADMISSION in gated["matchConditions"][1]["expression"] and TOPOLOGY in gated["matchConditions"][1]["expression"]
+    expression = gated["matchConditions"][1]["expression"]
+    assert ADMISSION in expression and TOPOLOGY in expression
 
 
 # ---- the role hash --------------------------------------------------------------------------------
