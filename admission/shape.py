@@ -42,6 +42,9 @@ SCHEMAS: Mapping[str, Mapping[str, Any]] = {
         "stopPolicy": "str", "flavorFungibility": {},
         "resourceGroups": [{"coveredResources": ["str", 64], "flavors": _FLAVOR_QUOTAS}, 16]}},
     "LocalQueue": {**TOP, "spec": {"clusterQueue": "str", "stopPolicy": "str"}},
+    # Workloads: Kueue's rules read the rest (scheduler/adapter/workload_checks.py); the status'
+    # conditions are read on UPDATE of the old object (does it hold quota?).
+    "Workload": {**TOP, "spec": {}, "status": {"conditions": [{"type": "str", "status": "str"}]}},
     # The objects `toposched place` and `topology` read from files (kubectl get nodes/pods):
     # quantities are left to the reader, whose messages name the bad quantity and its field.
     "Node": {**TOP, "spec": {"taints": [_TAINT], "unschedulable": "bool"},

@@ -1,7 +1,6 @@
 """A review's cost is bounded by its size (issue 39): a review larger than any normal object's is
 refused with 413 before it is parsed, and a large real object (a JobSet of 8 replicated Jobs with
-big env lists) stays well inside the cap. Plus the inputs the long structure-aware fuzz found
-(each was an internal-error refusal)."""
+big env lists) stays well inside the cap."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from admission.review import answer
 from admission.review_size import MAX_REVIEW_BYTES
 from admission.view import ClusterView
 from scheduler.adapter.kinds.jobset import JOBSET
-from scheduler.adapter.kinds.pod import POD
 
 
 def big_jobset(env_vars: int) -> dict[str, Any]:
@@ -58,16 +56,3 @@ def test_a_review_over_the_cap_is_refused_with_413_before_it_is_parsed(path: str
     assert "ConfigMap" in message
     code, _ = answer(path, b"{" * (MAX_REVIEW_BYTES + 1), ClusterView())  # not even JSON: never parsed
     assert code == 413
-
-
-# Found by the structure-aware fuzz run for 3 x 5 minutes (tests/fuzzing.py): a queued pod's
-# nodeSelector that is not an object reached the role hash, which assumed a map (500).
-@pytest.mark.parametrize("node_selector", ["three", [1], -1, float("inf"), True])
-def test_a_pod_with_a_node_selector_that_is_not_a_map_gets_a_decided_answer(node_selector: Any) -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "p", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
-           "spec": {"nodeSelector": node_selector, "containers": [{"name": "c"}]}}
-    for path in (POD.mutate_path, POD.validate_path):
-        code, out = answer(path, body(pod, "CREATE", kind="Pod"), ClusterView())
-        message = str((out["response"].get("status") or {}).get("message", ""))
-        assert code == 200 and "internal error" not in message, message
