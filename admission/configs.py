@@ -13,6 +13,12 @@ failurePolicy design (docs/webhook.md):
   defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
   price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
   unmanaged.
+* Governed kinds on UPDATE while queued (``m<kind>-update``, objectSelector ``Exists``, every
+  request but the controller's): ``Fail``; the template stamps come back (``admission/restamp.py``).
+* Pods on UPDATE that still hold one of Kueue's gates (``vpod-gated``: no object selector,
+  ``matchConditions`` on the old object's gates) or carry the managed label before the queue's
+  (``vpod-managed``): ``Fail``; only the controller lifts the gates or changes Kueue's keys
+  (``admission/update_guards.py``), whatever the labels say now.
 * Every other queued object, of any group and kind (``vqueued``, the default deny, CREATE and
   UPDATE, objectSelector ``Exists``): ``Fail``. A queued object of a kind toposched does not
   govern is refused with one line naming the gap; with the webhook down such objects cannot be
