@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from cryptography import x509
 
-from admission.certs import (
+from scheduler.http.pki import (
     IPAddress,
     Pair,
     cert_pem,

@@ -50,7 +50,7 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from admission.governance import QUEUED_PATH
-from admission.review import KUEUE_PLURALS, VALIDATE_WORKLOAD, validate_kueue_path
+from admission.routes import KUEUE_PLURALS, VALIDATE_WORKLOAD, validate_kueue_path
 from admission.suspension import controller_username
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.pod import POD

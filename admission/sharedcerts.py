@@ -24,8 +24,8 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from admission import configs
-from admission.certs import cert_pem, key_pem, load_chain_pem, tls_server_context
 from admission.certset import CertSet, Policy, next_due, plan, published_cas
+from scheduler.http.pki import cert_pem, key_pem, load_chain_pem, tls_server_context
 from scheduler.k8s.clock import utcnow
 from scheduler.k8s.informer import Api, Informer, Resource, object_key
 from scheduler.k8s.leader import LeaseElector

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from admission import configs
-from admission.certs import CertManager, tls_server_context
+from admission.certs import CertManager
+from scheduler.http.pki import tls_server_context
 from scheduler.k8s.informer import Api
 
 log = logging.getLogger(__name__)

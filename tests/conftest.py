@@ -24,6 +24,12 @@ settings.register_profile("toposched", deadline=None, suppress_health_check=[Hea
 settings.load_profile("toposched")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from scheduler.devcluster.processes import tie_to_caller
+
+    tie_to_caller()  # the control planes a test run starts end with it, however it ends (CI's timeout included)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "local_cluster" in getattr(item, "fixturenames", ()):

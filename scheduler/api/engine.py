@@ -40,9 +40,7 @@ class RunningController(Protocol):
     """What :class:`ControllerEngine` reads of ``scheduler.kube.controller.Controller`` (a
     protocol, so this module does not import the controller)."""
 
-    solver: str
-    time_budget_s: float
-    config: KueueConfig
+    settings: Any  # scheduler.kube.settings.ControllerSettings: .solver, .time_budget_s, .config
     cache: Any  # scheduler.kube.cache.ClusterCache: .all(), .jobs, .<resource>.items()
     observers: list[Observer]
 
@@ -173,9 +171,9 @@ class ControllerEngine(Engine):
 
     def __init__(self, controller: RunningController, health_policy: HealthPolicy = DEFAULT_POLICY) -> None:
         self.controller = controller
-        self.solver = controller.solver
-        self.time_budget_s = controller.time_budget_s
-        self.config = controller.config
+        self.solver: str = controller.settings.solver
+        self.time_budget_s: float = controller.settings.time_budget_s
+        self.config: KueueConfig = controller.settings.config
         self.cache = controller.cache
         self.health_policy = health_policy
         self.hub = DecisionHub()

@@ -17,7 +17,7 @@ def start_metrics(args: argparse.Namespace, kind: str, attach: Callable[[Any], N
     None when the port is 0. ``attach`` hooks the metrics object to the server's observers."""
     if not args.metrics_port:
         return None
-    from scheduler.kube.request_metrics import ExtenderMetrics, WebhookMetrics, serve
+    from scheduler.http.request_metrics import ExtenderMetrics, WebhookMetrics, serve
 
     metrics = WebhookMetrics() if kind == "webhook" else ExtenderMetrics()
     attach(metrics)

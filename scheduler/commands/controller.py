@@ -186,7 +186,7 @@ def start_api(args: argparse.Namespace, controller: Any) -> Any:
 def start_http(args: argparse.Namespace, ready: Any, metrics: Any) -> None:
     """The probes and /metrics: one server when they share bind and port, else two."""
     from scheduler.errors import UserError
-    from scheduler.kube.health_server import exposition, serve_health, serve_metrics
+    from scheduler.http.probes import exposition, serve_health, serve_metrics
 
     metrics_port = args.health_port if args.metrics_port is None else args.metrics_port
     metrics_bind = args.metrics_bind or args.health_bind
@@ -225,11 +225,11 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.k8s.leader import LeaseElector, WriteFence
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.controller import Controller
-    from scheduler.kube.defrag import DefragExecutor
     from scheduler.kube.gcpolicy import GcPolicy
     from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
     from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
+    from scheduler.kube.settings import ControllerSettings, DefragSettings
     from scheduler.kube.signing import load_signer
 
     check_grpc_args(args)
@@ -250,26 +250,23 @@ def run(args: argparse.Namespace) -> int:
     fence = WriteFence(elector)
     signer = load_signer(api, args.namespace, args.signing_secret)
     cache = ClusterCache.create(api)
-    controller = Controller(api, cache, solver=args.solver, time_budget_s=args.time_budget_ms / 1000,
-                            placement_options=placement_options(args.placement_policy),
-                            domain_preemption=args.domain_preemption,
-                            resync_s=args.resync_seconds, node_failure_grace_s=args.node_failure_grace_seconds,
-                            node_unreachable_grace_s=args.node_unreachable_grace_seconds,
-                            storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args),
-                            is_leader=fence, config=config, signer=signer,
-                            deleted_node_lease_absent_s=(args.deleted_node_lease_absent_seconds
-                                                         if args.deleted_node_lease_absent_seconds >= 0 else None))
-    if args.defrag:
-        if args.defrag_budget < 1 or args.defrag_interval_seconds <= 0:
-            raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")
-        controller.defrag = DefragExecutor(controller.writer, controller.clock, args.defrag_budget,
-                                           args.defrag_interval_seconds, ledger=controller.preemption_ledger)
-    controller.cycles_per_pass = max(1, args.cycles_per_pass)
-    controller.cycle_budget_s = max(0.0, args.cycle_budget_ms) / 1000
-    controller.writer.concurrency = max(1, args.concurrent_writes)
-    controller.gc_policy = GcPolicy()  # this process holds the caches: freeze what survives a pass
+    if args.defrag and (args.defrag_budget < 1 or args.defrag_interval_seconds <= 0):
+        raise UserError("--defrag-budget must be at least 1 and --defrag-interval-seconds positive")
+    settings = ControllerSettings(
+        solver=args.solver, time_budget_s=args.time_budget_ms / 1000, resync_s=args.resync_seconds,
+        node_failure_grace_s=args.node_failure_grace_seconds,
+        node_unreachable_grace_s=args.node_unreachable_grace_seconds,
+        deleted_node_lease_absent_s=(args.deleted_node_lease_absent_seconds
+                                     if args.deleted_node_lease_absent_seconds >= 0 else None),
+        storm_policy=storm_policy(args), requeue_backoff=requeue_backoff(args), config=config,
+        placement_options=placement_options(args.placement_policy), domain_preemption=args.domain_preemption,
+        cycles_per_pass=max(1, args.cycles_per_pass), cycle_budget_s=max(0.0, args.cycle_budget_ms) / 1000,
+        concurrent_writes=max(1, args.concurrent_writes),
+        defrag=DefragSettings(args.defrag_budget, args.defrag_interval_seconds) if args.defrag else None)
     metrics = ControllerMetrics()
-    controller.metrics = metrics
+    # GcPolicy: this process holds the caches: freeze what survives a pass.
+    controller = Controller(api, cache, settings, is_leader=fence, signer=signer, metrics=metrics,
+                            gc_policy=GcPolicy())
     controller.observers.append(metrics.observe)
     synced = threading.Event()
     start_http(args, synced.is_set, metrics)

@@ -42,9 +42,9 @@ from scheduler.devcluster.peers import wait_http_ready
 from scheduler.devcluster.podspec import NODE_LABEL
 from scheduler.devcluster.podvolumes import VolumeWriter, remove_volumes
 from scheduler.devcluster.podworker import NodeContext, PodWorker
+from scheduler.http.probes import serve_health
 from scheduler.k8s.client import api_client
 from scheduler.k8s.informer import LEASES, NODES, PODS, Api
-from scheduler.kube.health_server import serve_health
 
 log = logging.getLogger(__name__)
 

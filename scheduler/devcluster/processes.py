@@ -6,12 +6,18 @@ check that /proc/<pid>/cmdline still names that executable, so a recycled pid is
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,65 @@ class Started:
     health: str = ""
 
 
+_PR_SET_PDEATHSIG = 1
+# The caller's pid when its processes die with it (tie_to_caller), else None: the dev cluster of
+# `toposched dev up` outlives the command that started it; a benchmark's or a test's must not.
+_tied_to: int | None = None
+
+
+def tie_to_caller() -> None:
+    """Every process started from now on gets SIGTERM when this process ends, however it ends:
+    a SIGKILL or a timeout's kill included, which no handler can catch (Linux PR_SET_PDEATHSIG).
+    For benchmarks and tests, whose control planes must never outlive them."""
+    global _tied_to
+    if sys.platform == "linux":
+        _tied_to = os.getpid()
+
+
+def _in_main_thread() -> bool:
+    """The kernel sends the signal when the *thread* that started the child ends: only a process
+    started by the main thread (which ends with the process) is tied; a test's helper thread
+    that restarts a component is not, or the component would die with that thread."""
+    return threading.current_thread() is threading.main_thread()
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    def tie() -> None:  # runs in the child between fork and exec
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the caller ended before the tie was made
+            os._exit(1)
+    return tie
+
+
+@contextlib.contextmanager
+def stopped_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt (as SIGINT does) inside the block, so the
+    caller's ``finally`` stops the control plane it started before the process ends."""
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_owning_processes(main: Callable[[], int | None]) -> int:
+    """Run a benchmark's ``main`` so that no control plane it starts outlives it: SIGTERM, SIGHUP
+    and SIGINT (a timeout, a closed terminal, Ctrl-C) unwind it through its ``finally`` blocks,
+    which stop what it started; a SIGKILL ends every process it started (``tie_to_caller``).
+    Exit status 130 when interrupted."""
+    tie_to_caller()
+    with stopped_on_signals():
+        try:
+            return main() or 0
+        except KeyboardInterrupt:
+            print("interrupted: the processes this run started are stopped", file=sys.stderr)
+            return 130
+
+
 def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None, health: str = "") -> Started:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
@@ -37,6 +102,7 @@ def start(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # its own process group: a Ctrl-C in the caller does not reach it
+            preexec_fn=_die_with(_tied_to) if _tied_to == os.getpid() and _in_main_thread() else None,
         )
     return Started(name, proc.pid, argv[0], str(log_path), tuple(argv), health)
 

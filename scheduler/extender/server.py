@@ -71,7 +71,7 @@ class Stats:
         self.counts: dict[str, int] = {}
         self.latencies: dict[str, deque[float]] = {}
         self.window = window
-        # (verb, seconds) callbacks, e.g. the Prometheus histogram (scheduler.kube.request_metrics)
+        # (verb, seconds) callbacks, e.g. the Prometheus histogram (scheduler.http.request_metrics)
         self.observers: list[Callable[[str, float], None]] = []
 
     def record(self, verb: str, seconds: float) -> None:

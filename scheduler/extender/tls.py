@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admission.certs import cert_pem, issue_ca, issue_client, issue_serving, key_pem
 from scheduler.errors import UserError
 from scheduler.extender.config import CA_FILE, CERT_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE, KEY_FILE
 from scheduler.http.limits import is_loopback
+from scheduler.http.pki import cert_pem, issue_ca, issue_client, issue_serving, key_pem
 
 SCHEDULER_CLIENT_NAME = "toposched-scheduler"
 # The set lives as long as its Pod; its CA key is gone once issued, so nothing else can be signed

@@ -25,8 +25,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.k8s.clock import timestamp, utcnow
 from scheduler.k8s.informer import Obj, Resource
-from scheduler.kube.status import timestamp, utcnow
 
 Key = tuple[str, str, str]  # (group/version/plural, namespace, name)
 

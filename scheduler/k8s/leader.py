@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.k8s.clock import utcnow
 from scheduler.k8s.informer import LEASES, KubeApi, Obj
-from scheduler.kube.status import utcnow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,63 +7,55 @@ PreemptionLimits the cycle honours read, and the limits' counts written
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.snapshot import Invalid
-from scheduler.core.config import KueueConfig
 from scheduler.core.cycle import run_cycles
 from scheduler.core.decisions import Pending
 from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
-from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.snapshot import Snapshot, after_decisions, draining
 from scheduler.k8s.informer import object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.apply import apply_decisions
-from scheduler.kube.cache import ClusterCache
 from scheduler.kube.cycle_budget import CycleBudget
 from scheduler.kube.invalid import InvalidWorkloads
-from scheduler.kube.isolation import Isolation, UnreadableWorkloads
+from scheduler.kube.isolation import UnreadableWorkloads
 from scheduler.kube.metrics import CycleMetrics
+from scheduler.kube.phase import PassState, Shared
 from scheduler.kube.preemption_limits import PreemptionRules
 from scheduler.kube.queues import QueueObjectsWriter
+from scheduler.kube.settings import ControllerSettings
 from scheduler.kube.snapshot import build_snapshot
-from scheduler.kube.writer import Writer
 
 
-class AdmitSettings(Protocol):
-    """What the phase reads of the controller each time it runs (some are set after the
-    controller is made: ``metrics``, ``cycles_per_pass``, ``cycle_budget_s``, ``domain_preemption``)."""
+@dataclass(frozen=True)
+class AdmissionParts:
+    """What the admission phase reads and writes besides the shared parts: the queues' state
+    between passes (inadmissible, compact waits), the queue objects' status writer, the
+    Workloads it cannot read or that are invalid, the conversions reused between snapshots,
+    the preemption rules and the metrics of each attempt."""
 
-    cache: ClusterCache
-    writer: Writer
-    isolation: Isolation
-    clock: Callable[[], dt.datetime]
     queue_state: QueueState
     queue_objects: QueueObjectsWriter
     unreadable: UnreadableWorkloads
     invalid: InvalidWorkloads
     snapshot_caches: SnapshotCaches
-    metrics: CycleMetrics
-    cycles_per_pass: int
-    cycle_budget_s: float
-    solver: str
-    time_budget_s: float
-    placement_options: PlacementOptions | None
-    domain_preemption: bool
-    config: KueueConfig
     preemption_rules: PreemptionRules
+    metrics: CycleMetrics
 
 
 class AdmitPhase:
-    def __init__(self, settings: AdmitSettings, timer: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, shared: Shared, settings: ControllerSettings, parts: AdmissionParts,
+                 timer: Callable[[], float] = time.perf_counter) -> None:
         """``timer``: measures how long the cycles took (kube/cycle_budget.py)."""
-        self.c = settings
+        self.s = shared
+        self.settings = settings
+        self.parts = parts
         self._fingerprint = 0
         self.budget = CycleBudget()
         self.timer = timer
@@ -72,7 +64,7 @@ class AdmitPhase:
         """Changes whenever capacity or queue configuration may have changed: then workloads
         parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
         a workload finishes or is evicted, or queue objects change)."""
-        cache = self.c.cache
+        cache = self.s.cache
         # A Workload that finishes leaves the holding set: that changes the fingerprint too.
         holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED)) for w in wi.holding(cache.workloads))
         # Queue objects by spec generation (and deletion), not resourceVersion: our own status
@@ -87,65 +79,67 @@ class AdmitPhase:
         # bump), and the preemption rules and limits.
         follow = frozenset((object_key(o), (o["metadata"].get("annotations") or {}).get(ANN_FOLLOW_HEALTHY))
                            for o in cache.cluster_queues.items())
-        return hash((holding, config, nodes, follow, self.c.preemption_rules.fingerprint()))
+        return hash((holding, config, nodes, follow, self.parts.preemption_rules.fingerprint()))
 
-    def run(self) -> Snapshot:
+    def run(self, state: PassState | None = None) -> Snapshot:
         """One admission cycle; returns the snapshot it decided on (the queue status is
-        computed from it too)."""
-        c = self.c
+        computed from it too), and keeps it in the pass's ``state``."""
+        s, p, settings = self.s, self.parts, self.settings
         fingerprint = self.capacity_fingerprint()
         if fingerprint != self._fingerprint:
-            c.queue_state.release()
+            p.queue_state.release()
             self._fingerprint = fingerprint
-        c.queue_state.release_due(c.clock().timestamp())  # compact waits that ran out
+        p.queue_state.release_due(s.clock().timestamp())  # compact waits that ran out
         invalid: list[Invalid] = []
         snapshot = self.snapshot(invalid)
-        c.invalid.report(invalid)
+        p.invalid.report(invalid)
         decided, reasons = snapshot, []
-        if (snapshot.pending or draining(snapshot)) and not c.unreadable.holds_admission():
-            c.queue_objects.announce_work(snapshot, c.isolation)
+        if (snapshot.pending or draining(snapshot)) and not p.unreadable.holds_admission():
+            p.queue_objects.announce_work(snapshot, s.isolation)
             budget = self.budget
-            budget.minimum, budget.budget_s = c.cycles_per_pass, c.cycle_budget_s
+            budget.minimum, budget.budget_s = settings.cycles_per_pass, settings.cycle_budget_s
             cycles = budget.cycles()
             started = self.timer()
-            decisions = c.metrics.admission_attempt(lambda: run_cycles(snapshot, cycles))
+            decisions = p.metrics.admission_attempt(lambda: run_cycles(snapshot, cycles))
             budget.observe(self.timer() - started, decisions)
             reasons = [d for d in decisions if isinstance(d, Pending)]
             actions = [d for d in decisions if not isinstance(d, Pending)]
-            apply_decisions(c.writer, c.queue_state, snapshot, actions, c.clock(), c.isolation)
+            apply_decisions(s.writer, p.queue_state, snapshot, actions, s.clock(), s.isolation)
             decided = after_decisions(snapshot, decisions)
         # Queue status with this pass's admissions, before the pending reasons: a ClusterQueue
         # reports an admission (and its pending count) in the pass that made it, as Kueue's
         # cache does, even when hundreds of new Workloads each get a first pending reason
         # (issue 18: Kueue's perf recorder reads usage and "work left" from ClusterQueue status).
-        c.queue_objects.sync(decided, c.isolation)
+        p.queue_objects.sync(decided, s.isolation)
         if reasons:
-            apply_decisions(c.writer, c.queue_state, snapshot, reasons, c.clock(), c.isolation)
-        c.preemption_rules.write_status(snapshot.preemption_rules)
+            apply_decisions(s.writer, p.queue_state, snapshot, reasons, s.clock(), s.isolation)
+        p.preemption_rules.write_status(snapshot.preemption_rules)
+        if state is not None:
+            state.snapshot = snapshot
         return snapshot
 
     def snapshot(self, invalid: list[Invalid] | None = None) -> Snapshot:
         """The cycle's snapshot without the Workloads the adapter cannot read (each reported,
         and skipped until it changes) nor the invalid ones (into ``invalid``); the rest of the
         cluster is admitted as usual."""
-        c = self.c
-        rules = c.preemption_rules.read()
+        s, p, settings = self.s, self.parts, self.settings
+        rules = p.preemption_rules.read()
 
         def build() -> Snapshot:
             if invalid is not None:
                 invalid.clear()  # a second build after a probe fills it again
-            return build_snapshot(c.cache, c.clock(), solver=c.solver, time_budget_s=c.time_budget_s,
-                                  inadmissible=c.queue_state.inadmissible(),
-                                  placement_options=c.placement_options,
-                                  domain_preemption=c.domain_preemption,
-                                  exclude=c.unreadable.current(wi.live(c.cache.workloads)),
-                                  config=c.config, signer=c.writer.signer, invalid=invalid,
-                                  caches=c.snapshot_caches, preemption_rules=rules)
+            return build_snapshot(s.cache, s.clock(), solver=settings.solver, time_budget_s=settings.time_budget_s,
+                                  inadmissible=p.queue_state.inadmissible(),
+                                  placement_options=settings.placement_options,
+                                  domain_preemption=settings.domain_preemption,
+                                  exclude=p.unreadable.current(wi.live(s.cache.workloads)),
+                                  config=settings.config, signer=s.writer.signer, invalid=invalid,
+                                  caches=p.snapshot_caches, preemption_rules=rules)
         try:
             return build()
         except Exception:
-            if not c.unreadable.probe(c.cache.workloads.items(), c.cache.flavors.items(),
-                                      lambda wl, exc: c.isolation.report("admit", wl, exc, wl),
-                                      c.cache.workloads.get):
+            if not p.unreadable.probe(s.cache.workloads.items(), s.cache.flavors.items(),
+                                      lambda wl, exc: s.isolation.report("admit", wl, exc, wl),
+                                      s.cache.workloads.get):
                 raise  # no Workload is to blame: something else is broken (reconcile logs it)
             return build()

@@ -68,6 +68,7 @@ from scheduler.core.resources import format_quantity  # noqa: E402
 from scheduler.core.topology_request import request_to_annotations  # noqa: E402
 from scheduler.devcluster.apply import apply_objects, create_nodes, wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster  # noqa: E402
+from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
 from scheduler.k8s.informer import JOBS, PODS, WORKLOADS, Api  # noqa: E402
 
@@ -401,4 +402,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Its control planes never outlive it: stopped on SIGTERM/SIGINT/SIGHUP, ended with it on SIGKILL.
+    sys.exit(run_owning_processes(main))

@@ -55,6 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
 from scheduler.k8s.informer import JOBS, Api  # noqa: E402
 from scripts.bench.benchlib import (  # noqa: E402
     ProcessUsage,
@@ -506,10 +507,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # run the finally blocks: stop the control plane we started
-
-    signal.signal(signal.SIGTERM, _term)
     shape = BurstShape(teams=args.teams).scaled(args.scale)
     print(f"burst x{args.scale:g}: {shape.nodes} nodes, {shape.single_jobs} single-pod + {shape.gang_jobs} "
           f"{shape.gang_pods}-pod jobs ({shape.pods} pods, {shape.gpus_needed} of {8 * shape.nodes} GPUs), "
@@ -530,4 +527,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Its control planes never outlive it: stopped on SIGTERM/SIGINT/SIGHUP, ended with it on SIGKILL.
+    sys.exit(run_owning_processes(main))

@@ -63,6 +63,7 @@ from scheduler.core.assignment import encode_v1beta2  # noqa: E402
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s  # noqa: E402
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement  # noqa: E402
+from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
 from scheduler.extender.book import SlotBook  # noqa: E402
 from scheduler.extender.server import Extender, ExtenderHTTPServer  # noqa: E402
 from scheduler.extender.workload_view import pod_ref, workload_view  # noqa: E402
@@ -602,4 +603,5 @@ def series_table(table: list[tuple[int, list[Round]]], pods: int) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Its control planes never outlive it: stopped on SIGTERM/SIGINT/SIGHUP, ended with it on SIGKILL.
+    sys.exit(run_owning_processes(main))

@@ -49,7 +49,6 @@ import json
 import math
 import random
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -65,6 +64,7 @@ from kubernetes import client  # noqa: E402
 
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.devcluster.apply import apply_objects  # noqa: E402
+from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
 from scheduler.k8s.informer import JOBS, Api, Resource  # noqa: E402
 from scripts.bench.benchlib import balanced_order, load_average, ratio  # noqa: E402
 from scripts.bench.percentiles import percentile  # noqa: E402
@@ -368,10 +368,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _term)
     teams = [f"team-{chr(ord('a') + i)}" for i in range(args.teams)]
     gangs = stream(args.gangs, teams, args.seed, args.min_s, args.max_s)
     print(f"gang stream: {len(gangs)} gangs, {sum(g.pods for g in gangs)} pods, sizes "
@@ -400,4 +396,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Its control planes never outlive it: stopped on SIGTERM/SIGINT/SIGHUP, ended with it on SIGKILL.
+    sys.exit(run_owning_processes(main))

@@ -63,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scheduler.devcluster import binaries  # noqa: E402
 from scheduler.devcluster.apply import apply_objects  # noqa: E402
 from scheduler.devcluster.kueue import KueueCluster, kueue_module_dir, start_kueue  # noqa: E402
+from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
 from scheduler.devcluster.stack import StackPorts, start_toposched  # noqa: E402
 from scripts.bench.benchlib import code_from, load_average, process_usage, ratio, split_engine  # noqa: E402
 
@@ -428,4 +429,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Its control planes never outlive it: stopped on SIGTERM/SIGINT/SIGHUP, ended with it on SIGKILL.
+    sys.exit(run_owning_processes(main))

@@ -45,7 +45,6 @@ import argparse
 import json
 import math
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -60,6 +59,7 @@ from kubernetes import client  # noqa: E402
 
 from scheduler.devcluster.apply import wait_nodes_settled  # noqa: E402
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL  # noqa: E402
+from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
 from scheduler.k8s.informer import JOBS, NODES, PODS  # noqa: E402
 from scripts.bench.benchlib import balanced_order, code_from, load_average, ratio, split_engine  # noqa: E402
 from tests.conformance.harness import LAYER, Run, job_object, start_run, team_namespace  # noqa: E402
@@ -332,10 +332,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _term)
     results: list[RecoveryResult] = []
     for round_index in range(args.rounds):
         for engine in balanced_order(args.engines, round_index):
@@ -351,4 +347,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Its control planes never outlive it: stopped on SIGTERM/SIGINT/SIGHUP, ended with it on SIGKILL.
+    sys.exit(run_owning_processes(main))

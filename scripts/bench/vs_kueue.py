@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kubernetes import client  # noqa: E402
 
 from scheduler.core.topology_request import ANN_COMPACT_LEVEL, ANN_COMPACT_MAX_DOMAINS, ANN_COMPACT_WAIT  # noqa: E402
+from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
 from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, WORKLOADS, Informer  # noqa: E402
 from tests.conformance.harness import (  # noqa: E402
     LAYER,
@@ -420,12 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compact-wait", type=float, default=30.0, metavar="SECONDS",
                     help="toposched-beyond: how long a multi-node job waits for one domain of its level")
     args = ap.parse_args(argv)
-    import signal
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # run the finally blocks: stop the control plane we started
-
-    signal.signal(signal.SIGTERM, _term)
     teams = [f"team-{chr(ord('a') + i)}" for i in range(args.teams)]
     rows = generate(args.jobs, teams, args.nodes_per_domain, args.seed, args.min_s, args.max_s)
     engines = args.engine or ["kueue", "toposched"]
@@ -466,4 +462,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Its control planes never outlive it: stopped on SIGTERM/SIGINT/SIGHUP, ended with it on SIGKILL.
+    sys.exit(run_owning_processes(main))

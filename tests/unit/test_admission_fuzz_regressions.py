@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from admission import review
+from admission.routes import ROUTES
 from admission.view import ClusterView
 from scheduler.adapter.kinds.pod import POD
 
@@ -53,7 +54,7 @@ WORKLOAD = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadat
     ({"conditions": [1]}, "status.conditions[0]: Invalid value: 1: must be an object"),
     ({"conditions": [{"type": 1}]}, "status.conditions[0].type: Invalid value: 1: must be a string"),
 ])
-@pytest.mark.parametrize("path", sorted(review.WORKLOAD_PATHS))
+@pytest.mark.parametrize("path", sorted(p for p, route in ROUTES.items() if route.kind_name == "Workload"))
 def test_a_workload_update_whose_old_status_is_not_an_object_is_refused_naming_the_field(
         path: str, status: Any, error: str) -> None:
     code, out = answer(path, WORKLOAD, "UPDATE", {**WORKLOAD, "status": status})

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from admission import review
+from admission import review, routes, steps
 from admission.view import ClusterView
 from scheduler.adapter.kinds.batch import BATCH_JOB
 
@@ -57,7 +57,7 @@ def test_kueue_object_paths() -> None:
     topo = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
             "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "a/b"}]}}
     for version in ("v1beta1", "v1beta2"):
-        resp = review.handle(review.validate_kueue_path("Topology", version), rev(topo, kind="Topology"), None)
+        resp = review.handle(routes.validate_kueue_path("Topology", version), rev(topo, kind="Topology"), None)
         assert resp["response"]["allowed"] is False
         assert "can only be used at the lowest level" in resp["response"]["status"]["message"]
 
@@ -94,7 +94,7 @@ def test_internal_validation_error_lets_an_unmanaged_job_through_with_a_warning(
     def broken(*_args: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(review, "validate_job", broken)
+    monkeypatch.setattr(steps, "validate_job", broken)
     resp = review.handle(BATCH_JOB.validate_path, rev(job(queue=None)), ClusterView())["response"]
     assert resp["allowed"] is True and "internal error: boom" in resp["warnings"][0]
     resp = review.handle(BATCH_JOB.validate_path, rev(job()), ClusterView())["response"]

@@ -17,11 +17,12 @@ import pytest
 from cryptography import x509
 
 from admission import configs
-from admission.certs import CertManager, cert_pem, issue_ca, issue_serving, key_pem, signed_by
+from admission.certs import CertManager
 from admission.certset import CertSet, Policy, plan, published_cas
 from admission.server import WebhookApp, WebhookHTTPServer
 from admission.sharedcerts import SECRETS, SecretSource
 from admission.sources import MountedFilesSource, SelfSignedSource
+from scheduler.http.pki import cert_pem, issue_ca, issue_serving, key_pem, signed_by
 from scheduler.k8s.fakeapi import FakeApi
 
 NS = "toposched-system"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from admission import review
+from admission import review, routes
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY, CONTROLLER_OWNED
@@ -34,7 +34,7 @@ def workload(pods: int = 2, **annotations: str) -> dict[str, Any]:
 
 
 def decide(obj: dict[str, Any], old: dict[str, Any] | None = None, user: str = TENANT,
-           path: str = review.VALIDATE_WORKLOAD) -> dict[str, Any]:
+           path: str = routes.VALIDATE_WORKLOAD) -> dict[str, Any]:
     request: dict[str, Any] = {"uid": "u-1", "kind": {"kind": "Workload"}, "namespace": "team-a",
                                "operation": "UPDATE" if old is not None else "CREATE", "object": obj,
                                "userInfo": {"username": user}}
@@ -216,7 +216,7 @@ def test_the_workload_webhook_is_registered_fail_closed_for_everyone_but_the_con
 
     hooks = configs.validating_configuration(configs.url_client_config("https://x"), controller_users=["ctl", "b"])
     [hook] = [h for h in hooks["webhooks"] if h["name"] == "vworkload.kueue.toposched.io"]
-    assert hook["failurePolicy"] == "Fail" and hook["clientConfig"]["url"].endswith(review.VALIDATE_WORKLOAD)
+    assert hook["failurePolicy"] == "Fail" and hook["clientConfig"]["url"].endswith(routes.VALIDATE_WORKLOAD)
     assert hook["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"],
                               "resources": ["workloads"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}]
     assert hook["matchConditions"] == [{"name": "not-toposched-controller",

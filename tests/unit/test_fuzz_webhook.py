@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from admission import review
+from admission import review, routes
 from admission.annotations import NO_OVERRIDES
 from admission.governance import QUEUED_PATH
 from scheduler.adapter.kinds.batch import BATCH_JOB
@@ -26,6 +26,7 @@ from scheduler.core.config import FeatureGates
 from tests.fuzzing import example_objects, generic_object, is_queued, mutated, outcome, review_body
 from tests.unit.test_admission_validation import L2, L3, SC, G, R, cluster, job
 
+KUEUE_OBJECT_PATHS = {p: r.kind_name for p, r in routes.ROUTES.items() if r.steps == routes.KUEUE_OBJECT_VALIDATE}
 ANNOTATIONS = [
     "kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology",
     "kueue.x-k8s.io/podset-unconstrained-topology", "kueue.x-k8s.io/podset-slice-required-topology",
@@ -126,9 +127,9 @@ def test_any_job_review_gets_a_decided_answer(path: str, obj: dict[str, Any], ki
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(path=st.sampled_from(list(review.KUEUE_PATHS)), spec=JSONISH, name=SCALARS)
+@given(path=st.sampled_from(list(KUEUE_OBJECT_PATHS)), spec=JSONISH, name=SCALARS)
 def test_any_kueue_object_review_gets_a_decided_answer(path: str, spec: Any, name: Any) -> None:
-    check(path, reviews({"metadata": {"name": name}, "spec": spec}, {"kind": review.KUEUE_PATHS[path]}, "CREATE"))
+    check(path, reviews({"metadata": {"name": name}, "spec": spec}, {"kind": KUEUE_OBJECT_PATHS[path]}, "CREATE"))
 
 
 CONTROLLER = "system:serviceaccount:toposched-system:toposched-controller"
@@ -186,10 +187,7 @@ SUITE_HUGE = (50, 1_000)
 def _kind(path: str) -> str:
     """The kind a path serves; the default deny's path serves every kind, fuzzed with one it
     does not govern."""
-    if path == review.QUEUED_PATH:
-        return "RayJob"
-    job_kind = review.JOB_PATHS.get(path)
-    return job_kind.kind if job_kind is not None else review.KUEUE_PATHS.get(path) or review.WORKLOAD_PATHS[path]
+    return routes.ROUTES[path].kind_name or "RayJob"
 
 
 def test_structure_aware_fuzz_of_every_kind_counts_no_internal_error_and_no_fail_open() -> None:
@@ -197,7 +195,7 @@ def test_structure_aware_fuzz_of_every_kind_counts_no_internal_error_and_no_fail
     sampled paths left some unvisited when the registry grew to 37 paths."""
     counts: Counter[str] = Counter()
     per_path: Counter[str] = Counter()
-    examples = max(6, 240 // len(review.PATHS))
+    examples = max(6, 240 // len(routes.PATHS))
 
     def fuzz(path: str) -> None:
         @settings(max_examples=examples, deadline=None, database=None,
@@ -220,10 +218,10 @@ def test_structure_aware_fuzz_of_every_kind_counts_no_internal_error_and_no_fail
 
         one_review()
 
-    for path in review.PATHS:
+    for path in routes.PATHS:
         fuzz(path)
     assert counts["internal"] == 0 and counts["fail-open"] == 0, counts
-    assert counts["decided"] >= len(review.PATHS) * examples * 0.8 and set(per_path) == set(review.PATHS), (
+    assert counts["decided"] >= len(routes.PATHS) * examples * 0.8 and set(per_path) == set(routes.PATHS), (
         counts, per_path)
 
 
@@ -272,7 +270,7 @@ def test_wrongly_typed_fields_get_a_field_error_naming_field_type_and_fix(
     for step in where[:-1]:
         target = target[step]
     target[where[-1]] = value
-    paths = [p for p in review.PATHS if _kind(p) == kind]
+    paths = [p for p in routes.PATHS if _kind(p) == kind]
     assert paths
     for path in paths:
         for operation in ("CREATE", "UPDATE"):

@@ -12,8 +12,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from scheduler.devcluster.binaries import repo_root
+from scheduler.http.request_metrics import ExtenderMetrics, WebhookMetrics
 from scheduler.kube.metrics import ControllerMetrics
-from scheduler.kube.request_metrics import ExtenderMetrics, WebhookMetrics
 
 DASHBOARD = repo_root() / "deploy" / "grafana" / "toposched-dashboard.json"
 METRIC_NAME = re.compile(r"\b(?:kueue|toposched)_[a-zA-Z0-9_]+")

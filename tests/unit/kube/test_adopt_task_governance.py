@@ -35,6 +35,7 @@ from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.controller import Controller
 from scheduler.kube.events import EventRecorder
+from scheduler.kube.settings import ControllerSettings
 
 from .test_phases import Clock
 
@@ -166,8 +167,8 @@ def test_adopt_judges_a_task_governance_cluster_ready() -> None:
 def test_every_admission_is_kept_and_its_quota_counted() -> None:
     api, clock, before = _cluster()
     cache = ClusterCache.create(api)
-    controller = Controller(api, cache, clock=clock, events=EventRecorder(api, clock=clock),
-                            config=kueue_defaults(KUEUE_V019), is_leader=lambda: True)
+    controller = Controller(api, cache, ControllerSettings(clock=clock, config=kueue_defaults(KUEUE_V019)),
+                            events=EventRecorder(api, clock=clock), is_leader=lambda: True)
     # a new team-a job after the switch: team-a's 16 GPUs are all used by the HyperPod job and
     # team-b's by its Job, so nothing is left to borrow either
     api.create(JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {

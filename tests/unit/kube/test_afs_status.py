@@ -35,7 +35,7 @@ def _workload(name: str, lq: str, gpus: int, admitted_at: str | None) -> dict[st
 
 def _harness() -> Harness:
     h = Harness()
-    h.controller.config = AFS
+    h.rebuild(config=AFS)
     h.api.create(CLUSTER_QUEUES, {"metadata": {"name": "afs"}, "spec": {
         "namespaceSelector": {}, "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
         "resourceGroups": [{"coveredResources": [GPU], "flavors": [

@@ -56,8 +56,7 @@ def test_a_pass_admits_beyond_the_minimum_once_its_cycles_have_shown_they_fit() 
     """20 one-GPU jobs in one ClusterQueue (32 GPUs): the first pass runs its 8 cycles and admits
     8; it took 1 ms, so the next pass runs as many cycles as the backlog needs."""
     harness = Harness()
-    controller = harness.controller
-    controller.cycle_budget_s = 1.0
+    controller = harness.rebuild(cycle_budget_s=1.0)
     ticks = iter(range(10_000))
     controller.admission.timer = lambda: next(ticks) * 0.001  # each reading 1 ms after the last
     for i in range(20):

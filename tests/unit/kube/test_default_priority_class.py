@@ -11,6 +11,7 @@ import pytest
 from scheduler.core.config import FeatureGates, KueueConfig
 from scheduler.k8s.informer import JOBS, WORKLOAD_PRIORITY_CLASSES
 from scheduler.kube.controller import Controller
+from scheduler.kube.settings import ControllerSettings
 from tests.unit.kube.test_phases import NS, Harness, job
 
 
@@ -22,7 +23,8 @@ def test_the_default_class_follows_the_gate(gate: bool, priority: int | None, re
     h = Harness()
     h.api.create(WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": "default"}, "value": 100})
     config = KueueConfig(feature_gates=FeatureGates({"WorkloadPriorityClassDefaulting": gate}))
-    h.controller = Controller(h.api, h.cache, clock=h.clock, is_leader=lambda: True, events=h.events, config=config)
+    h.controller = Controller(h.api, h.cache, ControllerSettings(clock=h.clock, config=config), is_leader=lambda: True,
+                              events=h.events)
     h.api.create(JOBS, job("train", 1), NS)
     h.sync()
     h.controller.ensure_workloads()

@@ -12,7 +12,8 @@ from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, parse_target
 from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
-from scheduler.kube.defrag import REASON, DefragExecutor
+from scheduler.kube.defrag import REASON
+from scheduler.kube.settings import DefragSettings
 from tests.unit.kube.test_phases import BLOCK, NS, Harness, job
 
 
@@ -54,8 +55,7 @@ def test_defrag_moves_the_cheaper_workload_and_the_pending_job_lands_in_the_open
     _fragmented(harness)
     wls = _workloads(harness)
     assert not st.has_reservation(wls["big"])
-    executor = DefragExecutor(harness.controller.writer, harness.clock, budget_per_hour=1, interval_s=30)
-    harness.controller.defrag = executor
+    harness.rebuild(defrag=DefragSettings(budget=1, interval_s=30))
     harness.controller.reconcile()
     harness.sync()
     wls = _workloads(harness)
@@ -78,9 +78,9 @@ def test_defrag_moves_the_cheaper_workload_and_the_pending_job_lands_in_the_open
 
 def test_budget_per_cluster_queue_per_hour_defers_more_moves(harness: Harness) -> None:
     _fragmented(harness)
-    executor = DefragExecutor(harness.controller.writer, harness.clock, budget_per_hour=1, interval_s=30)
+    executor = harness.rebuild(defrag=DefragSettings(budget=1, interval_s=30)).defrag
+    assert executor is not None
     executor._evictions["cq"] = [harness.clock().timestamp() - 10]  # one move this hour already
-    harness.controller.defrag = executor
     harness.controller.reconcile()
     harness.sync()
     assert not any((st.find_condition(wl, st.EVICTED) or {}).get("reason") == REASON
@@ -109,8 +109,7 @@ def test_preemption_limits_replace_the_budget_and_count_the_moves(harness: Harne
 
     _fragmented(harness)
     harness.api.create(PREEMPTION_LIMITS, limit(0))
-    harness.controller.defrag = DefragExecutor(harness.controller.writer, harness.clock, budget_per_hour=10,
-                                               interval_s=30, ledger=harness.controller.preemption_ledger)
+    harness.rebuild(defrag=DefragSettings(budget=10, interval_s=30))
     harness.sync()
     harness.controller.reconcile()
     harness.sync()

@@ -46,7 +46,7 @@ def test_the_controller_runs_its_policy_after_each_pass_and_has_none_by_default(
     monkeypatch.setattr(gcpolicy, "gc", fake)
     harness.controller.reconcile()
     assert harness.controller.gc_policy is None and fake.calls == []  # tests, simulators: untouched
-    harness.controller.gc_policy = GcPolicy(refreeze_s=60, monotonic=lambda: 0.0)
+    harness.rebuild(gc_policy=GcPolicy(refreeze_s=60, monotonic=lambda: 0.0))
     harness.controller.reconcile()
     harness.controller.reconcile()
     assert fake.calls == ["unfreeze", "collect", "freeze"]

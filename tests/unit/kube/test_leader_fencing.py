@@ -17,6 +17,7 @@ from scheduler.kube.cache import ClusterCache
 from scheduler.kube.controller import Controller
 from scheduler.kube.events import EVENTS, EventRecorder
 from scheduler.kube.leading import LeadingLoop, workloads_caught_up
+from scheduler.kube.settings import ControllerSettings
 from scheduler.kube.writer import Writer
 from tests.unit.kube.test_leader import TIMINGS, ManualClock, ProcessView, elector, wait_for
 from tests.unit.kube.test_phases import NS, job
@@ -98,10 +99,10 @@ def test_losing_the_lease_mid_pass_stops_the_very_next_write() -> None:
     assert leader.step()
     fence = WriteFence(leader)
     events = EventRecorder(seeded.api)
-    controller = Controller(seeded.api, seeded.cache, is_leader=fence, events=events)
     # One write at a time: with two creates side by side, whether the first one's Event comes
     # before the second create has spent the lease is up to the thread scheduler.
-    controller.writer.concurrency = 1
+    controller = Controller(seeded.api, seeded.cache, ControllerSettings(concurrent_writes=1), is_leader=fence,
+                            events=events)
     assert fence.begin_pass() == 1
     before = len(seeded.api.calls)
     controller.reconcile()
@@ -157,8 +158,8 @@ def test_the_controller_command_wires_the_fence_into_the_writer(monkeypatch: Any
     class Stop(Exception):
         pass
 
-    def fake_controller(api: Any, cache: Any, **kwargs: Any) -> None:
-        seen.update(kwargs)
+    def fake_controller(api: Any, cache: Any, settings: Any, **kwargs: Any) -> None:
+        seen.update(kwargs, settings=settings)
         raise Stop
 
     monkeypatch.setattr("scheduler.kube.controller.Controller", fake_controller)

@@ -11,10 +11,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.core.placement.quality import fewest_domains
+from scheduler.http.probes import exposition, serve_health, serve_metrics
+from scheduler.http.request_metrics import ExtenderMetrics, WebhookMetrics
 from scheduler.k8s.informer import JOBS, NODES
 from scheduler.kube import metrics as m
-from scheduler.kube.health_server import exposition, serve_health, serve_metrics
-from scheduler.kube.request_metrics import ExtenderMetrics, WebhookMetrics
 from tests.unit.kube.test_phases import BLOCK, HEALTH, HOST, NS, Harness, assigned_hosts, job
 
 LEADER = {"replica_role": "leader"}
@@ -25,7 +25,7 @@ class Measured(Harness):
         super().__init__()
         self.registry = CollectorRegistry()
         self.metrics = m.ControllerMetrics(self.registry, stopwatch=iter(range(1000)).__next__)
-        self.controller.metrics = self.metrics
+        self.rebuild(metrics=self.metrics)
         self.controller.observers.append(self.metrics.observe)
 
     def value(self, name: str, **labels: str) -> float | None:

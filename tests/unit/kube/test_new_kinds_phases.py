@@ -24,6 +24,7 @@ from scheduler.k8s.informer import CLUSTER_QUEUES, PODS, WORKLOADS, Resource
 from scheduler.kube import status as st
 from scheduler.kube.controller import Controller
 from scheduler.kube.jobs import resource_of
+from scheduler.kube.settings import ControllerSettings
 from tests.unit.kube.test_phases import BLOCK, GPU, HOST, NS, Harness
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -169,9 +170,9 @@ def test_a_hyperpod_job_is_governed_natively_charging_replicas_and_spares(harnes
 
 
 def test_as_an_external_framework_its_operators_workload_is_admitted_never_duplicated(harness: Harness) -> None:
-    harness.controller = Controller(harness.api, harness.cache, clock=harness.clock, events=harness.events,
-                                    is_leader=lambda: True, config=KueueConfig(external_frameworks=(
-                                        ("sagemaker.amazonaws.com", "v1", "HyperPodPytorchJob"),)))
+    harness.controller = Controller(harness.api, harness.cache, ControllerSettings(
+        clock=harness.clock, config=KueueConfig(external_frameworks=(
+            ("sagemaker.amazonaws.com", "v1", "HyperPodPytorchJob"),))), events=harness.events, is_leader=lambda: True)
     job = create(harness, resource_of(HYPERPODPYTORCHJOB), hyp_job())
     reconcile(harness, 2)
     assert not workloads(harness)  # the operator creates it

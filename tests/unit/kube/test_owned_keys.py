@@ -93,7 +93,7 @@ def test_a_target_signed_for_another_workload_or_by_another_key_is_not_honoured(
 
 
 def reserve_compact(harness: Harness) -> None:
-    harness.controller.placement_options = PlacementOptions(reserve_compact=True)
+    harness.rebuild(placement_options=PlacementOptions(reserve_compact=True))
 
 
 def b0_busy_and_a_holder(harness: Harness, holder: dict[str, Any]) -> None:
@@ -155,7 +155,7 @@ def test_a_priority_boost_counts_only_while_kueues_gate_is_on(harness: Harness) 
     reconcile(harness)
     assert st.condition_true(workload(harness, "first"), st.ADMITTED)
     assert not st.has_reservation(workload(harness, "boosted"))
-    harness.controller.config = KueueConfig(feature_gates=FeatureGates({"PriorityBoost": True}))
+    harness.rebuild(config=KueueConfig(feature_gates=FeatureGates({"PriorityBoost": True})))
     priorities = {pw.spec.name: resolve_priority(pw.spec, {}, {}, pw.priority)
                   for pw in harness.controller._snapshot().pending}
     assert priorities == {"boosted": 1000}

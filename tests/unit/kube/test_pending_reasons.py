@@ -32,7 +32,7 @@ def _pending_condition(h: Harness) -> dict[str, str]:
 def test_a_workload_over_quota(config: KueueConfig | None, reason: str) -> None:
     h = Harness()  # 32 GPUs of quota: 5 pods of 8 never fit under the nominal quota
     if config is not None:
-        h.controller.config = config
+        h.rebuild(config=config)
     h.api.create(JOBS, job("big", 5), NS)
     cond = _pending_condition(h)
     assert cond["reason"] == reason and "insufficient" in cond["message"]
@@ -43,7 +43,7 @@ def test_a_workload_over_quota(config: KueueConfig | None, reason: str) -> None:
 def test_a_workload_whose_local_queue_is_gone(config: KueueConfig | None, reason: str) -> None:
     h = Harness()
     if config is not None:
-        h.controller.config = config
+        h.rebuild(config=config)
     h.api.create(JOBS, job("orphan", 1), NS)
     h.sync()
     h.controller.ensure_workloads()

@@ -4,6 +4,7 @@ and reads the results back from the fake API server."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -29,7 +30,10 @@ from scheduler.kube.cache import ClusterCache
 from scheduler.kube.controller import Controller
 from scheduler.kube.events import EVENTS, EventRecorder
 from scheduler.kube.eviction import evict
+from scheduler.kube.gcpolicy import GcPolicy
+from scheduler.kube.metrics import CycleMetrics
 from scheduler.kube.nodefailures import placed_workload
+from scheduler.kube.settings import ControllerSettings
 
 BLOCK = "topology.k8s.aws/network-node-layer-3"
 HOST = "kubernetes.io/hostname"
@@ -78,12 +82,21 @@ class Harness:
             self.api.create(resource, obj, (obj["metadata"]).get("namespace"))
         self.cache = ClusterCache.create(self.api)
         self.events = EventRecorder(self.api, clock=self.clock)
-        self.controller = Controller(self.api, self.cache, clock=self.clock, node_failure_grace_s=3.0,
-                                     is_leader=lambda: self.leading, events=self.events)
         self.decisions: list[tuple[str, str]] = []
+        self.settings = ControllerSettings(clock=self.clock, node_failure_grace_s=3.0)
+        self.controller = self.rebuild()
+        self.sync()
+
+    def rebuild(self, metrics: CycleMetrics | None = None, gc_policy: GcPolicy | None = None,
+                **changes: Any) -> Controller:
+        """A new controller on the same API and caches, with ``changes`` to the settings (the
+        controller's settings are frozen: a test that wants others builds a new one)."""
+        self.settings = dataclasses.replace(self.settings, **changes)
+        self.controller = Controller(self.api, self.cache, self.settings, is_leader=lambda: self.leading,
+                                     events=self.events, metrics=metrics, gc_policy=gc_policy)
         self.controller.observers.append(lambda kind, wl, _detail: self.decisions.append(
             (kind, wl["metadata"]["name"])))
-        self.sync()
+        return self.controller
 
     def _seed(self) -> list[tuple[dict[str, Any], Any]]:
         return [

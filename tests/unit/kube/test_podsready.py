@@ -11,6 +11,7 @@ from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.controller import Controller
 from scheduler.kube.eviction import evict
+from scheduler.kube.settings import ControllerSettings
 from tests.unit.kube.test_phases import NS, Harness, job
 
 TIMEOUT = 120.0
@@ -21,8 +22,8 @@ def harness_with(limit: int | None = None, block: bool = False) -> Harness:
     config = KueueConfig(wait_for_pods_ready=WaitForPodsReady(
         enabled=True, timeout_s=TIMEOUT, block_admission=block,
         requeuing_strategy=RequeuingStrategy(backoff_limit_count=limit, backoff_base_seconds=10)))
-    h.controller = Controller(h.api, h.cache, clock=h.clock, is_leader=lambda: True, events=h.events,
-                              config=config)
+    h.controller = Controller(h.api, h.cache, ControllerSettings(clock=h.clock, config=config), is_leader=lambda: True,
+                              events=h.events)
     return h
 
 

@@ -27,7 +27,7 @@ def _waiting(harness: Harness) -> None:
                        "couldn't assign flavors to pod set main: ... Pending the preemption of 1 workload(s)",
                        "immediate", preemption_target=TARGET)
     ctl = harness.controller
-    apply_decisions(ctl.writer, ctl.queue_state, ctl._snapshot(), [decision], harness.clock())
+    apply_decisions(ctl.writer, ctl.admission.parts.queue_state, ctl._snapshot(), [decision], harness.clock())
     harness.sync()
 
 
@@ -56,7 +56,7 @@ def test_target_is_removed_once_admitted_there(harness: Harness) -> None:
 def test_no_domain_preemption_reaches_the_cycle(harness: Harness) -> None:
     # --no-domain-preemption: the controller's snapshots turn domain clearing and sticky targets off.
     assert harness.controller._snapshot().domain_preemption
-    harness.controller.domain_preemption = False
+    harness.rebuild(domain_preemption=False)
     assert not harness.controller._snapshot().domain_preemption
 
 

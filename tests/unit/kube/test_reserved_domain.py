@@ -23,7 +23,7 @@ def _decide(harness: Harness, reserved: str) -> None:
     decision = Pending(key, wl["metadata"]["uid"], "cq", "WaitingForCompactPlacement", "waiting",
                        reserved_domain=reserved)
     ctl = harness.controller
-    apply_decisions(ctl.writer, ctl.queue_state, ctl._snapshot(), [decision], harness.clock())
+    apply_decisions(ctl.writer, ctl.admission.parts.queue_state, ctl._snapshot(), [decision], harness.clock())
     harness.sync()
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import http.client
 import threading
 
-from scheduler.kube.health_server import PROBE_LIMITS, serve_health, serve_http
+from scheduler.http.probes import PROBE_LIMITS, serve_health, serve_http
 from tests.unit.http.hostile import ATTACKER, closed_by_server, idle_sockets, wait_until
 
 HALF_SENT = b"GET /metrics HTTP/1.1\r\nHost: x\r\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
 
 from scheduler.http.bounded import BoundedHTTPServer
-from scheduler.kube.health_server import exposition, serve_metrics
+from scheduler.http.probes import exposition, serve_metrics
 
 # Sub-millisecond to seconds: both answer in milliseconds, and their callers time out at
 # 5 s (extender httpTimeout) and 10 s (webhook timeoutSeconds).
