@@ -36,6 +36,14 @@ def obj(api_version: str, kind: str, name: str = "x", labels: dict[str, str] | N
     return {"apiVersion": api_version, "kind": kind, "metadata": meta}
 
 
+POD_SPEC = {"containers": [{"name": "c", "image": "busybox"}]}
+
+
+def with_pods(o: dict[str, Any]) -> dict[str, Any]:
+    """The object of a CRD that runs pods (a pod template in its spec)."""
+    return {**o, "spec": {"workers": [{"replicas": 2, "template": {"spec": POD_SPEC}}]}}
+
+
 def ref_to(o: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["metadata"]["name"],
             "uid": o["metadata"]["uid"]}
@@ -117,7 +125,7 @@ def test_a_deployments_replicaset_passes_through_it() -> None:
 
 def test_a_queued_object_controlled_by_an_unqueued_parent_is_refused_resolved_by_uid() -> None:
     parent = obj(*AW, "aw", labels={}, uid="a-1")
-    child = obj("example.com/v1", "Thing", "t", owner=ref_to(parent))
+    child = with_pods(obj("example.com/v1", "Thing", "t", owner=ref_to(parent)))
     assert refusal(decide(child, parent)).startswith(
         "example.com/v1 Thing (controlled by workload.codeflare.dev/v1beta2 AppWrapper aw) is not governed")
 
@@ -172,8 +180,8 @@ def test_the_catch_all_leaves_the_registry_kinds_and_their_hooks_leave_the_contr
 @pytest.mark.parametrize("case, o, kwargs", [
     ("Kueue's own objects", obj("kueue.x-k8s.io/v1beta2", "Workload"), {}),
     ("labelled before this update", obj(*AW), {"operation": "UPDATE", "old": obj(*AW)}),
-    ("the controller labels an object", obj("example.com/v1", "Thing"), {
-        "operation": "UPDATE", "user": CONTROLLER, "old": obj("example.com/v1", "Thing", labels={})}),
+    ("the controller labels an object", with_pods(obj("example.com/v1", "Thing")), {
+        "operation": "UPDATE", "user": CONTROLLER, "old": with_pods(obj("example.com/v1", "Thing", labels={}))}),
     ("deletes", obj(*AW), {"operation": "DELETE"}),
 ])
 def test_what_passes(case: str, o: dict[str, Any], kwargs: dict[str, Any]) -> None:
@@ -184,9 +192,14 @@ def test_adding_the_label_in_an_update_is_judged_like_a_create() -> None:
     assert refusal(decide(obj(*AW), operation="UPDATE", old=obj(*AW, labels={})))
 
 
-def test_an_unknown_kind_is_named_too() -> None:
-    assert refusal(decide(obj("v1", "ConfigMap"))).startswith(
-        "v1 ConfigMap is not governed by toposched (not a kind Kueue integrates)")
+def test_an_unknown_kind_that_runs_pods_is_named_with_its_pod_template() -> None:
+    """Fail closed: a CRD nobody here knows whose object holds a pod template runs pods outside
+    the queue; the line names the field."""
+    assert refusal(decide(with_pods(obj("example.com/v1", "Trainer")))) == (
+        "example.com/v1 Trainer is not governed by toposched (not a kind Kueue integrates, and it runs pods: "
+        "spec.workers[0].template is a pod template): remove the kueue.x-k8s.io/queue-name label to run it outside "
+        "the queue, or, if a controller of its own creates its Workloads, list Trainer.v1.example.com in the Kueue "
+        "Configuration's integrations.externalFrameworks")
 
 
 def test_the_catch_all_webhook_sees_only_queued_namespaced_objects_outside_system_namespaces() -> None:
