@@ -92,9 +92,3 @@ def judge(req: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str, Any]
     ref = controller_ref(obj)
     return DenyVerdict(governance.gap(gvk, ref.spelled if ref is not None else "", pods_at))
 
-
-def ungoverned(req: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str, Any] | None,
-               owners: OwnerLookup | None, governance: Governance, controller_users: Collection[str]) -> str | None:
-    """The refusal of a queued object toposched does not govern, or None when it may pass
-    (:func:`judge` without its warnings)."""
-    return judge(req, obj, old, owners, governance, controller_users).refusal
