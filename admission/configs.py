@@ -21,8 +21,12 @@ failurePolicy design (docs/webhook.md):
   (``admission/update_guards.py``), whatever the labels say now.
 * Every other queued object, of any group and kind (``vqueued``, the default deny, CREATE and
   UPDATE, objectSelector ``Exists``): ``Fail``. A queued object of a kind toposched does not
-  govern is refused with one line naming the gap; with the webhook down such objects cannot be
-  created either, which is the point: nothing queued runs outside toposched. The registry's
+  govern that would run pods (admission/governance.py) is refused with one line naming the gap;
+  one that runs none (a Service, a ConfigMap) passes with a warning. With the webhook down no
+  queued object is written where it reaches, which is the point: nothing queued runs outside
+  toposched. Its reach is scoped by the chart's ``webhook.defaultDeny`` (enabled, extra
+  namespace and object selectors, ANDed with these); elsewhere, edit the live configuration:
+  :func:`sync` only ever rewrites ``clientConfig``, an admin's selectors stay. The registry's
   kinds are left out (``matchConditions``): their own validating webhook applies the same
   default deny first (a kind the Configuration does not enable is refused there with the same
   line), so a Job costs one validating call, not two.

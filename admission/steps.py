@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from admission.fielderrors import Verdict
-from admission.governance import ungoverned
+from admission.governance import judge
 from admission.mutation import mutate_job
 from admission.pods import mutate_pod, pod_context, validate_pod
 from admission.request import Answer, Review, field_of
@@ -100,22 +100,25 @@ def shape_gate(r: Review) -> Answer | None:
 
 def default_deny(r: Review) -> Answer | None:
     """The default deny (admission/governance.py): a queued object of a kind toposched does not
-    govern is refused with one line naming the gap."""
+    govern that would run pods is refused with one line naming the gap; on the catch-all route,
+    one that runs none passes with its warning."""
     req = r.req
     if r.job_kind is not None:  # of the kind the path names (a hand-made review may say otherwise)
         req = dict(req, kind={"group": r.job_kind.group, "version": r.job_kind.version, "kind": r.job_kind.kind})
     try:
-        gap = ungoverned(req, r.obj, r.old, r.view.owners if r.view else None, r.settings.governance,
-                         r.settings.controller_users)
+        verdict = judge(req, r.obj, r.old, r.view.owners if r.view else None, r.settings.governance,
+                        r.settings.controller_users)
     except OwnerUnreadable as exc:
         log.warning("cannot resolve the owner of a queued object: %s", exc)
         return r.deny(f"toposched webhook: cannot tell whether this object belongs to a queued owner ({exc}); "
                       "nothing was created or changed; retry", code=503)
-    if gap is None:
-        return None
+    if verdict.refusal is None:
+        # Warnings come only for kinds outside the registry (a Service, a CronJob): the catch-all's
+        # route, where allowing is all that is left to do.
+        return r.allow(warnings=list(verdict.warnings)) if verdict.warnings and r.job_kind is None else None
     meta = r.obj.get("metadata")
-    log.info("refused %s/%s: %s", field_of(meta, "namespace"), field_of(meta, "name"), gap)
-    return r.deny(gap)
+    log.info("refused %s/%s: %s", field_of(meta, "namespace"), field_of(meta, "name"), verdict.refusal)
+    return r.deny(verdict.refusal)
 
 
 def unsuspend_guard(r: Review) -> Answer | None:
