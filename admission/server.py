@@ -19,7 +19,6 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from admission import review
-from admission.annotations import NO_OVERRIDES
 from admission.fresh import FreshViews
 from admission.review import GOVERN_ALL
 from admission.sources import CertSource
@@ -28,6 +27,7 @@ from admission.view import ClusterView
 from scheduler.adapter.kinds.governance import Governance
 from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, interim_kind
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.core.config import FeatureGates
 from scheduler.http.bounded import BoundedHTTPServer, BufferedHandler
 from scheduler.http.limits import WEBHOOK_CAPS, ConnectionLimits

@@ -23,9 +23,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
-from admission.fielderrors import FieldError, Verdict, forbidden
 from admission.owned import owned_key_errors, who
 from admission.view import ClusterView
+from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, forbidden
 from scheduler.adapter.workload_checks import FieldProblem, update_problems, workload_problems
 
 WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"  # v1beta1 priorityClassSource

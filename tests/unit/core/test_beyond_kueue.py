@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from admission.annotations import validate_topology_annotations
+from scheduler.adapter.manifest.annotations import validate_topology_annotations
 from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.compact import RELAXED_REASON, WAITING_REASON
 from scheduler.core.cycle import run_cycle

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from admission.fielderrors import OMIT, FieldError, duplicate, forbidden, invalid, plain, required
-from admission.labelkeys import label_key_problems
-from admission.spreading import group_spreading_errors, spreading_errors
 from scheduler.adapter.kinds.registry import KINDS, spelled_list
+from scheduler.adapter.manifest.fielderrors import OMIT, FieldError, duplicate, forbidden, invalid, plain, required
+from scheduler.adapter.manifest.labelkeys import label_key_problems
+from scheduler.adapter.manifest.spreading import group_spreading_errors, spreading_errors
 from scheduler.core.config import FeatureGates
 from scheduler.core.spreading import ANN_SPREADING
 from scheduler.core.topology_request import (

@@ -13,8 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from admission.fielderrors import OMIT, FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
-from admission.labelkeys import label_key_problems
+from scheduler.adapter.manifest.fielderrors import (
+    OMIT,
+    FieldError,
+    duplicate,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+    too_many,
+)
+from scheduler.adapter.manifest.labelkeys import label_key_problems
 from scheduler.core.spreading import (
     ANN_SPREADING,
     MAX_SELECTORS,

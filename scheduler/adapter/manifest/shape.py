@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from admission.fielderrors import OMIT, FieldError, invalid, too_many
 from scheduler.adapter.kinds.registry import KINDS
 from scheduler.adapter.kinds.shapes import CONTAINER, MAP, STRING_MAP, TOLERATION, TOP
+from scheduler.adapter.manifest.fielderrors import OMIT, FieldError, invalid, too_many
 from scheduler.core.resources import quantity_float
 
 INT32_MAX = 2**31 - 1
