@@ -34,9 +34,9 @@ from scheduler.adapter.manifest.annotations import (
 from scheduler.adapter.manifest.checks import manifest_verdict
 from scheduler.adapter.manifest.fielderrors import OMIT, FieldError, Verdict, plain
 from scheduler.core.config import FeatureGates
+from scheduler.core.kueue.quota import QuotaState
 from scheduler.core.nodes import pod_spec_requests
 from scheduler.core.placement.types import PlacementGates
-from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity
 from scheduler.core.topology_request import (
     ANN_GROUP_NAME,

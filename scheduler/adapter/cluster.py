@@ -15,8 +15,8 @@ from typing import Any
 from scheduler.adapter.objects import Obj, VersionMemo, name_of
 from scheduler.adapter.queues import topology_levels
 from scheduler.adapter.workloads import admitted_workloads, reserved_pod_sets
-from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.topology import TopologyTree

@@ -38,13 +38,13 @@ from scheduler.adapter.queues import (
 )
 from scheduler.adapter.workload_checks import UNREADABLE, FieldProblem, schema_problems, unreadable_problem
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
+from scheduler.core.beyond.healthy_capacity import quotas_following_health
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
-from scheduler.core.healthy_capacity import quotas_following_health
+from scheduler.core.kueue.queueing import ANN_PRIORITY_BOOST, PendingWorkload
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption.rules import ConfiguredPreemption
-from scheduler.core.queueing import ANN_PRIORITY_BOOST, PendingWorkload
-from scheduler.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

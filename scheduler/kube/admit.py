@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.snapshot import Invalid
-from scheduler.core.cycle import run_cycles
-from scheduler.core.decisions import Pending
-from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
-from scheduler.core.queueing import QueueState
-from scheduler.core.snapshot import Snapshot, after_decisions, draining
+from scheduler.core.beyond.healthy_capacity import ANN_FOLLOW_HEALTHY
+from scheduler.core.kueue.cycle import run_cycles
+from scheduler.core.kueue.decisions import Pending
+from scheduler.core.kueue.queueing import QueueState
+from scheduler.core.kueue.snapshot import Snapshot, after_decisions, draining
 from scheduler.k8s.informer import object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi

@@ -27,8 +27,8 @@ from scheduler.adapter.kinds.base import PodSetStart
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.owned import Signer
-from scheduler.core.queueing import QueueState
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue.queueing import QueueState
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
 from scheduler.kube import workload_index as wi
 from scheduler.kube.admit import AdmissionParts, AdmitPhase

@@ -39,9 +39,10 @@ from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods
 from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY
-from scheduler.core.admitted import TASUsage
 from scheduler.core.assignment import encode_v1beta2
-from scheduler.core.failures import (
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
+from scheduler.core.kueue.admitted import TASUsage
+from scheduler.core.kueue.failures import (
     EVICTION_REASON,
     EvictForNodeFailure,
     FailureTracker,
@@ -58,7 +59,6 @@ from scheduler.core.failures import (
     storm_groups,
     storms,
 )
-from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD

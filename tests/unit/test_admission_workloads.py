@@ -16,9 +16,9 @@ from admission import review, routes
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY, CONTROLLER_OWNED
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
-from scheduler.core.preferred_domains import ANN_PREVIOUS_DOMAINS
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.preferred_domains import ANN_PREVIOUS_DOMAINS
 
 CONTROLLER = next(iter(DEFAULT_CONTROLLER_USERS))
 TENANT = "alice"

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
+from scheduler.core.kueue.quota import ClusterQueueSpec, FlavorQuotas, FlavorSpec, ResourceGroup, ResourceQuota
 from scheduler.core.nodes import NodeInfo
-from scheduler.core.quota import ClusterQueueSpec, FlavorQuotas, FlavorSpec, ResourceGroup, ResourceQuota
 from scheduler.core.resources import format_quantity
 
 ANN_FOLLOW_HEALTHY = "toposched.io/quota-follows-healthy-capacity"

@@ -29,20 +29,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from scheduler.core import afs, reserve_compact
-from scheduler.core.compact_wait import patient
-from scheduler.core.compact_wait import refine as wait_for_compact
-from scheduler.core.cycle_state import CycleState
-from scheduler.core.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
-from scheduler.core.domain_target import DomainTarget
-from scheduler.core.fairsharing import Contender, next_contender
-from scheduler.core.flavorassigner import Mode
-from scheduler.core.nominate import Nominator, Refinement
-from scheduler.core.nomination import Entry
-from scheduler.core.podsready import WAITING, WAITING_MESSAGE, blocks_admission
-from scheduler.core.preemption.targets import preemption_message
-from scheduler.core.preferred_domains import landing_target
-from scheduler.core.queueing import (
+from scheduler.core.beyond import domain_holds
+from scheduler.core.beyond.compact_wait import patient
+from scheduler.core.beyond.compact_wait import refine as wait_for_compact
+from scheduler.core.beyond.domain_target import DomainTarget
+from scheduler.core.beyond.preferred_domains import landing_target
+from scheduler.core.kueue import afs
+from scheduler.core.kueue.cycle_state import CycleState
+from scheduler.core.kueue.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
+from scheduler.core.kueue.entries import Entry
+from scheduler.core.kueue.fairsharing import Contender, next_contender
+from scheduler.core.kueue.flavorassigner import Mode
+from scheduler.core.kueue.nominate import Nominator, Refinement
+from scheduler.core.kueue.podsready import WAITING, WAITING_MESSAGE, blocks_admission
+from scheduler.core.kueue.queueing import (
     REQUEUE_IMMEDIATE,
     REQUEUE_INADMISSIBLE,
     PendingQueues,
@@ -50,7 +50,9 @@ from scheduler.core.queueing import (
     Queued,
     heads,
 )
-from scheduler.core.quota import STOP_HOLD_AND_DRAIN, STOP_NONE, STRICT_FIFO, ClusterQueueSpec, QuotaState, Usage
+from scheduler.core.kueue.quota import STOP_HOLD_AND_DRAIN, STOP_NONE, STRICT_FIFO, ClusterQueueSpec, QuotaState, Usage
+from scheduler.core.kueue.snapshot import Snapshot, after_decisions, snapshot_queues
+from scheduler.core.preemption.targets import preemption_message
 from scheduler.core.reasons import (
     BY_WORKLOAD_CONTROLLER,
     EvictReason,
@@ -63,7 +65,6 @@ from scheduler.core.reasons import (
     preemption_pending_message,
     quota_reserved_message,
 )
-from scheduler.core.snapshot import Snapshot, after_decisions, snapshot_queues
 
 # toposched's refinements of a nomination that fits, in order (nominate.Refinement), and its
 # steps before a nomination that needs preemption preempts.
@@ -178,7 +179,7 @@ def _admission_order(e: Entry) -> tuple[bool, int, float, str, str]:
 
 def _fair_next(cyc: CycleState, remaining: Sequence[Entry]) -> Entry:
     """Fair sharing: the winner of the cohort tournament among the remaining heads, against
-    the usage the entries settled so far left (core/fairsharing.py ``next_contender``)."""
+    the usage the entries settled so far left (core/kueue/fairsharing.py ``next_contender``)."""
     contenders = [Contender(e.head.key, e.head.cq.name, e.assignment.usage, e.head.priority, e.head.timestamp)
                   for e in remaining]
     won = next_contender(cyc.quota, cyc.weights, contenders, cyc.snap.config.feature_gates)
@@ -199,7 +200,7 @@ def _pending(entry: Entry, reason: str, message: str, immediate: bool) -> Pendin
         # held back by a PreemptionLimit: asked again each pass, as its window slides
         REQUEUE_IMMEDIATE if (immediate or strict or entry.blocked_by_limit) else REQUEUE_INADMISSIBLE,
         retry_at=entry.waiting.retry_at,
-        reserved_domain=reserve_compact.reserved_domain(entry.waiting),
+        reserved_domain=domain_holds.reserved_domain(entry.waiting),
         blocked_by_limit=entry.blocked_by_limit,
     )
 
@@ -407,7 +408,7 @@ def run_cycles(snapshot: Snapshot, max_cycles: int = 8) -> list[Decision]:
         # the admitted workloads (after_decisions), so it does not order them again.
         snap = replace(after_decisions(replace(snap, queues=queues), decisions), trees=cyc.topologies.trees,
                        inadmissible=snap.inadmissible | frozenset(parked),
-                       reserved_domains=reserve_compact.reserved_after(snap, decisions))
+                       reserved_domains=domain_holds.reserved_after(snap, decisions))
         taken = {d.workload for d in decisions if isinstance(d, Admit)}
         if afs.enabled(snap.config) and taken:  # Kueue pushes the entry penalty on assume: re-order
             snap = replace(snap, lq_usage=afs.with_entry_penalties(

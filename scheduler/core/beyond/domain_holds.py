@@ -1,12 +1,12 @@
 """reserve-compact on the cycle (``--placement-policy reserve-compact``; the domain logic is
-core/reservation.py): the domains compact waiters hold while a cycle settles its entries.
+core/beyond/held_domains.py): the domains compact waiters hold while a cycle settles its entries.
 
 Its contract with the cycle, one hook each:
 
 * placing an entry: :meth:`Holds.binding` names the reservations that hold it back (the cycle
   places it outside their domains first);
 * nominating: :meth:`Holds.hold_back` keeps an entry that fits only in held room pending;
-  a compact waiter chooses its domain with :meth:`Holds.choose` (core/compact.py);
+  a compact waiter chooses its domain with :meth:`Holds.choose` (core/beyond/compactness.py);
 * settling: :meth:`Holds.keep` records what an entry holds for the rest of the cycle, and
   :func:`reserved_after` hands the held domains to the next cycle of the same pass.
 
@@ -18,17 +18,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from scheduler.core import reservation
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.compact import Wish
-from scheduler.core.decisions import Decision, Pending
-from scheduler.core.domain_target import DomainTarget, selector_of
-from scheduler.core.flavorassigner import Mode
-from scheduler.core.nomination import Entry, Head, Waiting
-from scheduler.core.queueing import resolve_priority
-from scheduler.core.reservation import Reservation
-from scheduler.core.snapshot import Snapshot
-from scheduler.core.topologies import Topologies
+from scheduler.core.beyond import held_domains
+from scheduler.core.beyond.compactness import Wish
+from scheduler.core.beyond.domain_target import DomainTarget, selector_of
+from scheduler.core.beyond.held_domains import Reservation
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.decisions import Decision, Pending
+from scheduler.core.kueue.entries import Entry, Head, Waiting
+from scheduler.core.kueue.flavorassigner import Mode
+from scheduler.core.kueue.queueing import resolve_priority
+from scheduler.core.kueue.snapshot import Snapshot
+from scheduler.core.kueue.topologies import Topologies
 
 
 class Holds:
@@ -47,8 +47,8 @@ class Holds:
             annotations = pw.spec.annotations
             if pw.key in snap.reserved_domains:
                 encoded = snap.reserved_domains[pw.key]
-                annotations = {reservation.ANN_RESERVED_DOMAIN: encoded} if encoded else {}
-            parsed = reservation.parse_reserved(annotations)
+                annotations = {held_domains.ANN_RESERVED_DOMAIN: encoded} if encoded else {}
+            parsed = held_domains.parse_reserved(annotations)
             if parsed is None:
                 continue
             target, until = parsed
@@ -75,24 +75,24 @@ class Holds:
         released or the first of those waits ends. A waiter held back keeps its own reservation."""
         waiting = replace(entry.waiting, retry_at=min(r.until for r in held),
                           reservation=self.reservations.get(entry.head.key))
-        held_back = entry.becoming(Mode.NO_FIT, reservation.HELD_REASON, reservation.held_message(pod_set, held))
+        held_back = entry.becoming(Mode.NO_FIT, held_domains.HELD_REASON, held_domains.held_message(pod_set, held))
         return replace(held_back, waiting=waiting)
 
     def choose(self, head: Head, flavor: str, wish: Wish, until: float,
                freeing_first: Sequence[AdmittedWorkload]) -> Reservation | None:
         """The domain ``head``'s compact wait holds: the one it held before while that can still
-        hold it (sticky), else the best one now (``reservation.choose_domain``) on the capacity
+        hold it (sticky), else the best one now (``held_domains.choose_domain``) on the capacity
         the reservations that bind it leave, where the capacity of ``freeing_first`` (lower
         priority, or being evicted) counts as freeing first."""
         ps = next(p for p in head.spec.pod_sets if p.name == wish.pod_set)
         tree = self.topologies.trees[flavor]
         before = self.reservations.get(head.key)
         if before is not None and (before.target.flavor, before.target.pod_set, before.target.level) == (
-                flavor, ps.name, wish.wanted.level) and reservation.can_ever_hold(tree, before.target, ps):
+                flavor, ps.name, wish.wanted.level) and held_domains.can_ever_hold(tree, before.target, ps):
             return replace(before, priority=head.priority, queued_at=head.timestamp, until=until, pod_set=ps)
-        view = reservation.hold(tree, self.binding(head, flavor), whole=False)
+        view = held_domains.hold(tree, self.binding(head, flavor), whole=False)
         soon = self.topologies.without(flavor, freeing_first, base=view)
-        domain = reservation.choose_domain(view, soon, wish.level, ps)
+        domain = held_domains.choose_domain(view, soon, wish.level, ps)
         if domain is None:
             return None
         target = DomainTarget(ps.name, flavor, wish.wanted.level, selector_of(tree, wish.wanted.level, domain))

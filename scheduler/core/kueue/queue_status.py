@@ -2,7 +2,7 @@
 
 What ``kubectl get clusterqueues,localqueues`` shows (the PENDING / ADMITTED WORKLOADS columns),
 the ``Active`` condition with Kueue's reasons and messages, and the per-flavor usage tables.
-Pure: a :class:`~scheduler.core.cycle.Snapshot` in, plain data out; ``scheduler.kube.queues``
+Pure: a :class:`~scheduler.core.kueue.cycle.Snapshot` in, plain data out; ``scheduler.kube.queues``
 writes it.
 
 Kueue's sources, restated:
@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.fairsharing import node_weights, status_shares
-from scheduler.core.queueing import (
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.fairsharing import node_weights, status_shares
+from scheduler.core.kueue.queueing import (
     CQ_READY,
     LQ_CLUSTER_QUEUE_INACTIVE,
     LQ_NO_CLUSTER_QUEUE,
@@ -44,9 +44,9 @@ from scheduler.core.queueing import (
     cluster_queue_readiness,
     local_queue_of,
 )
-from scheduler.core.quota import STOP_NONE, ClusterQueueSpec, FlavorResource, QuotaState
+from scheduler.core.kueue.quota import STOP_NONE, ClusterQueueSpec, FlavorResource, QuotaState
+from scheduler.core.kueue.snapshot import Snapshot, quota_in_use
 from scheduler.core.resources import format_quantity
-from scheduler.core.snapshot import Snapshot, quota_in_use
 
 
 @dataclass(frozen=True)

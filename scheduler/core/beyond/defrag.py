@@ -24,14 +24,14 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.domain_target import levels_to_try, selector_of
-from scheduler.core.flavorassigner import Mode, assign_flavors
+from scheduler.core.beyond.domain_target import levels_to_try, selector_of
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.flavorassigner import Mode, assign_flavors
+from scheduler.core.kueue.queueing import PendingWorkload, resolve_priority
+from scheduler.core.kueue.snapshot import Snapshot, quota_in_use
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.preemption.cost import gpus_held
 from scheduler.core.preemption.domains import DomainRequest, Domains
-from scheduler.core.queueing import PendingWorkload, resolve_priority
-from scheduler.core.snapshot import Snapshot, quota_in_use
 from scheduler.core.topology import TopologyTree
 
 ANN_AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"

@@ -1,6 +1,6 @@
 """One domain of a TAS flavor, named by its node selector: the domain a preemptor preempts for
-(the sticky preemption target), the domain a compact wait holds (core/reservation.py), the
-domain defragmentation opens (core/defrag.py). Encoded on the Workload as a JSON annotation so
+(the sticky preemption target), the domain a compact wait holds (core/beyond/held_domains.py), the
+domain defragmentation opens (core/beyond/defrag.py). Encoded on the Workload as a JSON annotation so
 later cycles, and a restarted controller, keep to it."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class DomainTarget:
 
 def parse_target(annotations: Mapping[str, str], key: str = ANN_PREEMPTION_TARGET) -> DomainTarget | None:
     """The sticky target recorded on a Workload under ``key`` (the preemption target, or the
-    domain a compact wait holds: core/reservation.py), or None (absent or malformed: ignored)."""
+    domain a compact wait holds: core/beyond/held_domains.py), or None (absent or malformed: ignored)."""
     data = json_object_annotation(annotations, key)
     if data is None or not isinstance(data.get("domain"), dict):
         return None

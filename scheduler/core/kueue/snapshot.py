@@ -7,15 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from scheduler.core.admitted import AdmittedWorkload, TASUsage
-from scheduler.core.afs import LocalQueueUsage
+from scheduler.core.beyond.healthy_capacity import EffectiveQuota
 from scheduler.core.config import KueueConfig
-from scheduler.core.decisions import Admit, Decision
-from scheduler.core.healthy_capacity import EffectiveQuota
-from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.preemption.rules import NO_CONFIGURED_PREEMPTION, ConfiguredPreemption
-from scheduler.core.queueing import LocalQueueSpec, PendingQueues, PendingWorkload, pending_queues
-from scheduler.core.quota import (
+from scheduler.core.kueue.admitted import AdmittedWorkload, TASUsage
+from scheduler.core.kueue.afs import LocalQueueUsage
+from scheduler.core.kueue.decisions import Admit, Decision
+from scheduler.core.kueue.queueing import LocalQueueSpec, PendingQueues, PendingWorkload, pending_queues
+from scheduler.core.kueue.quota import (
     STOP_HOLD_AND_DRAIN,
     ClusterQueueSpec,
     CohortSpec,
@@ -23,6 +21,8 @@ from scheduler.core.quota import (
     FlavorSpec,
     QuotaState,
 )
+from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.preemption.rules import NO_CONFIGURED_PREEMPTION, ConfiguredPreemption
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import CompactWait
 
@@ -58,14 +58,14 @@ class Snapshot:
     # toposched's domain-clearing preemption and sticky preemption targets (domain_preemption.py)
     domain_preemption: bool = True
     # toposched beyond Kueue (docs/beyond-kueue.md): placement policies (off = Kueue's) and
-    # the ClusterQueues' default bounded wait for a compact placement (core/compact.py).
+    # the ClusterQueues' default bounded wait for a compact placement (core/beyond/compactness.py).
     placement_options: PlacementOptions = PlacementOptions()
     compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
     # reserve-compact: workload key -> its held domain as decided by an earlier cycle of the
     # same pass (Reservation.encode(); "" = none), over its ANN_RESERVED_DOMAIN annotation,
     # which the writer updates only after the pass (run_cycles).
     reserved_domains: Mapping[str, str] = field(default_factory=dict)
-    # Admission Fair Sharing state per LocalQueue "ns/name" (core/afs.py), from LocalQueue status.
+    # Admission Fair Sharing state per LocalQueue "ns/name" (core/kueue/afs.py), from LocalQueue status.
     lq_usage: Mapping[str, LocalQueueUsage] = field(default_factory=dict)
     # ``pending`` already grouped and ordered per LocalQueue (the adapter keeps them between
     # passes); used only when it describes this ``pending`` (see ``snapshot_queues``).
@@ -73,7 +73,7 @@ class Snapshot:
     # Kueue's PreemptionConfig / PreemptionLimit (alpha, KEP-13396/16925) for toposched's domain
     # clearing (core/preemption/rules.py); empty = toposched's defaults.
     preemption_rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
-    # ClusterQueues whose quota follows healthy capacity (core/healthy_capacity.py): the
+    # ClusterQueues whose quota follows healthy capacity (core/beyond/healthy_capacity.py): the
     # effective quotas ``cluster_queues`` already carry, for their status condition.
     effective_quotas: Mapping[str, tuple[EffectiveQuota, ...]] = field(default_factory=dict)
 

@@ -3,15 +3,15 @@ the quota it takes per flavor-resource and, on TAS flavors, the topology it occu
 
 Read from the API once by the adapter (``adapter/workloads.py``); the cycle charges it to the
 quota tree and the topology trees, preemption weighs it as a victim (``core/preemption``),
-node failures replace or evict it (``core/failures.py``)."""
+node failures replace or evict it (``core/kueue/failures.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scheduler.core.kueue.quota import FlavorResource
 from scheduler.core.placement.types import PodSetPlacement
-from scheduler.core.quota import FlavorResource
 from scheduler.core.workload import WorkloadSpec
 
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.core.admitted import TASUsage
 from scheduler.core.health import FAULT_LABELS, HEALTH_STATUS_LABEL, HEALTH_TAINT_KEY, UNSCHEDULABLE_STATUSES
+from scheduler.core.kueue.admitted import TASUsage
+from scheduler.core.kueue.podsready import backoff_s
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
-from scheduler.core.podsready import backoff_s
 from scheduler.core.resources import Resources, with_pod_slot
 from scheduler.core.topology import TopologyTree
 from scheduler.core.topology_request import TopologyRequest, slice_levels_of

@@ -7,7 +7,7 @@ Its steps, per pod set: group the requested resources by resource group
 :func:`_try_flavor` with :func:`fits_resource_quota`) until flavor fungibility stops the search
 (:func:`_stop_search`). Every passed-over flavor leaves a
 :class:`~scheduler.core.reasons.Rejection` (a code and Kueue's message). The quota it reads is
-``core/quota.py``'s :class:`~scheduler.core.quota.QuotaState`.
+``core/kueue/quota.py``'s :class:`~scheduler.core.kueue.quota.QuotaState`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from scheduler.core.nodes import Taint, Toleration
-from scheduler.core.quota import (
+from scheduler.core.kueue.quota import (
     NEVER,
     PREEMPTION_OVER_BORROWING,
     TRY_NEXT_FLAVOR,
@@ -29,6 +28,7 @@ from scheduler.core.quota import (
     ResourceGroup,
     Usage,
 )
+from scheduler.core.nodes import Taint, Toleration
 from scheduler.core.reasons import QUOTA_REJECTIONS, FlavorRejection, PendingReason, Rejection, flavors_message
 from scheduler.core.resources import PODS, format_quantity
 from scheduler.core.workload import PodSetSpec, WorkloadSpec

@@ -1,7 +1,7 @@
 """Hold the domain a compact wait waits for (issue 17 items 2 and 6; ``--placement-policy
 reserve-compact``, off by default).
 
-A workload in its bounded wait for a compact placement (core/compact.py) holds no capacity by
+A workload in its bounded wait for a compact placement (core/beyond/compactness.py) holds no capacity by
 itself, so the workloads queued after it fill the room it waits for, and it ends up preempting
 them or relaxing. With the policy on, the waiter *reserves* one domain of its compact level:
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.core.domain_target import DomainTarget, parse_target
+from scheduler.core.beyond.domain_target import DomainTarget, parse_target
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec, json_object_annotation

@@ -16,7 +16,7 @@ A CQ whose ``cohort`` names no Cohort object gets an implicit, quota-less root c
 does a Cohort whose ``parent`` does not exist (Kueue does both). A parent cycle is broken at
 the node that closes it and reported in :attr:`QuotaState.cycles`.
 
-Flavor assignment (Kueue's flavor assigner) is ``core/flavorassigner.py``.
+Flavor assignment (Kueue's flavor assigner) is ``core/kueue/flavorassigner.py``.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class ClusterQueueSpec:
     terminating: bool = False
     # ``spec.fairSharing.weight`` (Kueue default 1; 0 = always at a disadvantage).
     fair_weight: float = 1.0
-    # ``spec.admissionScope.admissionMode`` (Admission Fair Sharing, core/afs.py); "" = absent.
+    # ``spec.admissionScope.admissionMode`` (Admission Fair Sharing, core/kueue/afs.py); "" = absent.
     admission_mode: str = ""
 
     def flavor_names(self) -> list[str]:

@@ -17,10 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.cycle_state import CycleState
-from scheduler.core.domain_target import DomainTarget, target_of_placement
-from scheduler.core.flavorassigner import (
+from scheduler.core.beyond.domain_target import DomainTarget, target_of_placement
+from scheduler.core.beyond.held_domains import Reservation
+from scheduler.core.beyond.preferred_domains import preferred_domains
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.cycle_state import CycleState
+from scheduler.core.kueue.entries import Entry, Head, Outcome, Preemption
+from scheduler.core.kueue.flavorassigner import (
     FlavorAssignment,
     Mode,
     PreemptionMode,
@@ -28,19 +31,16 @@ from scheduler.core.flavorassigner import (
     assign_flavors,
     is_tas_only,
 )
-from scheduler.core.nomination import Entry, Head, Outcome, Preemption
+from scheduler.core.kueue.queueing import PendingWorkload, resolve_priority
+from scheduler.core.kueue.quota import ClusterQueueSpec, FlavorResource, QuotaState
+from scheduler.core.kueue.topologies import Placed
 from scheduler.core.placement.planner import Placement
 from scheduler.core.preemption.classical import classical_targets
 from scheduler.core.preemption.domains import DomainRequest
 from scheduler.core.preemption.plan import preemption_plan
 from scheduler.core.preemption.strategies import Ask, Preemptor, choose_targets
 from scheduler.core.preemption.targets import FitCheck, Target
-from scheduler.core.preferred_domains import preferred_domains
-from scheduler.core.queueing import PendingWorkload, resolve_priority
-from scheduler.core.quota import ClusterQueueSpec, FlavorResource, QuotaState
 from scheduler.core.reasons import PendingReason, flavors_message
-from scheduler.core.reservation import Reservation
-from scheduler.core.topologies import Placed
 from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 

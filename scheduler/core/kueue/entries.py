@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scheduler.core.flavorassigner import FlavorAssignment, Mode
+from scheduler.core.beyond.held_domains import Reservation
+from scheduler.core.kueue.flavorassigner import FlavorAssignment, Mode
+from scheduler.core.kueue.queueing import PendingWorkload
+from scheduler.core.kueue.quota import ClusterQueueSpec
+from scheduler.core.kueue.topologies import Placed
 from scheduler.core.preemption.clear_domain import DomainChoice
 from scheduler.core.preemption.domains import DomainRequest
 from scheduler.core.preemption.targets import Target
-from scheduler.core.queueing import PendingWorkload
-from scheduler.core.quota import ClusterQueueSpec
-from scheduler.core.reservation import Reservation
-from scheduler.core.topologies import Placed
 from scheduler.core.workload import WorkloadSpec
 
 
@@ -63,7 +63,7 @@ class Preemption:
 
 @dataclass(frozen=True)
 class Waiting:
-    """Beyond Kueue, a compact wait (core/compact.py): decide again by ``retry_at``; admitted
+    """Beyond Kueue, a compact wait (core/beyond/compactness.py): decide again by ``retry_at``; admitted
     less compact once it ran out (``relaxed``: the note); the domain it holds (reserve-compact)."""
 
     retry_at: float | None = None

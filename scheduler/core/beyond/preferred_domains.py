@@ -10,10 +10,10 @@ which the cycle records as its sticky target.
 
 from __future__ import annotations
 
-from scheduler.core.domain_target import DomainTarget, parse_target, target_of_placement
+from scheduler.core.beyond.domain_target import DomainTarget, parse_target, target_of_placement
+from scheduler.core.kueue.topologies import PreferredDomains
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.preemption.domains import DomainRequest
-from scheduler.core.topologies import PreferredDomains
 from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import WorkloadSpec, json_object_annotation
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.quota import STOP_NONE, ClusterQueueSpec, FlavorSpec
+from scheduler.core.kueue.quota import STOP_NONE, ClusterQueueSpec, FlavorSpec
 from scheduler.core.workload import WorkloadSpec
 
 ANN_PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
@@ -142,7 +142,7 @@ OrderKey = tuple[float, int, float, str]
 
 def order_key(priority: int, timestamp: float, key: str, lq_usage: float = 0.0) -> OrderKey:
     """Sort key inside a ClusterQueue: the LocalQueue's usage asc when Admission Fair Sharing
-    orders the ClusterQueue (core/afs.py; 0 otherwise), then priority desc, timestamp asc, key."""
+    orders the ClusterQueue (core/kueue/afs.py; 0 otherwise), then priority desc, timestamp asc, key."""
     return (lq_usage, -priority, timestamp, key)
 
 

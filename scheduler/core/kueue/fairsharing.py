@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.core.config import FeatureGates
-from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorResource, QuotaState, cohort_node, cq_node
+from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec, FlavorResource, QuotaState, cohort_node, cq_node
 
 DEFAULT_WEIGHT = 1.0
 MAX_INT64 = 2**63 - 1

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scheduler.core.kueue.queueing import REQUEUE_INADMISSIBLE
 from scheduler.core.placement.types import PodSetPlacement
-from scheduler.core.queueing import REQUEUE_INADMISSIBLE
 
 
 @dataclass(frozen=True)

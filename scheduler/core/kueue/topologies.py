@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core import reservation
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.flavorassigner import FlavorAssignment
+from scheduler.core.beyond import held_domains
+from scheduler.core.beyond.held_domains import Reservation
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.flavorassigner import FlavorAssignment
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.placement.planner import Placement, PlacementGates, PodSetPlacement, place_workload
-from scheduler.core.reservation import Reservation
-from scheduler.core.snapshot import Snapshot
 from scheduler.core.spreading import GroupOccupancy, SpreadCounts, count_spread, group_key
 from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
@@ -69,13 +69,13 @@ class Topologies:
         """``spec`` and ``flavor``: the workload being placed, for its topology spreading counts
         (what-if placements pass neither). ``preferred``: the domains to try first.
         ``held``: reservations that bind it (reserve-compact): placed outside their domains
-        first, else beside the holders' share (core/reservation.py)."""
+        first, else beside the holders' share (core/beyond/held_domains.py)."""
         if held:
-            steered = self.place(reservation.hold(tree, held, whole=True), pod_sets, implied, spec=spec,
+            steered = self.place(held_domains.hold(tree, held, whole=True), pod_sets, implied, spec=spec,
                                  flavor=flavor, preferred=preferred)
             if steered.fits:
                 return steered
-            tree = reservation.hold(tree, held, whole=False)
+            tree = held_domains.hold(tree, held, whole=False)
         return place_workload(
             tree,
             pod_sets,

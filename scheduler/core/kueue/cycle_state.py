@@ -5,14 +5,14 @@ settling steps charge it."""
 
 from __future__ import annotations
 
-from scheduler.core import afs
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.fairsharing import node_weights
+from scheduler.core.beyond.domain_holds import Holds
+from scheduler.core.kueue import afs
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.fairsharing import node_weights
+from scheduler.core.kueue.queueing import cluster_queue_readiness, resolve_priority
+from scheduler.core.kueue.snapshot import Snapshot, quota_in_use
+from scheduler.core.kueue.topologies import Topologies
 from scheduler.core.preemption.cost import LqUsage
-from scheduler.core.queueing import cluster_queue_readiness, resolve_priority
-from scheduler.core.reserve_compact import Holds
-from scheduler.core.snapshot import Snapshot, quota_in_use
-from scheduler.core.topologies import Topologies
 
 
 class CycleState:
@@ -39,7 +39,7 @@ class CycleState:
         return self.prio[w.key]
 
     def lq_usage(self) -> LqUsage | None:
-        """Admission Fair Sharing's candidate tie-break (core/afs.py): None when AFS is off."""
+        """Admission Fair Sharing's candidate tie-break (core/kueue/afs.py): None when AFS is off."""
         snap = self.snap
         if not afs.enabled(snap.config):
             return None
