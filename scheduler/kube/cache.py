@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.adapter.kinds.registry import KINDS, watched
-from scheduler.core.kueue_names import LABEL_MANAGED
+from scheduler.core.kueue_names import LABEL_MANAGED, LABEL_POD_GROUP_NAME
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s import informer as inf
 from scheduler.kube.jobs import resource_of
@@ -21,6 +21,15 @@ from scheduler.kube.workload_index import index_workloads
 
 Obj = dict[str, Any]
 BUILT_IN_GROUPS = ("batch", "apps")  # served by every API server; the others' CRDs may be missing
+# Index of both pod informers: "<namespace>/<pod-group-name label>" (the label is immutable,
+# admission/pods.py), so a group's pods are found whatever else a tenant removes from them.
+POD_GROUP = "pod-group"
+
+
+def _pod_group(pod: Obj) -> tuple[str, ...]:
+    meta = pod.get("metadata") or {}
+    group = (meta.get("labels") or {}).get(LABEL_POD_GROUP_NAME)
+    return (f"{meta.get('namespace')}/{group}",) if group else ()
 
 
 @dataclass
@@ -50,6 +59,8 @@ class ClusterCache:
 
     def __post_init__(self) -> None:
         index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
+        for informer in (self.pods, self.managed_pods):
+            informer.add_indexer(POD_GROUP, _pod_group)
 
     @classmethod
     def create(cls, api: inf.Api) -> ClusterCache:
