@@ -142,9 +142,9 @@ class PodIntegration:
             for pod in informer.indexed(POD_GROUP, f"{ns}/{name}"):
                 found[str(_meta(pod).get("uid"))] = pod
             for pod_name, uid in owners:
-                pod = informer.get(f"{ns}/{pod_name}")
-                if pod is not None and uid and _meta(pod).get("uid") == uid:
-                    found[str(uid)] = pod
+                owner = informer.get(f"{ns}/{pod_name}")
+                if owner is not None and uid and _meta(owner).get("uid") == uid:
+                    found[str(uid)] = owner
         return list(found.values())
 
     # ------------------------------------------------------------------ ensure
