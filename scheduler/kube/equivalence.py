@@ -54,6 +54,15 @@ def _controlled_by(wl: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
                for r in ((wl.get("metadata") or {}).get("ownerReferences") or ()))
 
 
+def _versions(kind: JobKind, job: Mapping[str, Any], wl: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """What a verdict depends on; None when it cannot be told (no resourceVersion, or pod sets
+    read from other objects, a TrainJob's runtime)."""
+    jm, wm = job.get("metadata") or {}, wl.get("metadata") or {}
+    key = (str(jm.get("uid") or ""), str(jm.get("resourceVersion") or ""), str(wm.get("uid") or ""),
+           str(wm.get("resourceVersion") or ""))
+    return None if kind.pod_sets_from is not None or not all(key) else key
+
+
 class Equivalence:
     def __init__(self, shared: Shared, partial_admission: bool = True) -> None:
         """``partial_admission``: Kueue's PartialAdmission gate (off: a job's minCount is not compared)."""
@@ -62,17 +71,27 @@ class Equivalence:
         self.isolation = shared.isolation
         self.lookups = shared.lookups
         self.partial_admission = partial_admission
+        # (job uid, its resourceVersion, Workload uid, its resourceVersion) -> matches: a pass
+        # compares again only what changed since the last (kept for the pairs of the last pass).
+        self._verdicts: dict[tuple[str, ...], bool] = {}
 
     # ------------------------------------------------------------------ reading
     def matches(self, kind: JobKind, job: Obj, wl: Mapping[str, Any]) -> bool:
         """The Workload matches the job (a job whose pod sets cannot be read is not judged,
         as Kueue's reconciler returns the error and does nothing)."""
+        key = _versions(kind, job, wl)
+        known = self._verdicts.get(key) if key is not None else None
+        if known is not None:
+            return known
         try:
             pod_sets = job_pod_sets(kind.read_pod_sets(job, self.lookups.related), self.partial_admission)
         except UNREADABLE as exc:
             log.debug("pod sets of %s unreadable (%s): not compared", object_key(job), exc)
             return True
-        return equivalent(pod_sets, wl, kind.is_suspended(job)) or self.scaled(kind, job, wl)
+        verdict = equivalent(pod_sets, wl, kind.is_suspended(job)) or self.scaled(kind, job, wl)
+        if key is not None:
+            self._verdicts[key] = verdict
+        return verdict
 
     def scaled(self, kind: JobKind, job: Obj, wl: Mapping[str, Any]) -> bool:
         """Hook for elastic jobs (Kueue's workload slices, ``ElasticJobsViaWorkloadSlices``, a
@@ -98,6 +117,8 @@ class Equivalence:
     def run(self) -> None:
         items = [(kind, job, wl) for uid, (kind, job) in self.lookups.job_index().items()
                  for wl in self.cache.workloads.indexed(wi.OWNER, uid)]
+        current = {key for key in (_versions(*item) for item in items) if key is not None}
+        self._verdicts = {key: v for key, v in self._verdicts.items() if key in current}
         self.isolation.for_each("equivalence", items, lambda item: self._correct(*item),
                                 subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
                                 wanted=lambda item: self._stale(*item))
