@@ -249,9 +249,13 @@ class PodIntegration:
             self.writer.notify("finished", wl, {"reason": state.reason})
 
     def release_finalizers(self) -> None:
-        done = [p for p in self._managed() if FINALIZER_MANAGED in (_meta(p).get("finalizers") or ())
-                and (_meta(p).get("deletionTimestamp") or self._recorded(p))]
-        self.isolation.for_each("release_finalizers", done, self._release_finalizer)
+        done = {str(_meta(p).get("uid")): p for p in self._managed()
+                if FINALIZER_MANAGED in (_meta(p).get("finalizers") or ())
+                and (_meta(p).get("deletionTimestamp") or self._recorded(p))}
+        # A pod being deleted whose managed label its tenant removed keeps Kueue's finalizer too.
+        done.update({str(_meta(p).get("uid")): p for p in self.cache.pods.items()
+                     if _meta(p).get("deletionTimestamp") and FINALIZER_MANAGED in (_meta(p).get("finalizers") or ())})
+        self.isolation.for_each("release_finalizers", list(done.values()), self._release_finalizer)
 
     def _recorded(self, pod: Mapping[str, Any]) -> bool:
         """Finished, and its Workload finished or gone (nothing left to account for)."""
@@ -262,7 +266,9 @@ class PodIntegration:
 
     def _release_finalizer(self, pod: Obj) -> None:
         rest = [f for f in _meta(pod).get("finalizers") or () if f != FINALIZER_MANAGED]
-        self.writer.patch(PODS, pod, {"metadata": {"finalizers": rest or None}}, self.cache.managed_pods)
+        labelled = self.cache.managed_pods.get(object_key(pod)) is not None
+        self.writer.patch(PODS, pod, {"metadata": {"finalizers": rest or None}},
+                          self.cache.managed_pods if labelled else self.cache.pods)
 
     # ------------------------------------------------------------------ stop
     def stop(self, wl: Mapping[str, Any]) -> bool:

@@ -12,12 +12,17 @@ from scheduler.kube import status as st
 from tests.unit.kube.test_new_kinds_phases import Q, create, gated_pod, reconcile, workloads
 from tests.unit.kube.test_phases import NS, Harness
 
+KUBELET = "test.toposched.io/kubelet-still-running-it"
+
 
 def run_on_node(harness: Harness, name: str) -> None:
     """kube-scheduler bound it, the kubelet runs it; then its tenant removes the managed label."""
     harness.api.merge_patch(PODS, name, {"spec": {"nodeName": "n0"}}, NS)
     harness.api.merge_patch(PODS, name, {"status": {"phase": "Running"}}, NS, subresource="status")
-    harness.api.merge_patch(PODS, name, {"metadata": {"labels": {LABEL_MANAGED: None}}}, NS)
+    # the kubelet's part, simulated: the pod stays until its containers have stopped
+    finalizers = [*harness.api.get(PODS, name, NS)["metadata"].get("finalizers", []), KUBELET]
+    harness.api.merge_patch(PODS, name, {"metadata": {"labels": {LABEL_MANAGED: None}, "finalizers": finalizers}},
+                            NS)
     harness.sync()
 
 
@@ -41,6 +46,7 @@ def test_an_unlabelled_running_pod_keeps_its_workloads_quota_until_it_is_gone(ha
     assert pod["metadata"].get("deletionTimestamp")  # found by the Workload's owner reference: deleted
     held = harness.api.get(WORKLOADS, wl["metadata"]["name"], NS)
     assert st.has_reservation(held) and not st.condition_true(held, st.REQUEUED)  # still holds its node
+    assert harness.api.get(PODS, "solo", NS)["metadata"]["finalizers"] == [KUBELET]  # Kueue's released
     harness.api.merge_patch(PODS, "solo", {"metadata": {"finalizers": None}}, NS)  # the kubelet is done
     harness.sync()
     reconcile(harness, 2)
