@@ -2,7 +2,7 @@
 admitted. Kueue's job reconciler checks on every sync that each Workload still matches its job
 (``ensureOneWorkload`` / ``EquivalentToWorkload``, v0.17.0 pkg/controller/jobframework/
 reconciler.go; the comparison is ``scheduler/adapter/kinds/equivalence.py``); this phase does the
-same for every governed suspendable job (batch Job, JobSet, PyTorchJob, MPIJob, TrainJob,
+same for every governed suspendable job (every kind in the registry: batch Job, JobSet, PyTorchJob, TrainJob,
 RayJob / RayCluster, HyperPodPyTorchJob, ...) and each Workload it owns:
 
 - the job runs and its Workload does not match (it was edited after admission): the job is
