@@ -1,7 +1,7 @@
 """What runs is what was admitted, on the real control plane (issue 39): a Job edited after
 admission is stopped and queued again with a Workload built from it (Kueue's "No matching
-Workload"); a tenant's rewrite of its pending Workload's pod sets is undone from the Job before
-it can be admitted; an unlabelled Job owned by its tenant's queued, never admitted Job is
+Workload"); a tenant's rewrite of its pending Workload's pod sets (2 x 8 GPUs to 2 x 1, which would
+fit) is undone from the Job before it can be admitted; an unlabelled Job owned by its tenant's queued, never admitted Job is
 suspended (Kueue's shouldSuspendChildJob). Each fails on the code before it."""
 
 from __future__ import annotations
@@ -66,8 +66,14 @@ def test_a_running_jobs_parallelism_raised_is_stopped_and_admitted_again_as_it_n
     cleanup(stack, "grow")
 
 
+def hold_three_nodes(stack: Stack, name: str) -> None:
+    stack.api.create(JOBS, training_job(name, 3), NS)
+    stack.wait(lambda: len(bound_pods(stack, name)) == 3, 120, f"{name} running")
+
+
 def test_a_tenants_rewrite_of_its_pending_workload_is_undone_from_its_job(stack: Stack) -> None:
-    stack.api.create(JOBS, training_job("big", 5), NS)  # 5 x 8 GPUs on 4 nodes: pending
+    hold_three_nodes(stack, "holder")
+    stack.api.create(JOBS, training_job("big", 2), NS)  # 2 x 8 GPUs, one node free: pending
     stack.wait(lambda: workloads_of(stack, "big"), 30, "big's Workload")
     time.sleep(2)
     [wl] = workloads_of(stack, "big")
@@ -82,11 +88,12 @@ def test_a_tenants_rewrite_of_its_pending_workload_is_undone_from_its_job(stack:
     [after] = workloads_of(stack, "big")
     requests = after["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]
     assert requests[GPU] == "8" and events(stack, "big", "UpdatedWorkload")
-    cleanup(stack, "big")
+    cleanup(stack, "big", "holder")
 
 
 def test_an_unlabelled_job_owned_by_a_queued_pending_job_is_suspended(stack: Stack) -> None:
-    parent = stack.api.create(JOBS, training_job("parent", 5), NS)  # never fits: never admitted
+    hold_three_nodes(stack, "holder2")
+    parent = stack.api.create(JOBS, training_job("parent", 2), NS)  # one node free: never admitted
     child = training_job("child", 1)
     del child["metadata"]["labels"]
     child["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "parent",
@@ -95,4 +102,4 @@ def test_an_unlabelled_job_owned_by_a_queued_pending_job_is_suspended(stack: Sta
     stack.wait(lambda: stack.api.get(JOBS, "child", NS)["spec"].get("suspend") is True, 30, "child suspended")
     assert CHILD_SUSPENDED_MESSAGE in events(stack, "child", "Suspended")
     stack.wait(lambda: not bound_pods(stack, "child"), 60, "child's pods gone")
-    cleanup(stack, "parent", "child")
+    cleanup(stack, "parent", "child", "holder2")
