@@ -1,8 +1,9 @@
 """What runs is what was admitted, on the real control plane (issue 39): a Job edited after
 admission is stopped and queued again with a Workload built from it (Kueue's "No matching
-Workload"); a tenant's rewrite of its pending Workload's pod sets (2 x 8 GPUs to 2 x 1, which would
-fit) is undone from the Job before it can be admitted; an unlabelled Job owned by its tenant's queued, never admitted Job is
-suspended (Kueue's shouldSuspendChildJob). Each fails on the code before it."""
+Workload"); a tenant's rewrite of its pending Workload's pod sets (2 x 8 GPUs to 2 x 1, which
+would fit) is undone from the Job before it can be admitted; an unlabelled Job owned by its
+tenant's queued, never admitted Job is suspended (Kueue's shouldSuspendChildJob). Each fails on
+the code before it."""
 
 from __future__ import annotations
 
