@@ -62,7 +62,7 @@ def test_a_running_jobs_parallelism_raised_is_stopped_and_admitted_again_as_it_n
                         and st.condition_true(w, st.ADMITTED)], 120, "a new Workload admitted")
     [new] = workloads_of(stack, "grow")
     assert [ps["count"] for ps in new["spec"]["podSets"]] == [2]
-    assert events(stack, "grow", "DeletedWorkload")
+    stack.wait(lambda: events(stack, "grow", "DeletedWorkload"), 30, "Kueue's DeletedWorkload event")
     stack.wait(lambda: len(bound_pods(stack, "grow")) == 2, 120, "grow running its two pods")
     cleanup(stack, "grow")
 
@@ -101,6 +101,6 @@ def test_an_unlabelled_job_owned_by_a_queued_pending_job_is_suspended(stack: Sta
                                              "uid": parent["metadata"]["uid"], "controller": True}]
     stack.api.create(JOBS, child, NS)
     stack.wait(lambda: stack.api.get(JOBS, "child", NS)["spec"].get("suspend") is True, 30, "child suspended")
-    assert CHILD_SUSPENDED_MESSAGE in events(stack, "child", "Suspended")
+    stack.wait(lambda: CHILD_SUSPENDED_MESSAGE in events(stack, "child", "Suspended"), 30, "Kueue's event")
     stack.wait(lambda: not bound_pods(stack, "child"), 60, "child's pods gone")
     cleanup(stack, "parent", "child", "holder2")
