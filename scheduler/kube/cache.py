@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.adapter.kinds.registry import KINDS, watched
@@ -21,6 +21,9 @@ from scheduler.kube.workload_index import index_workloads
 
 Obj = dict[str, Any]
 BUILT_IN_GROUPS = ("batch", "apps")  # served by every API server; the others' CRDs may be missing
+STATEFULSETS = inf.Resource("apps", "v1", "statefulsets")
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # the JobSet controller's label on its Jobs
+LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"  # the LWS controller's label on its StatefulSets
 
 
 @dataclass
@@ -47,6 +50,11 @@ class ClusterCache:
     # Kueue's alpha PreemptionConfig / PreemptionLimit (optional: absent CRDs read as empty).
     preemption_configs: inf.Informer | None = None
     preemption_limits: inf.Informer | None = None
+    # The objects between a pod and the job owning its Workload that no other informer holds
+    # (a JobSet's Jobs, a LeaderWorkerSet's StatefulSets): adapter.pod_ownership walks them.
+    links: list[inf.Informer] = field(default_factory=list)
+    # ResourceQuotas: a PriorityClass scope lets a namespace use a system class (adapter.priority_policy).
+    resource_quotas: inf.Informer | None = None
 
     def __post_init__(self) -> None:
         index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
@@ -77,13 +85,22 @@ class ClusterCache:
             managed_pods=inf.Informer(api, inf.PODS, label_selector=LABEL_MANAGED),
             preemption_configs=inf.Informer(api, inf.PREEMPTION_CONFIGS, optional=True),
             preemption_limits=inf.Informer(api, inf.PREEMPTION_LIMITS, optional=True),
+            links=[inf.Informer(api, inf.JOBS, label_selector=LABEL_JOBSET_NAME),
+                   inf.Informer(api, STATEFULSETS, label_selector=LABEL_LWS_NAME, optional=True)],
+            resource_quotas=inf.Informer(api, inf.RESOURCE_QUOTAS),
         )
 
     def all(self) -> list[inf.Informer]:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
                 self.priority_classes, *self.jobs.values(), *self.related.values(), self.managed_pods,
-                *(i for i in (self.preemption_configs, self.preemption_limits) if i is not None)]
+                *(i for i in (self.preemption_configs, self.preemption_limits, self.resource_quotas) if i is not None),
+                *self.links]
+
+    def owner_links(self) -> list[Obj]:
+        """The objects a pod's owner chain may pass through on its way to the job that owns its
+        Workload: the queued objects of every kind and the links (adapter.pod_ownership)."""
+        return [o for informer in (*self.jobs.values(), *self.links) for o in informer.items()]
 
     def start(self, on_change: Callable[[], None], timeout_s: float = 60) -> None:
         for informer in self.all():
