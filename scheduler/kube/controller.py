@@ -46,6 +46,7 @@ from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.owned import Signer
+from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.failures import EVICTION_REASON, RequeueBackoff, StormPolicy
@@ -53,7 +54,7 @@ from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.queueing import QueueState
 from scheduler.core.snapshot import Snapshot
 from scheduler.core.topology_request import TopologyRequestError
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, WorkloadFormatError
+from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, KubeApi, object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
@@ -197,11 +198,8 @@ class Controller:
         if integration.finish_state(job).finished:
             return
         priority = self.lookups.resolve_priority(job)
-        if priority is None:
-            name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
-            self.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
-                              f"workloadPriorityClass \"{name}\" not found; create it or fix label "
-                              f"{LABEL_PRIORITY_CLASS}")
+        if isinstance(priority, ClassRefused):  # held: a class its namespace may not use (lookups.py)
+            self.writer.event(job, "Warning", priority.reason, priority.event)
             return
         try:
             body = workload_for_job(integration, job, priority[0], priority[1], self.lookups.related)
