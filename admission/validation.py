@@ -36,6 +36,7 @@ from admission.fit import NEVER, OK, WARN, empty_quota, group_fit, pod_set_shape
 from admission.labelkeys import label_key_problems
 from admission.shape import shape_errors
 from admission.view import ClusterView
+from admission.workloads import class_error
 from scheduler.adapter.kinds.base import PodSetSource
 from scheduler.adapter.kinds.registry import kind_of, kind_or_job
 from scheduler.adapter.kinds.workloads import workload_from_manifest
@@ -70,6 +71,7 @@ Obj = Mapping[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
 QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 PRIORITY_LABEL_PATH = f"metadata.labels[{LABEL_PRIORITY_CLASS}]"
+PRIORITY_CLASS_NAME_PATH = "spec.template.spec.priorityClassName"
 REQUESTS_PATH = "spec.template.spec.containers[*].resources.requests"
 _OMIT: Any = OMIT
 __all__ = ["manifest_errors", "validate_topology_annotations", "validate_job", "validate_job_against_cluster",
@@ -205,6 +207,13 @@ def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, s
         verdict.errors.append(plain(PRIORITY_LABEL_PATH, f"WorkloadPriorityClass \"{wpc}\" not found",
                                     "create it (kubectl get workloadpriorityclasses lists the existing ones) "
                                     "or fix the label"))
+    elif wpc:
+        verdict.errors += [e for e in [class_error(view, "WorkloadPriorityClass", wpc, namespace, PRIORITY_LABEL_PATH)]
+                           if e is not None]
+    pc = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName")
+    if not wpc and isinstance(pc, str) and pc:  # the class the controller would read (kube/lookups.py)
+        verdict.errors += [e for e in [class_error(view, "PriorityClass", pc, namespace, PRIORITY_CLASS_NAME_PATH)]
+                           if e is not None]
     lq = view.local_queue(namespace, queue)
     if lq is None:
         verdict.errors.append(plain(
