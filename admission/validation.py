@@ -23,6 +23,7 @@ from typing import Any
 
 from admission.fit import NEVER, OK, WARN, empty_quota, group_fit, pod_set_shape, quota_limits, topology_fit
 from admission.view import ClusterView
+from admission.workloads import class_error
 from scheduler.adapter.kinds.base import PodSetSource
 from scheduler.adapter.kinds.registry import kind_or_job
 from scheduler.adapter.kinds.workloads import workload_from_manifest
@@ -63,6 +64,7 @@ Obj = Mapping[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
 QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 PRIORITY_LABEL_PATH = f"metadata.labels[{LABEL_PRIORITY_CLASS}]"
+PRIORITY_CLASS_NAME_PATH = "spec.template.spec.priorityClassName"
 REQUESTS_PATH = "spec.template.spec.containers[*].resources.requests"
 _OMIT: Any = OMIT
 __all__ = ["validate_job", "validate_job_against_cluster"]
@@ -196,6 +198,13 @@ def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, s
         verdict.errors.append(plain(PRIORITY_LABEL_PATH, f"WorkloadPriorityClass \"{wpc}\" not found",
                                     "create it (kubectl get workloadpriorityclasses lists the existing ones) "
                                     "or fix the label"))
+    elif wpc:
+        verdict.errors += [e for e in [class_error(view, "WorkloadPriorityClass", wpc, namespace, PRIORITY_LABEL_PATH)]
+                           if e is not None]
+    pc = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName")
+    if not wpc and isinstance(pc, str) and pc:  # the class the controller would read (kube/lookups.py)
+        verdict.errors += [e for e in [class_error(view, "PriorityClass", pc, namespace, PRIORITY_CLASS_NAME_PATH)]
+                           if e is not None]
     lq = view.local_queue(namespace, queue)
     if lq is None:
         verdict.errors.append(plain(

@@ -33,6 +33,9 @@ def _pod_group(pod: Obj) -> tuple[str, ...]:
     meta = pod.get("metadata") or {}
     group = (meta.get("labels") or {}).get(LABEL_POD_GROUP_NAME)
     return (f"{meta.get('namespace')}/{group}",) if group else ()
+STATEFULSETS = inf.Resource("apps", "v1", "statefulsets")
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # the JobSet controller's label on its Jobs
+LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"  # the LWS controller's label on its StatefulSets
 
 
 @dataclass
@@ -63,6 +66,11 @@ class ClusterCache:
     # JobSets, RayClusters), by framework name: a child of a queued ancestor is suspended until
     # that ancestor is admitted, labelled or not (Kueue's shouldSuspendChildJob).
     unqueued: dict[str, inf.Informer] = field(default_factory=dict)
+    # The objects between a pod and the job owning its Workload that no other informer holds
+    # (a JobSet's Jobs, a LeaderWorkerSet's StatefulSets): adapter.pod_ownership walks them.
+    links: list[inf.Informer] = field(default_factory=list)
+    # ResourceQuotas: a PriorityClass scope lets a namespace use a system class (adapter.priority_policy).
+    resource_quotas: inf.Informer | None = None
 
     def __post_init__(self) -> None:
         index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
@@ -98,14 +106,22 @@ class ClusterCache:
             unqueued={kind.framework: inf.Informer(api, resource_of(kind), label_selector=f"!{LABEL_QUEUE_NAME}",
                                                    optional=kind.group not in BUILT_IN_GROUPS)
                       for kind in watched(KINDS) if kind.framework in CHILD_FRAMEWORKS and kind.suspendable},
+            links=[inf.Informer(api, inf.JOBS, label_selector=LABEL_JOBSET_NAME),
+                   inf.Informer(api, STATEFULSETS, label_selector=LABEL_LWS_NAME, optional=True)],
+            resource_quotas=inf.Informer(api, inf.RESOURCE_QUOTAS),
         )
 
     def all(self) -> list[inf.Informer]:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
                 self.priority_classes, *self.jobs.values(), *self.related.values(), self.managed_pods,
-                *(i for i in (self.preemption_configs, self.preemption_limits) if i is not None),
-                *self.unqueued.values()]
+                *(i for i in (self.preemption_configs, self.preemption_limits, self.resource_quotas) if i is not None),
+                *self.unqueued.values(), *self.links]
+
+    def owner_links(self) -> list[Obj]:
+        """The objects a pod's owner chain may pass through on its way to the job that owns its
+        Workload: the queued objects of every kind and the links (adapter.pod_ownership)."""
+        return [o for informer in (*self.jobs.values(), *self.links) for o in informer.items()]
 
     def start(self, on_change: Callable[[], None], timeout_s: float = 60) -> None:
         for informer in self.all():

@@ -27,6 +27,7 @@ from typing import Any
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.equivalence import equivalent, job_pod_sets
 from scheduler.adapter.kinds.workloads import workload_for_job
+from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import WorkloadFormatError
@@ -148,7 +149,7 @@ class Equivalence:
         priority = self.lookups.resolve_priority(job)
         try:
             body = workload_for_job(kind, job, priority[0], priority[1], self.lookups.related) \
-                if priority is not None else None
+                if not isinstance(priority, ClassRefused) else None
         except UNREADABLE:
             body = None
         if body is None or workload_problems(body):

@@ -30,6 +30,7 @@ from scheduler.adapter.kinds.base import PodSetStart, template_start_patch
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import with_pod_groups
 from scheduler.adapter.kinds.workloads import workload_for_job, workload_pod_set
+from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.core.kueue_names import (
     ANN_IS_GROUP_WORKLOAD,
     ANN_JOB_OWNER_GVK,
@@ -41,7 +42,7 @@ from scheduler.core.kueue_names import (
     LABEL_PREBUILT_WORKLOAD,
 )
 from scheduler.core.topology_request import TopologyRequestError
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, WorkloadFormatError
+from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import PODS, WORKLOADS, object_key
 from scheduler.kube import status as st
 from scheduler.kube.cache import POD_GROUP, ClusterCache
@@ -50,7 +51,7 @@ from scheduler.kube.writer import Writer
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | None"]
+Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | ClassRefused"]
 Starts = Callable[[Mapping[str, Any]], list[PodSetStart]]
 
 # Parents whose groups are prebuilt (StatefulSet, LeaderWorkerSet): their pods get no Workload here.
@@ -173,10 +174,8 @@ class PodIntegration:
     def _create(self, members: list[Obj]) -> None:
         first = members[0]
         priority = self.priority(_as_job(first))
-        if priority is None:
-            self.writer.event(first, "Warning", "WorkloadPriorityClassNotFound",
-                              f"workloadPriorityClass \"{_labels(first).get(LABEL_PRIORITY_CLASS)}\" not found; "
-                              f"create it or fix label {LABEL_PRIORITY_CLASS}")
+        if isinstance(priority, ClassRefused):
+            self.writer.event(first, "Warning", priority.reason, priority.event)
             return
         try:
             body = self._body(members, priority[0], priority[1])

@@ -50,7 +50,8 @@ def cluster_objects(cache: Any, exclude: frozenset[str] = frozenset()) -> Cluste
         namespaces=cache.namespaces.items(), workload_priority_classes=cache.workload_priority_classes.items(),
         priority_classes=cache.priority_classes.items(),
         preemption_configs=_items(getattr(cache, "preemption_configs", None)),
-        preemption_limits=_items(getattr(cache, "preemption_limits", None)))
+        preemption_limits=_items(getattr(cache, "preemption_limits", None)),
+        owner_links=cache.owner_links() if hasattr(cache, "owner_links") else ())
 
 
 def _items(informer: Any) -> list[Obj]:

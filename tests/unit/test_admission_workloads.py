@@ -195,7 +195,7 @@ def test_the_class_value_and_other_writers_pass() -> None:
     assert decide(with_priority(100, WPC_HIGH))["allowed"] is True
     assert decide(with_priority(0))["allowed"] is True and decide(with_priority(None))["allowed"] is True
     pod_class = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "system-node-critical"}
-    assert decide(with_priority(7, pod_class))["allowed"] is True  # not in the webhook's view: not judged
+    assert decide(with_priority(7, pod_class))["allowed"] is False  # judged now: test_admission_priority_bounds.py
     assert decide(with_priority(1000), user=CONTROLLER)["allowed"] is True
     old = with_priority(50, WPC_HIGH)  # the class's value moved since; the priority is not touched
     new = copy.deepcopy(old)
