@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from admission import review
+from admission import review, routes
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.validation import validate_job_against_cluster
 from admission.view import ClusterView
@@ -45,7 +45,7 @@ def workload(priority: int, ref: dict[str, str], namespace: str = NS, api: str =
             "metadata": {"name": "w", "namespace": namespace}, "spec": spec}
 
 
-def decide(obj: dict[str, Any], cluster: ClusterView, path: str = review.VALIDATE_WORKLOAD) -> dict[str, Any]:
+def decide(obj: dict[str, Any], cluster: ClusterView, path: str = routes.VALIDATE_WORKLOAD) -> dict[str, Any]:
     request = {"uid": "u-1", "kind": {"kind": "Workload"}, "namespace": obj["metadata"]["namespace"],
                "operation": "CREATE", "object": obj, "userInfo": {"username": "alice"}}
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
