@@ -147,7 +147,9 @@ def read_live(args: argparse.Namespace, want_pods: bool) -> tuple[list[dict[str,
             api_client = client.ApiClient()
         except ConfigException:
             raise UserError(f"no cluster to read: {exc}; give --kubeconfig, or --nodes FILE") from exc
-    core = client.CoreV1Api(api_client)
+    from scheduler.k8s.proxy import apply_proxy
+
+    core = client.CoreV1Api(apply_proxy(api_client))
 
     def paged(fn: Callable[..., Any], **kw: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

@@ -1,5 +1,6 @@
 """Building an API client: ``--kubeconfig`` if given, in-cluster credentials inside a Pod, else
-$KUBECONFIG / ~/.kube/config. Every command that talks to a cluster uses this one function."""
+$KUBECONFIG / ~/.kube/config. Every command that talks to a cluster uses this one function; the
+proxy comes from HTTPS_PROXY/HTTP_PROXY/NO_PROXY as kubectl reads them (``scheduler/k8s/proxy.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from kubernetes import client, config
 
 from scheduler.errors import UserError
+from scheduler.k8s.proxy import apply_proxy
 
 
 def api_client(kubeconfig: str | Path | None, qps_hint: int = 100, connections: int | None = None) -> client.ApiClient:
@@ -28,5 +30,4 @@ def api_client(kubeconfig: str | Path | None, qps_hint: int = 100, connections: 
         raise UserError(f"cannot load Kubernetes credentials ({exc}): pass --kubeconfig or set KUBECONFIG") from exc
     # Enough pooled connections for the informers plus the writers running side by side.
     api.configuration.connection_pool_maxsize = connections or max(qps_hint // 4, 16)
-    api.rest_client.pool_manager.connection_pool_kw["maxsize"] = api.configuration.connection_pool_maxsize
-    return api
+    return apply_proxy(api)  # rebuilds the pool: the proxy decision and the pool size take effect
