@@ -124,3 +124,20 @@ def test_misspelled_queue_no_broken_lines() -> None:
     text = to_text(out)
     assert "Queue: position" not in text and " in  (" not in text and "()" not in text
     assert "queue" not in out and "quota" not in out
+
+
+def test_list_items_without_kind_are_read_as_their_kind() -> None:
+    """A list response's items carry no kind or apiVersion: `explain --kubeconfig` stamps them
+    with the kind it listed, or a Deployment would read as no kind at all."""
+    from scheduler.commands.explain import read_cluster
+
+    bare = {k: v for k, v in deployment(2).items() if k not in ("kind", "apiVersion")}
+
+    class Lists:
+        def list(self, resource: Any, **_: Any) -> dict[str, Any]:
+            return {"items": [bare] if resource.plural == "deployments" else []}
+
+    snapshot = read_cluster(Lists())
+    assert [(j["kind"], j["apiVersion"]) for j in snapshot.jobs_raw] == [("Deployment", "apps/v1")]
+    out = explain(snapshot, NS, "web")
+    assert out["kind"] == "Deployment" and out["reasons"][0]["reason"] == "Replicas"
