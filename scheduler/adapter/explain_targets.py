@@ -23,7 +23,7 @@ from typing import Any
 
 from scheduler.adapter.kinds import pod as pods
 from scheduler.adapter.kinds.podgroups import group_workload_name
-from scheduler.adapter.kinds.registry import kind_of
+from scheduler.adapter.kinds.registry import by_owner_reference, kind_of
 from scheduler.adapter.objects import Obj, holds_reservation
 from scheduler.adapter.views import EngineSnapshot
 from scheduler.core.kueue_names import LABEL_POD_GROUP_NAME
@@ -138,7 +138,10 @@ def resolve(snap: EngineSnapshot, namespace: str, name: str) -> Target | None:
     """The target named ``name``: a governed object (a non-pod kind first: a pod shares no name
     with its owner, but a Deployment and a bare pod may), a Workload, or a plain pod group."""
     named = [j for j in _in(snap.jobs_raw, namespace) if _meta(j).get("name") == name]
-    named.sort(key=lambda j: j.get("kind") == "Pod")
+    # a governed parent before its governed child of the same name (a TrainJob's JobSet, a
+    # LeaderWorkerSet's leader StatefulSet), and a pod last
+    named.sort(key=lambda j: (j.get("kind") == "Pod", any(by_owner_reference(r) is not None
+                                                          for r in _meta(j).get("ownerReferences") or ())))
     obj = named[0] if named else None
     kind = kind_of(obj) if obj is not None else None
     if obj is not None and kind is not None:
@@ -148,11 +151,13 @@ def resolve(snap: EngineSnapshot, namespace: str, name: str) -> Target | None:
             return _groups(snap, obj, namespace)
         if kind.kind == "Pod" and pods.group_name(obj):
             return _pod_group(snap, namespace, pods.group_name(obj))
-    job, workload = snap.find_job(namespace, name)
-    if obj is not None and job is None:
-        job = obj
-    if job is not None or workload is not None:
-        return Target(kind.kind if kind is not None else "", job, workload)
+    if obj is not None:
+        uid = _meta(obj).get("uid")
+        owned = _owned_by(_in(snap.objects.workloads, namespace), str(uid)) if uid else []
+        return Target(kind.kind if kind is not None else "", obj, owned[0] if owned else None)
+    _, workload = snap.find_job(namespace, name)  # a Workload by its own name
+    if workload is not None:
+        return Target("", None, workload)
     return _pod_group(snap, namespace, name)
 
 

@@ -141,3 +141,26 @@ def test_list_items_without_kind_are_read_as_their_kind() -> None:
     assert [(j["kind"], j["apiVersion"]) for j in snapshot.jobs_raw] == [("Deployment", "apps/v1")]
     out = explain(snapshot, NS, "web")
     assert out["kind"] == "Deployment" and out["reasons"][0]["reason"] == "Replicas"
+
+
+def test_a_trainjob_before_its_jobset_of_the_same_name_and_a_rayjob() -> None:
+    train = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+             "metadata": {"name": "t", "namespace": NS, "uid": "uid-t", "labels": {"kueue.x-k8s.io/queue-name": "q"}}}
+    child = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+             "metadata": {"name": "t", "namespace": NS, "uid": "uid-js", "labels": {"kueue.x-k8s.io/queue-name": "q"},
+                          "ownerReferences": [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                               "name": "t", "uid": "uid-t", "controller": True}]}}
+    ray = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+           "metadata": {"name": "r", "namespace": NS, "uid": "uid-r", "labels": {"kueue.x-k8s.io/queue-name": "q"}}}
+    wls = []
+    for name, owner in (("trainjob-t-1", train), ("rayjob-r-1", ray)):
+        wl = workload(name, 1)
+        wl["metadata"]["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                              "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                              "controller": True}]
+        wl["status"] = ADMITTED
+        wls.append(wl)
+    state = with_objects(snap(), [child, train, ray], [], wls)
+    for name, wl in (("t", "trainjob-t-1"), ("r", "rayjob-r-1")):
+        out = explain(state, NS, name)
+        assert out["admitted"] is True and out["workload"] == wl, out
