@@ -91,11 +91,29 @@ def proxy_for(server: str, env: Mapping[str, str] | None = None) -> str | None:
     return proxy if "://" in proxy else f"http://{proxy}"  # Go reads a bare host:port as http://
 
 
-def apply_proxy(api: client.ApiClient, env: Mapping[str, str] | None = None) -> client.ApiClient:
-    """Set ``api``'s proxy from the environment (kubectl's rule) and rebuild its connection pool
-    so that the decision takes effect; the pool keeps ``connection_pool_maxsize``."""
+def kubeconfig_proxy_url(kubeconfig: str | None, context: str | None = None) -> str | None:
+    """The ``proxy-url`` of the kubeconfig's cluster (current context, or ``context``), or None.
+    The Kubernetes Python client 35.0.0 does not read it; kubectl sends every request there,
+    whatever the environment says."""
+    from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigMerger
+
+    try:
+        merged = KubeConfigMerger(kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION).config
+        name = context or merged.safe_get("current-context")
+        cluster_name = merged["contexts"].get_with_name(name)["context"]["cluster"]
+        url = merged["clusters"].get_with_name(cluster_name)["cluster"].safe_get("proxy-url")
+    except Exception:  # the loader has already said what is wrong with the file; no proxy-url here
+        return None
+    return str(url) if url else None
+
+
+def apply_proxy(api: client.ApiClient, env: Mapping[str, str] | None = None,
+                proxy_url: str | None = None) -> client.ApiClient:
+    """Set ``api``'s proxy as kubectl would: the kubeconfig cluster's ``proxy-url`` when given,
+    else the environment's, and rebuild its connection pool so that the decision takes effect;
+    the pool keeps ``connection_pool_maxsize``."""
     cfg = api.configuration
-    proxy = proxy_for(str(cfg.host), env)
+    proxy = proxy_url or proxy_for(str(cfg.host), env)
     if proxy is not None and not proxy.startswith(("http://", "https://")):
         raise UserError(f"proxy {proxy!r}: only http:// and https:// proxies are supported (kubectl also takes "
                         "socks5://); set NO_PROXY to reach the API server directly")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import urllib3
 
+from scheduler.errors import UserError
 from scheduler.k8s.client import api_client
 from scheduler.k8s.proxy import proxy_for
 
@@ -68,3 +69,20 @@ def test_api_client_honours_no_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyP
     proxied = api_client(_kubeconfig(tmp_path, "https://api.example.com:6443"))
     assert isinstance(proxied.rest_client.pool_manager, urllib3.ProxyManager)
     assert proxied.configuration.proxy == PROXY
+
+
+def test_the_kubeconfig_clusters_proxy_url_wins_as_in_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "*")
+    for name in ("https_proxy", "no_proxy", "HTTPS_PROXY", "HTTP_PROXY", "http_proxy"):
+        if name != "NO_PROXY":
+            monkeypatch.delenv(name, raising=False)
+    path = _kubeconfig(tmp_path, "https://api.example.com:6443")
+    path.write_text(path.read_text().replace("insecure-skip-tls-verify: true",
+                                             'insecure-skip-tls-verify: true, proxy-url: "http://bastion:3128"'))
+    api = api_client(path)
+    assert isinstance(api.rest_client.pool_manager, urllib3.ProxyManager)
+    assert api.configuration.proxy == "http://bastion:3128"
+    socks = tmp_path / "socks"
+    socks.write_text(path.read_text().replace("http://bastion:3128", "socks5://127.0.0.1:1080"))
+    with pytest.raises(UserError, match="only http:// and https:// proxies"):
+        api_client(socks)
