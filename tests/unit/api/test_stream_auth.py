@@ -246,6 +246,16 @@ def test_cli_place_server_same_output(server: ApiServer, capsys: pytest.CaptureF
     assert remote[0] == offline[0] and remote[0] in (0, 1)
 
 
+def test_cli_place_server_with_nodes_and_no_pods_says_empty_cluster(server: ApiServer,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["place", "--workload", str(DATA / "job-required-l3.yaml"), "--solver", "greedy", "--output", "json",
+            "--server", f"127.0.0.1:{server.port}", "--nodes", str(DATA / "nodes.yaml")]
+    _, out, _ = _cli(capsys, *base)
+    assert json.loads(out)["emptyCluster"] is True
+    _, out, _ = _cli(capsys, *base, "--pods", str(DATA / "pods.yaml"))
+    assert json.loads(out)["emptyCluster"] is False
+
+
 def test_cli_place_server_errors(server: ApiServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Job\nmetadata: {name: j}\nspec: {}\n")
