@@ -3,9 +3,9 @@ real control plane: a job that can never fit is refused with 422 Invalid, so ``h
 print "Access denied to resource" (it reads any 403 that way, sagemaker/hyperpod/common/utils.py
 ``handle_exception``); kubectl's client sees code 422 and reason Invalid with the message.
 
-The CLI lives in a venv of its own (it pins its own kubernetes/pydantic/boto versions):
-``python3 -m venv /work/venvs/hyp && /work/venvs/hyp/bin/pip install sagemaker-hyperpod==3.12.0``,
-or set TOPOSCHED_HYP to its ``hyp``. Without it the test is skipped, saying so."""
+The CLI lives in a venv of its own (it pins its own kubernetes/pydantic/boto versions), which
+``scripts/setup.sh --test`` installs into ``~/.cache/toposched/hyp-3.12.0`` (``TOPOSCHED_CACHE``);
+or set TOPOSCHED_HYP to a ``hyp``. Without it the test is skipped, saying so."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ L3 = "topology.k8s.aws/network-node-layer-3"
 
 
 def hyp_cli() -> str | None:
-    for candidate in (os.environ.get("TOPOSCHED_HYP"), "/work/venvs/hyp/bin/hyp", shutil.which("hyp")):
+    cache = Path(os.environ.get("TOPOSCHED_CACHE") or Path.home() / ".cache" / "toposched")
+    for candidate in (os.environ.get("TOPOSCHED_HYP"), str(cache / "hyp-3.12.0" / "bin" / "hyp"), shutil.which("hyp")):
         if candidate and Path(candidate).is_file():
             return candidate
     return None
