@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from admission.request import Answer, ReviewError, WebhookSettings, field_of, parse, refusal
-from admission.review_size import oversize_message
+from admission.review_size import leading_uid, oversize_message
 from admission.routes import PATHS, ROUTES
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
@@ -85,7 +85,9 @@ def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str 
     a denial with code 500 that says what happened, never a dropped connection."""
     oversize = oversize_message(len(raw))
     if oversize is not None:  # refused before parsing: parsing is what costs (admission/review_size.py)
-        return 413, refusal(oversize, 413)
+        # HTTP 200 with the request's uid: the API server then shows the refusal's message (any
+        # other status or uid is a failed webhook call, and the user reads only that).
+        return 200, refusal(oversize, 413, leading_uid(raw))
     try:
         body = json.loads(raw)
     except RecursionError:

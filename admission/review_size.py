@@ -12,7 +12,20 @@ more than about 500 KB is refused here: such a template belongs in a ConfigMap (
 
 from __future__ import annotations
 
+import re
+
 MAX_REVIEW_BYTES = 1024 * 1024
+# The API server writes ``request.uid`` first in an AdmissionReview ({"kind":...,"apiVersion":...,
+# "request":{"uid":"..."}): found without parsing, so the refusal echoes it and the API server
+# shows the message (a response with another uid is an error of the webhook call instead).
+_LEADING_UID = re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"([0-9A-Za-z._-]{1,128})"')
+UID_WINDOW = 4096
+
+
+def leading_uid(raw: bytes) -> str:
+    """``request.uid`` of an unparsed review when it leads its request, else ""."""
+    found = _LEADING_UID.search(raw, 0, UID_WINDOW)
+    return found.group(1).decode() if found else ""
 
 
 def oversize_message(size: int, limit: int = MAX_REVIEW_BYTES) -> str | None:
