@@ -13,10 +13,20 @@ failurePolicy design (docs/webhook.md):
   defaulting): ``Ignore`` with a 2 s timeout. A dead webhook never blocks unmanaged Jobs; the
   price is that, while it is down, a Job in a namespace with a ``default`` LocalQueue runs
   unmanaged.
+* Governed kinds on UPDATE while queued (``m<kind>-update``, objectSelector ``Exists``, every
+  request but the controller's): ``Fail``; the template stamps come back (``admission/restamp.py``).
+* Pods on UPDATE that still hold one of Kueue's gates (``vpod-gated``: no object selector,
+  ``matchConditions`` on the old object's gates) or carry the managed label before the queue's
+  (``vpod-managed``): ``Fail``; only the controller lifts the gates or changes Kueue's keys
+  (``admission/update_guards.py``), whatever the labels say now.
 * Every other queued object, of any group and kind (``vqueued``, the default deny, CREATE and
   UPDATE, objectSelector ``Exists``): ``Fail``. A queued object of a kind toposched does not
-  govern is refused with one line naming the gap; with the webhook down such objects cannot be
-  created either, which is the point: nothing queued runs outside toposched. The registry's
+  govern that would run pods (admission/governance.py) is refused with one line naming the gap;
+  one that runs none (a Service, a ConfigMap) passes with a warning. With the webhook down no
+  queued object is written where it reaches, which is the point: nothing queued runs outside
+  toposched. Its reach is scoped by the chart's ``webhook.defaultDeny`` (enabled, extra
+  namespace and object selectors, ANDed with these); elsewhere, edit the live configuration:
+  :func:`sync` only ever rewrites ``clientConfig``, an admin's selectors stay. The registry's
   kinds are left out (``matchConditions``): their own validating webhook applies the same
   default deny first (a kind the Configuration does not enable is refused there with the same
   line), so a Job costs one validating call, not two.
@@ -92,7 +102,9 @@ _MANAGED_UNQUEUED = {"matchExpressions": [{"key": LABEL_MANAGED, "operator": "Ex
 
 
 def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESPACE,
-                           default_queue: bool = True) -> dict[str, Any]:
+                           default_queue: bool = True, controller_users: Sequence[str] | None = None) -> dict[str, Any]:
+    """``controller_users``: as :func:`validating_configuration` (their updates skip the re-stamp)."""
+    controllers = list(controller_users) if controller_users else [controller_username(namespace)]
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "matchPolicy": "Equivalent",
               "reinvocationPolicy": "IfNeeded", "namespaceSelector": _namespace_selector(namespace)}
     hooks = []
@@ -104,7 +116,14 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
             # A pod its Deployment / StatefulSet holds carries the managed label, not yet the queue's.
             hooks.append(dict(common, name=f"{prefix}-managed.toposched.io", clientConfig=client(path), rules=rules,
                               failurePolicy="Fail", timeoutSeconds=5, objectSelector=_MANAGED_UNQUEUED))
-        elif default_queue:
+        else:
+            # The stamps re-applied on UPDATE of a queued object (admission/restamp.py), as Kueue's
+            # Deployment, StatefulSet and LeaderWorkerSet webhooks default on UPDATE too. The
+            # controller's own starts and stops never wait on it.
+            hooks.append(dict(common, name=f"{prefix}-update.toposched.io", clientConfig=client(path),
+                              rules=job_kind_rule(kind, ["UPDATE"]), failurePolicy="Fail", timeoutSeconds=5,
+                              objectSelector=_QUEUED, matchConditions=not_the_controller(controllers)))
+        if kind is not POD and default_queue:
             # (not for bare pods: every pod of every namespace would be sent here on creation)
             hooks.append(dict(common, name=f"{prefix}-default-queue.toposched.io", clientConfig=client(path),
                               rules=rules, failurePolicy="Ignore", timeoutSeconds=2, objectSelector=_UNQUEUED))
@@ -112,6 +131,11 @@ def mutating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAMESP
             "metadata": {"name": CONFIG_NAME, "labels": {"app.kubernetes.io/name": "toposched",
                                                          "app.kubernetes.io/component": "webhook"}},
             "webhooks": hooks}
+
+
+HOLDS_A_KUEUE_GATE = {"name": "holds-a-kueue-gate", "expression": (
+    "has(oldObject.spec.schedulingGates) && oldObject.spec.schedulingGates.exists(g, "
+    "g.name == 'kueue.x-k8s.io/admission' || g.name == 'kueue.x-k8s.io/topology')")}
 
 
 def not_the_controller(controller_users: Sequence[str]) -> list[dict[str, str]]:
@@ -138,6 +162,16 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     hooks = [dict(common, name=f"v{kind.kind.lower()}.toposched.io", clientConfig=client(kind.validate_path),
                   failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(kind, ["CREATE", "UPDATE"]),
                   objectSelector=_QUEUED, matchConditions=not_the_controller(controllers)) for kind in KINDS]
+    # A pod its StatefulSet holds carries the managed label before the queue's: its gates and
+    # keys are guarded on UPDATE too (admission/update_guards.py).
+    hooks.append(dict(common, name=f"v{POD.kind.lower()}-managed.toposched.io", clientConfig=client(POD.validate_path),
+                      failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(POD, ["UPDATE"]),
+                      objectSelector=_MANAGED_UNQUEUED, matchConditions=not_the_controller(controllers)))
+    # A pod that still holds one of Kueue's gates, whatever its labels say now (had they been
+    # stripped past the webhook, no label selector would find it): only its updates are sent.
+    hooks.append(dict(common, name=f"v{POD.kind.lower()}-gated.toposched.io", clientConfig=client(POD.validate_path),
+                      failurePolicy="Fail", timeoutSeconds=5, rules=job_kind_rule(POD, ["UPDATE"]),
+                      matchConditions=[*not_the_controller(controllers), HOLDS_A_KUEUE_GATE]))
     # The default deny (admission/governance.py): every other queued object, of any kind.
     hooks.append(dict(common, name="vqueued.toposched.io", clientConfig=client(QUEUED_PATH), failurePolicy="Fail",
                       timeoutSeconds=5, rules=[{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],

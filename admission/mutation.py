@@ -98,7 +98,7 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
         _suspend(kind, job, ops)
     if kind.create_defaults is not None:
         kind.create_defaults(job, ops, _labels_after(job, ops))
-    _scheduler_names(kind, job, ops, out.warnings, scheduler_name)
+    scheduler_names(kind, job, ops, out.warnings, scheduler_name)
     return out
 
 
@@ -137,8 +137,10 @@ def _priority(job: Mapping[str, Any], ops: list[dict[str, Any]]) -> str | None:
     return str(found) if found else None
 
 
-def _scheduler_names(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]], warnings: list[str],
-                     scheduler_name: str) -> None:
+def scheduler_names(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]], warnings: list[str],
+                    scheduler_name: str, warn_any: bool = False) -> None:
+    """``schedulerName`` on every pod template of a pod set; a warning when another scheduler was
+    named (``warn_any``, on UPDATE: also the default one, which a tenant wrote to leave the queue)."""
     for pointer, template in kind.template_paths(job):
         pod_spec = template.get("spec")
         current = (pod_spec or {}).get("schedulerName")
@@ -148,9 +150,10 @@ def _scheduler_names(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, 
             ops.append({"op": "add", "path": f"{pointer}/spec", "value": {"schedulerName": scheduler_name}})
         else:
             ops.append({"op": "add", "path": f"{pointer}/spec/schedulerName", "value": scheduler_name})
-        if current and current != "default-scheduler":
+        if warn_any or (current and current != "default-scheduler"):
             field = pointer.strip("/").replace("/", ".") + ".spec.schedulerName"
-            warnings.append(f"toposched: {field} {current!r} replaced by "
+            shown = repr(current) if current else "(unset)"
+            warnings.append(f"toposched: {field} {shown} replaced by "
                             f"{scheduler_name!r} (jobs of a Kueue queue are placed by toposched)")
 
 

@@ -16,7 +16,8 @@ job is the managed object; not outside the managed namespaces):
   always on in toposched),
 * label ``kueue.x-k8s.io/pod-group-pod-index`` copied from the label that
   ``kueue.x-k8s.io/pod-group-pod-index-label`` names (the pod's rank),
-* annotation ``kueue.x-k8s.io/role-hash`` (its pod set in a group),
+* annotation ``kueue.x-k8s.io/role-hash`` (its pod set in a group), always recomputed (a tenant's
+  value is overwritten, as Kueue's ``addRoleHash``),
 * ``schedulerName: toposched`` (as the job webhooks do for pod templates), with a warning when
   another scheduler was named.
 
@@ -98,22 +99,6 @@ def pod_context(pod: Mapping[str, Any], view: ClusterView | None,
     return PodContext(governed_owner=ancestor is not None)
 
 
-def gate_release_errors(pod: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
-    """Only toposched's controller releases Kueue's gates of a managed pod: a user who removes
-    ``kueue.x-k8s.io/admission`` (or ``kueue.x-k8s.io/topology``) would run it past its queue or
-    outside its domain (Kueue stops such a pod after the fact; toposched refuses the update)."""
-    def gates(obj: Mapping[str, Any]) -> set[str]:
-        return {str(g.get("name")) for g in (obj.get("spec") or {}).get("schedulingGates") or ()}
-
-    removed = sorted((gates(old) - gates(pod)) & {GATE_ADMISSION, GATE_TOPOLOGY})
-    if not removed or (_meta(old).get("labels") or {}).get(LABEL_MANAGED) != MANAGED_VALUE:
-        return []
-    return [forbidden("spec.schedulingGates", f"only toposched's controller may remove {', '.join(removed)} from a "
-                      "managed pod; it does so when the pod's Workload is admitted (and names its domain)",
-                      "wait for admission, or delete the pod and recreate it without the "
-                      f"{LABEL_QUEUE_NAME} label to run it outside the queue")]
-
-
 def _add_map_entry(pod: Mapping[str, Any], ops: list[dict[str, Any]], where: str, key: str, value: str) -> None:
     """Add ``key: value`` to ``metadata.<where>`` (creating the map when the pod has none)."""
     current = _meta(pod).get(where)
@@ -171,8 +156,9 @@ def mutate_pod(pod: Mapping[str, Any], operation: str, ctx: PodContext,
     gates = _gates_op(pod, (GATE_ADMISSION, GATE_TOPOLOGY))
     if gates is not None:
         ops.append(gates)
-    if ANN_ROLE_HASH not in annotations:
-        _add_map_entry(pod, ops, "annotations", ANN_ROLE_HASH, role_hash(pod.get("spec") or {}))
+    # Always recomputed (Kueue's addRoleHash overwrites): a tenant's own value would choose the
+    # pod set its pod is counted in.
+    _add_map_entry(pod, ops, "annotations", ANN_ROLE_HASH, role_hash(pod.get("spec") or {}))
     current = (pod.get("spec") or {}).get("schedulerName")
     if current != scheduler_name:
         ops.append({"op": "add", "path": "/spec/schedulerName", "value": scheduler_name})
@@ -221,8 +207,8 @@ def validate_pod(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None) -
         old_labels = _meta(old).get("labels") or {}
         old_group = old_labels.get(LABEL_POD_GROUP_NAME)
         if old_group and labels.get(LABEL_POD_GROUP_NAME) != old_group:
-            verdict.errors.append(invalid(f"metadata.labels[{LABEL_POD_GROUP_NAME}]", labels.get(LABEL_POD_GROUP_NAME),
-                                          "field is immutable"))
+            verdict.errors.append(invalid(f"metadata.labels[{LABEL_POD_GROUP_NAME}]",
+                                          labels.get(LABEL_POD_GROUP_NAME, ""), "field is immutable"))
         was_unretriable = (_meta(old).get("annotations") or {}).get(ANN_RETRIABLE_IN_GROUP) == "false"
         now_unretriable = (_meta(pod).get("annotations") or {}).get(ANN_RETRIABLE_IN_GROUP) == "false"
         if labels.get(LABEL_POD_GROUP_NAME) and was_unretriable and not now_unretriable:

@@ -14,6 +14,7 @@ from typing import Any
 
 from admission.annotations import NO_OVERRIDES
 from admission.request import Answer, ReviewError, WebhookSettings, field_of, parse, refusal
+from admission.review_size import oversize_message
 from admission.routes import PATHS, ROUTES
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
@@ -82,6 +83,9 @@ def answer(path: str, raw: bytes, view: ClusterView | None, scheduler_name: str 
     A body that is not a usable AdmissionReview gets HTTP 400 with an AdmissionReview whose
     response names the problem (the API server logs it); any failure of ours while deciding is
     a denial with code 500 that says what happened, never a dropped connection."""
+    oversize = oversize_message(len(raw))
+    if oversize is not None:  # refused before parsing: parsing is what costs (admission/review_size.py)
+        return 413, refusal(oversize, 413)
     try:
         body = json.loads(raw)
     except RecursionError:

@@ -43,7 +43,7 @@ class Route:
 # who may change what), then the one step that decides.
 JOB_MUTATE = (steps.read_as_path_kind, steps.shape_gate, steps.mutate_job_step)
 JOB_VALIDATE = (steps.read_as_path_kind, steps.shape_gate, steps.default_deny, steps.unsuspend_guard,
-                steps.validate_job_step)
+                steps.update_guard, steps.validate_job_step)
 POD_MUTATE = (steps.read_as_path_kind, steps.shape_gate, steps.mutate_pod_step)
 POD_VALIDATE = (steps.read_as_path_kind, steps.shape_gate, steps.validate_pod_step)
 WORKLOAD_VALIDATE = (steps.shape_gate, steps.validate_workload_step)

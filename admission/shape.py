@@ -42,6 +42,9 @@ SCHEMAS: Mapping[str, Mapping[str, Any]] = {
         "stopPolicy": "str", "flavorFungibility": {},
         "resourceGroups": [{"coveredResources": ["str", 64], "flavors": _FLAVOR_QUOTAS}, 16]}},
     "LocalQueue": {**TOP, "spec": {"clusterQueue": "str", "stopPolicy": "str"}},
+    # Workloads: Kueue's rules read the rest (scheduler/adapter/workload_checks.py); the status'
+    # conditions are read on UPDATE of the old object (does it hold quota?).
+    "Workload": {**TOP, "spec": {}, "status": {"conditions": [{"type": "str", "status": "str"}]}},
     # The objects `toposched place` and `topology` read from files (kubectl get nodes/pods):
     # quantities are left to the reader, whose messages name the bad quantity and its field.
     "Node": {**TOP, "spec": {"taints": [_TAINT], "unschedulable": "bool"},
@@ -114,6 +117,8 @@ def _walk(value: Any, schema: Any, path: str, errors: list[FieldError]) -> None:
         if most is not None and len(value) > most:
             errors.append(too_many(path, len(value), most, f"list at most {most} items"))
             return
+        if schema[0] == "str" and all(isinstance(item, str) for item in value):
+            return  # the common case (finalizers, args) without a path per item
         for index, item in enumerate(value):
             if item is None:  # a list item is never optional: nothing reads a null item
                 name = _type_name(schema[0])
@@ -126,6 +131,8 @@ def _walk(value: Any, schema: Any, path: str, errors: list[FieldError]) -> None:
         errors.append(_wrong_type(path, value, schema))
         return
     if MAP in schema:
+        if schema[MAP] == "str" and all(isinstance(item, str) for item in value.values()):
+            return  # labels and annotations: no path per entry when every value is a string
         for key, item in value.items():
             if item is None and isinstance(schema[MAP], str):  # a map's value is never optional
                 errors.append(_wrong_type(f"{path}[{key}]", None, schema[MAP]))

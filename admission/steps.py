@@ -13,12 +13,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from admission.fielderrors import Verdict
-from admission.governance import ungoverned
+from admission.governance import judge
 from admission.mutation import mutate_job
-from admission.pods import gate_release_errors, mutate_pod, pod_context, validate_pod
+from admission.pods import mutate_pod, pod_context, validate_pod
 from admission.request import Answer, Review, field_of
+from admission.restamp import restamp
 from admission.shape import shape_errors
 from admission.suspension import unsuspend_errors
+from admission.update_guards import update_errors
 from admission.validation import validate_job, validate_kueue_object
 from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
@@ -98,22 +100,25 @@ def shape_gate(r: Review) -> Answer | None:
 
 def default_deny(r: Review) -> Answer | None:
     """The default deny (admission/governance.py): a queued object of a kind toposched does not
-    govern is refused with one line naming the gap."""
+    govern that would run pods is refused with one line naming the gap; on the catch-all route,
+    one that runs none passes with its warning."""
     req = r.req
     if r.job_kind is not None:  # of the kind the path names (a hand-made review may say otherwise)
         req = dict(req, kind={"group": r.job_kind.group, "version": r.job_kind.version, "kind": r.job_kind.kind})
     try:
-        gap = ungoverned(req, r.obj, r.old, r.view.owners if r.view else None, r.settings.governance,
-                         r.settings.controller_users)
+        verdict = judge(req, r.obj, r.old, r.view.owners if r.view else None, r.settings.governance,
+                        r.settings.controller_users)
     except OwnerUnreadable as exc:
         log.warning("cannot resolve the owner of a queued object: %s", exc)
         return r.deny(f"toposched webhook: cannot tell whether this object belongs to a queued owner ({exc}); "
                       "nothing was created or changed; retry", code=503)
-    if gap is None:
-        return None
+    if verdict.refusal is None:
+        # Warnings come only for kinds outside the registry (a Service, a CronJob): the catch-all's
+        # route, where allowing is all that is left to do.
+        return r.allow(warnings=list(verdict.warnings)) if verdict.warnings and r.job_kind is None else None
     meta = r.obj.get("metadata")
-    log.info("refused %s/%s: %s", field_of(meta, "namespace"), field_of(meta, "name"), gap)
-    return r.deny(gap)
+    log.info("refused %s/%s: %s", field_of(meta, "namespace"), field_of(meta, "name"), verdict.refusal)
+    return r.deny(verdict.refusal)
 
 
 def unsuspend_guard(r: Review) -> Answer | None:
@@ -134,6 +139,16 @@ def unsuspend_guard(r: Review) -> Answer | None:
     return r.deny(Verdict(refused).message())
 
 
+def update_guard(r: Review) -> Answer | None:
+    """What runs is what was admitted (admission/update_guards.py): the queue label on UPDATE
+    as Kueue's webhooks rule it, for everyone but the controller."""
+    try:
+        refused = update_errors(_kind(r), r.req, r.obj, r.previous, r.view, r.settings.controller_users)
+    except Exception as exc:
+        return _could_not_validate(r, _kind(r).kind, exc, managed=True)
+    return r.deny(Verdict(refused).message()) if refused else None
+
+
 # ---------------------------------------------------------------------------- deciders
 
 def allow(r: Review) -> Answer:
@@ -146,7 +161,8 @@ def mutate_job_step(r: Review) -> Answer:
     kind = _kind(r)
     s = r.settings
     try:
-        m = mutate_job(r.obj, r.operation, r.view, s.scheduler_name, s.default_queue, kind, s.gates)
+        m = (restamp(kind, r.obj, r.old, r.view, s.scheduler_name) if r.operation == "UPDATE"
+             else mutate_job(r.obj, r.operation, r.view, s.scheduler_name, s.default_queue, kind, s.gates))
     except OwnerUnreadable as exc:
         return _owner_unreadable(r, kind.kind, exc)
     except Exception as exc:  # un-mutated managed jobs would run unsuspended: refuse
@@ -181,8 +197,7 @@ def validate_pod_step(r: Review) -> Answer:
     """Kueue's pod validation, and only the controller releases a managed pod's gates."""
     previous = r.previous
     verdict = validate_pod(r.obj, previous)
-    if previous is not None and not r.by_controller:
-        verdict.errors.extend(gate_release_errors(r.obj, previous))
+    verdict.errors.extend(update_errors(_kind(r), r.req, r.obj, previous, r.view, r.settings.controller_users))
     return _verdict(r, verdict)
 
 

@@ -70,4 +70,5 @@ def unsuspend_errors(kind: JobKind, obj: Mapping[str, Any], old: Mapping[str, An
         f"only toposched's controller may unsuspend a queued {kind.kind} ({who} is not it); it does so when the "
         f"Workload is admitted by ClusterQueue quota and topology",
         f"wait for admission (kubectl get workloads -n <namespace> shows why it is pending), or remove the "
-        f"{LABEL_QUEUE_NAME} label (queue \"{queue}\") to run it outside the queue")]
+        f"{LABEL_QUEUE_NAME} label (queue \"{queue}\") to run it outside the queue (in an update of its own, "
+        "while the job is still suspended: Kueue's rule, the label is immutable while it runs)")]

@@ -121,7 +121,8 @@ def _desired_configs(args: argparse.Namespace, in_cluster: bool, port: int) -> l
         client_config = configs.service_client_config(args.namespace, args.service_name)
     else:
         client_config = configs.url_client_config(f"https://127.0.0.1:{port}")
-    return [configs.mutating_configuration(client_config, args.namespace, not args.no_default_queue),
+    return [configs.mutating_configuration(client_config, args.namespace, not args.no_default_queue,
+                                           args.controller_user),
             configs.validating_configuration(client_config, args.namespace, args.controller_user)]
 
 

@@ -246,6 +246,37 @@ def test_values_schema_rejects_an_unknown_certificate_mode(helm: Path, tmp_path:
         helm_template(helm, {"certificates": {"mode": "vault"}}, tmp_path)
 
 
+def _vqueued(objects: list[Obj]) -> list[Obj]:
+    (config,) = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+    return [h for h in config["webhooks"] if h["name"] == "vqueued.toposched.io"]
+
+
+def test_default_deny_is_scoped_by_its_values(helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
+    """Issue 40: webhook.defaultDeny's selectors are ANDed with the exemption of system namespaces
+    and with the queue label; enabled: false leaves the catch-all out (the job kinds' own
+    webhooks, and their default deny, stay)."""
+    (default,) = _vqueued(chart_objects)
+    tenants = {"key": "toposched.io/tenant", "operator": "In", "values": ["true"]}
+    skip_helm = {"key": "app.kubernetes.io/managed-by", "operator": "NotIn", "values": ["Helm"]}
+    (scoped,) = _vqueued(helm_template(helm, {"webhook": {"defaultDeny": {
+        "namespaceSelector": {"matchLabels": {"team": "ml"}, "matchExpressions": [tenants]},
+        "objectSelector": {"matchExpressions": [skip_helm]}}}}, tmp_path))
+    assert scoped["namespaceSelector"] == {
+        "matchLabels": {"team": "ml"},
+        "matchExpressions": [*default["namespaceSelector"]["matchExpressions"], tenants]}
+    assert scoped["objectSelector"] == {"matchExpressions": [
+        {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}, skip_helm]}
+    assert {k: v for k, v in scoped.items() if not k.endswith("Selector")} == \
+        {k: v for k, v in default.items() if not k.endswith("Selector")}
+    off = helm_template(helm, {"webhook": {"defaultDeny": {"enabled": False}}}, tmp_path)
+    assert _vqueued(off) == []
+    (config,) = [o for o in off if o["kind"] == "ValidatingWebhookConfiguration"]
+    assert "vjob.toposched.io" in {h["name"] for h in config["webhooks"]}
+    with pytest.raises(HelmError, match="defaultDeny"):
+        helm_template(helm, {"webhook": {"defaultDeny": {"namespaceSelector": {"matchExpressions": [
+            {"key": "a", "operator": "Matches"}]}}}}, tmp_path)
+
+
 def test_grpc_is_exposed_only_with_tls(helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
     service = by_key(chart_objects)[("Service", "toposched-controller", NS)]
     assert [p["name"] for p in service["spec"]["ports"]] == ["http"], "loopback-only gRPC gets no Service port"

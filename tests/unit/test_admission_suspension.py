@@ -99,11 +99,18 @@ def test_a_review_without_a_usable_username_is_refused(user: Any) -> None:
     ("suspending", managed("Job", True), managed("Job", False)),
     ("staying suspended", managed("Job", True), managed("Job", True)),
     ("staying unsuspended", managed("Job", False), managed("Job", False)),
-    ("leaving the queue while unsuspending", managed("Job", False, queue=None), managed("Job", True)),
+    ("leaving the queue while suspended", managed("Job", True, queue=None), managed("Job", True)),
     ("never queued", managed("Job", False, queue=None), managed("Job", True, queue=None)),
 ])
 def test_other_updates_by_a_user_pass(name: str, new: dict[str, Any], old: dict[str, Any]) -> None:
     assert decide("Job", new, old, {"username": "alice"})["allowed"] is True, name
+
+
+def test_leaving_the_queue_while_unsuspending_is_refused_as_kueue_does() -> None:
+    """Kueue's validateUpdateForQueueName: the label is immutable once the job runs (issue 39)."""
+    resp = decide("Job", managed("Job", False, queue=None), managed("Job", True), {"username": "alice"})
+    assert resp["allowed"] is False
+    assert f'metadata.labels[{LABEL_QUEUE_NAME}]: Invalid value: "": field is immutable' in resp["status"]["message"]
 
 
 def test_joining_a_queue_while_unsuspending_is_refused() -> None:

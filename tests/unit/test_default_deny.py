@@ -36,6 +36,14 @@ def obj(api_version: str, kind: str, name: str = "x", labels: dict[str, str] | N
     return {"apiVersion": api_version, "kind": kind, "metadata": meta}
 
 
+POD_SPEC = {"containers": [{"name": "c", "image": "busybox"}]}
+
+
+def with_pods(o: dict[str, Any]) -> dict[str, Any]:
+    """The object of a CRD that runs pods (a pod template in its spec)."""
+    return {**o, "spec": {"workers": [{"replicas": 2, "template": {"spec": POD_SPEC}}]}}
+
+
 def ref_to(o: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["metadata"]["name"],
             "uid": o["metadata"]["uid"]}
@@ -117,7 +125,7 @@ def test_a_deployments_replicaset_passes_through_it() -> None:
 
 def test_a_queued_object_controlled_by_an_unqueued_parent_is_refused_resolved_by_uid() -> None:
     parent = obj(*AW, "aw", labels={}, uid="a-1")
-    child = obj("example.com/v1", "Thing", "t", owner=ref_to(parent))
+    child = with_pods(obj("example.com/v1", "Thing", "t", owner=ref_to(parent)))
     assert refusal(decide(child, parent)).startswith(
         "example.com/v1 Thing (controlled by workload.codeflare.dev/v1beta2 AppWrapper aw) is not governed")
 
@@ -172,8 +180,8 @@ def test_the_catch_all_leaves_the_registry_kinds_and_their_hooks_leave_the_contr
 @pytest.mark.parametrize("case, o, kwargs", [
     ("Kueue's own objects", obj("kueue.x-k8s.io/v1beta2", "Workload"), {}),
     ("labelled before this update", obj(*AW), {"operation": "UPDATE", "old": obj(*AW)}),
-    ("the controller labels an object", obj("example.com/v1", "Thing"), {
-        "operation": "UPDATE", "user": CONTROLLER, "old": obj("example.com/v1", "Thing", labels={})}),
+    ("the controller labels an object", with_pods(obj("example.com/v1", "Thing")), {
+        "operation": "UPDATE", "user": CONTROLLER, "old": with_pods(obj("example.com/v1", "Thing", labels={}))}),
     ("deletes", obj(*AW), {"operation": "DELETE"}),
 ])
 def test_what_passes(case: str, o: dict[str, Any], kwargs: dict[str, Any]) -> None:
@@ -184,9 +192,14 @@ def test_adding_the_label_in_an_update_is_judged_like_a_create() -> None:
     assert refusal(decide(obj(*AW), operation="UPDATE", old=obj(*AW, labels={})))
 
 
-def test_an_unknown_kind_is_named_too() -> None:
-    assert refusal(decide(obj("v1", "ConfigMap"))).startswith(
-        "v1 ConfigMap is not governed by toposched (not a kind Kueue integrates)")
+def test_an_unknown_kind_that_runs_pods_is_named_with_its_pod_template() -> None:
+    """Fail closed: a CRD nobody here knows whose object holds a pod template runs pods outside
+    the queue; the line names the field."""
+    assert refusal(decide(with_pods(obj("example.com/v1", "Trainer")))) == (
+        "example.com/v1 Trainer is not governed by toposched (not a kind Kueue integrates, and it runs pods: "
+        "spec.workers[0].template is a pod template): remove the kueue.x-k8s.io/queue-name label to run it outside "
+        "the queue, or, if a controller of its own creates its Workloads, list Trainer.v1.example.com in the Kueue "
+        "Configuration's integrations.externalFrameworks")
 
 
 def test_the_catch_all_webhook_sees_only_queued_namespaced_objects_outside_system_namespaces() -> None:
@@ -243,3 +256,148 @@ def test_an_external_or_disabled_kinds_own_webhook_paths_leave_it_alone() -> Non
     vpath = "/validate-sagemaker-amazonaws-com-v1-hyperpodpytorchjob"
     assert review.answer(vpath, json.dumps(body).encode(), ClusterView(), governance=aws)[1]["response"] == \
         {"uid": "u", "allowed": True}
+
+
+# Issue 40 item 1: the default deny refuses what would run pods outside the queue, not the
+# objects a Helm chart's or a kustomization's common labels reach.
+
+def allowed(resp: dict[str, Any]) -> list[str]:
+    """The warnings of an allowed answer."""
+    assert resp["allowed"] is True, resp
+    return list(resp.get("warnings") or [])
+
+
+def no_effect_warning(spelled: str) -> str:
+    return (f"toposched: the kueue.x-k8s.io/queue-name label has no effect on a {spelled}: it runs no pods, so "
+            "there is nothing to queue (Kueue ignores it too)")
+
+
+RUN_NOTHING = [
+    ("v1", "Service", {"spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+    ("v1", "ConfigMap", {"data": {"containers": "a string, not a pod template"}}),
+    ("v1", "Secret", {"type": "Opaque", "stringData": {"password": "x"}}),
+    ("v1", "PersistentVolumeClaim", {"spec": {"accessModes": ["ReadWriteOnce"],
+                                              "resources": {"requests": {"storage": "1Gi"}}}}),
+    ("networking.k8s.io/v1", "NetworkPolicy", {"spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}),
+    ("v1", "ServiceAccount", {}),
+    ("rbac.authorization.k8s.io/v1", "Role", {"rules": [{"apiGroups": [""], "resources": ["pods"],
+                                                          "verbs": ["get"]}]}),
+    ("networking.k8s.io/v1", "Ingress", {"spec": {"rules": [{"host": "x.example.com"}]}}),
+    ("v1", "PodTemplate", {"template": {"spec": POD_SPEC}}),  # holds a template, runs nothing
+]
+
+
+@pytest.mark.parametrize("api_version, kind, body", RUN_NOTHING, ids=[k for _, k, _ in RUN_NOTHING])
+def test_a_labelled_object_that_runs_no_pods_passes_with_a_warning(api_version: str, kind: str,
+                                                                  body: dict[str, Any]) -> None:
+    """Refused on main ("list Service.v1 in externalFrameworks"): a chart's common labels made
+    installing toposched break every release that carries them."""
+    o = {**obj(api_version, kind), **body}
+    spelled = f"{api_version} {kind}"
+    assert allowed(decide(o)) == [no_effect_warning(spelled)]
+    # adding the label in an update, and every later update a user makes, is told the same
+    assert allowed(decide(o, operation="UPDATE", old={**o, "metadata": {**o["metadata"], "labels": {}}})) == \
+        [no_effect_warning(spelled)]
+    assert allowed(decide(o, operation="UPDATE", old=o)) == [no_effect_warning(spelled)]
+
+
+def test_an_object_that_runs_no_pods_and_a_controller_wrote_passes_silently() -> None:
+    """The EndpointSlice controller copies a Service's labels onto its slices: nobody reads a
+    warning sent to a controller, and its owner's owner is never looked up (no 503 to retry)."""
+    service = obj("v1", "Service", "web", uid="s-1")
+    slice_ = obj("discovery.k8s.io/v1", "EndpointSlice", "web-abc", owner=ref_to(service))
+
+    def unreadable(namespace: str, ref: OwnerRef) -> Mapping[str, Any] | None:
+        raise AssertionError("looked up")
+
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": NS, "userInfo": {"username": "system:serviceaccount:x:y"},
+        "kind": {"group": "discovery.k8s.io", "version": "v1", "kind": "EndpointSlice"}, "object": slice_}}
+    _, out = review.answer(QUEUED_PATH, json.dumps(body).encode(), ClusterView(owners=unreadable))
+    assert out["response"] == {"uid": "u", "allowed": True}
+    assert allowed(decide(obj("v1", "Service"), user=CONTROLLER)) == []
+
+
+def test_a_crd_object_without_a_pod_template_passes_with_a_warning() -> None:
+    cert = {**obj("cert-manager.io/v1", "Certificate"), "spec": {"secretName": "tls", "dnsNames": ["a.example"],
+                                                                  "template": {"labels": {"a": "b"}}}}
+    assert allowed(decide(cert)) == [no_effect_warning("cert-manager.io/v1 Certificate")]
+
+
+@pytest.mark.parametrize("spec, at", [
+    ({"template": {"metadata": {}, "spec": POD_SPEC}}, "spec.template"),
+    ({"roles": [{"podTemplate": {"metadata": {}}}]}, "spec.roles[0].podTemplate"),
+    ({"schedule": "* * * * *", "jobTemplate": {"spec": {}}}, "spec.jobTemplate"),
+    ({"a": {"b": [{"c": {"containers": []}}]}}, "spec.a.b[0].c.containers"),
+    ({"steps": [{"initContainers": [{"name": "i"}]}]}, "spec.steps[0].initContainers"),
+    ({"runner": {"podSpec": {"nodeName": "n"}}}, "spec.runner.podSpec"),
+])
+def test_a_crd_object_with_a_pod_template_anywhere_is_refused_naming_it(spec: dict[str, Any], at: str) -> None:
+    message = refusal(decide({**obj("example.com/v1", "Runner"), "spec": spec}))
+    assert message.startswith(f"example.com/v1 Runner is not governed by toposched (not a kind Kueue integrates, "
+                              f"and it runs pods: {at} is a pod template): remove the kueue.x-k8s.io/queue-name "
+                              "label to run it outside the queue, or, if a controller of its own creates its "
+                              "Workloads, list Runner.v1.example.com in"), message
+
+
+def test_a_crd_object_too_deep_to_look_through_is_refused() -> None:
+    """Fail closed: the object is the tenant's; a walk it could make endless or blind stops, and
+    the object counts as running pods."""
+    deep: dict[str, Any] = {"leaf": "x"}
+    for _ in range(60):
+        deep = {"n": deep}
+    message = refusal(decide({**obj("example.com/v1", "Runner"), "spec": deep}))
+    assert "(not a kind Kueue integrates, and the object is too deep or too large to look through for pod " \
+           "templates, so it is taken to run pods)" in message
+    wide = {"spec": {"items": [{"k": [i]} for i in range(30_000)]}}
+    assert "too deep or too large" in refusal(decide({**obj("example.com/v1", "Runner"), **wide}))
+
+
+def test_a_daemonset_is_refused_naming_the_gap() -> None:
+    ds = {**obj("apps/v1", "DaemonSet"), "spec": {"template": {"spec": POD_SPEC}}}
+    assert refusal(decide(ds)) == (
+        "apps/v1 DaemonSet is not governed by toposched (Kueue does not govern DaemonSets: it runs a pod on every "
+        "node it selects, outside the queue): remove the kueue.x-k8s.io/queue-name label to run it outside the queue")
+
+
+def test_a_bare_replicaset_is_refused_and_pointed_at_deployments() -> None:
+    assert refusal(decide(obj("apps/v1", "ReplicaSet"))) == (
+        "apps/v1 ReplicaSet is not governed by toposched (Kueue does not govern ReplicaSets: it would run its pods "
+        "outside the queue): queue its pods through a Deployment (Kueue's deployment integration), or remove the "
+        "kueue.x-k8s.io/queue-name label to run it outside the queue")
+    assert refusal(decide(obj("v1", "ReplicationController"))).startswith(
+        "v1 ReplicationController is not governed by toposched (Kueue does not govern ReplicationControllers")
+
+
+def cronjob(template_labels: dict[str, str] | None) -> dict[str, Any]:
+    template: dict[str, Any] = {"spec": {"template": {"spec": {**POD_SPEC, "restartPolicy": "Never"}}}}
+    if template_labels is not None:
+        template["metadata"] = {"labels": template_labels}
+    return {**obj("batch/v1", "CronJob"), "spec": {"schedule": "*/5 * * * *", "jobTemplate": template}}
+
+
+CRON_UNQUEUED = ("toposched: the kueue.x-k8s.io/queue-name label on a CronJob does not queue the Jobs it creates (they "
+                 "take their labels from spec.jobTemplate.metadata.labels) and they will run outside the queue: to "
+                 "queue them, put the label in spec.jobTemplate.metadata.labels")
+
+
+def test_a_cronjob_labelled_on_itself_only_passes_with_how_to_queue_its_jobs() -> None:
+    """Refused on main with advice that was wrong ("remove the label to run it outside the queue")."""
+    assert allowed(decide(cronjob(None))) == [CRON_UNQUEUED]
+    assert allowed(decide(cronjob({"app": "x"}))) == [CRON_UNQUEUED]
+    assert allowed(decide(cronjob({Q: ""}))) == [CRON_UNQUEUED]
+
+
+def test_a_cronjob_whose_job_template_is_labelled_passes_silently() -> None:
+    """Its Jobs carry the label and are governed by the Job webhooks."""
+    assert allowed(decide(cronjob({Q: "lq"}))) == []
+    only_pods = Governance(enabled_kinds(("pod",)))
+    assert allowed(decide(cronjob({Q: "lq"}), governance=only_pods)) == [
+        "toposched: the Jobs this CronJob creates carry the kueue.x-k8s.io/queue-name label and will be refused: "
+        "batch/job is not in the Kueue Configuration's integrations.frameworks"]
+
+
+def test_a_hostile_cronjob_body_is_read_safely() -> None:
+    for spec in ("x", {"jobTemplate": "x"}, {"jobTemplate": {"metadata": "x"}},
+                 {"jobTemplate": {"metadata": {"labels": ["x"]}}}):
+        assert allowed(decide({**obj("batch/v1", "CronJob"), "spec": spec})) == [CRON_UNQUEUED]

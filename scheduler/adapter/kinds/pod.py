@@ -79,8 +79,8 @@ def _go_json(value: Any) -> str:
 
 
 def _sorted_map(value: Any) -> Any:
-    if value is None:
-        return None
+    if not isinstance(value, Mapping):  # None, or a hand-made review's garbage: hashed as it is
+        return value
     return {str(k): (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
             for k, v in sorted(dict(value).items())}
 
