@@ -356,6 +356,15 @@ def test_kube_scheduler_version_is_the_clusters(helm: Path, tmp_path: Path) -> N
         helm_template(helm, kube_version="v1.27.16")  # matchConditions are off by default before 1.28
 
 
+def test_webhook_on_the_host_network_for_overlay_cnis(helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
+    """Issue 40: where the EKS control plane cannot reach pod addresses (overlay CNIs), the webhook
+    runs on its node's network; off by default."""
+    assert "hostNetwork" not in _deployment(chart_objects, "webhook")["spec"]["template"]["spec"]
+    pod = _deployment(helm_template(helm, {"webhook": {"hostNetwork": True}}, tmp_path), "webhook")["spec"]["template"]
+    assert pod["spec"]["hostNetwork"] is True and pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["spec"]["containers"][0]["ports"][0]["containerPort"] == 9443
+
+
 def test_uninstall_keeps_the_preemption_crds(helm: Path, tmp_path: Path) -> None:
     """Issue 40: deleting a CRD deletes every admin's object of its kind, so Helm keeps the
     PreemptionConfig and PreemptionLimit CRDs on uninstall (the e2e uninstalls and checks)."""
