@@ -408,28 +408,30 @@ def scheduler_logs(installed: Install) -> str:
 # ---- helm upgrade: a rolling update that refuses nothing -----------------------------------
 @dataclass
 class Submitter:
-    """Creates a labelled Job every half second until stopped; records every refusal."""
+    """Creates a labelled Job every ``period`` seconds until stopped; records every refusal."""
 
     api: Api
+    prefix: str = "roll"
+    period: float = 0.5
     created: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         while not self.stop.is_set():
-            name = f"roll-{uuid.uuid4().hex[:6]}"
+            name = f"{self.prefix}-{uuid.uuid4().hex[:6]}"
             try:
                 self.api.create(JOBS, labelled_job(name), TEAM)
                 self.created.append(name)
             except ApiException as exc:
                 self.refused.append(f"{name}: {exc.status} {str(exc.body)[:300]}")
-            self.stop.wait(0.5)
+            self.stop.wait(self.period)
 
 
 @contextlib.contextmanager
-def stream_of_jobs(api: Api) -> Iterator[Submitter]:
-    """A labelled Job every half second for as long as the block runs."""
-    submitter = Submitter(api)
+def stream_of_jobs(api: Api, prefix: str = "roll", period: float = 0.5) -> Iterator[Submitter]:
+    """A labelled Job every ``period`` seconds for as long as the block runs."""
+    submitter = Submitter(api, prefix, period)
     thread = threading.Thread(target=submitter.run, daemon=True)
     thread.start()
     try:
@@ -494,16 +496,25 @@ BROKEN = "--no-such-flag"
 def test_helm_rollback_after_a_failed_upgrade_refuses_nothing_and_keeps_admissions(installed: Install) -> None:
     """docs/install.md, "Rollback": an upgrade whose webhook and controller cannot start (an
     unknown flag) fails at its --wait timeout; `helm rollback` returns to the previous revision.
-    Throughout, labelled Jobs keep being created: none refused (the old webhook replicas stay
+    Throughout, a labelled Job is created every second: none refused (the old webhook replicas stay
     under maxUnavailable 0), each mutated and admitted; earlier admissions unchanged."""
     api = installed.api
+    # The upgrade test's Jobs fill the 128 GPUs of this cluster: gone, their quota frees, so every
+    # Job of this stream can be admitted.
+    for job in api.list(JOBS, TEAM)["items"]:
+        if job["metadata"]["name"].startswith("roll-"):
+            api.delete(JOBS, job["metadata"]["name"], TEAM, propagationPolicy="Background")
+    def upgrade_workloads() -> list[str]:
+        return [w["metadata"]["name"] for w in api.list(WORKLOADS, TEAM)["items"]
+                if any(o["name"].startswith("roll-") for o in w["metadata"].get("ownerReferences", []))]
+    installed.wait(lambda: not upgrade_workloads(), "the upgrade test's Workloads gone", 300)
     before = admissions(api)
     assert before, "admissions made before are there to keep"
     env = dict(os.environ, KUBECONFIG=str(installed.cluster.kubeconfig))
-    with stream_of_jobs(api) as submitter:
+    with stream_of_jobs(api, prefix="back", period=1.0) as submitter:
         failed = subprocess.run([str(installed.helm), "upgrade", "toposched", str(CHART), "--namespace", NS,
                                  "--reuse-values", "--set", f"webhook.extraArgs={{{BROKEN}}}",
-                                 "--set", f"controller.extraArgs={{{BROKEN}}}", "--wait", "--timeout", "60s"],
+                                 "--set", f"controller.extraArgs={{{BROKEN}}}", "--wait", "--timeout", "30s"],
                                 capture_output=True, text=True, timeout=600, env=env, check=False)
         assert failed.returncode != 0, f"the broken upgrade succeeded: {failed.stdout}"
         assert any(BROKEN in " ".join(c.get("args", [])) for p in installed.node_pods()
