@@ -165,3 +165,13 @@ def test_every_toposched_command_parses() -> None:
         except SystemExit as exc:  # --help exits 0
             if exc.code != 0:
                 pytest.fail(f"does not parse: {command}")
+
+
+def test_every_bash_block_is_valid_shell() -> None:
+    """Copy-pasteable: each block parses as bash (``bash -n``: syntax only, nothing runs)."""
+    import subprocess
+
+    for block in bash_blocks():
+        out = subprocess.run(["bash", "-n"], input="\n".join(line.removeprefix("  ") for line in block.splitlines()),
+                             capture_output=True, text=True, timeout=30, check=False)
+        assert out.returncode == 0, f"{out.stderr}\n{block}"
