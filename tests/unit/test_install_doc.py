@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +170,6 @@ def test_every_toposched_command_parses() -> None:
 
 def test_every_bash_block_is_valid_shell() -> None:
     """Copy-pasteable: each block parses as bash (``bash -n``: syntax only, nothing runs)."""
-    import subprocess
-
     for block in bash_blocks():
         out = subprocess.run(["bash", "-n"], input="\n".join(line.removeprefix("  ") for line in block.splitlines()),
                              capture_output=True, text=True, timeout=30, check=False)
