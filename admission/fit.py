@@ -26,10 +26,10 @@ from scheduler.adapter.cluster import core_nodes
 from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.queues import cluster_queue_spec, cohort_spec, empty_quota_state
 from scheduler.core.health import HealthPolicy, recovered
+from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec, QuotaState
 from scheduler.core.nodes import NodeInfo, Toleration, pod_spec_requests, tolerations_from_k8s
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.placement.types import PlacementGates
-from scheduler.core.quota import ClusterQueueSpec, CohortSpec, QuotaState
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import IntArray, TopologyTree
 from scheduler.core.workload import PodSetSpec

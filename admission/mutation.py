@@ -34,11 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.annotations import NO_OVERRIDES
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import managed_ancestor
 from scheduler.adapter.kinds.registry import KINDS, kind_or_job
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, SCHEDULER_NAME
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from admission.fielderrors import FieldError, forbidden
+from scheduler.adapter.manifest.fielderrors import FieldError, forbidden
 from scheduler.adapter.owned import CONTROLLER_OWNED
 
 

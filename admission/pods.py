@@ -33,15 +33,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.annotations import validate_topology_annotations
-from admission.fielderrors import FieldError, Verdict, forbidden, invalid, required
-from admission.labelkeys import dns1123_subdomain_problems
 from admission.mutation import DEFAULT_LOCAL_QUEUE, Mutation, escape
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import Holding
 from scheduler.adapter.kinds.ownership import managed_ancestor
 from scheduler.adapter.kinds.pod import PodGroupError, group_total_count, role_hash
 from scheduler.adapter.kinds.registry import KINDS
+from scheduler.adapter.manifest.annotations import validate_topology_annotations
+from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, forbidden, invalid, required
+from scheduler.adapter.manifest.labelkeys import dns1123_subdomain_problems
 from scheduler.core.kueue_names import (
     ANN_POD_GROUP_POD_INDEX_LABEL,
     ANN_POD_GROUP_TOTAL_COUNT,

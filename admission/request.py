@@ -13,11 +13,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from admission.annotations import NO_OVERRIDES
 from admission.suspension import DEFAULT_CONTROLLER_USERS, requesting_user
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.governance import Governance
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import SCHEDULER_NAME
 

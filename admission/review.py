@@ -12,13 +12,13 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from admission.annotations import NO_OVERRIDES
 from admission.request import Answer, ReviewError, WebhookSettings, field_of, parse, refusal
 from admission.review_size import oversize_message
 from admission.routes import PATHS, ROUTES
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.adapter.kinds.governance import Governance
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.core.config import FeatureGates
 from scheduler.core.workload import SCHEDULER_NAME
 

@@ -19,7 +19,6 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from admission import review
-from admission.annotations import NO_OVERRIDES
 from admission.fresh import FreshViews
 from admission.review import GOVERN_ALL
 from admission.sources import CertSource
@@ -28,6 +27,7 @@ from admission.view import ClusterView
 from scheduler.adapter.kinds.governance import Governance
 from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, interim_kind
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.core.config import FeatureGates
 from scheduler.http.bounded import BoundedHTTPServer, BufferedHandler
 from scheduler.http.limits import WEBHOOK_CAPS, ConnectionLimits
@@ -35,8 +35,11 @@ from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
     COHORTS,
     LOCAL_QUEUES,
+    NAMESPACES,
     NODES,
+    PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
+    RESOURCE_QUOTAS,
     TOPOLOGIES,
     WORKLOAD_PRIORITY_CLASSES,
     Api,
@@ -149,6 +152,8 @@ def _fingerprint(node: Mapping[str, Any]) -> tuple[Any, ...]:
 _VIEW_FIELDS: dict[Resource, str] = {
     LOCAL_QUEUES: "local_queues", CLUSTER_QUEUES: "cluster_queues", RESOURCE_FLAVORS: "flavors",
     TOPOLOGIES: "topologies", WORKLOAD_PRIORITY_CLASSES: "priority_classes", COHORTS: "cohorts", NODES: "nodes",
+    # Which priority classes a namespace may use (scheduler/adapter/priority_policy.py).
+    PRIORITY_CLASSES: "k8s_priority_classes", NAMESPACES: "namespaces", RESOURCE_QUOTAS: "resource_quotas",
 }
 
 
@@ -208,7 +213,8 @@ class WebhookApp:
 
     def _lookup(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
         plural = {"LocalQueue": LOCAL_QUEUES, "ClusterQueue": CLUSTER_QUEUES, "ResourceFlavor": RESOURCE_FLAVORS,
-                  "Topology": TOPOLOGIES, "WorkloadPriorityClass": WORKLOAD_PRIORITY_CLASSES}[kind]
+                  "Topology": TOPOLOGIES, "WorkloadPriorityClass": WORKLOAD_PRIORITY_CLASSES,
+                  "PriorityClass": PRIORITY_CLASSES, "Namespace": NAMESPACES}[kind]
         assert self.api is not None
         try:
             return self.api.get(plural, name, namespace)

@@ -12,19 +12,20 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from admission.fielderrors import Verdict
 from admission.governance import judge
+from admission.kueue_objects import validate_kueue_object
 from admission.mutation import mutate_job
 from admission.pods import mutate_pod, pod_context, validate_pod
 from admission.request import Answer, Review, field_of
 from admission.restamp import restamp
-from admission.shape import shape_errors
 from admission.suspension import unsuspend_errors
 from admission.update_guards import update_errors
-from admission.validation import validate_job, validate_kueue_object
+from admission.validation import validate_job
 from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
+from scheduler.adapter.manifest.fielderrors import Verdict
+from scheduler.adapter.manifest.shape import shape_errors
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
 log = logging.getLogger(__name__)

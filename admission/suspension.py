@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from admission.fielderrors import FieldError, forbidden
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import OwnerLookup, managed_ancestor
 from scheduler.adapter.kinds.registry import KINDS
+from scheduler.adapter.manifest.fielderrors import FieldError, forbidden
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
 DEFAULT_CONTROLLER_NAMESPACE = "toposched-system"

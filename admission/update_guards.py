@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from admission.fielderrors import FieldError, forbidden, invalid
 from admission.mutation import DEFAULT_LOCAL_QUEUE
 from admission.suspension import requesting_user
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.pod import POD
+from scheduler.adapter.manifest.fielderrors import FieldError, forbidden, invalid
 from scheduler.core.kueue_names import (
     ANN_POD_GROUP_TOTAL_COUNT,
     GATE_ADMISSION,

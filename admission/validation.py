@@ -2,7 +2,7 @@
 
 Two families:
 
-* Kueue's own admission checks of the topology annotations (:mod:`admission.annotations`).
+* Kueue's own admission checks of the topology annotations (:mod:`scheduler.adapter.manifest.annotations`).
 * toposched's extra checks, which Kueue does not make at admission time because it leaves the
   job pending instead: the LocalQueue exists, the requested level exists in a Topology of a
   flavor the queue can use, and the job can ever fit the queue's quota and the largest topology
@@ -10,39 +10,34 @@ Two families:
   is admitted with a warning. They run as small named steps (:data:`JOB_FIT_STEPS`), each
   returning whether the verdict is final; why a flavor can never fit is a :class:`Never` code.
 
-Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue) are checked with the texts
-of Kueue's CEL rules, so a cluster whose CRDs lack a rule (older Kueue) gets the same answer.
+The checks that need no cluster are the manifest's (``scheduler/adapter/manifest/checks.py``);
+Kueue's queue objects are ``admission/kueue_objects.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any
 
-from admission.annotations import (
-    KNOWN_PODSET_KEYS,
-    NO_OVERRIDES,
-    PODSET_PREFIX,
-    TEMPLATE_ANNOTATIONS,
-    PodSetAnnotations,
-    annotation_path,
-    validate_pod_set_groups,
-    validate_topology_annotations,
-)
-from admission.fielderrors import OMIT, FieldError, Verdict, invalid, plain, required, too_many
 from admission.fit import NEVER, OK, WARN, empty_quota, group_fit, pod_set_shape, quota_limits, topology_fit
-from admission.labelkeys import label_key_problems
-from admission.shape import shape_errors
 from admission.view import ClusterView
+from admission.workloads import class_error
 from scheduler.adapter.kinds.base import PodSetSource
-from scheduler.adapter.kinds.registry import kind_of, kind_or_job
+from scheduler.adapter.kinds.registry import kind_or_job
 from scheduler.adapter.kinds.workloads import workload_from_manifest
+from scheduler.adapter.manifest.annotations import (
+    NO_OVERRIDES,
+    TEMPLATE_ANNOTATIONS,
+    annotation_path,
+)
+from scheduler.adapter.manifest.checks import manifest_verdict
+from scheduler.adapter.manifest.fielderrors import OMIT, FieldError, Verdict, plain
 from scheduler.core.config import FeatureGates
+from scheduler.core.kueue.quota import QuotaState
 from scheduler.core.nodes import pod_spec_requests
 from scheduler.core.placement.types import PlacementGates
-from scheduler.core.quota import QuotaState
 from scheduler.core.resources import format_quantity
 from scheduler.core.topology_request import (
     ANN_GROUP_NAME,
@@ -57,7 +52,6 @@ from scheduler.core.topology_request import (
     unknown_level_detail,
 )
 from scheduler.core.workload import (
-    ANN_JOB_MIN_PARALLELISM,
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
     PodSetSpec,
@@ -70,11 +64,10 @@ Obj = Mapping[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
 QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 PRIORITY_LABEL_PATH = f"metadata.labels[{LABEL_PRIORITY_CLASS}]"
+PRIORITY_CLASS_NAME_PATH = "spec.template.spec.priorityClassName"
 REQUESTS_PATH = "spec.template.spec.containers[*].resources.requests"
 _OMIT: Any = OMIT
-__all__ = ["manifest_errors", "validate_topology_annotations", "validate_job", "validate_job_against_cluster",
-           "validate_multi_pod_set_job", "validate_kueue_object", "validate_topology", "validate_resource_flavor",
-           "validate_cluster_queue", "validate_local_queue", "label_key_problems", "known_podset_keys"]
+__all__ = ["validate_job", "validate_job_against_cluster"]
 
 
 # ---- the job against the cluster ----------------------------------------------------------
@@ -205,6 +198,13 @@ def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, s
         verdict.errors.append(plain(PRIORITY_LABEL_PATH, f"WorkloadPriorityClass \"{wpc}\" not found",
                                     "create it (kubectl get workloadpriorityclasses lists the existing ones) "
                                     "or fix the label"))
+    elif wpc:
+        verdict.errors += [e for e in [class_error(view, "WorkloadPriorityClass", wpc, namespace, PRIORITY_LABEL_PATH)]
+                           if e is not None]
+    pc = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName")
+    if not wpc and isinstance(pc, str) and pc:  # the class the controller would read (kube/lookups.py)
+        verdict.errors += [e for e in [class_error(view, "PriorityClass", pc, namespace, PRIORITY_CLASS_NAME_PATH)]
+                           if e is not None]
     lq = view.local_queue(namespace, queue)
     if lq is None:
         verdict.errors.append(plain(
@@ -434,22 +434,6 @@ JOB_FIT_STEPS: tuple[Callable[[_JobFit, Verdict], Step], ...] = (
 )
 
 
-def partial_admission_errors(job: Obj) -> list[FieldError]:
-    """Kueue's ``validatePartialAdmissionCreate``: the min-parallelism annotation is an integer
-    between 1 and the job's pod count - 1."""
-    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_MIN_PARALLELISM)
-    if raw is None:
-        return []
-    path = f"metadata.annotations[{ANN_JOB_MIN_PARALLELISM}]"
-    minimum = job_min_parallelism(job)
-    if minimum is None:
-        return [invalid(path, raw, f'strconv.Atoi: parsing "{raw}": invalid syntax')]
-    count = job_pod_count(job)
-    if minimum >= count or minimum <= 0:
-        return [invalid(path, minimum, f"should be between 0 and {count - 1}")]
-    return []
-
-
 def fewest_pods(job: Obj) -> int:
     """The fewest pods the job can be admitted with: its ``kueue.x-k8s.io/job-min-parallelism``
     when partial admission may reduce it (Kueue's PartialAdmission gate, on by default), else
@@ -480,104 +464,32 @@ def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
 
 def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None,
                  gates: FeatureGates = NO_OVERRIDES) -> Verdict:
-    """The validating webhook's decision for a batch/v1 Job carrying the queue label.
+    """The validating webhook's decision for a job of a governed kind carrying the queue label:
+    the manifest's own checks (``scheduler/adapter/manifest/checks.py``), then toposched's
+    checks against the cluster (single pod set: :func:`validate_job_against_cluster`; several:
+    every pod set and the whole job, :func:`_multi_pod_set_fit`).
 
     On UPDATE (``old`` given) only changed topology annotations are checked, never the cluster:
     the controller's own updates (unsuspend, node selectors) must not be blocked because a
     queue was deleted after the job was accepted. ``gates``: the Kueue Configuration's.
     """
-    kind = kind_or_job(job)
-    refused = kind_errors(job)
-    if refused:  # the kind's own refusals (Kueue's messages) come first: nothing else is judged
-        return Verdict(refused)
-    if not kind.single_pod_set:
-        return validate_multi_pod_set_job(job, view, old, gates)
-    verdict = Verdict()
-    template = (job.get("spec") or {}).get("template") or {}
-    ann = (template.get("metadata") or {}).get("annotations") or {}
-    if old is not None:
-        old_ann = (((old.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
-        if {k: v for k, v in old_ann.items() if k.startswith(PODSET_PREFIX)} == \
-                {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}:
-            return verdict
-    verdict.errors.extend(validate_topology_annotations(ann, job_pod_count(job), gates=gates))
-    if old is None:
-        verdict.errors.extend(partial_admission_errors(job))
+    verdict = manifest_verdict(job, old, gates)
     if verdict.errors or old is not None or view is None:
         return verdict
-    verdict.extend(validate_job_against_cluster(job, view))
+    kind = kind_or_job(job)
+    if kind.single_pod_set:
+        verdict.extend(validate_job_against_cluster(job, view))
+        return verdict
+    found = _queue_checks(job, view, verdict)
+    if found is not None and not verdict.errors:
+        verdict.extend(_multi_pod_set_fit(job, kind.kind, view, found, gates))
     return verdict
-
-
-def kind_errors(obj: Obj) -> list[FieldError]:
-    """The refusals a kind declares for a queued object (``JobKind.validation``: a RayJob on an
-    existing cluster with a cluster spec, autoscaling without workload slices, ...), with Kueue's
-    messages as field errors."""
-    kind = kind_of(obj)
-    if kind is None:
-        return []
-    out: list[FieldError] = []
-    for path, error_type, detail, value in kind.validation(obj):
-        if error_type == "Required":
-            out.append(required(path, detail))
-        elif error_type == "Forbidden":
-            out.append(FieldError(path, "Forbidden", detail))
-        elif error_type == "TooMany":
-            out.append(FieldError(path, "Too many", detail, value))
-        else:
-            out.append(invalid(path, value, detail))
-    return out
-
-
-def manifest_errors(obj: Obj, gates: FeatureGates = NO_OVERRIDES) -> list[str]:
-    """The webhook's checks that need no cluster (Kueue's annotation and PodSet-group rules) of
-    a manifest of a governed kind, one line each; ``toposched place`` and gRPC ``Place`` refuse
-    a manifest the webhook would deny, with the same words. Other kinds: none."""
-    if kind_of(obj) is None:
-        return []
-    shape = shape_errors(str(obj["kind"]), obj)  # as the webhook: the types first, then the rules
-    if shape:
-        return [str(err) for err in shape]
-    return [str(err) for err in validate_job(obj, gates=gates).errors]
 
 
 def _pod_sets_of(obj: Obj) -> list[PodSetSource]:
     """The pod sets of a governed job, with their template paths: the registry's, the very pod
     sets the controller's Workload gets (``scheduler/adapter/kinds``)."""
     return kind_or_job(obj).pod_sets(obj)
-
-
-def _pod_set_annotations(obj: Obj) -> list[tuple[str, Mapping[str, str], int]]:
-    """(annotations path, pod template annotations, pod count) per pod set."""
-    return [(ps.annotations_path, ps.annotations, ps.count) for ps in _pod_sets_of(obj)]
-
-
-def validate_multi_pod_set_job(job: Obj, view: ClusterView | None = None, old: Obj | None = None,
-                               gates: FeatureGates = NO_OVERRIDES) -> Verdict:
-    """A job of a kind with several pod sets carrying the queue label: Kueue's
-    annotation checks on every pod set's template, that the priority class, LocalQueue and
-    ClusterQueue exist, and the fit checks of :func:`validate_job_against_cluster` for every
-    pod set (level exists, its quota and topology can ever fit) plus the whole job's quota
-    (:func:`_multi_pod_set_fit`)."""
-    verdict = Verdict()
-    kind = kind_or_job(job).kind
-    pod_sets = _pod_set_annotations(job)
-    if old is not None:
-        before = {path: {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}
-                  for path, ann, _ in _pod_set_annotations(old)}
-        pod_sets = [(path, ann, count) for path, ann, count in pod_sets
-                    if before.get(path) != {k: v for k, v in ann.items() if k.startswith(PODSET_PREFIX)}]
-    for path, ann, count in pod_sets:
-        verdict.errors.extend(validate_topology_annotations(ann, count, path, single_pod_set=False, gates=gates))
-    if old is None:  # groups span pod sets: checked on the whole job, at creation
-        verdict.errors.extend(validate_pod_set_groups(
-            [PodSetAnnotations(path, ann, count) for path, ann, count in _pod_set_annotations(job)], gates))
-    if verdict.errors or old is not None or view is None:
-        return verdict
-    found = _queue_checks(job, view, verdict)
-    if found is not None and not verdict.errors:
-        verdict.extend(_multi_pod_set_fit(job, kind, view, found, gates))
-    return verdict
 
 
 def _relocated(err: FieldError, ps: PodSetSource) -> FieldError:
@@ -692,116 +604,3 @@ def _summed_quota_errors(job: Obj, kind: str, cq_name: str, cq: Obj, quota: Quot
                     f"{_fmt(cap, r)} (every flavor's nominal + borrowable quota)",
                     "lower the replicas or the per-pod requests, or use another queue"))
     return errors
-
-
-# ---- Kueue objects ----------------------------------------------------------------------------
-def validate_topology(obj: Obj, old: Obj | None = None) -> Verdict:
-    verdict = Verdict()
-    levels = _levels(obj)
-    path = "spec.levels"
-    if not levels:
-        verdict.errors.append(required(path, "at least one level is required",
-                                       "list the node label keys from widest to narrowest"))
-        return verdict
-    if len(levels) > 16:
-        verdict.errors.append(too_many(path, len(levels), 16, "drop levels"))
-    for i, level in enumerate(levels):
-        for p in label_key_problems(level):
-            verdict.errors.append(invalid(f"{path}[{i}].nodeLabel", level, p, "use a node label key"))
-    if len(set(levels)) != len(levels):
-        dups = sorted({lv for lv in levels if levels.count(lv) > 1})
-        verdict.errors.append(invalid(path, _OMIT, "must be unique", f"remove the repeated level(s) {', '.join(dups)}"))
-    if HOSTNAME in levels and levels[-1] != HOSTNAME:
-        verdict.errors.append(invalid(path, _OMIT, "the kubernetes.io/hostname label can only be used at the lowest "
-                                                   "level of topology", f"move {HOSTNAME} to the end of spec.levels"))
-    if old is not None:
-        old_levels = _levels(old)
-        both_host = old_levels and old_levels[-1] == HOSTNAME and levels[-1] == HOSTNAME
-        if old_levels != levels and not both_host:
-            verdict.errors.append(invalid(path, _OMIT, "field is immutable",
-                                          "create a new Topology and point the ResourceFlavor at it"))
-    return verdict
-
-
-def validate_resource_flavor(obj: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
-    verdict = Verdict()
-    spec = obj.get("spec") or {}
-    topo = spec.get("topologyName")
-    if topo and not spec.get("nodeLabels"):
-        verdict.errors.append(invalid("spec", _OMIT, "at least one nodeLabel is required when topology is set",
-                                      "add spec.nodeLabels selecting the flavor's nodes, e.g. "
-                                      "{\"node.kubernetes.io/instance-type\": \"ml.p5.48xlarge\"}"))
-    if old is not None:
-        old_spec = old.get("spec") or {}
-        if old_spec.get("topologyName") and old_spec.get("topologyName") != topo:
-            verdict.errors.append(invalid("spec", _OMIT, "topologyName is immutable when topologyName is set",
-                                          "create a new ResourceFlavor"))
-        elif old_spec.get("topologyName") and old_spec.get("nodeLabels") != spec.get("nodeLabels"):
-            verdict.errors.append(invalid("spec", _OMIT, "nodeLabels are immutable when topologyName is set",
-                                          "create a new ResourceFlavor"))
-    if topo and view is not None and view.topology(str(topo)) is None:
-        verdict.warnings.append(f"spec.topologyName: Topology \"{topo}\" does not exist yet; ClusterQueues using this "
-                                "flavor stay inactive (TopologyNotFound) until it is created")
-    return verdict
-
-
-def validate_cluster_queue(obj: Obj, view: ClusterView | None = None) -> Verdict:
-    verdict = Verdict()
-    spec = obj.get("spec") or {}
-    cohort = spec.get("cohortName") or spec.get("cohort")
-    cohort_field = "spec.cohortName" if "cohortName" in spec or obj.get("apiVersion", "").endswith("v1beta2") \
-        else "spec.cohort"
-    for g, group in enumerate(spec.get("resourceGroups") or ()):
-        covered = [str(r) for r in group.get("coveredResources") or ()]
-        gpath = f"spec.resourceGroups[{g}]"
-        for f, flavor in enumerate(group.get("flavors") or ()):
-            fpath = f"{gpath}.flavors[{f}]"
-            names = [str(r.get("name")) for r in flavor.get("resources") or ()]
-            if len(names) != len(covered) or sorted(names) != sorted(covered):
-                verdict.errors.append(invalid(
-                    gpath, _OMIT, "flavors must have the same number of resources as the coveredResources",
-                    f"{fpath} (\"{flavor.get('name')}\") lists [{', '.join(names)}]; list exactly the covered "
-                    f"resources [{', '.join(covered)}]"))
-            for r, res in enumerate(flavor.get("resources") or ()):
-                rpath = f"{fpath}.resources[{r}]"
-                for limit in ("borrowingLimit", "lendingLimit"):
-                    if res.get(limit) is not None and not cohort:
-                        verdict.errors.append(invalid(
-                            f"{rpath}.{limit}", res.get(limit), f"{limit} must be nil when cohort is empty",
-                            f"set {cohort_field} or remove {limit}"))
-            if view is not None and flavor.get("name") and view.flavor(str(flavor.get("name"))) is None:
-                verdict.warnings.append(f"{fpath}.name: ResourceFlavor \"{flavor.get('name')}\" does not exist "
-                                        "yet; the "
-                                        "ClusterQueue stays inactive (FlavorNotFound) until it is created")
-    return verdict
-
-
-def validate_local_queue(obj: Obj, view: ClusterView | None = None, old: Obj | None = None) -> Verdict:
-    verdict = Verdict()
-    cq = (obj.get("spec") or {}).get("clusterQueue")
-    if old is not None and (old.get("spec") or {}).get("clusterQueue") != cq:
-        verdict.errors.append(invalid("spec.clusterQueue", cq, "field is immutable",
-                                      "delete and recreate the LocalQueue"))
-    if cq and view is not None and view.cluster_queue(str(cq)) is None:
-        verdict.warnings.append(f"spec.clusterQueue: ClusterQueue \"{cq}\" does not exist yet; jobs sent to this "
-                                "LocalQueue stay pending until it is created")
-    return verdict
-
-
-KIND_VALIDATORS = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
-
-
-def validate_kueue_object(kind: str, obj: Obj, old: Obj | None, view: ClusterView | None) -> Verdict:
-    if kind == "Topology":
-        return validate_topology(obj, old)
-    if kind == "ResourceFlavor":
-        return validate_resource_flavor(obj, view, old)
-    if kind == "ClusterQueue":
-        return validate_cluster_queue(obj, view)
-    if kind == "LocalQueue":
-        return validate_local_queue(obj, view, old)
-    return Verdict()
-
-
-def known_podset_keys() -> Sequence[str]:
-    return KNOWN_PODSET_KEYS

@@ -32,6 +32,10 @@ class ClusterView:
     topologies: Mapping[str, Obj] = field(default_factory=dict)
     priority_classes: Mapping[str, Obj] = field(default_factory=dict)  # WorkloadPriorityClasses
     cohorts: Mapping[str, Obj] = field(default_factory=dict)
+    # What decides which priority classes a namespace may use (adapter/priority_policy.py).
+    k8s_priority_classes: Mapping[str, Obj] = field(default_factory=dict)  # scheduling.k8s.io PriorityClasses
+    namespaces: Mapping[str, Obj] = field(default_factory=dict)
+    resource_quotas: Mapping[str, Obj] = field(default_factory=dict)  # "ns/name"
     nodes: Mapping[str, Obj] = field(default_factory=dict)
     lookup: Lookup | None = None
     # Owner references are resolved with it (the object under the reference's name, any uid):
@@ -66,6 +70,18 @@ class ClusterView:
 
     def priority_class(self, name: str, live: bool = True) -> Obj | None:
         return self._get(self.priority_classes, "WorkloadPriorityClass", name, name, None, live)
+
+    def pod_priority_class(self, name: str) -> Obj | None:
+        """A PriorityClass (scheduling.k8s.io), as kube-apiserver's Priority plugin reads it."""
+        return self._get(self.k8s_priority_classes, "PriorityClass", name, name, None)
+
+    def namespace(self, name: str) -> Obj | None:
+        return self._get(self.namespaces, "Namespace", name, name, None)
+
+    def quotas(self, namespace: str) -> list[Obj]:
+        """The namespace's ResourceQuotas (the watch cache; a denial is decided again on a fresh list)."""
+        prefix = f"{namespace}/"
+        return [q for key, q in self.resource_quotas.items() if key.startswith(prefix)]
 
     def empty_trees(self, topology: str, levels: tuple[str, ...], node_labels: Mapping[str, str]) -> EmptyTrees:
         """A TAS flavor's nodes as empty topology trees (``admission.fit``), rebuilt only after

@@ -34,20 +34,20 @@ from typing import Any
 
 from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
-from scheduler.core import afs
-from scheduler.core.compact import remaining_s
+from scheduler.core.beyond.compactness import remaining_s
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Pending, Preempt
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
-from scheduler.core.fairsharing import Contender, fair_order, node_weights, share_rows
-from scheduler.core.flavorassigner import assign_flavors
 from scheduler.core.health import node_health
-from scheduler.core.podsready import PODS_READY
-from scheduler.core.queueing import OrderKey, PendingWorkload, order_key, resolve_priority
-from scheduler.core.quota import QuotaState
+from scheduler.core.kueue import afs
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Pending, Preempt
+from scheduler.core.kueue.fairsharing import Contender, fair_order, node_weights, share_rows
+from scheduler.core.kueue.flavorassigner import assign_flavors
+from scheduler.core.kueue.podsready import PODS_READY
+from scheduler.core.kueue.queueing import OrderKey, PendingWorkload, order_key, resolve_priority
+from scheduler.core.kueue.quota import QuotaState
+from scheduler.core.kueue.snapshot import Snapshot, quota_in_use
 from scheduler.core.resources import format_quantity, with_pod_slot
-from scheduler.core.snapshot import Snapshot, quota_in_use
 from scheduler.core.topology import DRAINED_REASON, is_drained
 
 
@@ -279,7 +279,7 @@ def _target(target: DomainTarget, annotations: Mapping[str, str]) -> dict[str, A
 
 
 def _pending_reason(d: Pending, now: float, out: dict[str, Any]) -> dict[str, str]:
-    """The cycle's reason; for a bounded wait for a compact placement (core/compact.py) also
+    """The cycle's reason; for a bounded wait for a compact placement (core/beyond/compactness.py) also
     the time left, and ``out["compactWait"]`` with the deadline."""
     if d.retry_at is None:
         return {"reason": d.reason, "message": d.message}

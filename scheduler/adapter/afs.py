@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.core import afs
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.afs import LocalQueueUsage
 from scheduler.core.config import KueueConfig
+from scheduler.core.kueue import afs
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.afs import LocalQueueUsage
 from scheduler.core.resources import quantity_float
 
 Obj = Mapping[str, Any]

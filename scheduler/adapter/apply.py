@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from scheduler.core.decisions import Admit, Decision, Evict, Pending, Preempt
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
-from scheduler.core.queueing import REQUEUE_INADMISSIBLE, QueueState
-from scheduler.core.quota import BEST_EFFORT_FIFO, ClusterQueueSpec
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN
+from scheduler.core.kueue.decisions import Admit, Decision, Evict, Pending, Preempt
+from scheduler.core.kueue.queueing import REQUEUE_INADMISSIBLE, QueueState
+from scheduler.core.kueue.quota import BEST_EFFORT_FIFO, ClusterQueueSpec
 
 # What a workload carries only until it is admitted.
 LANDED = (ANN_PREEMPTION_TARGET, ANN_RESERVED_DOMAIN)

@@ -16,10 +16,10 @@ from scheduler.adapter.cluster import TreeMemo
 from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.workload_checks import FieldProblem
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.queueing import PendingWorkload
 from scheduler.core.nodes import NodeInfo, PodInfo
 from scheduler.core.preemption.rules import LimitSpec, PreemptionConfigSpec
-from scheduler.core.queueing import PendingWorkload
 
 # A pending Workload converted, or what is wrong with it (it is left out of the snapshot).
 PendingOrProblems = PendingWorkload | tuple[FieldProblem, ...]

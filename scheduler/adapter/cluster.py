@@ -15,8 +15,8 @@ from typing import Any
 from scheduler.adapter.objects import Obj, VersionMemo, name_of
 from scheduler.adapter.queues import topology_levels
 from scheduler.adapter.workloads import admitted_workloads, reserved_pod_sets
-from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.topology import TopologyTree
@@ -83,8 +83,10 @@ class TreeMemo:
                tuple(map(id, nodes)), tuple(map(id, pods)))
         hit = self._entries.get(tas.flavor)
         if hit is None or hit[0] != key:
+            # ``pods`` are the usage pods (adapter.pod_ownership.usage_pods): the workloads' own
+            # pods are already left out by ownership, so every pod given counts, whatever it carries.
             tree = TopologyTree.build(tas.topology, tas.levels, nodes, pods, flavor_node_labels=tas.node_labels,
-                                      health_policy=policy)
+                                      health_policy=policy, count_tas_pods=True)
             hit = (key, nodes, pods, tree)
             self._entries[tas.flavor] = hit
         return hit[3].clone()
@@ -94,7 +96,8 @@ def empty_flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], no
                        pods: list[PodInfo], health_policy: HealthPolicy | None = None,
                        memo: TreeMemo | None = None) -> dict[str, TopologyTree]:
     """One tree per TAS flavor with the pods' usage, before any workload's reservation (a
-    fresh copy: callers subtract reservations from it); ``memo``: the builder's trees."""
+    fresh copy: callers subtract reservations from it); ``pods``: the usage pods
+    (``adapter.pod_ownership.usage_pods``, every one counted); ``memo``: the builder's trees."""
     memo = memo if memo is not None else TreeMemo()
     return {tas.flavor: memo.tree(tas, nodes, pods, health_policy or DEFAULT_POLICY)
             for tas in tas_flavors(flavors, topologies)}

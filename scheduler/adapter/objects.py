@@ -36,6 +36,10 @@ class ClusterObjects:
     # Kueue's alpha preemption objects (kueue.x-k8s.io/v1alpha1; empty where the CRDs are absent)
     preemption_configs: Sequence[Obj] = ()
     preemption_limits: Sequence[Obj] = ()
+    # Objects that may stand between a pod and the job owning its Workload (the queued jobs of
+    # every kind, a JobSet's Jobs, a LeaderWorkerSet's StatefulSets): adapter.pod_ownership
+    # follows a pod's owner references through them, by uid.
+    owner_links: Sequence[Obj] = ()
 
 
 def name_of(obj: Obj) -> str:

@@ -29,11 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
-from scheduler.core.preferred_domains import ANN_PREVIOUS_DOMAINS
-from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
-from scheduler.core.quota import STOP_NONE, ClusterQueueSpec
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.preferred_domains import ANN_PREVIOUS_DOMAINS
+from scheduler.core.kueue.queueing import LocalQueueSpec, PendingWorkload
+from scheduler.core.kueue.quota import STOP_NONE, ClusterQueueSpec
 from scheduler.core.workload import WorkloadSpec
 
 # Node-failure retries of HyperPod auto-resume (kube/nodefailures.py): how many were used, and

@@ -1,7 +1,7 @@
 """The pending Workloads' queues kept from one pass to the next (issue 18, item 4).
 
 A cycle takes one head per ClusterQueue from the pending workloads grouped by LocalQueue, each
-group in Kueue's order (``scheduler.core.queueing.PendingQueues``). Building them sorts every
+group in Kueue's order (``scheduler.core.kueue.queueing.PendingQueues``). Building them sorts every
 pending workload; at 50,000 pending that was most of a warm cycle, although between two passes
 only a few workloads come, go or change. :class:`QueueMemo` keeps the last pass's queues and
 moves only those: a workload is unchanged when its conversion is the very object of the last
@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
 
-from scheduler.core.queueing import (
+from scheduler.core.kueue.queueing import (
     LocalOrder,
     PendingQueues,
     PendingWorkload,

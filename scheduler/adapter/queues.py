@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from scheduler.adapter.objects import Obj, name_of
-from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
-from scheduler.core.queueing import LocalQueueSpec
-from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
+from scheduler.core.beyond.healthy_capacity import ANN_FOLLOW_HEALTHY
+from scheduler.core.kueue.queueing import LocalQueueSpec
+from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec, FlavorSpec, QuotaState
 from scheduler.core.topology_request import CompactWait, TopologyRequestError, compact_wait_from_annotations
 from scheduler.models import convert
 from scheduler.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
@@ -52,7 +52,7 @@ def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
 
 def following_health(cluster_queues: Iterable[Obj]) -> frozenset[str]:
     """The ClusterQueues whose quota follows healthy capacity (annotated
-    ``toposched.io/quota-follows-healthy-capacity: "true"``; core/healthy_capacity.py)."""
+    ``toposched.io/quota-follows-healthy-capacity: "true"``; core/beyond/healthy_capacity.py)."""
     return frozenset(name_of(o) for o in cluster_queues
                      if ((o.get("metadata") or {}).get("annotations") or {}).get(ANN_FOLLOW_HEALTHY) == "true")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from scheduler.adapter.afs import lq_usages
 from scheduler.adapter.caches import PendingOrProblems, SnapshotCaches
-from scheduler.adapter.cluster import core_nodes, core_pods, empty_flavor_trees, subtract_admitted
+from scheduler.adapter.cluster import core_nodes, empty_flavor_trees, subtract_admitted
 from scheduler.adapter.objects import (
     FINISHED,
     QUOTA_RESERVED,
@@ -24,6 +24,7 @@ from scheduler.adapter.objects import (
     condition_true,
 )
 from scheduler.adapter.owned import QueueFacts, Signer, trusted_pending, without_annotations
+from scheduler.adapter.pod_ownership import usage_pods
 from scheduler.adapter.preemption_rules import configured_preemption
 from scheduler.adapter.queues import (
     cluster_queue_specs,
@@ -38,13 +39,13 @@ from scheduler.adapter.queues import (
 )
 from scheduler.adapter.workload_checks import UNREADABLE, FieldProblem, schema_problems, unreadable_problem
 from scheduler.adapter.workloads import admitted_workloads, pending_workload
+from scheduler.core.beyond.healthy_capacity import quotas_following_health
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
-from scheduler.core.healthy_capacity import quotas_following_health
+from scheduler.core.kueue.queueing import ANN_PRIORITY_BOOST, PendingWorkload
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption.rules import ConfiguredPreemption
-from scheduler.core.queueing import ANN_PRIORITY_BOOST, PendingWorkload
-from scheduler.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,9 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     workloads = split_workloads(list(objects.workloads))
     topologies = by_name(objects.topologies)
     nodes = core_nodes(objects.nodes, caches.nodes)
-    trees = empty_flavor_trees(objects.flavors, topologies, nodes, core_pods(objects.pods, caches.pods), health_policy,
-                               caches.trees)
+    # Only pods an admitted Workload owns are left to its assignment; every other pod is usage.
+    pods = usage_pods(objects.pods, workloads.holding, objects.owner_links, caches.pods)
+    trees = empty_flavor_trees(objects.flavors, topologies, nodes, pods, health_policy, caches.trees)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
     admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees), caches.admitted))
     subtract_admitted(trees, admitted)

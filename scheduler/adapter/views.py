@@ -14,8 +14,9 @@ import threading
 from collections.abc import Sequence
 
 from scheduler.adapter.caches import SnapshotCaches
-from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
+from scheduler.adapter.cluster import admitted_placements, core_nodes, flavor_trees
 from scheduler.adapter.objects import ClusterObjects, Obj, holds_reservation
+from scheduler.adapter.pod_ownership import usage_pods
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
 from scheduler.core.nodes import NodeInfo, PodInfo
 from scheduler.core.topology import DEFAULT_TOPOLOGY_NAME, TopologyTree, default_levels_for
@@ -74,10 +75,12 @@ class EngineSnapshot:
 
     @property
     def pods(self) -> list[PodInfo]:
-        """Pods holding capacity: bound and not finished."""
+        """Pods that are usage of their nodes: bound, not finished, and owned by no Workload
+        holding a topology reservation (``adapter.pod_ownership``; those count by assignment)."""
+        holding = self.holding()
         with self._lock:
             if self._pods is None:
-                self._pods = core_pods(self.objects.pods)
+                self._pods = usage_pods(self.objects.pods, holding, self.jobs_raw)
             return self._pods
 
     def holding(self) -> list[Obj]:
@@ -112,7 +115,7 @@ class EngineSnapshot:
             if tree is None:
                 tree = TopologyTree.build(name or DEFAULT_TOPOLOGY_NAME,
                                           tuple(levels) if levels else default_levels_for(nodes), nodes, pods,
-                                          health_policy=self.health_policy)
+                                          health_policy=self.health_policy, count_tas_pods=True)
                 for wl in self.holding():
                     for placement, per_pod, _flavor in admitted_placements(wl):
                         tree.add_usage(placement, per_pod)

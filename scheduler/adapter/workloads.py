@@ -22,11 +22,11 @@ from scheduler.adapter.objects import (
     condition_true,
     find_condition,
 )
-from scheduler.core.admitted import AdmittedWorkload, TASUsage
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
+from scheduler.core.kueue.admitted import AdmittedWorkload, TASUsage
+from scheduler.core.kueue.podsready import PODS_READY
+from scheduler.core.kueue.queueing import PendingWorkload
 from scheduler.core.placement.types import PodSetPlacement
-from scheduler.core.podsready import PODS_READY
-from scheduler.core.queueing import PendingWorkload
 from scheduler.core.resources import parse_quantity
 from scheduler.core.workload import DEFAULT_POD_SET, WorkloadSpec, workload_from_kueue
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import grpc
 
-from admission.shape import object_errors
-from admission.validation import manifest_errors
 from scheduler.adapter import files as _files
+from scheduler.adapter.manifest.checks import manifest_errors
+from scheduler.adapter.manifest.shape import object_errors
 from scheduler.adapter.placement import build_tree, check_levels, compute_placement, to_json
 from scheduler.adapter.topology_view import view_from_objects
 from scheduler.api.convert import (

@@ -1,5 +1,5 @@
 """``toposched defrag``: which checkpointable workloads to move so that whole domains open for
-the pending multi-node jobs (``scheduler.core.defrag.plan_defrag``), with the GPU time each move
+the pending multi-node jobs (``scheduler.core.beyond.defrag.plan_defrag``), with the GPU time each move
 loses since its last checkpoint. Dry run: it prints the plan and changes nothing (the controller
 executes plans only with ``toposched controller --defrag``).
 
@@ -55,7 +55,7 @@ def to_text(plans: Sequence[dict[str, Any]]) -> str:
 def run(args: Any) -> int:
     from scheduler.adapter.snapshot import build_snapshot
     from scheduler.commands.explain import read_cluster
-    from scheduler.core.defrag import plan_defrag
+    from scheduler.core.beyond.defrag import plan_defrag
     from scheduler.errors import UserError
     from scheduler.k8s.client import api_client
     from scheduler.k8s.informer import Api

@@ -12,7 +12,7 @@ from scheduler.commands._numbers import DAY_S, bounded
 # Imports inside functions: the core (numpy) loads only when a command runs, not for
 # `toposched --help` (scheduler.cli registers every command at start-up).
 if TYPE_CHECKING:
-    from scheduler.core.failures import RequeueBackoff, StormPolicy
+    from scheduler.core.kueue.failures import RequeueBackoff, StormPolicy
 
 
 def add_failure_policy_arguments(p: Any) -> None:
@@ -33,7 +33,7 @@ def add_failure_policy_arguments(p: Any) -> None:
 
 
 def storm_policy(args: argparse.Namespace) -> StormPolicy:
-    from scheduler.core.failures import StormPolicy
+    from scheduler.core.kueue.failures import StormPolicy
 
     return StormPolicy(bounded(args.eviction_storm_threshold, "--eviction-storm-threshold", 0, 1),
                        bounded(args.eviction_storm_window_seconds, "--eviction-storm-window-seconds", 0, DAY_S,
@@ -42,7 +42,7 @@ def storm_policy(args: argparse.Namespace) -> StormPolicy:
 
 
 def requeue_backoff(args: argparse.Namespace) -> RequeueBackoff:
-    from scheduler.core.failures import RequeueBackoff
+    from scheduler.core.kueue.failures import RequeueBackoff
 
     return RequeueBackoff(bounded(args.node_failure_requeue_base_seconds, "--node-failure-requeue-base-seconds", 0,
                                   DAY_S, "seconds"),

@@ -19,8 +19,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from admission.shape import object_errors
-from admission.validation import manifest_errors
 from scheduler.adapter.files import (
     NODES_EXPECTED,
     PODS_EXPECTED,
@@ -38,6 +36,8 @@ from scheduler.adapter.files import (
     workload_from_documents,
 )
 from scheduler.adapter.kinds.workloads import EXPECTED_KINDS
+from scheduler.adapter.manifest.checks import manifest_errors
+from scheduler.adapter.manifest.shape import object_errors
 from scheduler.adapter.placement import (
     MAX_TIME_BUDGET_MS,
     build_tree,

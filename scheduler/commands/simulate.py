@@ -81,7 +81,7 @@ QUEUES_EXPECTED = "Kueue objects (ClusterQueue, LocalQueue, ResourceFlavor, Topo
 
 
 def load_world(cluster: Path, queues: Path) -> Any:
-    from admission.shape import object_errors
+    from scheduler.adapter.manifest.shape import object_errors
     from scheduler.sim.scenario import ClusterError, world_from_objects
 
     # the reader `place --nodes` and `topology --cluster` use: a description or Node objects

@@ -102,15 +102,15 @@ def register(sub: Any) -> None:
 
 
 def load_node_file(path: Path, what: str = "nodes file") -> list[tuple[str, dict[str, Any]]]:
-    from admission.shape import object_errors
     from scheduler.adapter.files import load_node_objects
+    from scheduler.adapter.manifest.shape import object_errors
 
     return load_node_objects(path, what, object_errors)
 
 
 def load_pod_file(path: Path) -> list[tuple[str, dict[str, Any]]]:
-    from admission.shape import object_errors
     from scheduler.adapter.files import load_pod_objects
+    from scheduler.adapter.manifest.shape import object_errors
 
     return load_pod_objects(path, "pods file", object_errors)
 

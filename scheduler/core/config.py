@@ -53,11 +53,11 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "TASMultiLayerTopology": False,  # alpha in v0.17, beta on in v0.19
     "PriorityBoost": False,
     "PartialAdmission": True,  # beta, on since v0.5
-    # Fair sharing (scheduler/core/fairsharing.py): v0.17's defaults.
+    # Fair sharing (scheduler/core/kueue/fairsharing.py): v0.17's defaults.
     "PrioritySortingWithinCohort": True,
     "FairSharingPrioritizeNonBorrowing": True,
     "FairSharingPreemptWithinNominal": True,
-    # Admission Fair Sharing (scheduler/core/afs.py): beta, on in v0.17.
+    # Admission Fair Sharing (scheduler/core/kueue/afs.py): beta, on in v0.17.
     "AdmissionFairSharing": True,
     # TAS placement (docs/placement.md, "Kueue's TAS features"):
     "TASProfileMixed": True,  # beta on since v0.15: LeastFreeCapacity for unconstrained requests

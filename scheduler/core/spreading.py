@@ -119,7 +119,7 @@ def _selector(raw: Any) -> tuple[str, str, tuple[str, ...]]:
 
 def parse_spreading(text: str) -> SpreadingSpec:
     """Kueue's ``ParseSpreadingAnnotation``: what makes the value unusable raises
-    :class:`SpreadingError`; the webhook's per-field checks are in ``admission.spreading``."""
+    :class:`SpreadingError`; the webhook's per-field checks are in ``scheduler.adapter.manifest.spreading``."""
     try:
         doc = json.loads(text)
     except RecursionError as exc:  # a hostile value nested thousands deep

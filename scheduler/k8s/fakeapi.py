@@ -60,10 +60,14 @@ def _lookup(obj: Mapping[str, Any], dotted: str) -> Any:
 
 
 def matches_selectors(obj: Mapping[str, Any], label_selector: str | None, field_selector: str | None) -> bool:
-    """``key``, ``key=value``, ``key!=value`` terms joined by commas (the forms the informers use)."""
+    """``key``, ``!key``, ``key=value``, ``key!=value`` terms joined by commas (the forms the
+    informers use)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     for term in filter(None, (label_selector or "").split(",")):
-        if "!=" in term:
+        if term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif "!=" in term:
             key, value = term.split("!=", 1)
             if labels.get(key) == value:
                 return False

@@ -60,6 +60,7 @@ NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 JOBS = Resource(BATCH_JOB.group, BATCH_JOB.version, BATCH_JOB.plural)  # the other kinds: kube.jobs.resource_of
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas")
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 WORKLOADS = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads")
 CLUSTER_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", namespaced=False)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.snapshot import Invalid
-from scheduler.core.cycle import run_cycles
-from scheduler.core.decisions import Pending
-from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
-from scheduler.core.queueing import QueueState
-from scheduler.core.snapshot import Snapshot, after_decisions, draining
+from scheduler.core.beyond.healthy_capacity import ANN_FOLLOW_HEALTHY
+from scheduler.core.kueue.cycle import run_cycles
+from scheduler.core.kueue.decisions import Pending
+from scheduler.core.kueue.queueing import QueueState
+from scheduler.core.kueue.snapshot import Snapshot, after_decisions, draining
 from scheduler.k8s.informer import object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
@@ -63,7 +63,8 @@ class AdmitPhase:
     def capacity_fingerprint(self) -> int:
         """Changes whenever capacity or queue configuration may have changed: then workloads
         parked as inadmissible (BestEffortFIFO) get another chance (Kueue requeues them when
-        a workload finishes or is evicted, or queue objects change)."""
+        a workload finishes or is evicted, or queue objects change; and when a pod that took a
+        node's capacity goes)."""
         cache = self.s.cache
         # A Workload that finishes leaves the holding set: that changes the fingerprint too.
         holding = frozenset((object_key(w), st.condition_true(w, st.EVICTED)) for w in wi.holding(cache.workloads))
@@ -75,11 +76,15 @@ class AdmitPhase:
                                        cache.topologies, cache.cohorts)
                            for o in inf.items())
         nodes = frozenset((object_key(o), o["metadata"].get("resourceVersion")) for o in cache.nodes.items())
+        # Bound pods (the informer leaves finished ones out): a pod that goes frees its node's
+        # capacity for placement (adapter.pod_ownership counts every pod no admitted Workload owns).
+        pods = frozenset((p["metadata"].get("uid"), (p.get("spec") or {}).get("nodeName"))
+                         for p in cache.pods.items() if (p.get("spec") or {}).get("nodeName"))
         # Opting in or out of quota that follows healthy capacity (an annotation: no generation
         # bump), and the preemption rules and limits.
         follow = frozenset((object_key(o), (o["metadata"].get("annotations") or {}).get(ANN_FOLLOW_HEALTHY))
                            for o in cache.cluster_queues.items())
-        return hash((holding, config, nodes, follow, self.parts.preemption_rules.fingerprint()))
+        return hash((holding, config, nodes, pods, follow, self.parts.preemption_rules.fingerprint()))
 
     def run(self, state: PassState | None = None) -> Snapshot:
         """One admission cycle; returns the snapshot it decided on (the queue status is

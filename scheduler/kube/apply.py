@@ -18,13 +18,13 @@ from typing import Any
 
 from scheduler.adapter.apply import apply_decision
 from scheduler.core.assignment import encode_v1beta2
-from scheduler.core.compact import RELAXED_REASON
-from scheduler.core.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
-from scheduler.core.queueing import QueueState
+from scheduler.core.beyond.compactness import RELAXED_REASON
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET
+from scheduler.core.kueue.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
+from scheduler.core.kueue.queueing import QueueState
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.reasons import LEGACY_PENDING, written_reason
 from scheduler.core.resources import format_quantity
-from scheduler.core.snapshot import Snapshot
 from scheduler.k8s.informer import WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
@@ -102,7 +102,7 @@ class WriterView:
                      f"Quota reserved in ClusterQueue {cq}, wait time since queued was {wait_s:.0f}s")
         writer.event(updated, "Normal", "Admitted",
                      f"Admitted by ClusterQueue {decision.cluster_queue}, wait time since reservation was 0s")
-        if decision.relaxed:  # toposched's compact wait ran out (core/compact.py)
+        if decision.relaxed:  # toposched's compact wait ran out (core/beyond/compactness.py)
             writer.event(updated, "Normal", RELAXED_REASON, decision.relaxed)
         log.info("workload %s admitted by ClusterQueue %s after %.0fs", decision.workload, decision.cluster_queue,
                  wait_s, extra={"workload": decision.workload, "job": _job_of(wl), "queue": decision.cluster_queue,

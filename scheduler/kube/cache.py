@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.adapter.kinds.registry import KINDS, watched
-from scheduler.core.kueue_names import LABEL_MANAGED
+from scheduler.core.kueue_names import LABEL_MANAGED, LABEL_POD_GROUP_NAME
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s import informer as inf
 from scheduler.kube.jobs import resource_of
@@ -21,6 +21,21 @@ from scheduler.kube.workload_index import index_workloads
 
 Obj = dict[str, Any]
 BUILT_IN_GROUPS = ("batch", "apps")  # served by every API server; the others' CRDs may be missing
+# Index of both pod informers: "<namespace>/<pod-group-name label>" (the label is immutable,
+# admission/pods.py), so a group's pods are found whatever else a tenant removes from them.
+POD_GROUP = "pod-group"
+# The kinds some governed kind creates as its children (and a batch Job, which anyone can
+# create with an owner reference to a queued parent).
+CHILD_FRAMEWORKS = frozenset({"batch/job", *(child for kind in KINDS for child in kind.children)})
+
+
+def _pod_group(pod: Obj) -> tuple[str, ...]:
+    meta = pod.get("metadata") or {}
+    group = (meta.get("labels") or {}).get(LABEL_POD_GROUP_NAME)
+    return (f"{meta.get('namespace')}/{group}",) if group else ()
+STATEFULSETS = inf.Resource("apps", "v1", "statefulsets")
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # the JobSet controller's label on its Jobs
+LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"  # the LWS controller's label on its StatefulSets
 
 
 @dataclass
@@ -47,9 +62,20 @@ class ClusterCache:
     # Kueue's alpha PreemptionConfig / PreemptionLimit (optional: absent CRDs read as empty).
     preemption_configs: inf.Informer | None = None
     preemption_limits: inf.Informer | None = None
+    # The objects WITHOUT the queue label of the kinds a governed parent creates (batch Jobs,
+    # JobSets, RayClusters), by framework name: a child of a queued ancestor is suspended until
+    # that ancestor is admitted, labelled or not (Kueue's shouldSuspendChildJob).
+    unqueued: dict[str, inf.Informer] = field(default_factory=dict)
+    # The objects between a pod and the job owning its Workload that no other informer holds
+    # (a JobSet's Jobs, a LeaderWorkerSet's StatefulSets): adapter.pod_ownership walks them.
+    links: list[inf.Informer] = field(default_factory=list)
+    # ResourceQuotas: a PriorityClass scope lets a namespace use a system class (adapter.priority_policy).
+    resource_quotas: inf.Informer | None = None
 
     def __post_init__(self) -> None:
         index_workloads(self.workloads)  # scheduler.kube.workload_index: what each phase walks
+        for informer in (self.pods, self.managed_pods):
+            informer.add_indexer(POD_GROUP, _pod_group)
 
     @classmethod
     def create(cls, api: inf.Api) -> ClusterCache:
@@ -77,13 +103,25 @@ class ClusterCache:
             managed_pods=inf.Informer(api, inf.PODS, label_selector=LABEL_MANAGED),
             preemption_configs=inf.Informer(api, inf.PREEMPTION_CONFIGS, optional=True),
             preemption_limits=inf.Informer(api, inf.PREEMPTION_LIMITS, optional=True),
+            unqueued={kind.framework: inf.Informer(api, resource_of(kind), label_selector=f"!{LABEL_QUEUE_NAME}",
+                                                   optional=kind.group not in BUILT_IN_GROUPS)
+                      for kind in watched(KINDS) if kind.framework in CHILD_FRAMEWORKS and kind.suspendable},
+            links=[inf.Informer(api, inf.JOBS, label_selector=LABEL_JOBSET_NAME),
+                   inf.Informer(api, STATEFULSETS, label_selector=LABEL_LWS_NAME, optional=True)],
+            resource_quotas=inf.Informer(api, inf.RESOURCE_QUOTAS),
         )
 
     def all(self) -> list[inf.Informer]:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
                 self.priority_classes, *self.jobs.values(), *self.related.values(), self.managed_pods,
-                *(i for i in (self.preemption_configs, self.preemption_limits) if i is not None)]
+                *(i for i in (self.preemption_configs, self.preemption_limits, self.resource_quotas) if i is not None),
+                *self.unqueued.values(), *self.links]
+
+    def owner_links(self) -> list[Obj]:
+        """The objects a pod's owner chain may pass through on its way to the job that owns its
+        Workload: the queued objects of every kind and the links (adapter.pod_ownership)."""
+        return [o for informer in (*self.jobs.values(), *self.links) for o in informer.items()]
 
     def start(self, on_change: Callable[[], None], timeout_s: float = 60) -> None:
         for informer in self.all():

@@ -27,14 +27,15 @@ from scheduler.adapter.kinds.base import PodSetStart
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.owned import Signer
-from scheduler.core.queueing import QueueState
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue.queueing import QueueState
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
 from scheduler.kube import workload_index as wi
 from scheduler.kube.admit import AdmissionParts, AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defrag import DefragExecutor
 from scheduler.kube.ensure import EnsureWorkloads
+from scheduler.kube.equivalence import Equivalence
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.evictions import ProgressEvictions
 from scheduler.kube.finishing import SyncFinished
@@ -99,7 +100,9 @@ class Controller:
             deleted_node_lease_absent_s=settings.deleted_node_lease_absent_s)
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds)
-        self.starting = StartAdmitted(self.shared)
+        # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
+        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"))
+        self.starting = StartAdmitted(self.shared, self.equivalence.startable)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
         self.pod_integration = PodIntegration(cache, self.writer, self.isolation, lookups.resolve_priority,
@@ -134,6 +137,7 @@ class Controller:
         the snapshot the cycle decided on."""
         phases = [
             Phase("ensure_workloads", self.ensuring.run),
+            Phase("equivalence", lambda _state: self.equivalence.run()),
             Phase("suspend_unadmitted", lambda _state: self.resuspension.run()),
             Phase("sync_finished", self.finishing.run),
             Phase("pods_ready", lambda _state: self.pods_ready.run(

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.core.decisions import Admit, Decision
+from scheduler.core.kueue.decisions import Admit, Decision
 from scheduler.kube.defaults import DEFAULT_CYCLES_PER_PASS
 
 # A pass writes what its cycles admitted only once they are all decided: this bounds the writes

@@ -25,10 +25,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from scheduler.core.defrag import DefragPlan, Move, plan_defrag
-from scheduler.core.domain_target import DomainTarget
+from scheduler.core.beyond.defrag import DefragPlan, Move, plan_defrag
+from scheduler.core.beyond.domain_target import DomainTarget
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.preemption.rules import ConfiguredPreemption, PreemptionEvent, blocking_limit
-from scheduler.core.snapshot import Snapshot
 from scheduler.kube import status as st
 from scheduler.kube.apply import record_target
 from scheduler.kube.preemption_limits import PreemptionLedger

@@ -11,9 +11,10 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.workloads import workload_for_job
+from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
 from scheduler.core.topology_request import TopologyRequestError
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, WorkloadFormatError
+from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
 from scheduler.kube import workload_index as wi
 from scheduler.kube.invalid import invalid_message
@@ -54,11 +55,8 @@ class EnsureWorkloads:
         if integration.finish_state(job).finished:
             return
         priority = s.lookups.resolve_priority(job)
-        if priority is None:
-            name = job["metadata"]["labels"][LABEL_PRIORITY_CLASS]
-            s.writer.event(job, "Warning", "WorkloadPriorityClassNotFound",
-                           f"workloadPriorityClass \"{name}\" not found; create it or fix label "
-                           f"{LABEL_PRIORITY_CLASS}")
+        if isinstance(priority, ClassRefused):  # held: a class that is missing or its namespace may not use
+            s.writer.event(job, "Warning", priority.reason, priority.event)
             return
         try:
             body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related)

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.cluster import admitted_placements
+from scheduler.core.beyond.preferred_domains import ANN_PREVIOUS_DOMAINS
 from scheduler.core.nodes import HOSTNAME_LABEL
-from scheduler.core.preferred_domains import ANN_PREVIOUS_DOMAINS
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.k8s.informer import Informer
 from scheduler.kube import status as st

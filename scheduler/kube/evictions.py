@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
-from scheduler.core.failures import EVICTION_REASON, RequeueBackoff
+from scheduler.core.kueue.failures import EVICTION_REASON, RequeueBackoff
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.jobs import JobIndex

@@ -9,10 +9,12 @@ from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, Resolution, governed_kind, managed_ancestor
+from scheduler.adapter.priority_policy import ClassRefused, class_refused, class_value
 from scheduler.core.workload import LABEL_PRIORITY_CLASS
 from scheduler.kube.cache import ClusterCache
 
 Obj = dict[str, Any]
+Resolved = tuple[int, dict[str, str] | None]  # (priority, spec.priorityClassRef)
 
 
 class JobLookups:
@@ -55,26 +57,49 @@ class JobLookups:
         except OwnerUnreadable as exc:
             return Resolution(None, str(exc))
 
-    def resolve_priority(self, job: Mapping[str, Any]) -> tuple[int, dict[str, str] | None] | None:
+    def _namespace(self, name: str) -> Obj | None:
+        return self.cache.namespaces.get(name)
+
+    def _quotas(self, namespace: str) -> list[Obj]:
+        informer = self.cache.resource_quotas
+        return [q for q in informer.items() if (q.get("metadata") or {}).get("namespace") == namespace] \
+            if informer is not None else []
+
+    def _refused(self, kind: str, name: str, found: Obj | None, namespace: str, where: str) -> ClassRefused | None:
+        return class_refused(kind, name, found, namespace, self._namespace(namespace),
+                             self._quotas(namespace) if found is not None else (), where)
+
+    def resolve_priority(self, job: Mapping[str, Any]) -> Resolved | ClassRefused:
         """Kueue: the WorkloadPriorityClass label wins; else the pod template's PriorityClass;
         else (WorkloadPriorityClassDefaulting on) a WorkloadPriorityClass named ``default`` (if
-        any); else 0. A label naming a missing class blocks Workload creation (``None``)."""
-        labels = (job.get("metadata") or {}).get("labels") or {}
+        any); else 0. A class the job's namespace may not use (missing, outside the Namespace's
+        allow-list, a system class without a covering ResourceQuota: ``adapter.priority_policy``)
+        holds the job: no Workload, and the caller tells the job why (``ClassRefused.event``).
+        Held rather than run at priority 0: the tenant asked for a priority it may not have, and
+        a job that quietly runs at the lowest one is a surprise found only once it is preempted."""
+        meta = job.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        namespace = str(meta.get("namespace") or "default")
         name = labels.get(LABEL_PRIORITY_CLASS)
         if name:
             wpc = self.cache.workload_priority_classes.get(name)
-            if wpc is None:
-                return None
-            return int(wpc.get("value") or 0), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                                 "name": name}
+            if wpc is None:  # Kueue's own Event, word for word
+                return ClassRefused("WorkloadPriorityClassNotFound", f"workloadPriorityClass \"{name}\" not found",
+                                    f"create it or fix label {LABEL_PRIORITY_CLASS}")
+            refused = self._refused("WorkloadPriorityClass", name, wpc, namespace, f"label {LABEL_PRIORITY_CLASS}")
+            if refused is not None:
+                return refused
+            return class_value(wpc), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": name}
         pc_name = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("priorityClassName")
         if pc_name:
             pc = self.cache.priority_classes.get(pc_name)
-            if pc is not None:
-                return int(pc.get("value") or 0), {"group": "scheduling.k8s.io", "kind": "PriorityClass",
-                                                    "name": pc_name}
+            refused = self._refused("PriorityClass", pc_name, pc, namespace, "spec.template.spec.priorityClassName")
+            if refused is not None:
+                return refused
+            assert pc is not None  # a missing class is always refused
+            return class_value(pc), {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": pc_name}
         default = self.cache.workload_priority_classes.get("default") if self.default_priority_class else None
-        if default is not None:
-            return int(default.get("value") or 0), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                                     "name": "default"}
+        if default is not None:  # the admin's default: not the tenant's choice, so no allow-list
+            return class_value(default), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                          "name": "default"}
         return 0, None

@@ -28,9 +28,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from scheduler.core.decisions import Admit, Decision
-from scheduler.core.failures import EVICTION_REASON as NODE_FAILURES
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue.decisions import Admit, Decision
+from scheduler.core.kueue.failures import EVICTION_REASON as NODE_FAILURES
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.kube.metrics_gauges import GaugeValues, gauge_values
 
 ROLE = "leader"  # the only role that feeds metrics (followers never reconcile)

@@ -1,6 +1,6 @@
 """The gauge values of one controller pass, from its snapshot (pure: plain data in and out).
 
-What Kueue's cache reports as gauges, computed from the same :class:`~scheduler.core.cycle.Snapshot`
+What Kueue's cache reports as gauges, computed from the same :class:`~scheduler.core.kueue.cycle.Snapshot`
 the admission cycle and the queue status (``core.queue_status``) use, so ``/metrics`` and
 ``kubectl get clusterqueues`` never disagree. ``scheduler.kube.metrics`` renders them.
 """
@@ -11,13 +11,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.core.fairsharing import Shares, node_weights
+from scheduler.core.kueue.fairsharing import Shares, node_weights
+from scheduler.core.kueue.queue_status import queue_statuses
+from scheduler.core.kueue.queueing import cluster_queue_readiness
+from scheduler.core.kueue.quota import ClusterQueueSpec, QuotaState, cohort_node
+from scheduler.core.kueue.snapshot import Snapshot, quota_in_use
 from scheduler.core.placement.quality import free_whole_domains, leaves_of
-from scheduler.core.queue_status import queue_statuses
-from scheduler.core.queueing import cluster_queue_readiness
-from scheduler.core.quota import ClusterQueueSpec, QuotaState, cohort_node
 from scheduler.core.resources import uses_milli_units
-from scheduler.core.snapshot import Snapshot, quota_in_use
 
 # Kueue's ClusterQueue states for kueue_cluster_queue_status (exactly one is 1).
 CQ_STATES = ("pending", "active", "terminating")

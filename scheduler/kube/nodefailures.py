@@ -35,13 +35,15 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.caches import SnapshotCaches
-from scheduler.adapter.cluster import admitted_placements, core_nodes, core_pods, flavor_trees
+from scheduler.adapter.cluster import admitted_placements, core_nodes, flavor_trees
 from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY
-from scheduler.core.admitted import TASUsage
+from scheduler.adapter.pod_ownership import usage_pods
 from scheduler.core.assignment import encode_v1beta2
-from scheduler.core.failures import (
+from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
+from scheduler.core.kueue.admitted import TASUsage
+from scheduler.core.kueue.failures import (
     EVICTION_REASON,
     EvictForNodeFailure,
     FailureTracker,
@@ -58,7 +60,6 @@ from scheduler.core.failures import (
     storm_groups,
     storms,
 )
-from scheduler.core.health import DEFAULT_POLICY, HealthPolicy, node_health
 from scheduler.core.nodes import HOSTNAME_LABEL, node_from_k8s
 from scheduler.core.topology_request import request_from_kueue
 from scheduler.core.workload import ANN_WORKLOAD
@@ -273,7 +274,8 @@ class NodeFailureHandler:
         topologies = {t["metadata"]["name"]: t for t in self.cache.topologies.items()}
         caches = self.caches
         trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(self.cache.nodes.items(), caches.nodes),
-                             core_pods(self.cache.pods.items(), caches.pods), holding, self.health_policy, caches.trees,
+                             usage_pods(self.cache.pods.items(), holding, self.cache.owner_links(), caches.pods),
+                             holding, self.health_policy, caches.trees,
                              caches.admitted)
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
         gone = {name: self.last_labels[name] for name in self.tracker.deleted if name in self.last_labels}

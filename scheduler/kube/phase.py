@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scheduler.adapter.kinds.base import JobKind
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.lookups import JobLookups

@@ -31,9 +31,10 @@ from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import controller_ref
 from scheduler.adapter.kinds.podgroups import group_workload, group_workload_name, is_group_workload, pod_group_patch
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
+from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT, LABEL_POD_GROUP_NAME
 from scheduler.core.topology_request import TopologyRequestError
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s.informer import PODS, WORKLOADS
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.isolation import Isolation
@@ -43,7 +44,7 @@ from scheduler.kube.writer import Writer
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
-Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | None"]
+Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | ClassRefused"]
 __all__ = ["PodGroupPhases", "is_group_workload"]
 
 
@@ -97,10 +98,8 @@ class PodGroupPhases:
         if not missing:
             return
         priority = self.priority(obj)
-        if priority is None:
-            self.writer.event(obj, "Warning", "WorkloadPriorityClassNotFound",
-                              f"workloadPriorityClass \"{obj['metadata']['labels'][LABEL_PRIORITY_CLASS]}\" "
-                              f"not found; create it or fix label {LABEL_PRIORITY_CLASS}")
+        if isinstance(priority, ClassRefused):
+            self.writer.event(obj, "Warning", priority.reason, priority.event)
             return
         for index in missing:
             try:

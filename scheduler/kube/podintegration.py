@@ -30,6 +30,7 @@ from scheduler.adapter.kinds.base import PodSetStart, template_start_patch
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import with_pod_groups
 from scheduler.adapter.kinds.workloads import workload_for_job, workload_pod_set
+from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.core.kueue_names import (
     ANN_IS_GROUP_WORKLOAD,
     ANN_JOB_OWNER_GVK,
@@ -41,16 +42,16 @@ from scheduler.core.kueue_names import (
     LABEL_PREBUILT_WORKLOAD,
 )
 from scheduler.core.topology_request import TopologyRequestError
-from scheduler.core.workload import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, WorkloadFormatError
+from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import PODS, WORKLOADS, object_key
 from scheduler.kube import status as st
-from scheduler.kube.cache import ClusterCache
+from scheduler.kube.cache import POD_GROUP, ClusterCache
 from scheduler.kube.isolation import Isolation
 from scheduler.kube.writer import Writer
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | None"]
+Priority = Callable[[Mapping[str, Any]], "tuple[int, dict[str, str] | None] | ClassRefused"]
 Starts = Callable[[Mapping[str, Any]], list[PodSetStart]]
 
 # Parents whose groups are prebuilt (StatefulSet, LeaderWorkerSet): their pods get no Workload here.
@@ -128,14 +129,24 @@ class PodIntegration:
         return annotations.get(ANN_IS_GROUP_WORKLOAD) == "true" and ANN_JOB_OWNER_GVK not in annotations
 
     def members(self, wl: Mapping[str, Any]) -> list[Obj]:
-        """The pods of a Workload: a group's by its name label (prebuilt groups too), a single
-        pod's by the Workload's owner reference."""
+        """The pods of a Workload, by the Workload's own record: the pods its owner references
+        name (Kueue makes a pod, or every member of a group, an owner of its Workload), checked
+        by uid, and a group's pods by their (immutable) group label; looked up among all pods,
+        not only those still labelled ``kueue.x-k8s.io/managed`` (a tenant may remove that
+        label from its running pods, which then still hold their nodes)."""
         meta = _meta(wl)
         ns, name = meta.get("namespace"), meta.get("name")
-        uids = {r.get("uid") for r in meta.get("ownerReferences") or ()
-                if r.get("kind") == "Pod" and r.get("controller")}
-        return [p for p in self._managed() if _meta(p).get("namespace") == ns
-                and (_labels(p).get(LABEL_POD_GROUP_NAME) == name or _meta(p).get("uid") in uids)]
+        owners = [(str(r.get("name")), r.get("uid")) for r in meta.get("ownerReferences") or ()
+                  if isinstance(r, Mapping) and r.get("kind") == "Pod" and r.get("apiVersion") == "v1"]
+        found: dict[str, Obj] = {}
+        for informer in (self.cache.managed_pods, self.cache.pods):  # the live view last: it wins
+            for pod in informer.indexed(POD_GROUP, f"{ns}/{name}"):
+                found[str(_meta(pod).get("uid"))] = pod
+            for pod_name, uid in owners:
+                owner = informer.get(f"{ns}/{pod_name}")
+                if owner is not None and uid and _meta(owner).get("uid") == uid:
+                    found[str(uid)] = owner
+        return list(found.values())
 
     # ------------------------------------------------------------------ ensure
     def ensure(self) -> None:
@@ -163,10 +174,8 @@ class PodIntegration:
     def _create(self, members: list[Obj]) -> None:
         first = members[0]
         priority = self.priority(_as_job(first))
-        if priority is None:
-            self.writer.event(first, "Warning", "WorkloadPriorityClassNotFound",
-                              f"workloadPriorityClass \"{_labels(first).get(LABEL_PRIORITY_CLASS)}\" not found; "
-                              f"create it or fix label {LABEL_PRIORITY_CLASS}")
+        if isinstance(priority, ClassRefused):
+            self.writer.event(first, "Warning", priority.reason, priority.event)
             return
         try:
             body = self._body(members, priority[0], priority[1])
@@ -239,9 +248,13 @@ class PodIntegration:
             self.writer.notify("finished", wl, {"reason": state.reason})
 
     def release_finalizers(self) -> None:
-        done = [p for p in self._managed() if FINALIZER_MANAGED in (_meta(p).get("finalizers") or ())
-                and (_meta(p).get("deletionTimestamp") or self._recorded(p))]
-        self.isolation.for_each("release_finalizers", done, self._release_finalizer)
+        done = {str(_meta(p).get("uid")): p for p in self._managed()
+                if FINALIZER_MANAGED in (_meta(p).get("finalizers") or ())
+                and (_meta(p).get("deletionTimestamp") or self._recorded(p))}
+        # A pod being deleted whose managed label its tenant removed keeps Kueue's finalizer too.
+        done.update({str(_meta(p).get("uid")): p for p in self.cache.pods.items()
+                     if _meta(p).get("deletionTimestamp") and FINALIZER_MANAGED in (_meta(p).get("finalizers") or ())})
+        self.isolation.for_each("release_finalizers", list(done.values()), self._release_finalizer)
 
     def _recorded(self, pod: Mapping[str, Any]) -> bool:
         """Finished, and its Workload finished or gone (nothing left to account for)."""
@@ -252,7 +265,9 @@ class PodIntegration:
 
     def _release_finalizer(self, pod: Obj) -> None:
         rest = [f for f in _meta(pod).get("finalizers") or () if f != FINALIZER_MANAGED]
-        self.writer.patch(PODS, pod, {"metadata": {"finalizers": rest or None}}, self.cache.managed_pods)
+        labelled = self.cache.managed_pods.get(object_key(pod)) is not None
+        self.writer.patch(PODS, pod, {"metadata": {"finalizers": rest or None}},
+                          self.cache.managed_pods if labelled else self.cache.pods)
 
     # ------------------------------------------------------------------ stop
     def stop(self, wl: Mapping[str, Any]) -> bool:

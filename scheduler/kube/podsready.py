@@ -1,5 +1,5 @@
 """waitForPodsReady in the controller: read each job's readiness, write what
-``scheduler.core.podsready`` decides (through the writer only).
+``scheduler.core.kueue.podsready`` decides (through the writer only).
 
 One pass, per Workload (each step is one of Kueue's reconciles; a write ends the Workload's
 turn, the next pass continues from what the API server then holds):
@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
-from scheduler.core import podsready as pr
 from scheduler.core.config import WaitForPodsReady
+from scheduler.core.kueue import podsready as pr
 from scheduler.k8s.informer import WORKLOADS, object_key
 from scheduler.kube import status as st
 from scheduler.kube.defrag import REASON as DEFRAGMENTATION

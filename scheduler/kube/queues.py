@@ -24,15 +24,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.afs import admitted_usage, by_local_queue, newly_admitted, state_of
-from scheduler.core import afs
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.beyond.healthy_capacity import CONDITION as HEALTHY_CAPACITY_CONDITION
+from scheduler.core.beyond.healthy_capacity import REASON as HEALTHY_CAPACITY_REASON
+from scheduler.core.beyond.healthy_capacity import EffectiveQuota, condition_message
 from scheduler.core.config import KueueConfig
-from scheduler.core.healthy_capacity import CONDITION as HEALTHY_CAPACITY_CONDITION
-from scheduler.core.healthy_capacity import REASON as HEALTHY_CAPACITY_REASON
-from scheduler.core.healthy_capacity import EffectiveQuota, condition_message
-from scheduler.core.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
-from scheduler.core.queueing import ACTIVE
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue import afs
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.queue_status import FlavorUsage, QueueStatus, cohort_shares, queue_statuses
+from scheduler.core.kueue.queueing import ACTIVE
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s import informer as inf
 from scheduler.kube import status as st
 from scheduler.kube.cache import ClusterCache
@@ -69,7 +69,7 @@ def status_fields(obj: Mapping[str, Any], qs: QueueStatus, now: dt.datetime) -> 
 def healthy_capacity_condition(conditions: list[dict[str, Any]], report: Sequence[EffectiveQuota] | None,
                                now: dt.datetime) -> list[dict[str, Any]]:
     """The ClusterQueue's ``toposched.io/QuotaFollowsHealthyCapacity`` condition while it opts in
-    (core/healthy_capacity.py): True, the effective quotas in the message; gone once it opts out."""
+    (core/beyond/healthy_capacity.py): True, the effective quotas in the message; gone once it opts out."""
     if report is None:
         return [c for c in conditions if c.get("type") != HEALTHY_CAPACITY_CONDITION]
     return st.set_condition(conditions, HEALTHY_CAPACITY_CONDITION, "True", HEALTHY_CAPACITY_REASON,

@@ -1,7 +1,8 @@
 """Phase 1b of the controller's pass, Kueue's re-suspension (jobframework): a managed job that runs
-while its Workload is not admitted (a user patched ``suspend: false`` on a pending job, or a child
-whose queued ancestor is not admitted) is suspended again, with Kueue's ``Stopped`` event and
-message."""
+while its Workload is not admitted (a user patched ``suspend: false`` on a pending job) is
+suspended again, with Kueue's ``Stopped`` event and message; a child whose queued ancestor (resolved
+by uid) has no admitted Workload is suspended, whether it carries the queue label or not, with
+Kueue's ``Suspended`` "Kueue managed child job suspended" (``shouldSuspendChildJob``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.isolation import Isolation
+from scheduler.kube.jobs import resource_of
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.writer import Writer
 
@@ -24,6 +26,7 @@ Obj = dict[str, Any]
 # Kueue's jobframework stop messages (event reason "Stopped").
 NOT_ADMITTED_MESSAGE = "Not admitted by cluster queue"
 NO_MATCHING_WORKLOAD_MESSAGE = "No matching Workload"
+CHILD_SUSPENDED_MESSAGE = "Kueue managed child job suspended"  # event reason "Suspended"
 
 
 class Resuspension:
@@ -42,6 +45,24 @@ class Resuspension:
         self.isolation.for_each("suspend_unadmitted", items, lambda item: self._suspend_unadmitted(*item),
                                 subject=lambda item: item[1], workload_of=lambda item: item[2], concurrent=True,
                                 wanted=lambda item: self._runs_unadmitted(*item))
+        # Children without the queue label (a tenant's Job owned by its own queued JobSet).
+        children = [(kind, job) for kind in self.lookups.kinds if kind.suspendable
+                    for job in (self.cache.unqueued[kind.framework].items() if kind.framework in self.cache.unqueued
+                                else ())]
+        self.isolation.for_each("suspend_unadmitted", children, lambda item: self._suspend_child(*item),
+                                subject=lambda item: item[1], wanted=lambda item: self._child_runs_unadmitted(*item))
+
+    def _child_runs_unadmitted(self, integration: JobKind, job: Obj) -> bool:
+        """Kueue's ``shouldSuspendChildJob``: running, not finished, and its managed ancestor's
+        latest Workload missing, finished or not admitted."""
+        meta = job.get("metadata") or {}
+        if integration.is_suspended(job) or meta.get("deletionTimestamp") or integration.finish_state(job).finished:
+            return False
+        ancestor = self.lookups.ownership(job).ancestor
+        if ancestor is None:
+            return False
+        wl = wi.owned_by(self.cache.workloads, ancestor.uid)
+        return wl is None or st.is_finished(wl) or not st.condition_true(wl, st.ADMITTED)
 
     def _runs_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> bool:
         meta = job.get("metadata") or {}
@@ -49,20 +70,25 @@ class Resuspension:
             return False
         if not (meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or integration.finish_state(job).finished:
             return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
-        ancestor = self.lookups.ownership(job).ancestor
-        if ancestor is not None:
-            # Kueue's shouldSuspendChildJob: a child runs only while its ancestor's Workload is admitted.
-            wl = wi.owned_by(self.cache.workloads, ancestor.uid)
-            return wl is None or st.is_finished(wl) or not st.condition_true(wl, st.ADMITTED)
+        if self.lookups.ownership(job).ancestor is not None:
+            return self._child_runs_unadmitted(integration, job)
         # Admitted (or evicted: the eviction phase stops it with the eviction's message).
         return wl is None or not (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl))
 
     def _suspend_unadmitted(self, integration: JobKind, job: Obj, wl: Obj | None) -> None:
+        if self.lookups.ownership(job).ancestor is not None:
+            self._suspend_child(integration, job)
+            return
         message = NOT_ADMITTED_MESSAGE if wl is not None else NO_MATCHING_WORKLOAD_MESSAGE
-        ancestor = self.lookups.ownership(job).ancestor
-        if ancestor is not None:
-            message = f"{NOT_ADMITTED_MESSAGE}: the Workload of its owner {ancestor.spelled}"
         if self.writer.patch_job(integration, job, integration.stop_patch(job)):
             log.info("%s %s runs without an admitted Workload: suspended (%s)", integration.kind, object_key(job),
                      message)
             self.writer.event(job, "Normal", "Stopped", message)
+
+    def _suspend_child(self, integration: JobKind, job: Obj) -> None:
+        labelled = bool(((job.get("metadata") or {}).get("labels") or {}).get(LABEL_QUEUE_NAME))
+        into = self.cache.jobs[integration.framework] if labelled else self.cache.unqueued[integration.framework]
+        if self.writer.patch(resource_of(integration), job, integration.stop_patch(job), into):
+            log.info("%s %s runs while its queued ancestor is not admitted: suspended", integration.kind,
+                     object_key(job))
+            self.writer.event(job, "Normal", "Suspended", CHILD_SUSPENDED_MESSAGE)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
-from scheduler.core.failures import RequeueBackoff, StormPolicy
+from scheduler.core.kueue.failures import RequeueBackoff, StormPolicy
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.k8s.clock import utcnow
 from scheduler.kube.defaults import DEFAULT_CONCURRENT_WRITES, DEFAULT_CYCLES_PER_PASS

@@ -2,7 +2,7 @@
 
 The immutable-snapshot / pure-cycle / writer split of Kueue: :func:`build_snapshot` copies the
 informer caches into ``scheduler.adapter.objects.ClusterObjects`` and lets the adapter convert
-them (``scheduler.adapter.snapshot.build_snapshot``), ``scheduler.core.cycle.run_cycle``
+them (``scheduler.adapter.snapshot.build_snapshot``), ``scheduler.core.kueue.cycle.run_cycle``
 decides, and ``scheduler.kube.apply.apply_decisions`` writes the results through the writer.
 Nothing here decides anything.
 """
@@ -20,9 +20,9 @@ from scheduler.adapter.owned import Signer
 from scheduler.adapter.snapshot import Invalid
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import HealthPolicy
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.preemption.rules import ConfiguredPreemption
-from scheduler.core.snapshot import Snapshot
 from scheduler.k8s.informer import object_key
 from scheduler.kube.workload_index import live
 
@@ -50,7 +50,8 @@ def cluster_objects(cache: Any, exclude: frozenset[str] = frozenset()) -> Cluste
         namespaces=cache.namespaces.items(), workload_priority_classes=cache.workload_priority_classes.items(),
         priority_classes=cache.priority_classes.items(),
         preemption_configs=_items(getattr(cache, "preemption_configs", None)),
-        preemption_limits=_items(getattr(cache, "preemption_limits", None)))
+        preemption_limits=_items(getattr(cache, "preemption_limits", None)),
+        owner_links=cache.owner_links() if hasattr(cache, "owner_links") else ())
 
 
 def _items(informer: Any) -> list[Obj]:

@@ -4,7 +4,7 @@ pods are gone (never two copies of a pod)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.base import PodSetStart
@@ -19,8 +19,11 @@ Obj = dict[str, Any]
 
 
 class StartAdmitted:
-    def __init__(self, shared: Shared) -> None:
+    def __init__(self, shared: Shared, matches: Callable[[Obj, JobIndex], bool] | None = None) -> None:
+        """``matches``: the Workload still matches its job (``kube/equivalence.py``); a stale
+        admission is never started."""
         self.s = shared
+        self.matches = matches
 
     def run(self, _state: PassState | None = None) -> None:
         jobs = self.s.lookups.job_index()
@@ -28,7 +31,8 @@ class StartAdmitted:
                                   [wl for wl in wi.holding(self.s.cache.workloads)
                                    if st.condition_true(wl, st.ADMITTED) and not st.condition_true(wl, st.EVICTED)],
                                   lambda wl: self._start(wl, jobs), workload_of=lambda wl: wl, concurrent=True,
-                                  wanted=lambda wl: self._startable(wl, jobs))
+                                  wanted=lambda wl: self._startable(wl, jobs)
+                                  and (self.matches is None or self.matches(wl, jobs)))
 
     def selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
         return start_selectors(wl, self.s.cache)

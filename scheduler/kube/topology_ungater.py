@@ -6,7 +6,7 @@ Pods reach it carrying the scheduling gate ``kueue.x-k8s.io/topology`` (the pod 
 the annotation ``kueue.x-k8s.io/workload`` and the label ``kueue.x-k8s.io/podset``. For each
 Workload that holds a reservation with a topology assignment and is Admitted, this phase lists
 the live pods of each assigned pod set, asks the pure core which gated pod goes to which domain
-(:func:`scheduler.core.ungating.plan_ungating`: ranks when the pod set names a rank label and
+(:func:`scheduler.core.kueue.ungating.plan_ungating`: ranks when the pod set names a rank label and
 the ranks are sound, else greedily) and patches each chosen pod through the writer: the gate
 removed and the domain's level labels added to its ``nodeSelector`` (Kubernetes allows adding
 node-selector terms to a gated pod). A pod the plan does not choose stays gated; the plan's
@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
+from scheduler.core.kueue.ungating import AdmittedPodSet, GatedPodView, UngatePlan, plan_ungating
 from scheduler.core.kueue_names import GATE_TOPOLOGY
-from scheduler.core.ungating import AdmittedPodSet, GatedPodView, UngatePlan, plan_ungating
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_PODSET
 from scheduler.k8s.informer import PODS
 from scheduler.kube import status as st

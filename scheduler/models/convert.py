@@ -8,16 +8,16 @@ v1beta2 spellings give the same core object.
 
 from __future__ import annotations
 
+from scheduler.core.kueue.queueing import LocalQueueSpec as CoreLocalQueue
+from scheduler.core.kueue.quota import ClusterQueueSpec as CoreClusterQueue
+from scheduler.core.kueue.quota import CohortSpec as CoreCohort
+from scheduler.core.kueue.quota import FlavorFungibility as CoreFungibility
+from scheduler.core.kueue.quota import FlavorQuotas as CoreFlavorQuotas
+from scheduler.core.kueue.quota import FlavorSpec, PreemptionPolicy
+from scheduler.core.kueue.quota import ResourceGroup as CoreResourceGroup
+from scheduler.core.kueue.quota import ResourceQuota as CoreResourceQuota
 from scheduler.core.nodes import Taint as CoreTaint
 from scheduler.core.nodes import Toleration as CoreToleration
-from scheduler.core.queueing import LocalQueueSpec as CoreLocalQueue
-from scheduler.core.quota import ClusterQueueSpec as CoreClusterQueue
-from scheduler.core.quota import CohortSpec as CoreCohort
-from scheduler.core.quota import FlavorFungibility as CoreFungibility
-from scheduler.core.quota import FlavorQuotas as CoreFlavorQuotas
-from scheduler.core.quota import FlavorSpec, PreemptionPolicy
-from scheduler.core.quota import ResourceGroup as CoreResourceGroup
-from scheduler.core.quota import ResourceQuota as CoreResourceQuota
 from scheduler.core.resources import parse_quantity, quantity_float
 from scheduler.core.selectors import selector_from_k8s
 from scheduler.models.kueue import (

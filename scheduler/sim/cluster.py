@@ -16,14 +16,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.decisions import Admit, Decision, Evict, Pending, Preempt
+from scheduler.core.beyond.healthy_capacity import quotas_following_health
 from scheduler.core.fakecluster import HEALTH_STATUS_LABEL
 from scheduler.core.health import node_health
-from scheduler.core.healthy_capacity import quotas_following_health
-from scheduler.core.queueing import PendingWorkload, QueueState
-from scheduler.core.quota import QuotaState
-from scheduler.core.snapshot import Snapshot, admitted_from_decision
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.decisions import Admit, Decision, Evict, Pending, Preempt
+from scheduler.core.kueue.queueing import PendingWorkload, QueueState
+from scheduler.core.kueue.quota import QuotaState
+from scheduler.core.kueue.snapshot import Snapshot, admitted_from_decision
 from scheduler.core.topology import TopologyTree
 from scheduler.sim.model import GPU, SimJob, World
 from scheduler.sim.runtime import PRESETS, RunTimeModel, slowdown

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from scheduler.adapter.apply import apply_decisions
-from scheduler.core.cycle import run_cycle
-from scheduler.core.failures import RequeueBackoff, StormPolicy
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.failures import RequeueBackoff, StormPolicy
 from scheduler.core.placement.fragmentation import whole_free_leaves
 from scheduler.sim.cluster import SimCluster
 from scheduler.sim.model import Progress, SimFailure, SimJob, SimResult, World

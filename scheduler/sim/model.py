@@ -9,10 +9,10 @@ from typing import Any
 
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
+from scheduler.core.kueue.queueing import LocalQueueSpec
+from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec, FlavorSpec
 from scheduler.core.nodes import NodeInfo
 from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.queueing import LocalQueueSpec
-from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorSpec
 from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec
 from scheduler.sim.runtime import RunTimeModel
@@ -40,7 +40,7 @@ class World:
     placement_options: PlacementOptions = PlacementOptions()
     compact_defaults: Mapping[str, CompactWait] = field(default_factory=dict)
     # ClusterQueues whose quota follows healthy capacity (their toposched.io/quota-follows-
-    # healthy-capacity annotation; core/healthy_capacity.py), as the controller scales them.
+    # healthy-capacity annotation; core/beyond/healthy_capacity.py), as the controller scales them.
     follow_healthy: frozenset[str] = frozenset()
 
 

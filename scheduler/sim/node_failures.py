@@ -20,8 +20,9 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 
-from scheduler.core.admitted import TASUsage
-from scheduler.core.failures import (
+from scheduler.core.health import node_health
+from scheduler.core.kueue.admitted import TASUsage
+from scheduler.core.kueue.failures import (
     EVICTION_REASON,
     FailureTracker,
     HoldForNodeStorm,
@@ -37,7 +38,6 @@ from scheduler.core.failures import (
     storm_groups,
     storms,
 )
-from scheduler.core.health import node_health
 from scheduler.sim.cluster import SimCluster
 from scheduler.sim.model import FAILED_STATUS
 

@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from scheduler.core.admitted import TASUsage
-from scheduler.core.compact import domains_spanned
+from scheduler.core.beyond.compactness import domains_spanned
+from scheduler.core.kueue.admitted import TASUsage
 from scheduler.core.nodes import HOSTNAME_LABEL
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import TopologyTree

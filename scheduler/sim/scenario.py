@@ -15,11 +15,11 @@ from scheduler.adapter.queues import (
     following_health,
     local_queue_spec,
 )
-from scheduler.core.failures import RequeueBackoff, StormPolicy
 from scheduler.core.fakecluster import generate_nodes
+from scheduler.core.kueue.failures import RequeueBackoff, StormPolicy
+from scheduler.core.kueue.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.placement.options import POLICIES, PlacementOptions
-from scheduler.core.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.engine import Simulator

@@ -26,9 +26,8 @@ import argparse
 from collections import defaultdict
 from dataclasses import dataclass
 
-from scheduler.core.nodes import NodeCondition, NodeInfo
-from scheduler.core.queueing import LocalQueueSpec
-from scheduler.core.quota import (
+from scheduler.core.kueue.queueing import LocalQueueSpec
+from scheduler.core.kueue.quota import (
     ANY,
     LOWER_PRIORITY,
     ClusterQueueSpec,
@@ -38,6 +37,7 @@ from scheduler.core.quota import (
     ResourceGroup,
     ResourceQuota,
 )
+from scheduler.core.nodes import NodeCondition, NodeInfo
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.engine import Simulator

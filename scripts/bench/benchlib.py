@@ -261,7 +261,7 @@ def child_shares(lines: Iterable[str], parent: str) -> tuple[int, list[tuple[str
 
 
 def _frame_name(frame: str) -> str:
-    """``run_cycle (scheduler/core/cycle.py:120)`` -> ``run_cycle (scheduler/core/cycle.py)``."""
+    """``run_cycle (scheduler/core/kueue/cycle.py:120)`` -> ``run_cycle (scheduler/core/kueue/cycle.py)``."""
     head, sep, tail = frame.rpartition(":")
     if sep and tail.rstrip(")").isdigit():
         return head + ")"

@@ -17,9 +17,8 @@ from __future__ import annotations
 import argparse
 import random
 
-from scheduler.core.nodes import NodeCondition, NodeInfo
-from scheduler.core.queueing import LocalQueueSpec
-from scheduler.core.quota import (
+from scheduler.core.kueue.queueing import LocalQueueSpec
+from scheduler.core.kueue.quota import (
     LOWER_PRIORITY,
     ClusterQueueSpec,
     FlavorQuotas,
@@ -28,6 +27,7 @@ from scheduler.core.quota import (
     ResourceGroup,
     ResourceQuota,
 )
+from scheduler.core.nodes import NodeCondition, NodeInfo
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.engine import Simulator

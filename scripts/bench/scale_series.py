@@ -12,7 +12,7 @@ Objects are the dicts the API server returns, so the measured path is the contro
   rebuilds it every cycle from its informer caches; what it keeps between cycles is the
   informer caches (raw dicts), the BestEffortFIFO parking (``QueueState``: parked workloads are
   skipped until capacity changes) and nothing else (no incremental tree).
-- ``cycle``: ``scheduler.core.cycle.run_cycle`` on it (heads per ClusterQueue, quota, placement,
+- ``cycle``: ``scheduler.core.kueue.cycle.run_cycle`` on it (heads per ClusterQueue, quota, placement,
   preemption). "Per decision" = cycle time / decisions of the cycle (Admit, Preempt, Pending).
 - garbage collection: ``scheduler.kube.gcpolicy.GcPolicy.after_pass`` after every pass, as the
   controller command installs it; its first call (after the cold pass) collects and freezes
@@ -49,9 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scheduler.adapter.caches import SnapshotCaches  # noqa: E402
 from scheduler.adapter.objects import ClusterObjects  # noqa: E402
 from scheduler.adapter.snapshot import build_snapshot  # noqa: E402
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit
 from scheduler.kube.gcpolicy import GcPolicy  # noqa: E402
 from scripts.bench.percentiles import percentile  # noqa: E402
 

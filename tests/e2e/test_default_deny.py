@@ -111,9 +111,13 @@ def test_what_would_run_pods_outside_the_queue_is_refused_with_the_gap(stack: St
                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
     out = kubectl(stack, crd, "apply")
     assert out.returncode == 0, out.stderr
-    stack.wait(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in stack.api.get(
-        Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False),
-        "runners.e2e.toposched.io").get("status", {}).get("conditions", [])), 60, "the Runner CRD established")
+    crds = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+
+    def established() -> bool:
+        status = stack.api.get(crds, "runners.e2e.toposched.io").get("status") or {}  # conditions: null at first
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in status.get("conditions") or ())
+
+    stack.wait(established, 60, "the Runner CRD established")
     runner = {"apiVersion": "e2e.toposched.io/v1", "kind": "Runner",
               "metadata": {"name": "r", "labels": {LABEL_QUEUE_NAME: QUEUE}},
               "spec": {"workers": [{"replicas": 2, "template": {"spec": {"containers": [CONTAINER]}}}]}}

@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client
 
 from scheduler.adapter.workload_checks import workload_problems
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN
 from scheduler.devcluster.apply import apply_objects
 from scheduler.k8s.informer import WORKLOADS, Api
 from scheduler.kube import status as st

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from admission.validation import validate_multi_pod_set_job
+from admission.validation import validate_job
 
 GROUP, REQUIRED, PREFERRED = ("kueue.x-k8s.io/podset-group-name", "kueue.x-k8s.io/podset-required-topology",
                               "kueue.x-k8s.io/podset-preferred-topology")
@@ -21,7 +21,7 @@ def jobset(*rows: tuple[str, int, dict[str, str]]) -> dict[str, Any]:
 
 
 def messages(job: dict[str, Any]) -> list[str]:
-    return [str(e) for e in validate_multi_pod_set_job(job).errors]
+    return [str(e) for e in validate_job(job).errors]
 
 
 def path(i: int) -> str:

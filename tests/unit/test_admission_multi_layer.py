@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from admission.annotations import validate_topology_annotations
+from scheduler.adapter.manifest.annotations import validate_topology_annotations
 from scheduler.core.config import KUEUE_V017, KUEUE_V019, FeatureGates
 
 SC = "kueue.x-k8s.io/podset-slice-required-topology-constraints"

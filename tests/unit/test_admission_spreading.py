@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from admission import review
-from admission.annotations import validate_topology_annotations
-from admission.validation import manifest_errors, validate_multi_pod_set_job
+from admission.validation import validate_job
 from scheduler.adapter.kinds.batch import BATCH_JOB
+from scheduler.adapter.manifest.annotations import validate_topology_annotations
+from scheduler.adapter.manifest.checks import manifest_errors
 from scheduler.core.config import FeatureGates
 
 SPREAD, REQUIRED, PREFERRED, GROUP = ("kueue.x-k8s.io/podset-topology-spreading", "kueue.x-k8s.io/podset-required-topology",
@@ -125,17 +126,17 @@ def _lws(leader: dict[str, str], workers: dict[str, str]) -> dict[str, Any]:
 
 def test_group_members_carry_the_same_spreading_or_none() -> None:
     same = {GROUP: "g", REQUIRED: RACK, SPREAD: spec(rule())}
-    assert validate_multi_pod_set_job(_lws(same, same), gates=ON).allowed
+    assert validate_job(_lws(same, same), gates=ON).allowed
     other = dict(same, **{SPREAD: spec(rule(RACK, "0.25"))})
     leader, workers = "spec.leaderWorkerTemplate.leaderTemplate.metadata.annotations", \
         "spec.leaderWorkerTemplate.workerTemplate.metadata.annotations"
-    words = [str(e).split("; ")[0] for e in validate_multi_pod_set_job(_lws(same, other), gates=ON).errors]
+    words = [str(e).split("; ")[0] for e in validate_job(_lws(same, other), gates=ON).errors]
     template = f"must specify the same '{SPREAD}' annotation as '{{}}' in group 'g', or neither pod set may specify it"
     assert words == [f"{leader}: Invalid value: {template.format(workers)}",
                      f"{workers}: Invalid value: {template.format(leader)}"]
     without = {GROUP: "g", REQUIRED: RACK}
-    assert len(validate_multi_pod_set_job(_lws(same, without), gates=ON).errors) == 2
-    assert validate_multi_pod_set_job(_lws(same, other), gates=OFF).allowed
+    assert len(validate_job(_lws(same, without), gates=ON).errors) == 2
+    assert validate_job(_lws(same, other), gates=OFF).allowed
 
 
 # ------------------------------------------------------------------ the doors: AdmissionReview, place

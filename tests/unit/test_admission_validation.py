@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from admission.validation import (
+from admission.kueue_objects import (
     validate_cluster_queue,
-    validate_job,
     validate_local_queue,
     validate_resource_flavor,
     validate_topology,
-    validate_topology_annotations,
 )
+from admission.validation import validate_job
 from admission.view import ClusterView
+from scheduler.adapter.manifest.annotations import validate_topology_annotations
 from scheduler.core.config import FeatureGates
 
 R = "kueue.x-k8s.io/podset-required-topology"

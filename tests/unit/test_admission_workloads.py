@@ -16,9 +16,9 @@ from admission import review, routes
 from admission.suspension import DEFAULT_CONTROLLER_USERS
 from admission.view import ClusterView
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY, CONTROLLER_OWNED
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
-from scheduler.core.preferred_domains import ANN_PREVIOUS_DOMAINS
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.preferred_domains import ANN_PREVIOUS_DOMAINS
 
 CONTROLLER = next(iter(DEFAULT_CONTROLLER_USERS))
 TENANT = "alice"
@@ -195,7 +195,7 @@ def test_the_class_value_and_other_writers_pass() -> None:
     assert decide(with_priority(100, WPC_HIGH))["allowed"] is True
     assert decide(with_priority(0))["allowed"] is True and decide(with_priority(None))["allowed"] is True
     pod_class = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "system-node-critical"}
-    assert decide(with_priority(7, pod_class))["allowed"] is True  # not in the webhook's view: not judged
+    assert decide(with_priority(7, pod_class))["allowed"] is False  # judged now: test_admission_priority_bounds.py
     assert decide(with_priority(1000), user=CONTROLLER)["allowed"] is True
     old = with_priority(50, WPC_HIGH)  # the class's value moved since; the priority is not touched
     new = copy.deepcopy(old)

@@ -6,7 +6,7 @@ import json
 
 from scheduler import cli
 from scheduler.commands.defrag import plans_to_dicts, to_text
-from scheduler.core.defrag import plan_defrag
+from scheduler.core.beyond.defrag import plan_defrag
 from tests.unit.core.test_defrag import _big, _fragmented, _snap
 
 

@@ -25,7 +25,8 @@ from scheduler.devcluster import processes
 def main() -> int:
     child = processes.start("sleeper", ["sleep", "300"], Path(sys.argv[1]))
     try:
-        Path(sys.argv[1], "pid").write_text(str(child.pid))
+        Path(sys.argv[1], "pid.tmp").write_text(str(child.pid))
+        Path(sys.argv[1], "pid.tmp").rename(Path(sys.argv[1], "pid"))  # whole, never read half-written
         time.sleep(300)
     finally:
         processes.stop(child, grace_s=2)
@@ -41,7 +42,6 @@ def _owner(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
     while not (tmp_path / "pid").exists():
         assert owner.poll() is None and time.monotonic() < deadline, "the owner did not start its child"
         time.sleep(0.05)
-    time.sleep(0.1)  # the pid file is written right after the child started
     return owner, int((tmp_path / "pid").read_text())
 
 

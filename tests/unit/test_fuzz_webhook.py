@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from admission import review, routes
-from admission.annotations import NO_OVERRIDES
 from admission.governance import QUEUED_PATH
 from scheduler.adapter.kinds.batch import BATCH_JOB
 from scheduler.adapter.kinds.jobset import JOBSET
 from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET
 from scheduler.adapter.kinds.mpijob import MPIJOB
 from scheduler.adapter.kinds.pytorchjob import PYTORCHJOB
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.core.config import FeatureGates
 from tests.fuzzing import example_objects, generic_object, is_queued, mutated, outcome, review_body
 from tests.unit.test_admission_validation import L2, L3, SC, G, R, cluster, job

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from admission.mutation import apply_patch, mutate_job
-from admission.validation import manifest_errors, validate_job
+from admission.validation import validate_job
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import PodSetStart, merge_patched
 from scheduler.adapter.kinds.leaderworkerset import LEADERWORKERSET, group_count
@@ -19,6 +19,7 @@ from scheduler.adapter.kinds.ownership import managed_ancestor
 from scheduler.adapter.kinds.podgroups import group_workload, pod_group_patch
 from scheduler.adapter.kinds.registry import KINDS
 from scheduler.adapter.kinds.workloads import workload_for_job, workload_from_manifest, workload_pod_sets
+from scheduler.adapter.manifest.checks import manifest_errors
 from scheduler.core.workload import kueue_workload_name
 from scheduler.extender.gate import Refusal, judge
 from scheduler.extender.workload_view import RankRule, pod_ref

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from admission.validation import validate_multi_pod_set_job
+from admission.validation import validate_job
 from scheduler.adapter.kinds.jobset import JOBSET
 from scheduler.adapter.kinds.workloads import workload_from_manifest, workload_pod_sets
 from scheduler.cli import main
@@ -155,7 +155,7 @@ def test_the_group_example_places_leader_with_workers(capsys: pytest.CaptureFixt
     shares the workers' layer-3 domain."""
     root = Path(__file__).resolve().parents[2]
     example = root / "examples" / "jobs" / "jobset-podset-group.yaml"
-    assert validate_multi_pod_set_job(yaml.safe_load(example.read_text())).errors == []
+    assert validate_job(yaml.safe_load(example.read_text())).errors == []
     data = root / "tests" / "data" / "place"
     code = main(["place", "--nodes", str(data / "nodes.yaml"), "--topology", str(data / "topology.yaml"),
                  "--workload", str(example), "--output", "json"])

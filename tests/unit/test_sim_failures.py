@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from scheduler import cli
-from scheduler.core.failures import ALL_NODES, RequeueBackoff, StormPolicy, storm_groups
 from scheduler.core.fakecluster import generate_nodes
+from scheduler.core.kueue.failures import ALL_NODES, RequeueBackoff, StormPolicy, storm_groups
 from scheduler.sim.engine import simulate
 from scheduler.sim.scenario import jobs_from_trace, world_from_objects
 from scheduler.sim.trace import trace_from_data

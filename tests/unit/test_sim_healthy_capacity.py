@@ -1,5 +1,5 @@
 """The simulator scales an opted-in ClusterQueue's quota to healthy capacity as the controller's
-snapshot does (core/healthy_capacity.py ``quotas_following_health``, one function for both),
+snapshot does (core/beyond/healthy_capacity.py ``quotas_following_health``, one function for both),
 and refuses PreemptionConfig / PreemptionLimit objects with a line naming the gap instead of
 simulating without them."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from scheduler.core.beyond.healthy_capacity import ANN_FOLLOW_HEALTHY
 from scheduler.core.fakecluster import generate_nodes
-from scheduler.core.healthy_capacity import ANN_FOLLOW_HEALTHY
 from scheduler.sim.engine import simulate
 from scheduler.sim.scenario import jobs_from_trace, world_from_objects
 from scheduler.sim.trace import trace_from_data

@@ -373,7 +373,7 @@ class JobKind:
     finish_state: Callable[[Obj], FinishState]
     active_pods: Callable[[Obj], int]
     pods_ready: Callable[[Obj], bool]
-    shape: Mapping[str, Any]  # field types of the webhook's shape gate (admission/shape.py)
+    shape: Mapping[str, Any]  # field types of the webhook's shape gate (scheduler/adapter/manifest/shape.py)
     suspend_path: tuple[str, ...] | None = ("spec", "suspend")
     pod_groups: PodGroups | None = None
     # The rank label of its pods (Kueue's PodIndexLabel), per pod set name; documentation and

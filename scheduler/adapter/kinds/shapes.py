@@ -1,4 +1,4 @@
-"""The building blocks of the shape gate's schemas (admission/shape.py): the types Kubernetes
+"""The building blocks of the shape gate's schemas (scheduler/adapter/manifest/shape.py): the types Kubernetes
 gives the fields the webhook reads. Each kind module composes its own schema from these.
 
 A schema is plain data: a type name (``str``, ``bool``, ``int``, ``count``, ``quantity``), a

@@ -15,7 +15,7 @@ from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource, Related
 from scheduler.adapter.kinds.notbuilt import NOT_BUILT
 from scheduler.adapter.kinds.pod import POD, group_name, group_pod_sets
 from scheduler.adapter.kinds.registry import KINDS, kind_of
-from scheduler.core.defrag import DEFRAG_ANNOTATIONS
+from scheduler.core.beyond.defrag import DEFRAG_ANNOTATIONS
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.topology_request import request_from_annotations, request_to_kueue
 from scheduler.core.workload import (

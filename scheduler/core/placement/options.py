@@ -12,11 +12,11 @@ narrows the candidates of the same placement problem; none admits anything Kueue
   only on domains of that level with no unhealthy node (HyperPod health labels) and no drained
   node; the degraded domains are used only when nothing else fits.
 - ``reserve_compact``: a workload in its bounded wait for a compact placement
-  (:mod:`scheduler.core.compact`) holds the domain it waits for; workloads it goes before in
-  Kueue's order are steered away from it (:mod:`scheduler.core.reservation`). Acts only on
+  (:mod:`scheduler.core.beyond.compactness`) holds the domain it waits for; workloads it goes before in
+  Kueue's order are steered away from it (:mod:`scheduler.core.beyond.held_domains`). Acts only on
   workloads that ask for a compact wait, so without ``toposched.io/compact-*`` it changes nothing.
 - ``patient_compact``: a workload in its bounded wait for a compact placement does not preempt
-  while the wait runs (it takes free capacity only; ``core/compact_wait.py`` ``patient``).
+  while the wait runs (it takes free capacity only; ``core/beyond/compact_wait.py`` ``patient``).
   Acts only on workloads that ask for a compact wait.
 """
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.quota import FlavorResource, QuotaState
 from scheduler.core.preemption.cost import Priority
 from scheduler.core.preemption.plan import Attempt
 from scheduler.core.preemption.targets import FitCheck, Target, Victims
-from scheduler.core.quota import FlavorResource, QuotaState
 
 
 def minimal_preemptions(

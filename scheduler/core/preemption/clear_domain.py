@@ -29,13 +29,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.domain_target import DomainTarget, levels_to_try, selector_of
+from scheduler.core.beyond.domain_target import DomainTarget, levels_to_try, selector_of
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.quota import FlavorResource, QuotaState
 from scheduler.core.preemption.cost import Priority, SetCost, victim_cost
 from scheduler.core.preemption.domains import DomainRequest, Domains
 from scheduler.core.preemption.plan import Attempt
 from scheduler.core.preemption.targets import CONFIGURABLE_PREEMPTION, FitCheck, Target, Victims
-from scheduler.core.quota import FlavorResource, QuotaState
 from scheduler.core.topology import TopologyTree
 
 

@@ -23,12 +23,12 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 
 Priority = Callable[[AdmittedWorkload], int]
-# Admission Fair Sharing: the LocalQueue usage of a candidate (core/afs.py), None when its
+# Admission Fair Sharing: the LocalQueue usage of a candidate (core/kueue/afs.py), None when its
 # ClusterQueue is not ordered by usage (Kueue's ``Info.LocalQueueFSUsage`` nil).
 LqUsage = Callable[[AdmittedWorkload], float | None]
 

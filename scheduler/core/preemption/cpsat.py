@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 
 from ortools.sat.python import cp_model
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.quota import ClusterQueueSpec, FlavorResource, QuotaState
 from scheduler.core.preemption.cost import Priority, solver_weights
 from scheduler.core.preemption.domains import DomainRequest, Domains, pods_fit
 from scheduler.core.preemption.plan import Attempt
 from scheduler.core.preemption.targets import FitCheck, Target, Victims, cq_is_borrowing
-from scheduler.core.quota import ClusterQueueSpec, FlavorResource, QuotaState
 from scheduler.core.topology import TopologyTree
 
 

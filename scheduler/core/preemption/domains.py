@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.nodes import Toleration
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.topology import TopologyTree

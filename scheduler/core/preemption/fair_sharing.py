@@ -1,8 +1,8 @@
 """Fair sharing preemption: Kueue v0.17's ``fairPreemptions`` (``pkg/scheduler/preemption/
 fairsharing/``), the first strategy of ``preemption.strategies`` and, with fair sharing on, the
-only one. The shares it compares are ``core/fairsharing.py``'s; its candidates and their order
+only one. The shares it compares are ``core/kueue/fairsharing.py``'s; its candidates and their order
 are classical preemption's (``plan.find_candidates``, ``cost.candidate_order_key``); the module
-docstring of ``core/fairsharing.py`` states the rules."""
+docstring of ``core/kueue/fairsharing.py`` states the rules."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.config import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, FeatureGates
-from scheduler.core.fairsharing import DRS, GATE_PREEMPT_WITHIN_NOMINAL, NEGATIVE_DRS, Shares, compare_drs, is_cq
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.fairsharing import DRS, GATE_PREEMPT_WITHIN_NOMINAL, NEGATIVE_DRS, Shares, compare_drs, is_cq
+from scheduler.core.kueue.quota import FlavorResource, QuotaState, cq_node
 from scheduler.core.preemption.cost import LqUsage, candidate_order_key
 from scheduler.core.preemption.targets import (
     IN_CLUSTER_QUEUE,
@@ -22,7 +23,6 @@ from scheduler.core.preemption.targets import (
     Target,
     fill_back,
 )
-from scheduler.core.quota import FlavorResource, QuotaState, cq_node
 
 
 class _TargetOrdering:

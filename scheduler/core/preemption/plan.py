@@ -18,9 +18,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.quota import (
+    ANY,
+    LOWER_OR_NEWER_EQUAL_PRIORITY,
+    NEVER,
+    ClusterQueueSpec,
+    FlavorResource,
+    QuotaState,
+)
 from scheduler.core.preemption.cost import LqUsage, Priority, candidates_ordering
-from scheduler.core.quota import ANY, LOWER_OR_NEWER_EQUAL_PRIORITY, NEVER, ClusterQueueSpec, FlavorResource, QuotaState
 
 
 def _uses(w: AdmittedWorkload, needs: frozenset[FlavorResource]) -> bool:

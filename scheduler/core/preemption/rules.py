@@ -29,12 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.queueing import ANN_PRIORITY_BOOST
+from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec
 from scheduler.core.preemption.cost import cost_of
 from scheduler.core.preemption.plan import Attempt
 from scheduler.core.preemption.targets import Target
-from scheduler.core.queueing import ANN_PRIORITY_BOOST
-from scheduler.core.quota import ClusterQueueSpec, CohortSpec
 from scheduler.core.selectors import EVERYTHING, LabelSelector
 from scheduler.core.workload import WorkloadSpec
 

@@ -31,10 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.beyond.domain_target import DomainTarget, parse_target
 from scheduler.core.config import KueueConfig
-from scheduler.core.domain_target import DomainTarget, parse_target
-from scheduler.core.flavorassigner import FlavorAssignment
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.flavorassigner import FlavorAssignment
+from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec, FlavorResource, QuotaState
 from scheduler.core.preemption.classical import classical_targets
 from scheduler.core.preemption.clear_domain import ClearContext, DomainChoice, clear_domain
 from scheduler.core.preemption.cost import LqUsage, Priority, victim_cost
@@ -49,7 +50,6 @@ from scheduler.core.preemption.rules import (
     limit_blocking,
 )
 from scheduler.core.preemption.targets import FitCheck, Target
-from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorResource, QuotaState
 from scheduler.core.topology import TopologyTree
 from scheduler.core.workload import WorkloadSpec
 

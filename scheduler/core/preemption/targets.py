@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.quota import FlavorResource, QuotaState
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.preemption.cost import Priority
-from scheduler.core.quota import FlavorResource, QuotaState
 from scheduler.core.workload import WorkloadSpec
 
 IN_CLUSTER_QUEUE = "InClusterQueue"

@@ -4,11 +4,11 @@ simulator: a view that records the calls it gets."""
 from __future__ import annotations
 
 from scheduler.adapter.apply import apply_decisions
-from scheduler.core.decisions import Admit, Decision, Evict, Pending, Preempt
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET
-from scheduler.core.queueing import REQUEUE_IMMEDIATE, QueueState
-from scheduler.core.quota import STRICT_FIFO, ClusterQueueSpec
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN
+from scheduler.core.kueue.decisions import Admit, Decision, Evict, Pending, Preempt
+from scheduler.core.kueue.queueing import REQUEUE_IMMEDIATE, QueueState
+from scheduler.core.kueue.quota import STRICT_FIFO, ClusterQueueSpec
 
 
 class Recorder:

@@ -14,11 +14,11 @@ from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.objects import ClusterObjects
 from scheduler.adapter.pending_queues import QueueMemo
 from scheduler.adapter.snapshot import build_snapshot
-from scheduler.core.cycle import run_cycle, run_cycles
-from scheduler.core.decisions import Admit
 from scheduler.core.fakecluster import generate_nodes
-from scheduler.core.queueing import PendingQueues, PendingWorkload, pending_queues
-from scheduler.core.snapshot import after_decisions
+from scheduler.core.kueue.cycle import run_cycle, run_cycles
+from scheduler.core.kueue.decisions import Admit
+from scheduler.core.kueue.queueing import PendingQueues, PendingWorkload, pending_queues
+from scheduler.core.kueue.snapshot import after_decisions
 from scheduler.core.workload import WorkloadSpec
 
 GPU = "nvidia.com/gpu"

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.core.admitted import AdmittedWorkload, TASUsage
-from scheduler.core.decisions import Admit, Decision, Pending, Preempt
-from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
-from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
-from scheduler.core.quota import (
+from scheduler.core.kueue.admitted import AdmittedWorkload, TASUsage
+from scheduler.core.kueue.decisions import Admit, Decision, Pending, Preempt
+from scheduler.core.kueue.queueing import LocalQueueSpec, PendingWorkload
+from scheduler.core.kueue.quota import (
     ClusterQueueSpec,
     FlavorQuotas,
     PreemptionPolicy,
     ResourceGroup,
     ResourceQuota,
 )
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue.snapshot import Snapshot
+from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
@@ -135,7 +135,7 @@ def summary(decisions: Sequence[Decision]) -> list[tuple[str, ...]]:
 
 
 def snapshot(**kw: object) -> Snapshot:
-    from scheduler.core.quota import FlavorSpec
+    from scheduler.core.kueue.quota import FlavorSpec
 
     kw.setdefault("now", 100.0)
     flavors = kw.pop("flavors", None)

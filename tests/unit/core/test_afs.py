@@ -1,4 +1,4 @@
-"""Admission Fair Sharing (core/afs.py) on plain data, restated from Kueue v0.17's tests:
+"""Admission Fair Sharing (core/kueue/afs.py) on plain data, restated from Kueue v0.17's tests:
 ``pkg/cache/queue/cluster_queue_test.go`` TestFsAdmission (queue order by LocalQueue usage),
 ``pkg/controller/core/localqueue_controller_test.go`` (decay of consumedResources),
 ``pkg/scheduler/preemption/common/ordering.go`` (candidate order step 3)."""
@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.core import afs
-from scheduler.core.afs import USAGE_BASED, LocalQueueUsage
 from scheduler.core.config import AdmissionFairSharing, FeatureGates, KueueConfig
-from scheduler.core.cycle import run_cycle, run_cycles
-from scheduler.core.decisions import Admit
+from scheduler.core.kueue import afs
+from scheduler.core.kueue.afs import USAGE_BASED, LocalQueueUsage
+from scheduler.core.kueue.cycle import run_cycle, run_cycles
+from scheduler.core.kueue.decisions import Admit
 from scheduler.core.preemption.cost import candidates_ordering
 
 from ._admission import NS, admitted, cq, lqs, pending, rq, snapshot, wl

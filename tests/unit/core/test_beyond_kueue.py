@@ -9,16 +9,16 @@ from dataclasses import replace
 
 import pytest
 
-from admission.annotations import validate_topology_annotations
-from scheduler.core.admitted import AdmittedWorkload, TASUsage
-from scheduler.core.compact import RELAXED_REASON, WAITING_REASON
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Pending
+from scheduler.adapter.manifest.annotations import validate_topology_annotations
+from scheduler.core.beyond.compactness import RELAXED_REASON, WAITING_REASON
+from scheduler.core.kueue.admitted import AdmittedWorkload, TASUsage
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Pending
+from scheduler.core.kueue.queueing import QueueState
+from scheduler.core.kueue.quota import FlavorSpec
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.planner import place_workload
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
-from scheduler.core.queueing import QueueState
-from scheduler.core.quota import FlavorSpec
 from scheduler.core.topology import DRAIN_LABEL, ULTRASERVER_LABEL, TopologyTree, default_levels_for
 from scheduler.core.topology_request import (
     ANN_COMPACT_LEVEL,

@@ -10,8 +10,9 @@ from typing import cast
 
 import pytest
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.cycle import Pending, Preempt, Snapshot, run_cycle
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.cycle import Pending, Preempt, Snapshot, run_cycle
+from scheduler.core.kueue.quota import CohortSpec, FlavorSpec
 from scheduler.core.preemption.rules import (
     ALWAYS,
     ANY_CLUSTER_QUEUE,
@@ -39,7 +40,6 @@ from scheduler.core.preemption.rules import (
 )
 from scheduler.core.preemption.strategies import Ask, Found, choose_targets, held_back
 from scheduler.core.preemption.targets import Target
-from scheduler.core.quota import CohortSpec, FlavorSpec
 from scheduler.core.selectors import LabelSelector
 from scheduler.core.workload import WorkloadSpec
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Pending, Preempt
-from scheduler.core.quota import FlavorSpec
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Pending, Preempt
+from scheduler.core.kueue.quota import FlavorSpec
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, summary, wl
 from ._helpers import RACK, node, tree_of

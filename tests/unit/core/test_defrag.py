@@ -1,19 +1,19 @@
-"""Defragmentation planning (core/defrag.py) on plain data: 2 racks of 2 nodes (8 GPUs each)."""
+"""Defragmentation planning (core/beyond/defrag.py) on plain data: 2 racks of 2 nodes (8 GPUs each)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.defrag import (
+from scheduler.core.beyond.defrag import (
     ANN_AUTO_RESUME,
     ANN_CHECKPOINTABLE,
     ANN_DEFRAG,
     ANN_LAST_CHECKPOINT,
     plan_defrag,
 )
-from scheduler.core.quota import FlavorSpec
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.quota import FlavorSpec
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.workload import WorkloadSpec
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, wl

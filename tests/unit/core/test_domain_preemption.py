@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.core.admitted import AdmittedWorkload
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Pending, Preempt
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Pending, Preempt
+from scheduler.core.kueue.quota import FlavorSpec
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.preemption.cost import victim_cost
-from scheduler.core.quota import FlavorSpec
-from scheduler.core.snapshot import Snapshot
 from scheduler.core.workload import WorkloadSpec
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, summary, wl

@@ -3,8 +3,8 @@ unhealthy nodes, trees), the same function for the controller and the simulator.
 
 from __future__ import annotations
 
-from scheduler.core.admitted import TASUsage
-from scheduler.core.failures import (
+from scheduler.core.kueue.admitted import TASUsage
+from scheduler.core.kueue.failures import (
     EvictForNodeFailure,
     FailureTracker,
     PlacedWorkload,

@@ -4,7 +4,7 @@ controller does in an unhealthy zone."""
 
 from __future__ import annotations
 
-from scheduler.core.failures import (
+from scheduler.core.kueue.failures import (
     EXPLICIT,
     UNREACHABLE,
     FailureTracker,

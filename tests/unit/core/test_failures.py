@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.failures import FailureTracker, find_replacement, no_replacement_message, pods_per_node
+from scheduler.core.kueue.failures import FailureTracker, find_replacement, no_replacement_message, pods_per_node
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeCondition, NodeInfo
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS, TopologyTree
@@ -135,7 +135,7 @@ def test_slice_replacement_needs_the_failed_nodes_labels() -> None:
 
 
 def test_two_nodes_failing_together_move_to_distinct_spares_or_not_at_all() -> None:
-    from scheduler.core.failures import replace_failed_nodes
+    from scheduler.core.kueue.failures import replace_failed_nodes
 
     # A 3-pod workload on n1, n2, n4 (required layer-2 b1); n2 and n4 fail together.
     current = placement({"n1": 1, "n2": 1, "n4": 1})

@@ -1,4 +1,4 @@
-"""Fair sharing (core/fairsharing.py): shares, admission order and preemption, as data tables.
+"""Fair sharing (core/kueue/fairsharing.py): shares, admission order and preemption, as data tables.
 
 The preemption table restates cases of Kueue v0.17's ``pkg/scheduler/preemption/
 preemption_fair_test.go`` (same queues, usage and expected victims), run through the whole
@@ -19,10 +19,10 @@ from scheduler.core.config import (
     FeatureGates,
     KueueConfig,
 )
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Preempt
-from scheduler.core.fairsharing import DRS, Shares, compare_drs, node_weights, status_shares
-from scheduler.core.quota import ClusterQueueSpec, CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, cq_node
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Preempt
+from scheduler.core.kueue.fairsharing import DRS, Shares, compare_drs, node_weights, status_shares
+from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, cq_node
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, summary, wl
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from scheduler.core import flavorassigner
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit
-from scheduler.core.flavorassigner import Mode
-from scheduler.core.quota import MAY_STOP_SEARCH, PREEMPTION_OVER_BORROWING, TRY_NEXT_FLAVOR, FlavorFungibility
+from scheduler.core.kueue import flavorassigner
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit
+from scheduler.core.kueue.flavorassigner import Mode
+from scheduler.core.kueue.quota import MAY_STOP_SEARCH, PREEMPTION_OVER_BORROWING, TRY_NEXT_FLAVOR, FlavorFungibility
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, wl
 
@@ -58,8 +58,8 @@ def test_no_preemption_candidates_send_the_search_to_the_next_flavor() -> None:
 
 
 def test_a_cluster_queue_under_a_cohort_cycle_admits_nothing_and_reads_as_kueue_writes_it() -> None:
-    from scheduler.core.queue_status import queue_statuses
-    from scheduler.core.quota import CohortSpec
+    from scheduler.core.kueue.queue_status import queue_statuses
+    from scheduler.core.kueue.quota import CohortSpec
 
     snap = snapshot(cluster_queues={"x": cq("x", cohort="loop-a")}, local_queues=lqs(("lq", "x")),
                     cohorts={"loop-a": CohortSpec("loop-a", "loop-b"), "loop-b": CohortSpec("loop-b", "loop-a")},

@@ -1,18 +1,18 @@
-"""Quota that follows healthy capacity (core/healthy_capacity.py): nominal quota scaled by the
+"""Quota that follows healthy capacity (core/beyond/healthy_capacity.py): nominal quota scaled by the
 healthy share of the flavor's capacity, for ClusterQueues that opt in."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.core.cycle import run_cycle
-from scheduler.core.healthy_capacity import (
+from scheduler.core.beyond.healthy_capacity import (
     EffectiveQuota,
     condition_message,
     flavor_capacities,
     follow_healthy_capacity,
 )
-from scheduler.core.quota import FlavorSpec
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.quota import FlavorSpec
 
 from ._admission import cq, lqs, pending, rq, snapshot, summary, wl
 from ._helpers import node

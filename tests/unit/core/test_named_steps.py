@@ -7,8 +7,17 @@ import time
 import pytest
 from ortools.sat.python import cp_model
 
-from scheduler.core import cycle, flavorassigner, quota
-from scheduler.core.flavorassigner import Mode
+from scheduler.core.kueue import cycle, flavorassigner, quota
+from scheduler.core.kueue.flavorassigner import Mode
+from scheduler.core.kueue.queueing import LocalQueueSpec
+from scheduler.core.kueue.quota import (
+    MAY_STOP_SEARCH,
+    TRY_NEXT_FLAVOR,
+    FlavorFungibility,
+    FlavorSpec,
+    QuotaState,
+    ResourceGroup,
+)
 from scheduler.core.placement import cpsat, greedy
 from scheduler.core.preemption.classical import classical_targets
 from scheduler.core.preemption.plan import preemption_plan
@@ -17,15 +26,6 @@ from scheduler.core.preemption.targets import (
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
     target_reason,
-)
-from scheduler.core.queueing import LocalQueueSpec
-from scheduler.core.quota import (
-    MAY_STOP_SEARCH,
-    TRY_NEXT_FLAVOR,
-    FlavorFungibility,
-    FlavorSpec,
-    QuotaState,
-    ResourceGroup,
 )
 from scheduler.core.reasons import (
     FlavorRejection,

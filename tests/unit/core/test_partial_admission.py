@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from scheduler.core.config import FeatureGates, KueueConfig
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Pending
-from scheduler.core.nominate import partial_search
-from scheduler.core.quota import FlavorSpec
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Pending
+from scheduler.core.kueue.nominate import partial_search
+from scheduler.core.kueue.quota import FlavorSpec
 from scheduler.core.workload import PodSetSpec
 
 from ._admission import cq, lqs, pending, rq, snapshot, wl

@@ -1,4 +1,4 @@
-"""waitForPodsReady decisions (scheduler.core.podsready), on plain values, against Kueue
+"""waitForPodsReady decisions (scheduler.core.kueue.podsready), on plain values, against Kueue
 v0.17.0's generatePodsReadyCondition, admittedNotReadyWorkload, triggerDeactivation and
 UpdateRequeueState."""
 
@@ -8,15 +8,15 @@ import dataclasses
 
 import pytest
 
-from scheduler.core import podsready as pr
-from scheduler.core.admitted import AdmittedWorkload
 from scheduler.core.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Pending
-from scheduler.core.failures import RequeueBackoff
-from scheduler.core.queueing import LocalQueueSpec, PendingWorkload
-from scheduler.core.quota import ClusterQueueSpec, FlavorQuotas, FlavorSpec, ResourceGroup, ResourceQuota
-from scheduler.core.snapshot import Snapshot
+from scheduler.core.kueue import podsready as pr
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Pending
+from scheduler.core.kueue.failures import RequeueBackoff
+from scheduler.core.kueue.queueing import LocalQueueSpec, PendingWorkload
+from scheduler.core.kueue.quota import ClusterQueueSpec, FlavorQuotas, FlavorSpec, ResourceGroup, ResourceQuota
+from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
 READY = pr.PodsReadyCondition(True, pr.STARTED, pr.READY_MESSAGE)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from scheduler.core.beyond.preferred_domains import ANN_PREVIOUS_DOMAINS, previous_domains
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeCondition, NodeInfo
 from scheduler.core.placement.planner import place_workload
-from scheduler.core.preferred_domains import ANN_PREVIOUS_DOMAINS, previous_domains
 from scheduler.core.topology import DEFAULT_HYPERPOD_LEVELS, TopologyTree
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec

@@ -4,7 +4,7 @@ not parked; StrictFIFO ignores parking."""
 
 from __future__ import annotations
 
-from scheduler.core.queueing import PendingWorkload, heads, pending_queues
+from scheduler.core.kueue.queueing import PendingWorkload, heads, pending_queues
 from scheduler.core.workload import WorkloadSpec
 
 

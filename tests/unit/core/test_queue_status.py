@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Pending
-from scheduler.core.queue_status import FlavorUsage, ResourceUsage, queue_statuses
-from scheduler.core.queueing import ActiveCondition, LocalQueueSpec
-from scheduler.core.quota import FlavorSpec
-from scheduler.core.snapshot import after_decisions, snapshot_queues
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Pending
+from scheduler.core.kueue.queue_status import FlavorUsage, ResourceUsage, queue_statuses
+from scheduler.core.kueue.queueing import ActiveCondition, LocalQueueSpec
+from scheduler.core.kueue.quota import FlavorSpec
+from scheduler.core.kueue.snapshot import after_decisions, snapshot_queues
 
 from ._admission import NS, admitted, cq, lqs, pending, rq, snapshot, wl
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit, Pending, Preempt
-from scheduler.core.flavorassigner import assign_flavors
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit, Pending, Preempt
+from scheduler.core.kueue.flavorassigner import assign_flavors
+from scheduler.core.kueue.queueing import QueueState, resolve_priority
+from scheduler.core.kueue.quota import CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, ResourceQuota
 from scheduler.core.preemption.cost import candidates_ordering
-from scheduler.core.queueing import QueueState, resolve_priority
-from scheduler.core.quota import CohortSpec, FlavorQuotas, QuotaState, ResourceGroup, ResourceQuota
 
 from ._admission import admitted, cq, lqs, pending, rq, snapshot, summary, wl
 
@@ -60,7 +60,7 @@ def test_borrowing_limit_reached_uses_kueues_current_message() -> None:
 def test_flavors_tried_in_order_and_resource_not_covered() -> None:
     c = cq("a", {"small": {"cpu": rq(2)}, "big": {"cpu": rq(10)}})
     q = QuotaState([c])
-    from scheduler.core.quota import FlavorSpec
+    from scheduler.core.kueue.quota import FlavorSpec
     fl = {"small": FlavorSpec("small"), "big": FlavorSpec("big")}
     assert assign_flavors(wl("x", 1), c, q, fl).pod_sets[0].flavors == {"cpu": "small"}
     assert assign_flavors(wl("x", 3), c, q, fl).pod_sets[0].flavors == {"cpu": "big"}
@@ -70,7 +70,7 @@ def test_flavors_tried_in_order_and_resource_not_covered() -> None:
 
 
 def test_flavor_node_labels_must_match_selector() -> None:
-    from scheduler.core.quota import FlavorSpec
+    from scheduler.core.kueue.quota import FlavorSpec
     from scheduler.core.workload import PodSetSpec, WorkloadSpec
 
     c = cq("a", {"g5": {"cpu": rq(10)}, "p5": {"cpu": rq(10)}})
@@ -107,7 +107,7 @@ def test_charging_each_queue_its_sum_is_charging_each_workload_in_turn() -> None
     charging the workloads one by one, in any order."""
     import random
 
-    from scheduler.core.snapshot import quota_in_use
+    from scheduler.core.kueue.snapshot import quota_in_use
 
     cqs = {"a": cq("a", {"f": {"cpu": rq(2, lend=1)}}, cohort="left"),
            "b": cq("b", {"f": {"cpu": rq(3, borrow=2)}}, cohort="left"),

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from scheduler.core.admitted import AdmittedWorkload, TASUsage
-from scheduler.core.compact import WAITING_REASON
-from scheduler.core.cycle import run_cycles
-from scheduler.core.decisions import Admit, Decision, Pending, Preempt
+from scheduler.core.beyond.compactness import WAITING_REASON
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN, HELD_REASON, parse_reserved
+from scheduler.core.kueue.admitted import AdmittedWorkload, TASUsage
+from scheduler.core.kueue.cycle import run_cycles
+from scheduler.core.kueue.decisions import Admit, Decision, Pending, Preempt
+from scheduler.core.kueue.quota import FlavorSpec
 from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.quota import FlavorSpec
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN, HELD_REASON, parse_reserved
 from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec
 

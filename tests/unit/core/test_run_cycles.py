@@ -4,8 +4,8 @@ ClusterQueue per pass; each cycle sees the quota and topology the earlier ones t
 
 from __future__ import annotations
 
-from scheduler.core.cycle import run_cycle, run_cycles
-from scheduler.core.decisions import Admit, Pending
+from scheduler.core.kueue.cycle import run_cycle, run_cycles
+from scheduler.core.kueue.decisions import Admit, Pending
 
 from ._admission import cq, lqs, pending, rq, snapshot, summary, wl
 from ._helpers import RACK

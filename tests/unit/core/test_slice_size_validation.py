@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.config import KUEUE_V017, KUEUE_V019, FeatureGates, KueueConfig
-from scheduler.core.cycle import Admit, Pending, run_cycle
+from scheduler.core.kueue.cycle import Admit, Pending, run_cycle
 from scheduler.core.reasons import written_reason
 from scheduler.core.topology_request import slice_size_errors
 from scheduler.core.workload import workload_from_kueue

@@ -12,11 +12,11 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core.config import FeatureGates, KueueConfig
-from scheduler.core.cycle import run_cycle
-from scheduler.core.decisions import Admit
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit
+from scheduler.core.kueue.quota import FlavorSpec
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.placement.planner import PlacementGates, place_workload
-from scheduler.core.quota import FlavorSpec
 from scheduler.core.spreading import (
     ANN_SPREADING,
     GroupOccupancy,

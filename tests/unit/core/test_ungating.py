@@ -5,8 +5,8 @@ pods counted per domain."""
 
 from __future__ import annotations
 
+from scheduler.core.kueue.ungating import AdmittedPodSet, GatedPodView, plan_ungating
 from scheduler.core.placement.types import DomainAssignment
-from scheduler.core.ungating import AdmittedPodSet, GatedPodView, plan_ungating
 
 LEVELS = ("cloud.com/block", "cloud.com/rack")
 COMPLETION = "batch.kubernetes.io/job-completion-index"

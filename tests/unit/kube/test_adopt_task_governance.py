@@ -135,8 +135,9 @@ def _cluster() -> tuple[FakeApi, Clock, list[dict[str, Any]]]:
     eval_job = api.create(JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
         "name": "eval", "namespace": "hyperpod-ns-team-b",
         "labels": {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-b-localqueue"}},
-        "spec": {"suspend": False, "parallelism": 2, "completions": 2, "template": {"spec": {
-            "containers": [{"name": "c", "resources": {"requests": {GPU: "8", "cpu": "90"}}}]}}}}, "hyperpod-ns-team-b")
+        "spec": {"suspend": False, "parallelism": 2, "completions": 2, "template": {"spec": {  # as its Workload's
+            "containers": [{"name": "train", "resources": {"requests": {GPU: "8", "cpu": "90"}}}]}}}},
+        "hyperpod-ns-team-b")
     admitted = [
         # HyperPod's training operator created this one (no HyperPodPytorchJob CRD here: it runs it itself)
         _workload("llama-pretrain", "team-a", 2, HYPERPOD_JOB, hosts[0:2], "uid-of-the-hyperpod-job"),

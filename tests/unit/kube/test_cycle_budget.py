@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.decisions import Admit, Pending
+from scheduler.core.kueue.decisions import Admit, Pending
 from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.cycle_budget import MAX_CYCLES_PER_PASS, CycleBudget

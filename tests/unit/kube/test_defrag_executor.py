@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, parse_target
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, parse_target
 from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.defrag import REASON

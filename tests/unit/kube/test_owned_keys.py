@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 from scheduler.adapter.owned import Signer
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN, Reservation
 from scheduler.core.config import FeatureGates, KueueConfig
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget
+from scheduler.core.kueue.queueing import ANN_PRIORITY_BOOST, resolve_priority
 from scheduler.core.placement.options import PlacementOptions
-from scheduler.core.queueing import ANN_PRIORITY_BOOST, resolve_priority
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation
 from scheduler.core.workload import PodSetSpec
 from scheduler.k8s.informer import CLUSTER_QUEUES, WORKLOADS
 from scheduler.kube import status as st

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 
 from scheduler.commands import controller as cmd
-from scheduler.core.decisions import Pending
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.kueue.decisions import Pending
 from scheduler.k8s.informer import JOBS, WORKLOADS
 from scheduler.kube.apply import apply_decisions
 from tests.unit.kube.test_phases import BLOCK, NS, Harness, job

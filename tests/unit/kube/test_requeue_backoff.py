@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from scheduler.core.failures import RequeueBackoff
+from scheduler.core.kueue.failures import RequeueBackoff
 from scheduler.kube import status as st
 from scheduler.kube.eviction import evict
 from tests.unit.kube.test_phases import Harness

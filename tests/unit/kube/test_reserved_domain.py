@@ -5,9 +5,9 @@ pending decision that holds nothing and once the workload is admitted. In-memory
 from __future__ import annotations
 
 from scheduler.commands import controller as cmd
-from scheduler.core.decisions import Pending
-from scheduler.core.domain_target import DomainTarget
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN, Reservation, parse_reserved
+from scheduler.core.beyond.domain_target import DomainTarget
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN, Reservation, parse_reserved
+from scheduler.core.kueue.decisions import Pending
 from scheduler.core.workload import PodSetSpec
 from scheduler.k8s.informer import JOBS
 from scheduler.kube.apply import apply_decisions

@@ -11,8 +11,8 @@ import logging
 import pytest
 
 from scheduler.adapter.owned import SIGNATURE_FIELD, Signer
-from scheduler.core.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
-from scheduler.core.reservation import ANN_RESERVED_DOMAIN
+from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET, DomainTarget, parse_target
+from scheduler.core.beyond.held_domains import ANN_RESERVED_DOMAIN
 from scheduler.k8s.fakeapi import FakeApi
 from scheduler.kube.signing import DEFAULT_SECRET, KEY_FIELD, SECRETS, load_signer
 
