@@ -13,7 +13,7 @@ from typing import Any
 
 from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 
-# Imports inside run(): the Kubernetes client loads only when the command runs (`toposched
+# Imports inside functions: the Kubernetes client loads only when the command runs (`toposched
 # --help` imports every command module).
 
 
