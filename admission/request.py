@@ -26,7 +26,8 @@ Answer = dict[str, Any]  # an AdmissionReview with its response
 # AdmissionReview warnings: the API server keeps each one short; longer ones are cut here, the
 # full text is in the denial message or the webhook log.
 MAX_WARNING = 400
-STATUS_REASONS = {403: "Forbidden", 400: "BadRequest", 413: "RequestEntityTooLarge", 503: "ServiceUnavailable"}
+STATUS_REASONS = {403: "Forbidden", 400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid",
+                  503: "ServiceUnavailable"}
 
 
 class ReviewError(ValueError):

@@ -24,7 +24,7 @@ from admission.validation import validate_job
 from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
-from scheduler.adapter.manifest.fielderrors import Verdict
+from scheduler.adapter.manifest.fielderrors import INVALID, Verdict
 from scheduler.adapter.manifest.shape import shape_errors
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
@@ -46,7 +46,7 @@ def _name(obj: Mapping[str, Any]) -> str:
 def _verdict(r: Review, verdict: Verdict) -> Answer:
     if verdict.allowed:
         return r.allow(warnings=verdict.warnings)
-    return r.deny(verdict.message(), warnings=verdict.warnings)
+    return r.deny(verdict.message(), code=verdict.code, warnings=verdict.warnings)
 
 
 def _owner_unreadable(r: Review, what: str, exc: OwnerUnreadable) -> Answer:
@@ -119,7 +119,7 @@ def default_deny(r: Review) -> Answer | None:
         return r.allow(warnings=list(verdict.warnings)) if verdict.warnings and r.job_kind is None else None
     meta = r.obj.get("metadata")
     log.info("refused %s/%s: %s", field_of(meta, "namespace"), field_of(meta, "name"), verdict.refusal)
-    return r.deny(verdict.refusal)
+    return r.deny(verdict.refusal, code=INVALID)  # Kueue has no default deny: not "Forbidden" (hyp: "Access denied")
 
 
 def unsuspend_guard(r: Review) -> Answer | None:

@@ -33,7 +33,7 @@ from scheduler.adapter.manifest.annotations import (
     annotation_path,
 )
 from scheduler.adapter.manifest.checks import manifest_verdict
-from scheduler.adapter.manifest.fielderrors import OMIT, FieldError, Verdict, plain
+from scheduler.adapter.manifest.fielderrors import INVALID, OMIT, FieldError, Verdict, plain
 from scheduler.core.config import FeatureGates
 from scheduler.core.kueue.quota import QuotaState
 from scheduler.core.nodes import pod_spec_requests
@@ -444,8 +444,9 @@ def fewest_pods(job: Obj) -> int:
 
 
 def validate_job_against_cluster(job: Obj, view: ClusterView) -> Verdict:
-    """toposched's checks that need the cluster: queue, priority class, level, quota and topology fit."""
-    verdict = Verdict()
+    """toposched's checks that need the cluster: queue, priority class, level, quota and topology fit.
+    Kueue accepts such a job and leaves it pending: a refusal here is 422 Invalid, not 403."""
+    verdict = Verdict(code=INVALID)
     found = _queue_checks(job, view, verdict)
     if found is None:
         return verdict
@@ -480,9 +481,11 @@ def validate_job(job: Obj, view: ClusterView | None = None, old: Obj | None = No
     if kind.single_pod_set:
         verdict.extend(validate_job_against_cluster(job, view))
         return verdict
-    found = _queue_checks(job, view, verdict)
-    if found is not None and not verdict.errors:
-        verdict.extend(_multi_pod_set_fit(job, kind.kind, view, found, gates))
+    cluster = Verdict(code=INVALID)  # as validate_job_against_cluster's
+    found = _queue_checks(job, view, cluster)
+    if found is not None and not cluster.errors:
+        cluster.extend(_multi_pod_set_fit(job, kind.kind, view, found, gates))
+    verdict.extend(cluster)
     return verdict
 
 

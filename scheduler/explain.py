@@ -32,6 +32,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.adapter.explain_targets import Target, resolve, summarize
 from scheduler.adapter.snapshot import build_snapshot
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core.beyond.compactness import remaining_s
@@ -62,15 +63,48 @@ def _conditions(workload: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 def explain(snap: EngineSnapshot, namespace: str, name: str, *, solver: str = "auto",
             time_budget_s: float = 0.1, now: dt.datetime | None = None,
             config: KueueConfig = KUEUE_DEFAULTS) -> dict[str, Any]:
-    job, workload = snap.find_job(namespace, name)
-    if job is None and workload is None:
+    target = resolve(snap, namespace, name)
+    if target is None:
         raise NotFound(f"no Job or Workload {name!r} in namespace {namespace!r}")
+    if target.members is not None:
+        return _explain_members(snap, target, namespace, name, solver, time_budget_s, now, config)
+    return _explain_one(snap, target.kind or "Job", namespace, name, target.workload, solver, time_budget_s, now,
+                        config)
+
+
+def _explain_members(snap: EngineSnapshot, target: Target, namespace: str, name: str, solver: str,
+                     time_budget_s: float, now: dt.datetime | None, config: KueueConfig) -> dict[str, Any]:
+    """A Deployment, StatefulSet, LeaderWorkerSet or pod group: the counts first, then the
+    explanation of the first Workload not admitted (its queue, quota, topology)."""
+    summary = summarize(target)
+    out: dict[str, Any] = {"namespace": namespace, "name": name, "kind": target.kind, "workload": "",
+                           "clusterQueue": "", "admitted": summary.admitted, "reasons": list(summary.reasons),
+                           "members": [dict(r) for r in summary.rows], "unit": target.unit}
+    admitted = next((m.workload for m in target.members or () if m.admitted and m.workload is not None), None)
+    if admitted is not None:
+        out["clusterQueue"] = ((admitted.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+    pending = summary.pending
+    if pending is None or pending.workload is None:
+        return out
+    one = _explain_one(snap, target.kind, namespace, pending.name, pending.workload, solver, time_budget_s, now,
+                       config)
+    out["pendingMember"] = {"workload": pending.name, "pods": sorted(str(p["metadata"]["name"]) for p in pending.pods)}
+    for key, value in one.items():
+        if key == "reasons":
+            out["reasons"].extend(value)
+        elif key not in ("namespace", "name", "admitted"):
+            out[key] = value
+    return out
+
+
+def _explain_one(snap: EngineSnapshot, kind: str, namespace: str, name: str, workload: Mapping[str, Any] | None,
+                 solver: str, time_budget_s: float, now: dt.datetime | None, config: KueueConfig) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": namespace, "name": name, "workload": "", "clusterQueue": "",
                            "admitted": False, "reasons": []}
     reasons: list[dict[str, str]] = out["reasons"]
     if workload is None:
         reasons.append({"reason": "NoWorkload",
-                        "message": "no Workload for this Job yet: the controller creates one per Job labelled "
+                        "message": f"no Workload for this {kind} yet: the controller creates one per {kind} labelled "
                                    "kueue.x-k8s.io/queue-name (is the label set, is the controller running?)"})
         return out
     out["workload"] = workload["metadata"]["name"]
@@ -184,9 +218,11 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
     if not reasons:
         reasons.append({"reason": "Pending", "message": "the admission cycle made no decision for it"})
     cq = full.cluster_queues.get(cq_name)
+    if cq is None:
+        return  # no LocalQueue or ClusterQueue to rank it in: the reason above says which is missing
     # ---- queue position
     prio = resolve_priority(pw.spec, full.workload_priority_classes, full.priority_classes, pw.priority)
-    mode = cq.admission_mode if cq else ""
+    mode = cq.admission_mode
 
     def lq_of(o: PendingWorkload) -> str:
         return f"{o.spec.namespace}/{o.spec.queue_name}"
@@ -198,17 +234,16 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
         resolve_priority(o.spec, full.workload_priority_classes, full.priority_classes, o.priority),
         o.timestamp, o.key, afs.order_usage(config, full.lq_usage, mode, lq_of(o))) < me)
     out["queue"] = {"clusterQueue": cq_name, "priority": prio, "position": ahead + 1, "ahead": ahead,
-                    "pending": len(same), "strategy": cq.queueing_strategy if cq else ""}
+                    "pending": len(same), "strategy": cq.queueing_strategy}
     if afs.orders_by_usage(config, mode):
         out["queue"]["admissionFairSharing"] = {
             "localQueue": lq_of(pw), "usage": afs.local_queue_usage(full.lq_usage, lq_of(pw), config),
             "others": {lq: afs.local_queue_usage(full.lq_usage, lq, config)
                        for lq in sorted({lq_of(o) for o in same} - {lq_of(pw)})}}
     # ---- quota
-    if cq is not None:
-        out["quota"] = _quota(quota_in_use(full), cq, pw.spec, full.cluster_queues)
-        if config.fair_sharing.enabled:
-            _explain_fair_sharing(full, cq.name, pw, out)
+    out["quota"] = _quota(quota_in_use(full), cq, pw.spec, full.cluster_queues)
+    if config.fair_sharing.enabled:
+        _explain_fair_sharing(full, cq.name, pw, out)
     # ---- topology and health
     out["topology"] = _topology(full, cq, pw.spec)
     out["health"] = _health(snap, full, cq)
@@ -407,19 +442,38 @@ def _health(snap: EngineSnapshot, full: Any, cq: Any) -> dict[str, Any]:
             "flavorNodeLabels": labels}
 
 
+def _members_text(result: Mapping[str, Any], who: str) -> list[str]:
+    """The head of a target with members: its kind, then which member the rest is about."""
+    cq = f" in ClusterQueue {result['clusterQueue']}" if result.get("admitted") and result.get("clusterQueue") else ""
+    state = f"admitted{cq}: nothing is pending" if result.get("admitted") else "not all admitted"
+    lines = [f"{who} ({result.get('kind') or '?'}) is {state}."]
+    pending = result.get("pendingMember")
+    if pending:
+        pods = ", ".join(pending["pods"]) or "no pods yet"
+        lines.append(f"Explained below: {result.get('unit') or 'member'} {pending['workload']} (pods: {pods}), not "
+                     "admitted" + (f" (ClusterQueue {result['clusterQueue']})" if result.get("clusterQueue") else "")
+                     + ".")
+    return lines
+
+
 def to_text(result: Mapping[str, Any]) -> str:
     """Plain words, most important first."""
     lines = []
     who = f"{result['namespace']}/{result['name']}"
     wl = f" (Workload {result['workload']})" if result.get("workload") and result["workload"] != result["name"] else ""
     life = _lifecycle_text(result.get("lifecycle") or {})
-    if result.get("admitted"):
+    if "members" in result:
+        lines.extend(_members_text(result, who))
+    elif result.get("admitted"):
         head = f"{who}{wl} is admitted in ClusterQueue {result.get('clusterQueue') or '?'}: nothing is pending.\n"
         return head + "".join(line + "\n" for line in life)
-    lines.append(f"{who}{wl} is not admitted" + (f" (ClusterQueue {result['clusterQueue']})"
-                                                  if result.get("clusterQueue") else "") + ".")
+    else:
+        lines.append(f"{who}{wl} is not admitted" + (f" (ClusterQueue {result['clusterQueue']})"
+                                                      if result.get("clusterQueue") else "") + ".")
     for r in result.get("reasons", []):
         lines.append(f"  {r['reason']}: {r['message']}")
+    if result.get("admitted"):
+        return "\n".join(lines) + "\n"
     pt = result.get("preemptionTarget")
     if pt:
         how = "kept from an earlier cycle" if pt["sticky"] else "chosen now"

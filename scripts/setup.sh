@@ -64,3 +64,16 @@ if $tests && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     { command -v podman >/dev/null && command -v runc >/dev/null; } || apt_install "Helm install test" podman runc
   fi
 fi
+
+# The real HyperPod CLI (`hyp`, sagemaker-hyperpod 3.12.0) for the tests that drive it
+# (tests/e2e/test_hyp_cli_refusal.py): in a venv of its own, since it pins its own kubernetes,
+# pydantic and boto versions. Installed once into the cache; a failed install skips those tests.
+if $tests; then
+  hyp_venv="$stamp_dir/hyp-3.12.0"
+  if [ ! -x "$hyp_venv/bin/hyp" ]; then
+    echo "setup: installing the HyperPod CLI sagemaker-hyperpod 3.12.0 into $hyp_venv ..." >&2
+    { "$PYTHON" -m venv "$hyp_venv" && "$hyp_venv/bin/pip" install -q --disable-pip-version-check \
+        'sagemaker-hyperpod==3.12.0' >/dev/null; } \
+      || { rm -rf "$hyp_venv"; echo "setup: the hyp CLI could not be installed; the tests that drive it will be skipped" >&2; }
+  fi
+fi

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scheduler.adapter.caches import SnapshotCaches
+from scheduler.adapter.kinds.registry import BY_FRAMEWORK, with_kind
 from scheduler.adapter.views import EngineSnapshot, holds_reservation
 from scheduler.core.config import KUEUE_DEFAULTS, KueueConfig
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
@@ -196,7 +197,8 @@ class ControllerEngine(Engine):
         if current is not None and current.generation == generation:
             return current
         cache = self.cache
-        jobs = [job for informer in cache.jobs.values() for job in informer.items()]
+        jobs = [with_kind(BY_FRAMEWORK[framework], job) if framework in BY_FRAMEWORK else job
+                for framework, informer in cache.jobs.items() for job in informer.items()]
         snap = EngineSnapshot(nodes=cache.nodes.items(), pods=cache.pods.items(), flavors=cache.flavors.items(),
                               topologies=cache.topologies.items(), workloads=cache.workloads.items(), jobs=jobs,
                               cluster_queues=cache.cluster_queues.items(), local_queues=cache.local_queues.items(),

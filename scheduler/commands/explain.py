@@ -57,7 +57,7 @@ def parse_target(target: str) -> tuple[str, str]:
 
 def read_cluster(api: Any) -> Any:
     """One list call per resource -> an ``EngineSnapshot`` (what the informers would hold)."""
-    from scheduler.adapter.kinds.registry import KINDS
+    from scheduler.adapter.kinds.registry import KINDS, with_kind
     from scheduler.api.engine import EngineSnapshot
     from scheduler.k8s import informer as inf
     from scheduler.kube.jobs import resource_of
@@ -72,7 +72,8 @@ def read_cluster(api: Any) -> Any:
             raise UserError(f"cannot list {resource.plural}: {getattr(exc, 'reason', None) or exc}", exit_code=1) \
                 from exc
 
-    jobs = [j for kind in KINDS for j in items(resource_of(kind), labelSelector="kueue.x-k8s.io/queue-name")]
+    jobs = [with_kind(kind, j) for kind in KINDS
+            for j in items(resource_of(kind), labelSelector="kueue.x-k8s.io/queue-name")]
     return EngineSnapshot(
         nodes=items(inf.NODES), pods=items(inf.PODS), flavors=items(inf.RESOURCE_FLAVORS),
         topologies=items(inf.TOPOLOGIES), workloads=items(inf.WORKLOADS), jobs=jobs,

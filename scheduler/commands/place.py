@@ -93,10 +93,24 @@ def to_text(tree: TopologyTree, placement: Placement) -> str:
     return render_text(to_json(tree, placement))
 
 
+EMPTY_CLUSTER_NOTE = ("placed on an empty cluster: no running pods were given, so the capacity they use counts as "
+                      "free; give them with --pods FILE (kubectl get pods -A -o yaml > pods.yaml), or ask the "
+                      "running engine with --server HOST:PORT (its live nodes, pods and admitted Workloads)")
+
+
+def with_occupancy(doc: dict[str, Any], empty: bool) -> dict[str, Any]:
+    """``emptyCluster`` on the answer (and the note saying how to give the running pods): an
+    offline placement without ``--pods`` sees every node free, which a busy cluster is not."""
+    doc["emptyCluster"] = empty
+    doc["note"] = EMPTY_CLUSTER_NOTE if empty else ""
+    return doc
+
+
 def render_text(doc: dict[str, Any]) -> str:
     """The text form of a :func:`to_json` document (also used for gRPC answers)."""
+    note = f"\nnote: {doc['note']}" if doc.get("emptyCluster") and doc.get("note") else ""
     if not doc["fits"]:
-        return f"does not fit: {doc['reason']}"
+        return f"does not fit: {doc['reason']}{note}"
     solver = doc["solver"]
     proof = "proven optimal" if doc["optimal"] else "not proven optimal" if solver == "cpsat" else ""
     lines = [f"fits (solver {solver}{', ' + proof if proof else ''})"]
@@ -108,7 +122,7 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append(f"  {level}: {len(paths)} domain(s): {', '.join(paths)}")
         for row in rows:
             lines.append(f"    {row['domain']}: {row['count']}  (nodes: {', '.join(row['nodes'])})")
-    return "\n".join(lines)
+    return "\n".join(lines) + note
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     tree = build_tree(nodes, pods, topology)
     check_levels(tree, workload, f"workload file {args.workload}")
     placement = compute_placement(tree, workload, args.solver, args.time_budget_ms, config)
-    return _print(args, to_json(tree, placement))
+    return _print(args, with_occupancy(to_json(tree, placement), empty=args.pods is None))
 
 
 def _print(args: argparse.Namespace, doc: dict[str, Any]) -> int:
@@ -176,4 +190,5 @@ def run_remote(args: argparse.Namespace) -> int:
         request.topology = checked(args.topology, "topology file", TOPOLOGY_EXPECTED, topology_from_documents)
     with api_client.connect_from_args(args) as conn:
         response = conn.call("Place", request)
-    return _print(args, place_response_to_json(response))
+    # --nodes without --pods: the engine places on those nodes with no pods (its live pods belong to its nodes)
+    return _print(args, with_occupancy(place_response_to_json(response), empty=bool(node_file) and not args.pods))

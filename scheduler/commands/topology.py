@@ -147,7 +147,10 @@ def read_live(args: argparse.Namespace, want_pods: bool) -> tuple[list[dict[str,
             api_client = client.ApiClient()
         except ConfigException:
             raise UserError(f"no cluster to read: {exc}; give --kubeconfig, or --nodes FILE") from exc
-    core = client.CoreV1Api(api_client)
+    from scheduler.k8s.proxy import apply_proxy, kubeconfig_proxy_url
+
+    proxy_url = kubeconfig_proxy_url(str(args.kubeconfig) if args.kubeconfig else None, args.context)
+    core = client.CoreV1Api(apply_proxy(api_client, proxy_url=proxy_url))
 
     def paged(fn: Callable[..., Any], **kw: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

@@ -70,6 +70,20 @@ def _gates(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list((pod.get("spec") or {}).get("schedulingGates") or ())
 
 
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def admitted_counts(wl: Mapping[str, Any]) -> dict[str, int]:
+    """Pod set -> the pods it was admitted for (the admission's count, which partial admission
+    may have lowered; else the spec's)."""
+    counts = {str(ps.get("name")): int(ps.get("count") or 0) for ps in (wl.get("spec") or {}).get("podSets") or ()}
+    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
+        if psa.get("count") is not None:
+            counts[str(psa.get("name"))] = int(psa["count"])
+    return counts
+
+
 def admission_gated(pod: Mapping[str, Any]) -> bool:
     return any(g.get("name") == GATE_ADMISSION for g in _gates(pod))
 
@@ -226,12 +240,29 @@ class PodIntegration:
                                 workload_of=lambda item: item[0])
 
     def _run(self, wl: Mapping[str, Any], members: Sequence[Obj]) -> None:
+        """Release the gated members of an admitted Workload, never more of a role than the
+        Workload was admitted for: the pods already released of that role (running, pending on a
+        node, or succeeded) count against it, so a fifth pod of a group of four, or a late pod
+        claiming another's role, stays held. (A role is the hash the webhook recomputed at the
+        pod's creation, which only the controller may change afterwards: admission/pods.py,
+        admission/update_guards.py.)"""
         starts = {s.name: s for s in self.starts(wl)}
+        room = admitted_counts(wl)
+        for pod in self.members(wl):
+            if not admission_gated(pod) and _phase(pod) != "Failed":
+                role = pods.pod_set_of(pod)
+                room[role] = room.get(role, 0) - 1
         for pod in members:
-            start = starts.get(pods.pod_set_of(pod))
+            role = pods.pod_set_of(pod)
+            start = starts.get(role)
             if start is None:
                 continue  # a role the admission does not name: stays held (Kueue: likewise)
+            if room.get(role, 0) <= 0:
+                log.info("pod %s held: Workload %s was admitted for no more pods of its role", object_key(pod),
+                         wl["metadata"]["name"])
+                continue
             if self.writer.patch(PODS, pod, run_patch(pod, start, wl["metadata"]["name"]), self.cache.pods):
+                room[role] -= 1
                 log.info("pod %s released: Workload %s admitted", object_key(pod), wl["metadata"]["name"])
 
     # ------------------------------------------------------------------ finish

@@ -38,7 +38,8 @@ def run_json(capsys: pytest.CaptureFixture[str], workload: Path, *extra: str) ->
 def test_required_fits_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = run_json(capsys, DATA / "job-required-l3.yaml", "--topology", str(TOPO))
     assert code == 0
-    assert set(doc) == {"apiVersion", "topology", "levels", "fits", "reason", "solver", "optimal", "podSets"}
+    assert set(doc) == {"apiVersion", "topology", "levels", "fits", "reason", "solver", "optimal", "podSets",
+                        "emptyCluster", "note"}
     assert doc["apiVersion"] == "toposched.io/place/v1"
     assert doc["topology"] == "hyperpod" and doc["levels"] == list(ps_levels())
     assert doc["fits"] is True and doc["reason"] == "" and doc["solver"] in ("greedy", "cpsat")
@@ -180,3 +181,20 @@ def test_invalid_input_exit_2_one_line(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert str(bad) in lines[0] and expect in lines[0], lines[0]
+
+
+def test_says_when_it_placed_on_an_empty_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --pods (and without --server) every node counts as free: the answer says so, in
+    JSON and in text, and how to give the running pods."""
+    workload = DATA / "job-required-l3.yaml"
+    code, doc = run_json(capsys, workload, "--topology", str(TOPO))
+    assert code == 0 and doc["emptyCluster"] is True
+    assert "--pods FILE" in doc["note"] and "--server HOST:PORT" in doc["note"]
+    code, doc = run_json(capsys, workload, "--topology", str(TOPO), "--pods", str(PODS))
+    assert doc["emptyCluster"] is False and doc["note"] == ""
+    code, out, _ = run(capsys, "--nodes", str(NODES), "--workload", str(workload), "--topology", str(TOPO))
+    assert code == 0 and out.splitlines()[0].startswith("fits")
+    assert out.splitlines()[-1].startswith("note: placed on an empty cluster: no running pods were given")
+    code, out, _ = run(capsys, "--nodes", str(NODES), "--workload", str(workload), "--topology", str(TOPO),
+                       "--pods", str(PODS))
+    assert "empty cluster" not in out

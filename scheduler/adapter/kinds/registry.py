@@ -48,6 +48,14 @@ def kind_of(obj: Mapping[str, Any]) -> JobKind | None:
     return BY_GROUP_KIND.get((group, kind))
 
 
+def with_kind(kind: JobKind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` with its ``kind`` and ``apiVersion``: the items of a list response have neither
+    (only watch events carry them), and :func:`kind_of` reads them."""
+    if obj.get("kind") == kind.kind and obj.get("apiVersion"):
+        return dict(obj)
+    return {**obj, "kind": kind.kind, "apiVersion": kind.api_version}
+
+
 def kind_or_job(obj: Mapping[str, Any]) -> JobKind:
     """:func:`kind_of`, or a batch Job when the object says no governed kind (the webhook's
     job paths set ``kind``; a bare job spec is a Job, as it always was)."""

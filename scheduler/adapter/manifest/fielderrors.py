@@ -73,12 +73,23 @@ def plain(path: str, detail: str, fix: str = "") -> FieldError:
     return FieldError(path, "", detail, OMIT, fix)
 
 
+# The HTTP code of a refusal. Kueue's webhooks return field errors, which controller-runtime's
+# validator turns into ``admission.Denied``: 403, reason Forbidden. Where toposched refuses what
+# Kueue would accept (and leave pending: a missing queue, a job that can never fit), 422, reason
+# Invalid: kubectl prints "The request is invalid: <message>", and the ``hyp`` CLI, which reads
+# any 403 as "Access denied to resource", prints "Unhandled Kubernetes error: 422 Unprocessable
+# Entity" instead (docs/webhook.md).
+FORBIDDEN = 403
+INVALID = 422
+
+
 @dataclass
 class Verdict:
-    """The decision of one validation: denied when ``errors`` is non-empty."""
+    """The decision of one validation: denied when ``errors`` is non-empty, with ``code``."""
 
     errors: list[FieldError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    code: int = FORBIDDEN
 
     @property
     def allowed(self) -> bool:
@@ -93,5 +104,7 @@ class Verdict:
         return f"{len(texts)} problems:\n" + "\n".join(f"- {t}" for t in texts)
 
     def extend(self, other: Verdict) -> None:
+        if other.errors and not self.errors and other.code != FORBIDDEN:
+            self.code = other.code  # a refusal of toposched's own, judged by a step of its own
         self.errors.extend(other.errors)
         self.warnings.extend(other.warnings)

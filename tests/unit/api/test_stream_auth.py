@@ -234,7 +234,26 @@ def test_cli_place_server_same_output(server: ApiServer, capsys: pytest.CaptureF
     base = ["place", "--workload", str(DATA / workload), "--solver", "greedy", "--output", output]
     offline = _cli(capsys, *base, "--nodes", str(DATA / "nodes.yaml"))
     remote = _cli(capsys, *base, "--server", f"127.0.0.1:{server.port}")
-    assert remote == offline and remote[0] in (0, 1)
+    # the same placement; only the offline answer says it saw no running pods
+    if output == "json":
+        doc, live = json.loads(offline[1]), json.loads(remote[1])
+        assert (doc.pop("emptyCluster"), live.pop("emptyCluster"), live.pop("note")) == (True, False, "")
+        assert doc.pop("note").startswith("placed on an empty cluster")
+        assert live == doc
+    else:
+        assert offline[1].rstrip().splitlines()[-1].startswith("note: placed on an empty cluster")
+        assert remote[1].rstrip().splitlines() == offline[1].rstrip().splitlines()[:-1]
+    assert remote[0] == offline[0] and remote[0] in (0, 1)
+
+
+def test_cli_place_server_with_nodes_and_no_pods_says_empty_cluster(server: ApiServer,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["place", "--workload", str(DATA / "job-required-l3.yaml"), "--solver", "greedy", "--output", "json",
+            "--server", f"127.0.0.1:{server.port}", "--nodes", str(DATA / "nodes.yaml")]
+    _, out, _ = _cli(capsys, *base)
+    assert json.loads(out)["emptyCluster"] is True
+    _, out, _ = _cli(capsys, *base, "--pods", str(DATA / "pods.yaml"))
+    assert json.loads(out)["emptyCluster"] is False
 
 
 def test_cli_place_server_errors(server: ApiServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

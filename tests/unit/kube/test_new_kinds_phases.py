@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from scheduler.adapter.kinds.hyperpod import HYPERPODPYTORCHJOB
+from scheduler.adapter.kinds.pod import role_hash
 from scheduler.adapter.kinds.ray import RAYCLUSTER, RAYJOB
 from scheduler.adapter.kinds.statefulset import STATEFULSET
 from scheduler.adapter.kinds.trainjob import TRAINJOB
@@ -240,6 +241,38 @@ def test_a_pod_group_is_one_workload_once_complete(harness: Harness) -> None:
     released = [harness.api.get(PODS, n, NS) for n in ("g-0", "g-1")]
     assert all(gates(p) == [] for p in released)
     assert len({p["spec"]["nodeSelector"][BLOCK] for p in released}) == 1  # one block, as required
+
+
+def test_a_pod_group_releases_no_more_pods_than_admitted_whatever_role_hash_a_tenant_writes(
+        harness: Harness) -> None:
+    """Issue 39 item 4: the Workload is built from two 1-GPU members; an 8-GPU pod that claims
+    their role hash, and a third 1-GPU pod, join the group later. The webhook recomputes a role
+    at creation (admission/pods.py) and no one but the controller may change it; here the
+    controller alone is tested: whatever role a late member claims, no role gets more pods
+    released than it was admitted for (before: both were released and ran charged as the
+    group's 2 GPUs)."""
+    group = {**Q, LABEL_POD_GROUP_NAME: "grp"}
+    count = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+
+    def member(name: str, gpus: str, role: str | None = None) -> dict[str, Any]:
+        pod = gated_pod(name, group, count)
+        pod["spec"]["containers"][0]["resources"] = {"requests": {GPU: gpus}, "limits": {GPU: gpus}}
+        # as the pod webhook writes it at creation (recomputed), or a claimed one
+        pod["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] = role or role_hash(pod["spec"])
+        return pod
+
+    for name in ("g-0", "g-1"):
+        create(harness, PODS, member(name, "1"))
+    reconcile(harness, 3)
+    [wl] = workloads(harness)
+    [pod_set] = wl["spec"]["podSets"]
+    assert pod_set["count"] == 2 and st.condition_true(wl, st.ADMITTED)
+    assert all(gates(harness.api.get(PODS, n, NS)) == [] for n in ("g-0", "g-1"))
+    create(harness, PODS, member("g-big", "8", role=pod_set["name"]))  # claims the 1-GPU pods' role
+    create(harness, PODS, member("g-extra", "1"))  # the same role, past the admitted count
+    reconcile(harness, 3)
+    assert GATE_ADMISSION in gates(harness.api.get(PODS, "g-big", NS))
+    assert GATE_ADMISSION in gates(harness.api.get(PODS, "g-extra", NS))
 
 
 def test_an_evicted_pod_workload_deletes_its_pods(harness: Harness) -> None:
