@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "extender",
     "webhook",
     "adopt",
+    "preflight",
 )
 
 

@@ -12,24 +12,37 @@ it issued certificates for answers kube-scheduler's client certificate only. The
 - ``helm upgrade`` to a second image (a rebuilt tag) rolls every Deployment while Jobs keep
   being created: none is refused, each was mutated, each is admitted, and the admissions made
   before the roll are unchanged;
-- ``helm uninstall`` leaves no webhook that refuses a labelled Job.
+- ``helm upgrade`` to values whose webhook and controller cannot start fails, and ``helm
+  rollback`` to the previous revision follows while Jobs keep being created: none is refused,
+  each is mutated and admitted, the admissions made before are unchanged;
+- ``helm uninstall`` leaves no webhook that refuses a labelled Job, and never deletes an admin's
+  objects: the PreemptionConfig / PreemptionLimit CRDs the chart installed stay
+  (``helm.sh/resource-policy: keep``) with the admin's PreemptionConfig in them, the queues and
+  flavors stay, and docs/install.md's finalizer clean-up, run as written, removes
+  ``kueue.x-k8s.io/resource-in-use`` and nothing else.
+
+``toposched preflight`` runs first, as docs/install.md says; the kube-scheduler image's tag is
+the one the chart derived from the cluster's version (no ``scheduler.image.tag`` is set).
 
 Two lengths (docs/install.md, "Proven here", has the commands and times): by default (the CI
 run) one image, the install, the pods checked against the chart, the labelled Job and the
-uninstall; ``TOPOSCHED_INSTALL_TEST=1`` adds the second image and the upgrade roll under a stream
-of Jobs; ``TOPOSCHED_INSTALL_TEST=0`` skips it. Needs root, podman, runc, buildah and mmdebstrap
-(``scripts/setup.sh --test`` installs them as root, unless TOPOSCHED_INSTALL_TEST=0).
+uninstall; ``TOPOSCHED_INSTALL_TEST=1`` adds the second image, the upgrade roll and the failed
+upgrade with its rollback under a stream of Jobs; ``TOPOSCHED_INSTALL_TEST=0`` skips it. Needs
+root, podman, runc, buildah and mmdebstrap (``scripts/setup.sh --test`` installs them as root,
+unless TOPOSCHED_INSTALL_TEST=0).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -49,7 +62,7 @@ from scheduler.devcluster.apply import apply_objects, create_nodes, load_documen
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster, free_port
 from scheduler.devcluster.health import MUTATING, VALIDATING, webhook_checks
 from scheduler.devcluster.podspec import quantity_bytes
-from scheduler.k8s.informer import JOBS, PODS, WORKLOADS, Api, Resource
+from scheduler.k8s.informer import JOBS, LOCAL_QUEUES, PODS, WORKLOADS, Api, Resource
 
 FULL = os.environ.get("TOPOSCHED_INSTALL_TEST") == "1"
 pytestmark = [
@@ -69,6 +82,12 @@ REPOSITORY = "localhost/toposched"
 FIRST, SECOND = "install-test-1", "install-test-2"
 SCHEDULER_IMAGE = f"localhost/kube-scheduler:{binaries.K8S_VERSION}"
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+PREEMPTION_CONFIGS = Resource("kueue.x-k8s.io", "v1alpha1", "preemptionconfigs", namespaced=False)
+KUEUE_OBJECTS = (Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False),
+                 Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", namespaced=False),
+                 Resource("kueue.x-k8s.io", "v1beta2", "topologies", namespaced=False))
+IN_USE = "kueue.x-k8s.io/resource-in-use"
 # 16 fake p5 nodes: 1 layer-1 x 2 layer-2 x 2 layer-3 domains of 4 nodes (32 GPUs each).
 CLUSTER = {"name": "install", "instanceType": "ml.p5.48xlarge", "layers": [1, 2, 2], "nodesPerDomain": 4}
 
@@ -147,6 +166,11 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
 @pytest.fixture(scope="module")
 def installed(install: Install) -> Install:
     """docs/install.md, "On this machine", step by step."""
+    preflight = subprocess.run([sys.executable, "-m", "scheduler.cli", "preflight", "--kubeconfig",
+                                str(install.cluster.kubeconfig)], capture_output=True, text=True, timeout=120,
+                               check=False)
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    assert preflight.stdout.splitlines()[-1] == "go: install toposched (docs/install.md)"
     run(["kubectl", "--kubeconfig", str(install.cluster.kubeconfig), "create", "namespace", NS], 60)
     run(["kubectl", "--kubeconfig", str(install.cluster.kubeconfig), "label", "namespace", NS,
          "pod-security.kubernetes.io/enforce=restricted"], 60)
@@ -158,7 +182,7 @@ def installed(install: Install) -> Install:
 def values(tag: str) -> list[str]:
     return ["--set", f"image.repository={REPOSITORY}", "--set", f"image.tag={tag}",
             "--set", "scheduler.image.repository=localhost/kube-scheduler",
-            "--set", f"scheduler.image.tag={binaries.K8S_VERSION}",
+            "--set", "preemptionCRDs.install=true",
             "--set", "nodeSelector.toposched\\.dev/node-pool=system"]
 
 
@@ -167,6 +191,9 @@ def test_every_component_runs_from_the_image_as_the_chart_says(installed: Instal
     manifest = [d for d in yaml.safe_load_all(installed.helm_run("get", "manifest", "toposched", "-n", NS)) if d]
     rendered = {d["metadata"]["name"]: d for d in manifest if d["kind"] == "Deployment"}
     assert set(rendered) == {"toposched-controller", "toposched-webhook", "toposched-scheduler"}
+    (kube_scheduler,) = [c for c in rendered["toposched-scheduler"]["spec"]["template"]["spec"]["containers"]
+                         if c["name"] == "kube-scheduler"]
+    assert kube_scheduler["image"] == SCHEDULER_IMAGE, "the tag derived from the cluster's version"
     assert rendered["toposched-scheduler"]["spec"]["template"]["spec"].get("initContainers"), \
         "the scheduler Pod issues its extender certificates in an init container"
     pods = [p for p in installed.node_pods() if not p["metadata"].get("deletionTimestamp")]
@@ -381,22 +408,41 @@ def scheduler_logs(installed: Install) -> str:
 # ---- helm upgrade: a rolling update that refuses nothing -----------------------------------
 @dataclass
 class Submitter:
-    """Creates a labelled Job every half second until stopped; records every refusal."""
+    """Creates a labelled Job every ``period`` seconds until stopped; records every refusal."""
 
     api: Api
+    prefix: str = "roll"
+    period: float = 0.5
     created: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         while not self.stop.is_set():
-            name = f"roll-{uuid.uuid4().hex[:6]}"
+            name = f"{self.prefix}-{uuid.uuid4().hex[:6]}"
             try:
                 self.api.create(JOBS, labelled_job(name), TEAM)
                 self.created.append(name)
             except ApiException as exc:
                 self.refused.append(f"{name}: {exc.status} {str(exc.body)[:300]}")
-            self.stop.wait(0.5)
+            self.stop.wait(self.period)
+
+
+@contextlib.contextmanager
+def stream_of_jobs(api: Api, prefix: str = "roll", period: float = 0.5) -> Iterator[Submitter]:
+    """A labelled Job every ``period`` seconds for as long as the block runs."""
+    submitter = Submitter(api, prefix, period)
+    thread = threading.Thread(target=submitter.run, daemon=True)
+    thread.start()
+    try:
+        yield submitter
+    finally:
+        submitter.stop.set()
+        thread.join()
+
+
+def admissions(api: Api) -> dict[str, Any]:
+    return {w["metadata"]["name"]: w["status"]["admission"] for w in api.list(WORKLOADS, TEAM)["items"] if admitted(w)}
 
 
 @pytest.mark.skipif(not FULL, reason="the upgrade roll is in the full install test: TOPOSCHED_INSTALL_TEST=1")
@@ -442,9 +488,81 @@ def test_helm_upgrade_to_a_rebuilt_image_refuses_nothing_and_keeps_admissions(in
     assert events == [], "nothing evicted"
 
 
+# ---- helm rollback after a failed upgrade --------------------------------------------------
+BROKEN = "--no-such-flag"
+
+
+@pytest.mark.skipif(not FULL, reason="the rollback is in the full install test: TOPOSCHED_INSTALL_TEST=1")
+def test_helm_rollback_after_a_failed_upgrade_refuses_nothing_and_keeps_admissions(installed: Install) -> None:
+    """docs/install.md, "Rollback": an upgrade whose webhook and controller cannot start (an
+    unknown flag) fails at its --wait timeout; `helm rollback` returns to the previous revision.
+    Throughout, a labelled Job is created every second: none refused (the old webhook replicas stay
+    under maxUnavailable 0), each mutated and admitted; earlier admissions unchanged."""
+    api = installed.api
+    # The upgrade test's Jobs fill the 128 GPUs of this cluster: gone, their quota frees, so every
+    # Job of this stream can be admitted.
+    for job in api.list(JOBS, TEAM)["items"]:
+        if job["metadata"]["name"].startswith("roll-"):
+            api.delete(JOBS, job["metadata"]["name"], TEAM, propagationPolicy="Background")
+    def upgrade_workloads() -> list[str]:
+        return [w["metadata"]["name"] for w in api.list(WORKLOADS, TEAM)["items"]
+                if any(o["name"].startswith("roll-") for o in w["metadata"].get("ownerReferences", []))]
+    installed.wait(lambda: not upgrade_workloads(), "the upgrade test's Workloads gone", 300)
+    before = admissions(api)
+    assert before, "admissions made before are there to keep"
+    env = dict(os.environ, KUBECONFIG=str(installed.cluster.kubeconfig))
+    with stream_of_jobs(api, prefix="back", period=1.0) as submitter:
+        failed = subprocess.run([str(installed.helm), "upgrade", "toposched", str(CHART), "--namespace", NS,
+                                 "--reuse-values", "--set", f"webhook.extraArgs={{{BROKEN}}}",
+                                 "--set", f"controller.extraArgs={{{BROKEN}}}", "--wait", "--timeout", "30s"],
+                                capture_output=True, text=True, timeout=600, env=env, check=False)
+        assert failed.returncode != 0, f"the broken upgrade succeeded: {failed.stdout}"
+        assert any(BROKEN in " ".join(c.get("args", [])) for p in installed.node_pods()
+                   for c in p["spec"]["containers"]), "the failed revision's pods were created"
+        installed.helm_run("rollback", "toposched", "--namespace", NS, "--wait", "--timeout", "10m")
+        time.sleep(3)  # a few more creations against the rolled-back replicas only
+    assert submitter.refused == [], submitter.refused
+    assert len(submitter.created) >= 10, f"only {len(submitter.created)} Jobs created during the upgrade and rollback"
+    print(f"{len(submitter.created)} labelled Jobs created through the failed upgrade and the rollback, none refused")
+    for name in submitter.created:
+        job = api.get(JOBS, name, TEAM)
+        assert job["spec"]["template"]["spec"]["schedulerName"] == "toposched", f"{name} was not mutated"
+    status = json.loads(installed.helm_run("status", "toposched", "--namespace", NS, "-o", "json"))
+    assert status["info"]["status"] == "deployed", status["info"]
+    installed.wait(lambda: not [p for p in installed.node_pods() for c in p["spec"]["containers"]
+                                if BROKEN in " ".join(c.get("args", []))], "the failed revision's pods gone", 180)
+    for deployment in api.list(DEPLOYMENTS, NS)["items"]:
+        assert deployment["status"].get("readyReplicas") == deployment["spec"]["replicas"], deployment["metadata"]
+    installed.wait(lambda: all(admitted(workload_of(api, n)) for n in submitter.created),
+                   f"the {len(submitter.created)} Jobs created through the rollback admitted", 300)
+    after = admissions(api)
+    for name, admission in before.items():
+        assert after.get(name) == admission, f"admission of {name} changed by the failed upgrade or the rollback"
+
+
 # ---- helm uninstall ------------------------------------------------------------------------
+def doc_block(containing: str) -> str:
+    """The bash block of docs/install.md holding ``containing``, as an admin would paste it."""
+    text = (ROOT / "docs" / "install.md").read_text()
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        if containing in block:
+            return "\n".join(line.removeprefix("  ") for line in block.splitlines())
+    raise AssertionError(f"no bash block in docs/install.md holds {containing!r}")
+
+
+def kueue_objects(api: Api) -> dict[tuple[str, str], list[str]]:
+    return {(r.plural, o["metadata"]["name"]): list(o["metadata"].get("finalizers") or [])
+            for r in KUEUE_OBJECTS for o in api.list(r)["items"]}
+
+
+ADMINS_CONFIG: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "PreemptionConfig",
+                 "metadata": {"name": "admins-preemption-config"}, "spec": {}}
 def test_helm_uninstall_leaves_no_webhook_that_refuses_jobs(installed: Install) -> None:
     api = installed.api
+    api.create(PREEMPTION_CONFIGS, ADMINS_CONFIG)  # an admin's object in a CRD the chart installed
+    local_queues = {q["metadata"]["name"] for q in api.list(LOCAL_QUEUES, TEAM)["items"]}
+    objects = kueue_objects(api)
+    assert any(IN_USE in f for f in objects.values()), f"toposched's controller put no {IN_USE}: {objects}"
     installed.helm_run("uninstall", "toposched", "--namespace", NS, "--wait", "--timeout", "5m")
     for resource in (MUTATING, VALIDATING):
         names = [c["metadata"]["name"] for c in api.list(resource)["items"]]
@@ -452,3 +570,20 @@ def test_helm_uninstall_leaves_no_webhook_that_refuses_jobs(installed: Install) 
     assert [c for c in webhook_checks(api) if not c.ok] == []
     api.create(JOBS, labelled_job("after-uninstall"), TEAM)  # not refused
     installed.wait(lambda: not installed.node_pods(), "the chart's pods gone from the podman node", 120)
+    # nothing of the admins' deleted: the CRDs the chart installed (resource-policy: keep) with
+    # the admin's object in them, the queues and flavors
+    for crd in ("preemptionconfigs.kueue.x-k8s.io", "preemptionlimits.kueue.x-k8s.io"):
+        assert not api.get(CRDS, crd)["metadata"].get("deletionTimestamp"), crd
+    assert api.get(PREEMPTION_CONFIGS, ADMINS_CONFIG["metadata"]["name"])
+    assert {q["metadata"]["name"] for q in api.list(LOCAL_QUEUES, TEAM)["items"]} == local_queues
+    assert set(kueue_objects(api)) == set(objects)
+    # docs/install.md's clean-up lines, as written: the finalizer goes, every object stays
+    env = dict(os.environ, KUBECONFIG=str(installed.cluster.kubeconfig))
+    for containing in ('kubectl patch $kind.kueue.x-k8s.io "$name"', "spec.suspend==true"):
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", doc_block(containing)], capture_output=True,
+                             text=True, timeout=300, env=env, check=False)
+        assert out.returncode == 0, f"{containing}: {out.stdout}{out.stderr}"
+    left = kueue_objects(api)
+    assert set(left) == set(objects), "every ClusterQueue, ResourceFlavor and Topology is still there"
+    assert not [k for k, f in left.items() if IN_USE in f], left
+    assert all(left[k] == [f for f in objects[k] if f != IN_USE] for k in objects), "no other finalizer touched"

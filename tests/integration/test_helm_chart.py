@@ -49,8 +49,11 @@ def helm() -> Path:
         pytest.fail(f"cannot build helm {binaries.HELM_VERSION}: {err}")
 
 
-def helm_template(helm: Path, values: dict[str, Any] | None = None, tmp_path: Path | None = None) -> list[Obj]:
-    args = [str(helm), "template", RELEASE, str(CHART), "--namespace", NS]
+def helm_template(helm: Path, values: dict[str, Any] | None = None, tmp_path: Path | None = None,
+                  kube_version: str = binaries.K8S_VERSION) -> list[Obj]:
+    """``helm template`` as a cluster of ``kube_version`` (the local control plane's by default)
+    would render it: the kube-scheduler tag follows the cluster's version."""
+    args = [str(helm), "template", RELEASE, str(CHART), "--namespace", NS, "--kube-version", kube_version]
     if values:
         assert tmp_path is not None
         path = tmp_path / "values.yaml"
@@ -327,6 +330,51 @@ def test_image_scheduling_and_profile_values(helm: Path, tmp_path: Path) -> None
     assert config["extenders"][0]["urlPrefix"] == "https://127.0.0.1:8899" and config["extenders"][0]["weight"] == 5
     monitor = by_key(objects)[("ServiceMonitor", "toposched-controller", NS)]["spec"]
     assert monitor["endpoints"][0]["port"] == "http" and monitor["endpoints"][0]["path"] == "/metrics"
+
+
+def _scheduler_image(objects: list[Obj]) -> str:
+    return str(_container(objects, "scheduler", "kube-scheduler")["image"])
+
+
+def test_kube_scheduler_version_is_the_clusters(helm: Path, tmp_path: Path) -> None:
+    """Issue 40: the second kube-scheduler runs the cluster's own version (a kube-scheduler must not
+    be newer than its API server), derived from .Capabilities.KubeVersion; a pinned tag of a later
+    minor, or a cluster version nothing can be derived from, is refused with one line."""
+    assert _scheduler_image(helm_template(helm, kube_version="v1.33.5-eks-3025e55")) == \
+        "registry.k8s.io/kube-scheduler:v1.33.5"
+    assert _scheduler_image(helm_template(helm, kube_version="v1.31.12+k3s1")) == \
+        "registry.k8s.io/kube-scheduler:v1.31.12"
+    older = {"scheduler": {"image": {"repository": "123.dkr.ecr.us-west-2.amazonaws.com/kube-scheduler",
+                                     "tag": "v1.32.9"}}}
+    assert _scheduler_image(helm_template(helm, older, tmp_path, kube_version="v1.33.5-eks-3025e55")) == \
+        "123.dkr.ecr.us-west-2.amazonaws.com/kube-scheduler:v1.32.9"
+    with pytest.raises(HelmError, match=r"scheduler.image.tag: v1.34.0 is newer than the cluster's v1.33.5-eks"):
+        helm_template(helm, {"scheduler": {"image": {"tag": "v1.34.0"}}}, tmp_path, kube_version="v1.33.5-eks-3025e55")
+    with pytest.raises(HelmError, match=r"cannot derive kube-scheduler's version from the cluster's \"v1.33\""):
+        helm_template(helm, kube_version="1.33")
+    with pytest.raises(HelmError, match="requires kubeVersion"):
+        helm_template(helm, kube_version="v1.27.16")  # matchConditions are off by default before 1.28
+
+
+def test_webhook_on_the_host_network_for_overlay_cnis(helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
+    """Issue 40: where the EKS control plane cannot reach pod addresses (overlay CNIs), the webhook
+    runs on its node's network; off by default."""
+    assert "hostNetwork" not in _deployment(chart_objects, "webhook")["spec"]["template"]["spec"]
+    pod = _deployment(helm_template(helm, {"webhook": {"hostNetwork": True}}, tmp_path), "webhook")["spec"]["template"]
+    assert pod["spec"]["hostNetwork"] is True and pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["spec"]["containers"][0]["ports"][0]["containerPort"] == 9443
+
+
+def test_uninstall_keeps_the_preemption_crds(helm: Path, tmp_path: Path) -> None:
+    """Issue 40: deleting a CRD deletes every admin's object of its kind, so Helm keeps the
+    PreemptionConfig and PreemptionLimit CRDs on uninstall (the e2e uninstalls and checks)."""
+    objects = helm_template(helm, {"preemptionCRDs": {"install": True}}, tmp_path)
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    assert {o["metadata"]["name"] for o in crds} == {"preemptionconfigs.kueue.x-k8s.io",
+                                                      "preemptionlimits.kueue.x-k8s.io"}
+    assert all(o["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"} for o in crds)
+    on_disk = [d for d in yaml.safe_load_all((CHART / "files" / "kueue-alpha-preemption.yaml").read_text()) if d]
+    assert [o["spec"] for o in crds] == [d["spec"] for d in on_disk], "the kustomize file's definitions, unchanged"
 
 
 def test_binder_value_sets_the_extender_verbs_and_its_flag(helm: Path, tmp_path: Path) -> None:

@@ -28,6 +28,28 @@ app.kubernetes.io/component: {{ . }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* kube-scheduler's tag: scheduler.image.tag, else the cluster's own version, vMAJOR.MINOR.PATCH of
+.Capabilities.KubeVersion (EKS's v1.33.5-eks-3025e55 gives v1.33.5). A kube-scheduler must not be
+newer than its API server (Kubernetes' version skew policy), so a tag of a later minor is refused;
+so is a cluster version with no patch number (`helm template --kube-version 1.33`), where nothing
+can be derived. `helm template` without a cluster renders with Helm's built-in version (v1.37.0 for
+helm v4.3.2) unless given --kube-version. */}}
+{{- define "toposched.schedulerTag" -}}
+{{- $cluster := .Capabilities.KubeVersion.Version -}}
+{{- $derived := regexFind "^v[0-9]+\\.[0-9]+\\.[0-9]+" $cluster -}}
+{{- $tag := .Values.scheduler.image.tag | default $derived -}}
+{{- if not $tag -}}
+{{- fail (printf "scheduler.image.tag: cannot derive kube-scheduler's version from the cluster's %q: set scheduler.image.tag to the control plane's vMAJOR.MINOR.PATCH" $cluster) -}}
+{{- end -}}
+{{- if and $derived (regexMatch "^v?[0-9]+\\.[0-9]+\\.[0-9]+" $tag) -}}
+{{- $parts := regexFindAll "[0-9]+" $derived 2 -}}
+{{- if not (semverCompare (printf "<%s.%d.0-0" (index $parts 0) (add1 (atoi (index $parts 1)))) $tag) -}}
+{{- fail (printf "scheduler.image.tag: %s is newer than the cluster's %s; a kube-scheduler must not be newer than its API server: leave scheduler.image.tag empty to take %s" $tag $cluster $derived) -}}
+{{- end -}}
+{{- end -}}
+{{- $tag -}}
+{{- end -}}
+
 {{/* Scheduling of a component's pods: anti-affinity, nodeSelector, tolerations. */}}
 {{- define "toposched.placement" -}}
 {{- if .root.Values.podAntiAffinity }}
