@@ -16,13 +16,14 @@ _OMIT: Any = OMIT
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def _levels(topology: Obj) -> list[str]:
+def topology_levels(topology: Obj) -> list[str]:
+    """A Topology's node labels, widest first."""
     return [str(lv.get("nodeLabel", "")) for lv in (topology.get("spec") or {}).get("levels") or ()]
 
 
 def validate_topology(obj: Obj, old: Obj | None = None) -> Verdict:
     verdict = Verdict()
-    levels = _levels(obj)
+    levels = topology_levels(obj)
     path = "spec.levels"
     if not levels:
         verdict.errors.append(required(path, "at least one level is required",
@@ -40,7 +41,7 @@ def validate_topology(obj: Obj, old: Obj | None = None) -> Verdict:
         verdict.errors.append(invalid(path, _OMIT, "the kubernetes.io/hostname label can only be used at the lowest "
                                                    "level of topology", f"move {HOSTNAME} to the end of spec.levels"))
     if old is not None:
-        old_levels = _levels(old)
+        old_levels = topology_levels(old)
         both_host = old_levels and old_levels[-1] == HOSTNAME and levels[-1] == HOSTNAME
         if old_levels != levels and not both_host:
             verdict.errors.append(invalid(path, _OMIT, "field is immutable",

@@ -22,6 +22,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from admission.fit import NEVER, OK, WARN, empty_quota, group_fit, pod_set_shape, quota_limits, topology_fit
+from admission.kueue_objects import topology_levels
 from admission.view import ClusterView
 from admission.workloads import class_error
 from scheduler.adapter.kinds.base import PodSetSource
@@ -61,7 +62,6 @@ from scheduler.core.workload import (
 
 Obj = Mapping[str, Any]
 
-HOSTNAME = "kubernetes.io/hostname"
 QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 PRIORITY_LABEL_PATH = f"metadata.labels[{LABEL_PRIORITY_CLASS}]"
 PRIORITY_CLASS_NAME_PATH = "spec.template.spec.priorityClassName"
@@ -71,10 +71,6 @@ __all__ = ["validate_job", "validate_job_against_cluster"]
 
 
 # ---- the job against the cluster ----------------------------------------------------------
-def _levels(topology: Obj) -> list[str]:
-    return [str(lv.get("nodeLabel", "")) for lv in (topology.get("spec") or {}).get("levels") or ()]
-
-
 def _cohort(cq: Obj) -> str:
     spec = cq.get("spec") or {}
     return str(spec.get("cohortName") or spec.get("cohort") or "")
@@ -257,7 +253,7 @@ def _tas_flavor(view: ClusterView, name: str) -> tuple[Obj, str, list[str] | Non
     if not topo_name:
         return None
     topo = view.topology(str(topo_name))
-    return flavor or {}, str(topo_name), _levels(topo) if topo is not None else None
+    return flavor or {}, str(topo_name), topology_levels(topo) if topo is not None else None
 
 
 def _find_tas_flavors(ctx: _JobFit, verdict: Verdict) -> Step:
