@@ -33,6 +33,8 @@ def _pod_group(pod: Obj) -> tuple[str, ...]:
     meta = pod.get("metadata") or {}
     group = (meta.get("labels") or {}).get(LABEL_POD_GROUP_NAME)
     return (f"{meta.get('namespace')}/{group}",) if group else ()
+
+
 STATEFULSETS = inf.Resource("apps", "v1", "statefulsets")
 LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # the JobSet controller's label on its Jobs
 LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"  # the LWS controller's label on its StatefulSets
