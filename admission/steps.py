@@ -110,9 +110,7 @@ def default_deny(r: Review) -> Answer | None:
         verdict = judge(req, r.obj, r.old, r.view.owners if r.view else None, r.settings.governance,
                         r.settings.controller_users)
     except OwnerUnreadable as exc:
-        log.warning("cannot resolve the owner of a queued object: %s", exc)
-        return r.deny(f"toposched webhook: cannot tell whether this object belongs to a queued owner ({exc}); "
-                      "nothing was created or changed; retry", code=503)
+        return _owner_unreadable(r, "object", exc)
     if verdict.refusal is None:
         # Warnings come only for kinds outside the registry (a Service, a CronJob): the catch-all's
         # route, where allowing is all that is left to do.
