@@ -39,7 +39,8 @@ def controller_username(namespace: str = DEFAULT_CONTROLLER_NAMESPACE,
 DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({controller_username()})
 
 
-def _queue(obj: Mapping[str, Any]) -> str:
+def queue_name(obj: Mapping[str, Any]) -> str:
+    """The object's queue label, "" when it has none (or a value of another type)."""
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     value = labels.get(LABEL_QUEUE_NAME) if isinstance(labels, Mapping) else None
@@ -59,7 +60,7 @@ def unsuspend_errors(kind: JobKind, obj: Mapping[str, Any], old: Mapping[str, An
     (a kind held per pod group has no suspend flag to flip)."""
     if old is None or not kind.suspendable or not kind.is_suspended(old) or kind.is_suspended(obj):
         return []
-    queue = _queue(obj)
+    queue = queue_name(obj)
     if not queue or username in controller_users:
         return []
     if managed_ancestor(obj, owners, KINDS).ancestor is not None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from admission.mutation import DEFAULT_LOCAL_QUEUE
-from admission.suspension import requesting_user
+from admission.suspension import queue_name, requesting_user
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.pod import POD
@@ -53,11 +53,6 @@ def _map(obj: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     value = meta.get(where) if isinstance(meta, Mapping) else None
     return value if isinstance(value, Mapping) else {}
-
-
-def _queue(obj: Mapping[str, Any]) -> str:
-    value = _map(obj, "labels").get(LABEL_QUEUE_NAME)
-    return value if isinstance(value, str) else ""
 
 
 def kueue_gates(pod: Mapping[str, Any]) -> set[str]:
@@ -114,7 +109,7 @@ def job_update_errors(kind: JobKind, obj: Mapping[str, Any], old: Mapping[str, A
     """Kueue's queue-name rules on UPDATE of a governed object that is not a pod."""
     if username in controller_users:
         return []
-    new_queue, old_queue = _queue(obj), _queue(old)
+    new_queue, old_queue = queue_name(obj), queue_name(old)
     if new_queue == old_queue:
         return []
     fix = (f"keep {LABEL_QUEUE_NAME}: \"{old_queue}\" (the queue that admitted it); to move it, suspend it first, "
