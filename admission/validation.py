@@ -35,6 +35,7 @@ from scheduler.adapter.manifest.annotations import (
 )
 from scheduler.adapter.manifest.checks import manifest_verdict
 from scheduler.adapter.manifest.fielderrors import INVALID, OMIT, FieldError, Verdict, plain
+from scheduler.adapter.priority_policy import template_priority_class
 from scheduler.core.config import FeatureGates
 from scheduler.core.kueue.quota import QuotaState
 from scheduler.core.nodes import pod_spec_requests
@@ -197,8 +198,8 @@ def _queue_checks(job: Obj, view: ClusterView, verdict: Verdict) -> tuple[str, s
     elif wpc:
         verdict.errors += [e for e in [class_error(view, "WorkloadPriorityClass", wpc, namespace, PRIORITY_LABEL_PATH)]
                            if e is not None]
-    pc = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName")
-    if not wpc and isinstance(pc, str) and pc:  # the class the controller would read (kube/lookups.py)
+    pc = template_priority_class(job)
+    if not wpc and pc:  # the class the controller would read (kube/lookups.py)
         verdict.errors += [e for e in [class_error(view, "PriorityClass", pc, namespace, PRIORITY_CLASS_NAME_PATH)]
                            if e is not None]
     lq = view.local_queue(namespace, queue)

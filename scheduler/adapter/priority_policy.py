@@ -117,3 +117,15 @@ def class_refused(kind: str, name: str, found: Mapping[str, Any] | None, namespa
 def class_value(found: Mapping[str, Any]) -> int:
     value = found.get("value")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def template_priority_class(job: Mapping[str, Any]) -> str | None:
+    """The PriorityClass a job's pod template names (``spec.template.spec.priorityClassName``):
+    the class Kueue reads when the job has no WorkloadPriorityClass label. None when there is
+    none, or when the fields are not of Kubernetes' types (a kind whose spec has no
+    ``template``, or a body no API server sends)."""
+    spec = job.get("spec")
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+    name = pod_spec.get("priorityClassName") if isinstance(pod_spec, Mapping) else None
+    return name if isinstance(name, str) and name else None

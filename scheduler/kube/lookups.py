@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, Resolution, governed_kind, managed_ancestor
-from scheduler.adapter.priority_policy import ClassRefused, class_refused, class_value
+from scheduler.adapter.priority_policy import ClassRefused, class_refused, class_value, template_priority_class
 from scheduler.core.workload import LABEL_PRIORITY_CLASS
 from scheduler.kube.cache import ClusterCache
 
@@ -90,7 +90,7 @@ class JobLookups:
             if refused is not None:
                 return refused
             return class_value(wpc), {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": name}
-        pc_name = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("priorityClassName")
+        pc_name = template_priority_class(job)
         if pc_name:
             pc = self.cache.priority_classes.get(pc_name)
             refused = self._refused("PriorityClass", pc_name, pc, namespace, "spec.template.spec.priorityClassName")

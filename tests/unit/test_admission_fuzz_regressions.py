@@ -14,7 +14,9 @@ import pytest
 from admission import review
 from admission.routes import ROUTES
 from admission.view import ClusterView
+from scheduler.adapter.kinds.jobset import JOBSET
 from scheduler.adapter.kinds.pod import POD
+from tests.unit.test_fuzz_webhook import VIEW
 
 
 def answer(path: str, obj: Any, operation: str = "CREATE", old: Any = None) -> tuple[int, dict[str, Any]]:
@@ -60,3 +62,18 @@ def test_a_workload_update_whose_old_status_is_not_an_object_is_refused_naming_t
     code, out = answer(path, WORKLOAD, "UPDATE", {**WORKLOAD, "status": status})
     assert code == 200 and out["response"]["allowed"] is False
     assert message(out).startswith(error) and "could not validate" not in message(out), message(out)
+
+
+# A queued object of a kind whose spec has no pod template (a JobSet) carrying a `spec.template`
+# that is not an object: the priority check read it as a pod template (AttributeError, reported
+# through the could-not-validate path); found by Hypothesis after the priority bounds landed.
+@pytest.mark.parametrize("template", [True, "x", [1], {"spec": 1}, {"spec": {"priorityClassName": 7}}])
+def test_a_spec_template_of_the_wrong_type_is_no_internal_error(template: Any) -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "train", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+           "spec": {"parallelism": 0, "completions": 0, "template": template}}
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": "team-a", "userInfo": {"username": "alice"},
+        "object": job}}).encode()
+    code, out = review.answer(JOBSET.validate_path, body, VIEW)
+    assert code == 200 and "could not validate" not in message(out) and "internal error" not in message(out)
