@@ -119,13 +119,14 @@ def priority_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view:
 
 
 def validate_workload(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view: ClusterView | None,
-                      username: str, controller_users: Collection[str]) -> Verdict:
-    """The decision on one Workload CREATE (``old`` None) or UPDATE."""
+                      username: str, controller_users: Collection[str], elastic: bool = False) -> Verdict:
+    """The decision on one Workload CREATE (``old`` None) or UPDATE (``elastic``: the
+    ElasticJobsViaWorkloadSlices gate, a reserved pod set's count may go down)."""
     errors = owned_key_errors(obj, old, username, controller_users)
     if old is None or obj.get("spec") != old.get("spec"):
         errors += [field_error(p) for p in workload_problems(obj)]
     if old is not None:
-        errors += [field_error(p) for p in update_problems(obj, old)]
+        errors += [field_error(p) for p in update_problems(obj, old, elastic)]
     if not errors and username not in controller_users:
         errors += priority_errors(obj, old, view, username)
     return Verdict(errors)

@@ -5,7 +5,8 @@ its in-memory cluster) are two :class:`ClusterView` s of one protocol, so what a
 said once and the simulator cannot drift from the controller:
 
 * Admit: the workload gets its admission; its sticky preemption target and the domain its
-  compact wait held have served and are removed; its parked queue entry is forgotten.
+  compact wait held have served and are removed; its parked queue entry is forgotten; the
+  old slice an elastic job's new slice replaces is finished.
 * Preempt, Evict: the workload is evicted (step one: the view finishes the eviction once its
   pods are gone).
 * Pending: the preemption target is kept on the workload (sticky across cycles and restarts),
@@ -39,6 +40,10 @@ class ClusterView(Protocol):
     def evict(self, decision: Preempt | Evict) -> None:
         """Step one of the eviction (Evicted=True, and Preempted=True for a preemption)."""
 
+    def replace_slice(self, decision: Admit) -> None:
+        """An elastic job's new slice is admitted: finish the slice it replaces
+        (``decision.replaces``) as Kueue's scheduler does (``WorkloadSliceReplaced``)."""
+
     def annotate(self, workload: str, annotation: str, value: str | None) -> None:
         """Set (None: remove) one of toposched's annotations on the workload."""
 
@@ -52,6 +57,8 @@ def apply_decision(view: ClusterView, queue_state: QueueState, cluster_queues: M
         return
     if isinstance(decision, Admit):
         if view.admit(decision):
+            if decision.replaces:
+                view.replace_slice(decision)
             for annotation in LANDED:
                 view.annotate(decision.workload, annotation, None)
             queue_state.forget(decision.workload)

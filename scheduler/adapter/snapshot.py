@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from scheduler.adapter.afs import lq_usages
 from scheduler.adapter.caches import PendingOrProblems, SnapshotCaches
 from scheduler.adapter.cluster import core_nodes, empty_flavor_trees, subtract_admitted
+from scheduler.adapter.kinds.workload_slicing import replacements
 from scheduler.adapter.objects import (
     FINISHED,
     QUOTA_RESERVED,
@@ -163,4 +164,5 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
         preemption_rules=(preemption_rules if preemption_rules is not None
                           else configured_preemption(objects, caches=caches).rules),
         effective_quotas=effective,
+        slice_replacements=replacements(workloads.pending, workloads.holding, config.feature_gates),
     )

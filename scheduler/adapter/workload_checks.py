@@ -402,10 +402,20 @@ def holds_quota(obj: Mapping[str, Any]) -> bool:
     return condition_true(obj, QUOTA_RESERVED)
 
 
-def update_problems(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldProblem]:
+def _scaled_down(new: Any, old: Any) -> Any:
+    """``validateImmutablePodSet`` with ElasticJobsViaWorkloadSlices (Kueue v0.19.2): a lower
+    count is a scale-down, compared as the old count (every other field stays immutable)."""
+    if isinstance(new, Mapping) and isinstance(old, Mapping) and isinstance(new.get("count"), int) \
+            and isinstance(old.get("count"), int) and new["count"] < old["count"]:
+        return {**new, "count": old["count"]}
+    return new
+
+
+def update_problems(new: Mapping[str, Any], old: Mapping[str, Any], elastic: bool = False) -> list[FieldProblem]:
     """Kueue's rules for an update beyond the new object's own checks: the pod sets are
-    immutable while the old Workload holds a quota reservation (``validateImmutablePodSets``),
-    and so are the queue and the priority class (the CRD's CEL rules)."""
+    immutable while the old Workload holds a quota reservation (``validateImmutablePodSets``;
+    ``elastic``: the ElasticJobsViaWorkloadSlices gate, under which a pod set's count may go
+    down), and so are the queue and the priority class (the CRD's CEL rules)."""
     if not holds_quota(old):
         return []
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
@@ -415,7 +425,7 @@ def update_problems(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[Fiel
         out.append(FieldProblem("spec.podSets", "Invalid value", "field is immutable", "array"))
     else:
         for i, (a, b) in enumerate(zip(new_sets, old_sets, strict=True)):
-            if a != b:
+            if (_scaled_down(a, b) if elastic else a) != b:
                 out.append(FieldProblem(f"spec.podSets[{i}]", "Invalid value", "field is immutable",
                                         fix="the pod sets cannot change while the Workload holds quota"))
     if holds_quota(new) and new_spec.get("queueName") != old_spec.get("queueName") and old_spec.get("queueName"):

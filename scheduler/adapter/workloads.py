@@ -133,14 +133,23 @@ def reserved_pod_sets(workload: Obj, spec: WorkloadSpec | None = None) -> list[R
     return out
 
 
-def _quota_usage(admission: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+def _quota_usage(admission: Mapping[str, Any], counts: Mapping[str, int]) -> dict[tuple[str, str], int]:
+    """``status.admission``'s usage; a pod set whose ``spec`` count (``counts``) fell below its
+    admitted count (an elastic job scaled down in place) charges the pods it still has, as
+    Kueue's ``totalRequestsFromAdmission`` (divided by the admitted count, then multiplied)."""
     usage: dict[tuple[str, str], int] = {}
     for psa in admission.get("podSetAssignments") or ():
         flavors = psa.get("flavors") or {}
+        name = str(psa.get("name") or DEFAULT_POD_SET)
+        admitted = psa.get("count") if isinstance(psa.get("count"), int) else counts.get(name)
+        now = counts.get(name)
         for resource, quantity in (psa.get("resourceUsage") or {}).items():
             flavor = flavors.get(resource)
             if flavor:
-                usage[(flavor, resource)] = usage.get((flavor, resource), 0) + parse_quantity(quantity, resource)
+                value = parse_quantity(quantity, resource)
+                if isinstance(admitted, int) and now is not None and 0 <= now < admitted:
+                    value = value // admitted * now
+                usage[(flavor, resource)] = usage.get((flavor, resource), 0) + value
     return usage
 
 
@@ -173,7 +182,7 @@ def admitted_workload(workload: Obj, tas_flavors: frozenset[str] | set[str] = fr
     return AdmittedWorkload(
         spec,
         str(admission.get("clusterQueue") or ""),
-        _quota_usage(admission),
+        _quota_usage(admission, {ps.name: ps.count for ps in spec.pod_sets}),
         reserved_at=_condition_time(workload, QUOTA_RESERVED) or 0.0,
         priority=_priority(workload),
         evicted=condition_true(workload, EVICTED),

@@ -71,12 +71,16 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "UnadmittedWorkloadsObservability": False,  # beta off in v0.19: granular QuotaReserved reasons
     "DisableWaitForPodsReady": False,  # alpha off in v0.19: turns waitForPodsReady off
     "WorkloadPriorityClassDefaulting": False,  # alpha off in v0.18/v0.19: WPC "default"
+    # Elastic jobs (workload slices: adapter/kinds/workload_slicing.py): alpha off in v0.17,
+    # beta on since v0.18.
+    "ElasticJobsViaWorkloadSlices": False,
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {
     "TASMultiLayerTopology": True,
     "TASAssignmentsEncodingByHostnamePrefix": True,
     "TASValidateWorkloadSliceSize": True,
+    "ElasticJobsViaWorkloadSlices": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {
     KUEUE_V017: _V017_GATE_DEFAULTS,

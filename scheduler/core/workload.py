@@ -237,10 +237,14 @@ def workload_from_object(obj: Mapping[str, Any]) -> WorkloadSpec:
     raise WorkloadFormatError(f"kind: expected a batch/v1 Job or a Kueue Workload, got {kind!r}")
 
 
-def kueue_workload_name(owner_kind: str, owner_group: str, owner_name: str, owner_uid: str, max_len: int = 253) -> str:
+def kueue_workload_name(owner_kind: str, owner_group: str, owner_name: str, owner_uid: str, max_len: int = 253,
+                        extra: str = "") -> str:
     """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``<kind>-<name>`` truncated, plus a 5-hex
-    SHA-1 suffix over ``Kind\\nGroup\\nname\\nuid`` (e.g. ``job-sample-job-7f173``)."""
+    SHA-1 suffix over ``Kind\\nGroup\\nname\\nuid`` (e.g. ``job-sample-job-7f173``);
+    ``extra`` (``GenerateWorkloadNameWithExtra``: an elastic job's generation, one name per
+    workload slice) is hashed after one more newline."""
     prefix = f"{owner_kind.lower()}-{owner_name}"[: max_len - 6]
-    digest = hashlib.sha1("\n".join([owner_kind, owner_group, owner_name, owner_uid]).encode()).hexdigest()
+    parts = [owner_kind, owner_group, owner_name, owner_uid, *([extra] if extra else [])]
+    digest = hashlib.sha1("\n".join(parts).encode()).hexdigest()
     return f"{prefix}-{digest[:5]}"
 

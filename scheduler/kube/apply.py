@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from scheduler.adapter.apply import apply_decision
+from scheduler.adapter.kinds import workload_slicing as slicing
 from scheduler.core.assignment import encode_v1beta2
 from scheduler.core.beyond.compactness import RELAXED_REASON
 from scheduler.core.beyond.domain_target import ANN_PREEMPTION_TARGET
@@ -110,6 +111,18 @@ class WriterView:
         writer.notify("admitted", updated, {"clusterQueue": decision.cluster_queue, "podSetAssignments": psas,
                                             "waitSeconds": wait_s, **placement_detail(decision)})
         return True
+
+    def replace_slice(self, decision: Admit) -> None:
+        """Kueue's ``Scheduler.replaceWorkloadSlice``: the old slice Finished with reason
+        ``WorkloadSliceReplaced`` and the new slice's uid and job uid in the message, and an
+        Event on it; its quota is released as a Finished Workload's is."""
+        old, new = self._workload(decision.replaces), self._workload(decision.workload)
+        if old is None or new is None or st.is_finished(old):
+            return
+        message = slicing.replaced_message(new)
+        if self.writer.patch_workload_status(old, st.finish_status(old, slicing.REASON_REPLACED, message, self.now)):
+            self.writer.event(old, "Normal", slicing.REASON_REPLACED, message)
+            log.info("workload slice %s replaced by %s", decision.replaces, decision.workload)
 
     def evict(self, decision: Preempt | Evict) -> None:
         wl, writer = self._workload(decision.workload), self.writer

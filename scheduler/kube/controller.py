@@ -26,6 +26,7 @@ from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.kinds.base import PodSetStart
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
+from scheduler.adapter.kinds.workload_slicing import GATE as ELASTIC_GATE
 from scheduler.adapter.owned import Signer
 from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
@@ -34,6 +35,7 @@ from scheduler.kube import workload_index as wi
 from scheduler.kube.admit import AdmissionParts, AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defrag import DefragExecutor
+from scheduler.kube.elastic import ElasticSlices
 from scheduler.kube.ensure import EnsureWorkloads
 from scheduler.kube.equivalence import Equivalence
 from scheduler.kube.events import EventRecorder
@@ -101,7 +103,8 @@ class Controller:
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
-        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"))
+        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"),
+                                       settings.config.feature_gates)
         self.starting = StartAdmitted(self.shared, self.equivalence.startable)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
@@ -117,10 +120,13 @@ class Controller:
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
         self.defrag = (DefragExecutor(self.writer, clock, settings.defrag.budget, settings.defrag.interval_s,
                                       ledger=self.preemption_ledger) if settings.defrag is not None else None)
-        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration)
+        # Elastic jobs (Kueue v0.19's ElasticJobsViaWorkloadSlices): workload slices.
+        gates = settings.config.feature_gates
+        slices = ElasticSlices(self.shared, gates) if gates.enabled(ELASTIC_GATE) else None
+        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration, slices)
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
-        self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups)
+        self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups, gates)
         self.wakeup = Wakeup()
         self._stop = threading.Event()
         # Observers of decisions (the gRPC WatchDecisions stream, metrics): the writer's own

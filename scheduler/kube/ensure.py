@@ -1,6 +1,7 @@
 """Phase 1 of the controller's pass: one Workload per queued job (Kueue naming, owner
 reference), one per LeaderWorkerSet or StatefulSet group (``kube/podgroups.py``), one per pod
-or pod group (``kube/podintegration.py``)."""
+or pod group (``kube/podintegration.py``); an elastic job's workload slices
+(``kube/elastic.py``: rescaled in place, or a new slice when an admitted one scales up)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.workload_slicing import slice_annotations
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
@@ -17,6 +19,7 @@ from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
 from scheduler.kube import workload_index as wi
+from scheduler.kube.elastic import ElasticSlices
 from scheduler.kube.invalid import invalid_message
 from scheduler.kube.phase import PassState, Shared
 from scheduler.kube.podgroups import PodGroupPhases
@@ -27,21 +30,38 @@ Obj = dict[str, Any]
 
 
 class EnsureWorkloads:
-    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None) -> None:
+    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None,
+                 slices: ElasticSlices | None = None) -> None:
         self.s = shared
         self.pod_groups = pod_groups
         self.pod_integration = pod_integration
+        self.slices = slices
 
     def run(self, _state: PassState | None = None) -> None:
         s = self.s
-        workloads = s.cache.workloads
         s.isolation.for_each("ensure_workloads", [entry for uid, entry in s.lookups.job_index().items()
-                                                  if wi.owned_by(workloads, uid) is None],
+                                                  if self._wants(uid, *entry)],
                              lambda entry: self._ensure(*entry), subject=lambda entry: entry[1], concurrent=True)
         self.pod_groups.ensure()
         self.pod_groups.label_pods()
         if self.pod_integration is not None:
             self.pod_integration.ensure()
+
+    def _elastic(self, integration: JobKind, job: Obj) -> bool:
+        return self.slices is not None and self.slices.elastic(integration, job)
+
+    def _wants(self, uid: str, integration: JobKind, job: Obj) -> bool:
+        """The job needs a Workload: it has none, or (elastic) its slices ask for a new one."""
+        if self.slices is not None and self._elastic(integration, job):
+            meta = job.get("metadata") or {}
+            if meta.get("deletionTimestamp") or integration.finish_state(job).finished:
+                return False
+            try:
+                return self.slices.settle(integration, job)
+            except (TopologyRequestError, WorkloadFormatError, ValueError, TypeError, KeyError) as exc:
+                log.debug("elastic %s: pod sets unreadable (%s)", object_key(job), exc)
+                return False
+        return wi.owned_by(self.s.cache.workloads, uid) is None
 
     def _ensure(self, integration: JobKind, job: Obj) -> None:
         s = self.s
@@ -59,13 +79,19 @@ class EnsureWorkloads:
             s.writer.event(job, "Warning", priority.reason, priority.event)
             return
         try:
-            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related)
+            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related,
+                                    elastic=self._elastic(integration, job))
         except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
         if ownership.unhonoured:
             s.writer.event(job, "Warning", "OwnerReferenceNotHonoured",
                            f"{ownership.unhonoured}: queued on its own like any other {integration.kind}")
+        if self.slices is not None and self._elastic(integration, job):
+            annotations = slice_annotations(body["metadata"]["name"], self.slices.live(job))
+            if annotations is None:
+                return  # Kueue: "unexpected workload-slices count", retried once the old ones finish
+            body["metadata"]["annotations"] = {**(body["metadata"].get("annotations") or {}), **annotations}
         problems = workload_problems(body)
         if problems:  # what the API server would refuse under Kueue's CRD: never written
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))

@@ -24,11 +24,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.adapter.kinds import workload_slicing as ws
 from scheduler.adapter.kinds.base import JobKind
-from scheduler.adapter.kinds.equivalence import equivalent, job_pod_sets
+from scheduler.adapter.kinds.equivalence import equivalent, job_pod_sets, only_counts_differ
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
+from scheduler.core.config import FeatureGates
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
@@ -65,8 +67,11 @@ def _versions(kind: JobKind, job: Mapping[str, Any], wl: Mapping[str, Any]) -> t
 
 
 class Equivalence:
-    def __init__(self, shared: Shared, partial_admission: bool = True) -> None:
-        """``partial_admission``: Kueue's PartialAdmission gate (off: a job's minCount is not compared)."""
+    def __init__(self, shared: Shared, partial_admission: bool = True, gates: FeatureGates | None = None) -> None:
+        """``partial_admission``: Kueue's PartialAdmission gate (off: a job's minCount is not
+        compared); ``gates``: the Configuration's (ElasticJobsViaWorkloadSlices: a scale of an
+        elastic job is no mismatch)."""
+        self.gates = gates if gates is not None else FeatureGates()
         self.cache = shared.cache
         self.writer = shared.writer
         self.isolation = shared.isolation
@@ -89,17 +94,19 @@ class Equivalence:
         except UNREADABLE as exc:
             log.debug("pod sets of %s unreadable (%s): not compared", object_key(job), exc)
             return True
-        verdict = equivalent(pod_sets, wl, kind.is_suspended(job)) or self.scaled(kind, job, wl)
+        verdict = equivalent(pod_sets, wl, kind.is_suspended(job)) or self.scaled(kind, job, pod_sets, wl)
         if key is not None:
             self._verdicts[key] = verdict
         return verdict
 
-    def scaled(self, kind: JobKind, job: Obj, wl: Mapping[str, Any]) -> bool:
-        """Hook for elastic jobs (Kueue's workload slices, ``ElasticJobsViaWorkloadSlices``, a
-        later issue): a change of pod counts only is a scale, served by a new slice, not a
-        mismatch (``adapter.kinds.equivalence.only_counts_differ``). Not built: every change is
-        a mismatch."""
-        return False
+    def scaled(self, kind: JobKind, job: Obj, pod_sets: list[dict[str, Any]], wl: Mapping[str, Any]) -> bool:
+        """An elastic job (Kueue v0.19's workload slices, ``ElasticJobsViaWorkloadSlices``)
+        whose Workload differs from it in pod counts only has scaled, which
+        ``ensure_workloads`` serves (``kube/elastic.py``: the Workload rescaled in place, or a
+        new slice): never a mismatch, as Kueue's ``EnsureWorkloadSlices`` returns such a slice
+        as compatible. Any other change (a template, a pod set renamed) still is."""
+        return ws.supported(kind.group, kind.kind) and ws.enabled(job, self.gates) \
+            and only_counts_differ(pod_sets, wl)
 
     def startable(self, wl: Mapping[str, Any], jobs: JobIndex) -> bool:
         """``start_admitted`` starts no job whose admitted Workload does not match it."""

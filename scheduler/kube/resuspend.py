@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from scheduler.adapter.kinds import workload_slicing as ws
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.core.config import FeatureGates
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s.informer import object_key
 from scheduler.kube import status as st
@@ -30,7 +32,11 @@ CHILD_SUSPENDED_MESSAGE = "Kueue managed child job suspended"  # event reason "S
 
 
 class Resuspension:
-    def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, lookups: JobLookups) -> None:
+    def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, lookups: JobLookups,
+                 gates: FeatureGates | None = None) -> None:
+        """``gates``: the Configuration's (ElasticJobsViaWorkloadSlices: an elastic job is never
+        suspended for a slice that waits for quota)."""
+        self.gates = gates if gates is not None else FeatureGates()
         self.cache = cache
         self.writer = writer
         self.isolation = isolation
@@ -72,6 +78,10 @@ class Resuspension:
             return False  # not managed (Kueue's manageJobsWithoutQueueName: false), or done
         if self.lookups.ownership(job).ancestor is not None:
             return self._child_runs_unadmitted(integration, job)
+        if wl is not None and ws.supported(integration.group, integration.kind) and ws.enabled(job, self.gates):
+            # Kueue's reconciler: "unless this job is workload-slicing enabled" (a scale-up's new
+            # slice waits for quota while the job runs on the slice admitted before it).
+            return False
         # Admitted (or evicted: the eviction phase stops it with the eviction's message).
         return wl is None or not (st.condition_true(wl, st.ADMITTED) or st.is_finished(wl))
 

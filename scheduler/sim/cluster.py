@@ -199,6 +199,12 @@ class SimCluster:
         self.progress = True
         return True
 
+    def replace_slice(self, decision: Admit) -> None:
+        """The simulator's jobs never scale: an old slice is only dropped if one is there."""
+        old = self.admitted.pop(decision.replaces, None)
+        if old is not None:
+            self.tas(old, -1)
+
     def evict(self, decision: Preempt | Evict) -> None:
         job = self.jobs[decision.workload]
         if isinstance(decision, Preempt):

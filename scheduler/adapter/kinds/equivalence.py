@@ -143,8 +143,8 @@ def equivalent(job: Sequence[Mapping[str, Any]], workload: Obj, job_suspended: b
 
 def only_counts_differ(job: Sequence[Mapping[str, Any]], workload: Obj) -> bool:
     """The job and its Workload differ in pod counts only: for elastic jobs (Kueue's workload
-    slices, ElasticJobsViaWorkloadSlices) that is a scale, not a mismatch. Not used yet (the
-    hook is :func:`scheduler.kube.equivalence.Equivalence.scaled`)."""
+    slices, ElasticJobsViaWorkloadSlices) that is a scale, not a mismatch
+    (:func:`scheduler.kube.equivalence.Equivalence.scaled`)."""
     wl = spec_pod_sets(workload)
     return len(job) == len(wl) and all(dict(x, count=0, minCount=0) == dict(y, count=0, minCount=0)
                                        for x, y in zip(job, wl, strict=True))

@@ -65,10 +65,14 @@ def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None) -
 
 
 def workload_for_job(kind: JobKind, job: Obj, priority: int,
-                     priority_class_ref: Mapping[str, str] | None, related: Related | None = None) -> dict[str, Any]:
-    """The Workload Kueue's job reconciler would create for ``job`` (v1beta2)."""
+                     priority_class_ref: Mapping[str, str] | None, related: Related | None = None,
+                     elastic: bool = False) -> dict[str, Any]:
+    """The Workload Kueue's job reconciler would create for ``job`` (v1beta2). ``elastic``: the
+    job scales through workload slices (``adapter/kinds/workload_slicing.py``): Kueue's
+    ``newWorkloadName`` hashes the job's generation in, one name per slice."""
     meta = job["metadata"]
-    name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"])
+    extra = str(meta.get("generation") or 0) if elastic else ""
+    name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"], extra=extra)
     spec: dict[str, Any] = {
         "queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
         "podSets": workload_pod_sets(kind, job, related),

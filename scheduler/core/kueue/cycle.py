@@ -34,7 +34,7 @@ from scheduler.core.beyond.compact_wait import patient
 from scheduler.core.beyond.compact_wait import refine as wait_for_compact
 from scheduler.core.beyond.domain_target import DomainTarget
 from scheduler.core.beyond.preferred_domains import landing_target
-from scheduler.core.kueue import afs
+from scheduler.core.kueue import afs, slices
 from scheduler.core.kueue.cycle_state import CycleState
 from scheduler.core.kueue.decisions import Admit, Decision, Evict, Pending, PodSetAdmission, Preempt
 from scheduler.core.kueue.entries import Entry
@@ -221,7 +221,8 @@ def _admit(entry: Entry) -> Admit:
         )
     head = entry.head
     return Admit(head.key, head.pw.spec.uid, head.cq.name, tuple(pod_sets), entry.assignment.borrows,
-                 message=quota_reserved_message(head.cq.name), relaxed=entry.waiting.relaxed)
+                 message=quota_reserved_message(head.cq.name), relaxed=entry.waiting.relaxed,
+                 replaces=entry.replaces.key if entry.replaces is not None else "")
 
 
 def _reserve(quota: QuotaState, cq: str, usage: Usage) -> Usage:
@@ -273,10 +274,11 @@ def _settle_preempt(cyc: CycleState, nominator: Nominator, e: Entry, preempted: 
     if keys & preempted:
         return [_retry_later(e, e.outcome.reason, NotAdmitted.OVERLAPPING_TARGETS)]
     usage = e.assignment.usage
-    work = cyc.quota.clone()
+    work = cyc.quota.clone() if e.replaces is None else slices.without_slice(cyc.quota, e.replaces)
     for t in e.targets:
         work.remove_usage(t.workload.cluster_queue, t.workload.usage)
-    victims = [t.workload for t in e.targets]
+    # An elastic job's new slice counts the slice it replaces as its own (slices.py).
+    victims = [t.workload for t in e.targets] + ([e.replaces] if e.replaces is not None else [])
     placed = nominator.replaced(e, victims) if work.fits(e.head.cq.name, usage) else None
     if placed is None:
         return [_retry_later(e, e.outcome.reason, NotAdmitted.NO_LONGER_FITS)]
@@ -314,16 +316,21 @@ def _settle_fit(cyc: CycleState, nominator: Nominator, e: Entry) -> list[Decisio
     """Admit if it still fits (quota, then topology) after the entries before it, and (with
     waitForPodsReady's ``blockAdmission``) only while every admitted workload is ready."""
     pending = PendingReason.PENDING.value
-    if not cyc.quota.fits(e.head.cq.name, e.assignment.usage):
+    # An elastic job's new slice: fitted with the slice it replaces released (slices.py).
+    old = [e.replaces] if e.replaces is not None else []
+    quota = cyc.quota if e.replaces is None else slices.without_slice(cyc.quota, e.replaces)
+    if not quota.fits(e.head.cq.name, e.assignment.usage):
         return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
     if e.placed.placements:
-        placed = nominator.replaced(e, ())
+        placed = nominator.replaced(e, old)
         if placed is None:
             return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
         e = replace(e, placed=placed)
     if blocks_admission(cyc.snap.config.wait_for_pods_ready, cyc.all_ready):
         return [_pending(e, WAITING, WAITING_MESSAGE, True)]
+    cyc.quota = quota
     cyc.quota.add_usage(e.head.cq.name, e.assignment.usage)
+    cyc.topologies.release(old)
     cyc.topologies.take(e.head.key, e.head.pw.spec, e.head.spec, e.placed)
     cyc.all_ready = False  # the new admission has no ready pods yet
     return [_admit(e)]

@@ -32,6 +32,7 @@ class Admit:
     reason: str = "QuotaReserved"
     message: str = ""  # "Quota reserved in ClusterQueue <cq>"
     relaxed: str = ""  # the compact wait ran out: admitted less compact (Event CompactPlacementRelaxed)
+    replaces: str = ""  # an elastic job's new slice: the old slice ("ns/name") to finish once admitted
 
 
 @dataclass(frozen=True)

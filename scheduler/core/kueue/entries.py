@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scheduler.core.beyond.held_domains import Reservation
+from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.kueue.flavorassigner import FlavorAssignment, Mode
 from scheduler.core.kueue.queueing import PendingWorkload
 from scheduler.core.kueue.quota import ClusterQueueSpec
@@ -79,6 +80,7 @@ class Entry:
     placed: Placed = Placed()
     preemption: Preemption | None = None  # None: it needs no preemption
     waiting: Waiting = Waiting()
+    replaces: AdmittedWorkload | None = None  # an elastic job's admitted slice this one replaces (slices.py)
 
     @property
     def mode(self) -> Mode:

@@ -20,6 +20,7 @@ from typing import TypeVar
 from scheduler.core.beyond.domain_target import DomainTarget, target_of_placement
 from scheduler.core.beyond.held_domains import Reservation
 from scheduler.core.beyond.preferred_domains import preferred_domains
+from scheduler.core.kueue import slices
 from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.kueue.cycle_state import CycleState
 from scheduler.core.kueue.entries import Entry, Head, Outcome, Preemption
@@ -133,8 +134,13 @@ class Nominator:
     # ------------------------------------------------------------------ nomination
     def nominate(self, pw: PendingWorkload, cq: ClusterQueueSpec) -> Entry:
         """The whole workload; when it neither fits nor can preempt, and the PartialAdmission
-        gate is on, the most pods its ``minCount`` allow."""
-        entry = self._nominate(pw, cq, pw.spec)
+        gate is on, the most pods its ``minCount`` allow. An elastic job's new slice is
+        nominated with the slice it replaces counted as its own (slices.py)."""
+        old = slices.replaced_slice(self.state, pw.key, pw.spec.namespace, cq.name)
+        with slices.as_own(self.state, self.topologies, old):
+            entry = self._nominate(pw, cq, pw.spec)
+            if old is not None:
+                return replace(entry, replaces=old)
         if entry.admissible or not self.snap.config.feature_gates.enabled("PartialAdmission"):
             return entry
         partial = partial_search(pw.spec.pod_sets, lambda counts: self._nominate_reduced(pw, cq, counts))

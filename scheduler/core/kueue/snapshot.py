@@ -76,6 +76,9 @@ class Snapshot:
     # ClusterQueues whose quota follows healthy capacity (core/beyond/healthy_capacity.py): the
     # effective quotas ``cluster_queues`` already carry, for their status condition.
     effective_quotas: Mapping[str, tuple[EffectiveQuota, ...]] = field(default_factory=dict)
+    # Elastic jobs (Kueue's workload slices, core/kueue/slices.py): pending Workload key -> the
+    # key of the admitted slice of the same job it replaces.
+    slice_replacements: Mapping[str, str] = field(default_factory=dict)
 
 
 def quota_in_use(snap: Snapshot) -> QuotaState:
@@ -167,4 +170,7 @@ def after_decisions(snapshot: Snapshot, decisions: Sequence[Decision]) -> Snapsh
     if queues is not None:  # kept up to date when they describe the pending workloads, else dropped
         queues = (queues.without(taken, pending) if queues.describes(
             snapshot.pending, snapshot.workload_priority_classes, snapshot.priority_classes) else None)
-    return replace(snapshot, pending=pending, admitted=(*snapshot.admitted, *admitted), queues=queues)
+    # An elastic job's old slice is finished once its replacement is admitted (core/kueue/slices.py).
+    replaced = {d.replaces for d in admits.values() if d.replaces}
+    kept = tuple(w for w in snapshot.admitted if w.key not in replaced)
+    return replace(snapshot, pending=pending, admitted=(*kept, *admitted), queues=queues)

@@ -1,0 +1,65 @@
+"""Elastic jobs in the cycle: Kueue v0.19.2's workload slices (``ElasticJobsViaWorkloadSlices``;
+``pkg/workloadslicing/workloadslicing.go`` ``ReplacedWorkloadSlice`` / ``FindReplacedSliceTarget``,
+``pkg/scheduler/scheduler.go``, ``flavorassigner.go``).
+
+A new slice of a scaled-up job replaces the admitted slice it names: it is nominated as if the
+old slice's quota and topology usage were already its own (Kueue charges only the delta, new
+minus old, and keeps the old slice's flavor), the old slice is never one of its preemption
+targets, and once it is admitted the old slice is finished (``Admit.replaces``; the writer
+finishes it with Kueue's ``WorkloadSliceReplaced`` reason and message). Which pending Workload
+replaces which admitted one is the adapter's reading (``Snapshot.slice_replacements``, only
+between slices of one job); the cycle honours it only inside one ClusterQueue and namespace,
+as Kueue looks the old slice up in the new one's ClusterQueue."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.cycle_state import CycleState
+from scheduler.core.kueue.quota import QuotaState
+from scheduler.core.kueue.topologies import Topologies
+
+
+def replaced_slice(state: CycleState, key: str, namespace: str, cluster_queue: str) -> AdmittedWorkload | None:
+    """``ReplacedWorkloadSlice``: the admitted slice the pending Workload ``key`` replaces, when
+    it is in the same ClusterQueue and namespace (and not being evicted: its quota is on the
+    way out, Kueue's ``FindLatestActiveWorkload``)."""
+    old_key = state.snap.slice_replacements.get(key)
+    if old_key is None:
+        return None
+    for w in state.admitted:
+        if w.key == old_key and w.cluster_queue == cluster_queue and w.spec.namespace == namespace \
+                and not w.evicted:
+            return w
+    return None
+
+
+def without_slice(quota: QuotaState, old: AdmittedWorkload) -> QuotaState:
+    """A copy of ``quota`` with the old slice's usage released: what the new slice is fitted
+    against (the delta, as Kueue's flavor assigner subtracts the old slice's requests)."""
+    work = quota.clone()
+    work.remove_usage(old.cluster_queue, old.usage)
+    return work
+
+
+@contextmanager
+def as_own(state: CycleState, topologies: Topologies, old: AdmittedWorkload | None) -> Iterator[None]:
+    """While nominating a new slice: the old slice's quota and topology usage count as free and
+    it is no preemption candidate; restored afterwards (the cycle's state is charged only when
+    the new slice settles)."""
+    if old is None:
+        yield
+        return
+    quota, admitted, trees = state.quota, state.admitted, dict(topologies.trees)
+    state.quota = without_slice(quota, old)
+    state.admitted = [w for w in admitted if w.key != old.key]
+    for flavor in {u.flavor for u in old.tas if u.flavor in trees}:
+        topologies.trees[flavor] = topologies.without(flavor, [old])
+    try:
+        yield
+    finally:
+        state.quota, state.admitted = quota, admitted
+        topologies.trees.clear()
+        topologies.trees.update(trees)

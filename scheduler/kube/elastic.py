@@ -1,0 +1,67 @@
+"""Elastic jobs in the controller's ``ensure_workloads`` phase: Kueue v0.19.2's
+``EnsureWorkloadSlices`` (``ensureOneWorkload``'s slice path) for a job annotated
+``kueue.x-k8s.io/elastic-job: "true"`` while ``ElasticJobsViaWorkloadSlices`` is on. The
+decision is ``adapter/kinds/workload_slicing.py``'s; this module only writes it: slices to
+finish (``OutOfSync`` / ``WorkloadSliceReplaced``), pod counts rewritten in place (a scale-down,
+or any change before the slice holds quota: the quota is released at once), and whether a new
+slice is to be created (a scale-up of an admitted slice: ``EnsureWorkloads`` creates it)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from scheduler.adapter.kinds import workload_slicing as ws
+from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.workloads import workload_pod_sets
+from scheduler.core.config import FeatureGates
+from scheduler.k8s.informer import WORKLOADS, object_key
+from scheduler.kube import status as st
+from scheduler.kube import workload_index as wi
+from scheduler.kube.phase import Shared
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+class ElasticSlices:
+    def __init__(self, shared: Shared, gates: FeatureGates) -> None:
+        self.s = shared
+        self.gates = gates
+
+    def elastic(self, kind: JobKind, job: Obj) -> bool:
+        """The job scales through workload slices (Kueue's ``WorkloadSliceEnabled``; the kinds
+        Kueue's webhook lets carry the annotation)."""
+        return ws.supported(kind.group, kind.kind) and ws.enabled(job, self.gates)
+
+    def owned(self, job: Obj) -> list[Obj]:
+        return self.s.cache.workloads.indexed(wi.OWNER, str((job.get("metadata") or {}).get("uid") or ""))
+
+    def live(self, job: Obj) -> list[Obj]:
+        return [cast(Obj, wl) for wl in ws.not_finished(self.owned(job))]
+
+    def settle(self, kind: JobKind, job: Obj) -> bool:
+        """Apply the slice plan; True when the job needs a new slice (Kueue: no compatible
+        slice to return). An incompatible plan (pod sets renamed or added) is the equivalence
+        phase's, as Kueue falls back to its ordinary reconcile."""
+        counts = ws.counts_of(workload_pod_sets(kind, job, self.s.lookups.related))
+        plan = ws.ensure_slices(counts, self.owned(job))
+        for finish in plan.finish:
+            self._finish(finish)
+        if plan.workload is not None and plan.counts is not None:
+            self._rescale(job, cast(Obj, plan.workload), plan.counts)
+        return plan.compatible and plan.workload is None
+
+    def _finish(self, finish: ws.Finish) -> None:
+        wl = cast(Obj, finish.workload)  # one of the cache's Workloads
+        if self.s.writer.patch_workload_status(wl, st.finish_status(wl, finish.reason, finish.message,
+                                                                    self.s.clock())):
+            log.info("workload slice %s finished: %s", object_key(wl), finish.reason)
+
+    def _rescale(self, job: Obj, wl: Obj, counts: ws.Counts) -> None:
+        """``ApplyPodSetCounts`` + update: only the counts change (the whole list is written:
+        a merge patch replaces lists)."""
+        pod_sets = [dict(ps, count=counts.get(str(ps.get("name")), ps.get("count")))
+                    for ps in (wl.get("spec") or {}).get("podSets") or ()]
+        if self.s.writer.patch(WORKLOADS, wl, {"spec": {"podSets": pod_sets}}, self.s.cache.workloads):
+            log.info("elastic %s: Workload %s scaled in place to %s", object_key(job), object_key(wl), counts)
