@@ -17,6 +17,7 @@ from scheduler.adapter.manifest.annotations import (
     validate_pod_set_groups,
     validate_topology_annotations,
 )
+from scheduler.adapter.manifest.elastic import elastic_errors
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, invalid, required
 from scheduler.adapter.manifest.shape import shape_errors
 from scheduler.core.config import FeatureGates
@@ -78,7 +79,8 @@ def manifest_verdict(job: Obj, old: Obj | None = None, gates: FeatureGates = NO_
     refused = kind_errors(job)
     if refused:  # the kind's own refusals (Kueue's messages) come first: nothing else is judged
         return Verdict(refused)
-    verdict = Verdict()
+    # Kueue's ValidateJobOnCreate/OnUpdate judge the elastic-job annotation before the rest.
+    verdict = Verdict(elastic_errors(kind, job, old, gates))
     if kind.single_pod_set:
         template = (job.get("spec") or {}).get("template") or {}
         ann = (template.get("metadata") or {}).get("annotations") or {}

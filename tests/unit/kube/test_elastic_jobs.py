@@ -1,0 +1,183 @@
+"""Elastic jobs (Kueue v0.19.2's ElasticJobsViaWorkloadSlices) in the controller's pass,
+against the in-memory API server: a batch Job annotated ``kueue.x-k8s.io/elastic-job: "true"``
+scales up through a new workload slice admitted for the whole new size and replacing the old
+one, scales down in place, and is never suspended by a scale. Restates Kueue's job controller
+cases (pkg/controller/jobs/job/job_controller_test.go at v0.19.2, the "workload slices" cases:
+scale-up creates a new slice annotated replacement-for the old one, the old slice is finished
+``WorkloadSliceReplaced`` once the new one is admitted, a scale-down updates the slice) and the
+scheduler's ``replaceWorkloadSlice`` (pkg/scheduler/scheduler.go). Each fails on main, where the
+annotation meant nothing and a parallelism change stopped the job."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from scheduler.adapter.kinds import workload_slicing as ws
+from scheduler.adapter.workloads import admitted_workload
+from scheduler.core.config import KUEUE_V019, FeatureGates, KueueConfig
+from scheduler.core.workload import LABEL_QUEUE_NAME, kueue_workload_name
+from scheduler.k8s.informer import JOBS, WORKLOADS
+from scheduler.kube import status as st
+from tests.unit.kube.test_phases import GPU, NS, Harness
+
+V019 = KueueConfig(feature_gates=FeatureGates(release=KUEUE_V019))
+
+
+def elastic_job(name: str, parallelism: int, completions: int = 8) -> dict[str, Any]:
+    """No topology annotation (Kueue refuses a required or preferred one on an elastic job);
+    the TAS-only ClusterQueue places it unconstrained."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS, "labels": {LABEL_QUEUE_NAME: "lq"},
+                         "annotations": {ws.ELASTIC_ANNOTATION: "true"}},
+            "spec": {"parallelism": parallelism, "completions": completions, "suspend": True,
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                         "name": "c", "image": "busybox",
+                         "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}}}]}}}}
+
+
+@pytest.fixture
+def h() -> Harness:
+    harness = Harness()
+    harness.rebuild(config=V019)
+    return harness
+
+
+def reconcile(h: Harness, times: int = 1) -> None:
+    for _ in range(times):
+        h.controller.reconcile()
+        h.sync()
+
+
+def slices(h: Harness) -> list[dict[str, Any]]:
+    return sorted(h.api.objects(WORKLOADS, NS), key=lambda w: (w["metadata"]["creationTimestamp"],
+                                                                 int(w["metadata"]["resourceVersion"])))
+
+
+def live(h: Harness) -> list[dict[str, Any]]:
+    return [w for w in slices(h) if not st.is_finished(w)]
+
+
+def scale(h: Harness, name: str, parallelism: int) -> None:
+    h.clock.advance(1)
+    h.api.merge_patch(JOBS, name, {"spec": {"parallelism": parallelism}}, NS)
+    h.sync()
+
+
+def started(h: Harness, name: str, parallelism: int) -> dict[str, Any]:
+    h.api.create(JOBS, elastic_job(name, parallelism), NS)
+    h.sync()
+    reconcile(h, 2)
+    [wl] = slices(h)
+    assert st.condition_true(wl, st.ADMITTED) and h.job(name)["spec"]["suspend"] is False
+    return wl
+
+
+def gpus_used(wl: dict[str, Any]) -> int:
+    return sum(v for (_f, r), v in admitted_workload(wl).usage.items() if r == GPU)
+
+
+def test_an_elastic_jobs_first_slice_is_named_by_generation_and_annotated(h: Harness) -> None:
+    """Kueue's ``newWorkloadName`` (generation hashed in) and ``prepareWorkloadSlice`` (no slice
+    before: the slice name is its own)."""
+    wl = started(h, "el", 1)
+    job = h.job("el")
+    meta = job["metadata"]
+    assert wl["metadata"]["name"] == kueue_workload_name("Job", "batch", "el", meta["uid"], extra="1")
+    assert wl["metadata"]["annotations"][ws.ELASTIC_ANNOTATION] == "true"
+    assert wl["metadata"]["annotations"][ws.SLICE_NAME] == wl["metadata"]["name"]
+    assert ws.REPLACEMENT_FOR not in wl["metadata"]["annotations"]
+
+
+def test_scale_up_creates_a_new_slice_admitted_for_the_whole_size_and_replaces_the_old(h: Harness) -> None:
+    old = started(h, "el", 1)
+    scale(h, "el", 3)
+    reconcile(h)
+    assert h.job("el")["spec"]["suspend"] is False  # never suspended by a scale
+    reconcile(h)
+    first, second = slices(h)
+    assert first["metadata"]["name"] == old["metadata"]["name"]
+    ann = second["metadata"]["annotations"]
+    assert ann[ws.REPLACEMENT_FOR] == f"{NS}/{old['metadata']['name']}"
+    assert ann[ws.SLICE_NAME] == old["metadata"]["name"]
+    assert second["metadata"]["name"] == kueue_workload_name("Job", "batch", "el", h.job("el")["metadata"]["uid"],
+                                                            extra=str(h.job("el")["metadata"]["generation"]))
+    assert [ps["count"] for ps in second["spec"]["podSets"]] == [3]
+    assert st.condition_true(second, st.ADMITTED) and gpus_used(second) == 24
+    finished = st.find_condition(first, st.FINISHED)
+    assert finished is not None and finished["reason"] == ws.REASON_REPLACED
+    assert finished["message"] == (f"Replaced to accommodate a workload (UID: {second['metadata']['uid']}, "
+                                   f"JobUID: {h.job('el')['metadata']['uid']}) due to workload slice aggregation")
+    assert [e["message"] for e in h.events_of(ws.REASON_REPLACED)] == [finished["message"]]
+    assert h.job("el")["spec"]["suspend"] is False
+    assert h.events_of("Stopped") == []
+
+
+def test_a_scale_up_beyond_quota_waits_while_the_old_slice_keeps_running(h: Harness) -> None:
+    """The new slice is fitted for the delta: 3 -> 5 pods of 8 GPUs needs 16 more GPUs where 8
+    are free (40 > 32): it waits, and the job runs on its admitted slice (Kueue's reconciler:
+    a workload-slicing job is not suspended while its new slice is not admitted)."""
+    started(h, "el", 3)
+    scale(h, "el", 5)
+    reconcile(h, 3)
+    admitted = [w for w in live(h) if st.condition_true(w, st.ADMITTED)]
+    assert len(admitted) == 1 and admitted[0]["spec"]["podSets"][0]["count"] == 3
+    [waiting] = [w for w in live(h) if not st.has_reservation(w)]
+    assert waiting["spec"]["podSets"][0]["count"] == 5
+    assert h.job("el")["spec"]["suspend"] is False and h.events_of("Stopped") == []
+
+
+def test_scale_down_updates_the_admitted_slice_in_place_and_releases_quota(h: Harness) -> None:
+    wl = started(h, "el", 3)
+    assert gpus_used(wl) == 24
+    scale(h, "el", 1)
+    reconcile(h)
+    [after] = slices(h)
+    assert after["metadata"]["uid"] == wl["metadata"]["uid"]
+    assert after["spec"]["podSets"][0]["count"] == 1 and st.condition_true(after, st.ADMITTED)
+    assert gpus_used(after) == 8  # Kueue's totalRequestsFromAdmission: the pods it still has
+    assert h.job("el")["spec"]["suspend"] is False and h.events_of("Stopped") == []
+    # Kueue keeps the admission's topology assignment as it was (a TAS flavor's nodes stay
+    # taken until the slice ends); only the quota follows the new count.
+
+
+def test_a_template_change_of_an_elastic_job_is_still_a_mismatch(h: Harness) -> None:
+    """Only a change of counts is a scale (Kueue: EnsureWorkloadSlices is compatible only then)."""
+    started(h, "el", 1)
+    job = h.job("el")
+    containers = job["spec"]["template"]["spec"]["containers"]
+    containers[0]["image"] = "busybox:2"
+    h.api.merge_patch(JOBS, "el", {"spec": {"template": {"spec": {"containers": containers}}}}, NS)
+    h.sync()
+    reconcile(h)
+    assert h.job("el")["spec"]["suspend"] is True
+    assert h.events_of("Stopped")
+
+
+def test_under_v017_the_elastic_annotation_means_nothing(h: Harness) -> None:
+    """The gate is alpha and off in Kueue v0.17.0: a scale is a mismatch, as on main."""
+    h.rebuild(config=dataclasses.replace(V019, feature_gates=FeatureGates()))
+    started(h, "el", 1)
+    scale(h, "el", 2)
+    reconcile(h)
+    assert h.job("el")["spec"]["suspend"] is True
+
+
+def test_a_hand_written_replacement_of_another_jobs_slice_is_not_honoured(h: Harness) -> None:
+    """docs/security.md: a Workload naming another job's admitted slice in
+    ``workload-slice-replacement-for`` neither gets the old slice's quota nor finishes it."""
+    victim = started(h, "victim", 3)
+    forged = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+              "metadata": {"name": "forged", "namespace": NS,
+                           "annotations": {ws.ELASTIC_ANNOTATION: "true",
+                                           ws.REPLACEMENT_FOR: f"{NS}/{victim['metadata']['name']}"}},
+              "spec": {"queueName": "lq", "podSets": victim["spec"]["podSets"][:1]}}
+    forged["spec"]["podSets"] = [dict(forged["spec"]["podSets"][0], count=2)]
+    h.api.create(WORKLOADS, forged, NS)
+    h.sync()
+    reconcile(h, 2)
+    after = h.api.get(WORKLOADS, victim["metadata"]["name"], NS)
+    assert not st.is_finished(after) and st.condition_true(after, st.ADMITTED)
+    assert not st.has_reservation(h.api.get(WORKLOADS, "forged", NS))  # 24 + 16 > 32: no delta granted
