@@ -169,7 +169,7 @@ def test_a_hand_written_replacement_of_another_jobs_slice_is_not_honoured(h: Har
     """docs/security.md: a Workload naming another job's admitted slice in
     ``workload-slice-replacement-for`` neither gets the old slice's quota nor finishes it."""
     victim = started(h, "victim", 3)
-    forged = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+    forged: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
               "metadata": {"name": "forged", "namespace": NS,
                            "annotations": {ws.ELASTIC_ANNOTATION: "true",
                                            ws.REPLACEMENT_FOR: f"{NS}/{victim['metadata']['name']}"}},

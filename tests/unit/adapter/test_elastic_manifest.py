@@ -1,0 +1,89 @@
+"""Kueue v0.19.2's webhook rules for elastic jobs (adapter/manifest/elastic.py, through the
+manifest verdict the job webhook, ``place`` and gRPC share), restating
+pkg/controller/jobframework/validation_test.go ("elastic annotation on batch/v1.Job is allowed",
+"... on unsupported framework is rejected", "... without feature gate is ignored", "elastic job
+enabled annotation cannot be removed / added on update") and
+pkg/controller/jobs/job/job_webhook_test.go ("partial admission and elastic job cannot be used
+together", required / preferred topology "not supported with elastic jobs") at v0.19.2. Each fails
+on main, where the annotation was never judged."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from scheduler.adapter.kinds import workload_slicing as ws
+from scheduler.adapter.kinds.hyperpod import HYPERPODPYTORCHJOB
+from scheduler.adapter.kinds.jobset import JOBSET
+from scheduler.adapter.manifest.checks import manifest_verdict
+from scheduler.adapter.manifest.elastic import elastic_errors
+from scheduler.core.config import KUEUE_V019, FeatureGates
+
+ON = FeatureGates(release=KUEUE_V019)
+OFF = FeatureGates()
+PATH = "metadata.annotations[kueue.x-k8s.io/elastic-job]"
+
+
+def job(elastic: bool = True, template_annotations: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    ann = {ws.ELASTIC_ANNOTATION: "true"} if elastic else {}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                         "annotations": {**ann, **(annotations or {})}},
+            "spec": {"parallelism": 3, "completions": 3, "suspend": True,
+                     "template": {"metadata": {"annotations": template_annotations or {}},
+                                  "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}
+
+
+def errors(obj: dict[str, Any], old: dict[str, Any] | None = None, gates: FeatureGates = ON) -> list[str]:
+    return [str(e) for e in manifest_verdict(obj, old, gates).errors]
+
+
+def test_elastic_annotation_on_a_batch_job_is_allowed() -> None:
+    assert errors(job()) == []
+
+
+def test_elastic_annotation_on_an_unsupported_framework_is_rejected() -> None:
+    [error] = elastic_errors(JOBSET, {"metadata": {"annotations": {ws.ELASTIC_ANNOTATION: "true"}}}, None, ON)
+    assert str(error).startswith(f'{PATH}: Forbidden: elastic job is not supported for '
+                                 f'"jobset.x-k8s.io/v1alpha2, Kind=JobSet"')
+
+
+def test_elastic_annotation_without_the_feature_gate_is_ignored() -> None:
+    """Kueue v0.17.0's default (the gate alpha, off): nothing refused, nothing elastic."""
+    assert elastic_errors(JOBSET, {"metadata": {"annotations": {ws.ELASTIC_ANNOTATION: "true"}}}, None, OFF) == []
+    assert errors(job(annotations={"kueue.x-k8s.io/job-min-parallelism": "2"}), gates=OFF) == []
+
+
+def test_hyperpod_pytorch_jobs_are_not_judged() -> None:
+    """An external framework in Kueue: no Kueue webhook reads its annotations."""
+    assert elastic_errors(HYPERPODPYTORCHJOB, {"metadata": {"annotations": {ws.ELASTIC_ANNOTATION: "true"}}},
+                          None, ON) == []
+
+
+def test_the_elastic_annotation_cannot_be_removed_or_added_on_update() -> None:
+    elastic, plain = job(), job(elastic=False)
+    [removed] = errors(plain, elastic)
+    assert removed.startswith(f"{PATH}: Invalid value: false: field is immutable")
+    [added] = errors(elastic, plain)
+    assert added.startswith(f"{PATH}: Invalid value: true: field is immutable")
+    scaled = copy.deepcopy(elastic)
+    scaled["spec"]["parallelism"] = 5
+    assert errors(scaled, elastic) == []  # a scale is no change of the annotation
+
+
+def test_partial_admission_and_elastic_job_cannot_be_used_together() -> None:
+    [error] = errors(job(annotations={"kueue.x-k8s.io/job-min-parallelism": "2"}))
+    assert error.startswith('metadata.annotations[kueue.x-k8s.io/job-min-parallelism]: Invalid value: "2": '
+                            "partial admission and elastic job cannot be used together")
+
+
+def test_required_and_preferred_topology_are_not_supported_with_elastic_jobs() -> None:
+    [required] = errors(job(template_annotations={"kueue.x-k8s.io/podset-required-topology": "block"}))
+    assert required.startswith("spec.template.metadata.annotations[kueue.x-k8s.io/podset-required-topology]: "
+                               "Forbidden: required topology is not supported with elastic jobs")
+    [preferred] = errors(job(template_annotations={"kueue.x-k8s.io/podset-preferred-topology": "block"}))
+    assert preferred.startswith("spec.template.metadata.annotations[kueue.x-k8s.io/podset-preferred-topology]: "
+                                "Forbidden: preferred topology is not supported with elastic jobs")
+    assert errors(job(template_annotations={"kueue.x-k8s.io/podset-unconstrained-topology": "true"})) == []
+    assert errors(job(elastic=False, template_annotations={"kueue.x-k8s.io/podset-required-topology": "block"})) == []
