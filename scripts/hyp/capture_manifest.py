@@ -18,7 +18,11 @@ How (reproducible; takes about 30 s once the control-plane binaries are cached):
 4. Written to tests/data/hyp/hyp-create-pytorch-job-v1.1.yaml (with the command in a comment)
    and examples/jobs/hyperpod-pytorch-job.yaml.
 
-Usage: PYTHONPATH=$PWD python3 scripts/hyp/capture_manifest.py [--hyp /work/venvs/hyp/bin/hyp]
+With ``--elastic`` the same job with the CLI's elastic flags (``--max-replica-count``,
+``--elastic-replica-increment-step``, ...) is captured to
+tests/data/hyp/hyp-create-pytorch-job-elastic-v1.1.yaml (no example written).
+
+Usage: PYTHONPATH=$PWD python3 scripts/hyp/capture_manifest.py [--hyp /work/venvs/hyp/bin/hyp] [--elastic]
 """
 
 from __future__ import annotations
@@ -49,6 +53,13 @@ ARGS = [
     "--preferred-topology", "topology.k8s.aws/network-node-layer-3",
     "--replica-count", "4", "--instance-type", "ml.p5.48xlarge", "--accelerators", "8",
 ]
+# The CLI's elastic training flags (hyp create hyp-pytorch-job --help, sagemaker-hyperpod 3.12.0).
+ELASTIC_ARGS = [
+    "--max-replica-count", "8", "--elastic-replica-increment-step", "2",
+    "--elastic-graceful-shutdown-timeout-in-seconds", "60", "--elastic-scaling-timeout-in-seconds", "300",
+    "--elastic-scale-up-snooze-time-in-seconds", "120",
+]
+ELASTIC_FIXTURE = repo_root() / "tests" / "data" / "hyp" / "hyp-create-pytorch-job-elastic-v1.1.yaml"
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
 FIXTURE = repo_root() / "tests" / "data" / "hyp" / "hyp-create-pytorch-job-v1.1.yaml"
 EXAMPLE = repo_root() / "examples" / "jobs" / "hyperpod-pytorch-job.yaml"
@@ -70,8 +81,8 @@ def _debug_body(log: str) -> dict[str, Any]:
     return body
 
 
-def _header(hyp_version: str) -> str:
-    command = " ".join(["hyp", *ARGS])
+def _header(hyp_version: str, argv: list[str]) -> str:
+    command = " ".join(["hyp", *argv])
     return (f"# Captured from the real HyperPod CLI (sagemaker-hyperpod {hyp_version}) by\n"
             "# scripts/hyp/capture_manifest.py: the object `hyp` created on a local API server with the\n"
             "# stand-in CRD tests/data/hyp/hyperpodpytorchjob-crd.yaml (all fields preserved), server fields\n"
@@ -84,7 +95,9 @@ def _header(hyp_version: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hyp", default="/work/venvs/hyp/bin/hyp", help="the hyp executable")
+    parser.add_argument("--elastic", action="store_true", help="capture the job with the CLI's elastic flags")
     args = parser.parse_args()
+    argv = [*ARGS, *ELASTIC_ARGS] if args.elastic else ARGS
     pip = Path(args.hyp).with_name("pip")
     shown = subprocess.run([str(pip), "show", "sagemaker-hyperpod"], capture_output=True, text=True, check=True)
     hyp_version = re.search(r"^Version: (\S+)", shown.stdout, re.M).group(1)  # type: ignore[union-attr]
@@ -99,7 +112,7 @@ def main() -> int:
             env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), HOME=scratch,
                        HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9",
                        NO_PROXY="127.0.0.1,localhost", AWS_EC2_METADATA_DISABLED="true")
-            run = subprocess.run([args.hyp, *ARGS, "--debug"], capture_output=True, text=True, env=env, check=False)
+            run = subprocess.run([args.hyp, *argv, "--debug"], capture_output=True, text=True, env=env, check=False)
             log = run.stdout + run.stderr
             if run.returncode != 0 or "Successfully submitted" not in log:
                 raise SystemExit(f"hyp failed (exit {run.returncode}):\n{log}")
@@ -114,7 +127,11 @@ def main() -> int:
     logged = _debug_body(log)
     if logged != stored:
         raise SystemExit(f"the stored object differs from the body the CLI logged:\nstored: {stored}\nlogged: {logged}")
-    text = _header(hyp_version) + yaml.safe_dump(stored, sort_keys=False)
+    text = _header(hyp_version, argv) + yaml.safe_dump(stored, sort_keys=False)
+    if args.elastic:
+        ELASTIC_FIXTURE.write_text(text)
+        print(f"wrote {ELASTIC_FIXTURE.relative_to(repo_root())}")
+        return 0
     FIXTURE.write_text(text)
     EXAMPLE.write_text(text)
     print(f"wrote {FIXTURE.relative_to(repo_root())} and {EXAMPLE.relative_to(repo_root())}")

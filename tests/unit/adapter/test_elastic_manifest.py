@@ -87,3 +87,25 @@ def test_required_and_preferred_topology_are_not_supported_with_elastic_jobs() -
                                 "Forbidden: preferred topology is not supported with elastic jobs")
     assert errors(job(template_annotations={"kueue.x-k8s.io/podset-unconstrained-topology": "true"})) == []
     assert errors(job(elastic=False, template_annotations={"kueue.x-k8s.io/podset-required-topology": "block"})) == []
+
+
+def test_the_hyp_clis_elastic_job_is_charged_at_its_replicas_and_not_sliced() -> None:
+    """The real ``hyp create hyp-pytorch-job ... --max-replica-count 8
+    --elastic-replica-increment-step 2 ...`` (sagemaker-hyperpod 3.12.0; captured by
+    scripts/hyp/capture_manifest.py --elastic) writes ``spec.elasticPolicy`` and
+    ``replicaSpecs[].maxReplicas``, and no ``kueue.x-k8s.io/elastic-job`` annotation. Kueue v0.19.2
+    has no elastic support for it (an external framework, not in ``supportedElasticJobGVKs``):
+    the webhook accepts it and it is queued at its ``replicas``, as any HyperPodPyTorchJob."""
+    from pathlib import Path
+
+    import yaml
+
+    from scheduler.adapter.kinds.workloads import workload_pod_sets
+
+    text = (Path(__file__).parents[3] / "tests/data/hyp/hyp-create-pytorch-job-elastic-v1.1.yaml").read_text()
+    manifest = yaml.safe_load(text)
+    assert manifest["spec"]["elasticPolicy"]["maxReplicas"] == 8
+    assert not ws.enabled(manifest, ON)
+    assert not ws.supported(HYPERPODPYTORCHJOB.group, HYPERPODPYTORCHJOB.kind)
+    assert errors(manifest) == []
+    assert [ps["count"] for ps in workload_pod_sets(HYPERPODPYTORCHJOB, manifest)] == [4]
