@@ -17,6 +17,7 @@ Other endpoints: ``GET /healthz`` (process alive), ``GET /readyz`` (informers sy
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -36,7 +37,7 @@ from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, Owne
 from scheduler.extender.occupancy import SlotTaken
 from scheduler.extender.tls import ExtenderTLS, unauthenticated_bind_error
 from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
-from scheduler.extender.workload_view import PodRef, pod_ref, workload_view
+from scheduler.extender.workload_view import PodRef, pod_ref, view_names, workload_view
 from scheduler.http.bounded import BoundedHTTPServer, serve_in_thread
 from scheduler.http.connection import Connection
 from scheduler.http.lean import LeanRequestHandler
@@ -312,7 +313,9 @@ class ExtenderService:
         if event == "DELETED":
             self.book.delete_workload(meta.get("namespace") or "default", meta.get("name") or "")
         else:
-            self.book.upsert_workload(workload_view(obj))
+            view = workload_view(obj)
+            for name in view_names(obj):  # an elastic job's slices (workload_view.view_names)
+                self.book.upsert_workload(dataclasses.replace(view, name=name))
 
     def _on_flavor(self, event: str, obj: Obj, old: Obj | None) -> None:
         name = (obj.get("metadata") or {}).get("name") or ""

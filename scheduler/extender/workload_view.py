@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from scheduler.adapter.objects import ADMITTED, EVICTED, FINISHED, condition_true
+from scheduler.adapter.kinds import workload_slicing as slicing
+from scheduler.adapter.objects import ADMITTED, EVICTED, FINISHED, condition_true, find_condition
 from scheduler.adapter.workloads import topology_assignments
 from scheduler.core.kueue_names import ANN_POD_INDEX_OFFSET, LABEL_PREBUILT_WORKLOAD
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
@@ -193,6 +194,24 @@ def workload_view(obj: Mapping[str, Any]) -> WorkloadView:
         pod_sets[ps.name] = Assignment(ps.placement.levels, counts, rules.get(ps.name),
                                        ps.flavors[0] if ps.flavors else "")
     return WorkloadView(ns, name, not reason, reason, pod_sets, errors)
+
+
+def view_names(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names a Workload's view is filed under: its own; an elastic job's slice also under
+    its slice name (``kueue.x-k8s.io/workload-slice-name``, the first slice's name, which the
+    job's pods carry in ``kueue.x-k8s.io/workload``), so the pods of a scaled job are judged by
+    its newest slice (pending: its new pods wait, as behind Kueue's elastic scheduling gate); a
+    slice finished as replaced is filed under none (its successor holds the name)."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    annotations = meta.get("annotations") or {}
+    if annotations.get(slicing.ELASTIC_ANNOTATION) != slicing.ELASTIC_VALUE:
+        return (name,)
+    finished = find_condition(obj, FINISHED)
+    if finished is not None and finished.get("status") == "True" and finished.get("reason") == slicing.REASON_REPLACED:
+        return ()
+    chain = slicing.slice_name(obj)
+    return (name,) if chain == name else (name, chain)
 
 
 def _rank_rule(raw: Mapping[str, Any] | None) -> RankRule | None:

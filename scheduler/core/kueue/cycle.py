@@ -277,16 +277,16 @@ def _settle_preempt(cyc: CycleState, nominator: Nominator, e: Entry, preempted: 
     work = cyc.quota.clone() if e.replaces is None else slices.without_slice(cyc.quota, e.replaces)
     for t in e.targets:
         work.remove_usage(t.workload.cluster_queue, t.workload.usage)
-    # An elastic job's new slice counts the slice it replaces as its own (slices.py).
-    victims = [t.workload for t in e.targets] + ([e.replaces] if e.replaces is not None else [])
+    victims = [t.workload for t in e.targets]
     placed = nominator.replaced(e, victims) if work.fits(e.head.cq.name, usage) else None
     if placed is None:
         return [_retry_later(e, e.outcome.reason, NotAdmitted.NO_LONGER_FITS)]
     e = replace(e, placed=placed)
-    # The victims' capacity is now the preemptor's for the rest of the cycle.
+    # The victims' capacity is now the preemptor's for the rest of the cycle (and an elastic
+    # job's old slice's, which its new slice counts as its own: slices.py).
     cyc.quota = work
     cyc.quota.add_usage(e.head.cq.name, usage)
-    cyc.topologies.release(victims)
+    cyc.topologies.release(victims + ([e.replaces] if e.replaces is not None else []))
     cyc.topologies.take(e.head.key, e.head.pw.spec, e.head.spec, e.placed)
     preempted |= keys
     decisions = _preemptions(cyc, e)
@@ -322,7 +322,7 @@ def _settle_fit(cyc: CycleState, nominator: Nominator, e: Entry) -> list[Decisio
     if not quota.fits(e.head.cq.name, e.assignment.usage):
         return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
     if e.placed.placements:
-        placed = nominator.replaced(e, old)
+        placed = nominator.replaced(e, ())
         if placed is None:
             return [_retry_later(e, pending, NotAdmitted.NO_LONGER_FITS)]
         e = replace(e, placed=placed)
@@ -330,7 +330,7 @@ def _settle_fit(cyc: CycleState, nominator: Nominator, e: Entry) -> list[Decisio
         return [_pending(e, WAITING, WAITING_MESSAGE, True)]
     cyc.quota = quota
     cyc.quota.add_usage(e.head.cq.name, e.assignment.usage)
-    cyc.topologies.release(old)
+    cyc.topologies.release(old)  # finished with the admission: its nodes are free for the rest
     cyc.topologies.take(e.head.key, e.head.pw.spec, e.head.spec, e.placed)
     cyc.all_ready = False  # the new admission has no ready pods yet
     return [_admit(e)]

@@ -135,9 +135,9 @@ class Nominator:
     def nominate(self, pw: PendingWorkload, cq: ClusterQueueSpec) -> Entry:
         """The whole workload; when it neither fits nor can preempt, and the PartialAdmission
         gate is on, the most pods its ``minCount`` allow. An elastic job's new slice is
-        nominated with the slice it replaces counted as its own (slices.py)."""
+        nominated with the quota of the slice it replaces counted as its own (slices.py)."""
         old = slices.replaced_slice(self.state, pw.key, pw.spec.namespace, cq.name)
-        with slices.as_own(self.state, self.topologies, old):
+        with slices.as_own(self.state, old):
             entry = self._nominate(pw, cq, pw.spec)
             if old is not None:
                 return replace(entry, replaces=old)

@@ -3,10 +3,13 @@
 ``pkg/scheduler/scheduler.go``, ``flavorassigner.go``).
 
 A new slice of a scaled-up job replaces the admitted slice it names: it is nominated as if the
-old slice's quota and topology usage were already its own (Kueue charges only the delta, new
-minus old, and keeps the old slice's flavor), the old slice is never one of its preemption
-targets, and once it is admitted the old slice is finished (``Admit.replaces``; the writer
-finishes it with Kueue's ``WorkloadSliceReplaced`` reason and message). Which pending Workload
+old slice's quota were already its own (Kueue charges only the delta, new minus old), the old
+slice is never one of its preemption targets, and once it is admitted the old slice is finished
+(``Admit.replaces``; the writer finishes it with Kueue's ``WorkloadSliceReplaced`` reason and
+message) and its quota and topology usage are released. Its topology is placed whole beside
+the old slice's pods, which keep their nodes: Kueue v0.19.2's default, where placing only the
+delta next to the previous assignment is the alpha gate ``ElasticJobsViaWorkloadSlicesWithTAS``
+(off, not built). Which pending Workload
 replaces which admitted one is the adapter's reading (``Snapshot.slice_replacements``, only
 between slices of one job); the cycle honours it only inside one ClusterQueue and namespace,
 as Kueue looks the old slice up in the new one's ClusterQueue."""
@@ -19,7 +22,6 @@ from contextlib import contextmanager
 from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.kueue.cycle_state import CycleState
 from scheduler.core.kueue.quota import QuotaState
-from scheduler.core.kueue.topologies import Topologies
 
 
 def replaced_slice(state: CycleState, key: str, namespace: str, cluster_queue: str) -> AdmittedWorkload | None:
@@ -45,21 +47,17 @@ def without_slice(quota: QuotaState, old: AdmittedWorkload) -> QuotaState:
 
 
 @contextmanager
-def as_own(state: CycleState, topologies: Topologies, old: AdmittedWorkload | None) -> Iterator[None]:
-    """While nominating a new slice: the old slice's quota and topology usage count as free and
-    it is no preemption candidate; restored afterwards (the cycle's state is charged only when
-    the new slice settles)."""
+def as_own(state: CycleState, old: AdmittedWorkload | None) -> Iterator[None]:
+    """While nominating a new slice: the old slice's quota counts as free and it is no
+    preemption candidate; restored afterwards (the cycle's state is charged only when the new
+    slice settles)."""
     if old is None:
         yield
         return
-    quota, admitted, trees = state.quota, state.admitted, dict(topologies.trees)
+    quota, admitted = state.quota, state.admitted
     state.quota = without_slice(quota, old)
     state.admitted = [w for w in admitted if w.key != old.key]
-    for flavor in {u.flavor for u in old.tas if u.flavor in trees}:
-        topologies.trees[flavor] = topologies.without(flavor, [old])
     try:
         yield
     finally:
         state.quota, state.admitted = quota, admitted
-        topologies.trees.clear()
-        topologies.trees.update(trees)
