@@ -7,8 +7,9 @@ Pod sets: ``head`` (1) then one per worker group (name = ``groupName``, count = 
 (1). No rank label: the topology ungater places Ray pods greedily. The whole declared size is
 charged at once (head and workers together). A RayCluster its RayJob or RayService created is
 governed through its parent (a child, never queued on its own); a RayJob on an existing
-cluster (``spec.clusterSelector``) is not managed. Autoscaling is refused: toposched has no
-workload slices."""
+cluster (``spec.clusterSelector``) is not managed. Autoscaling is refused, except (Kueue v0.19's
+``ElasticJobsViaWorkloadSlices``) on a RayCluster annotated ``kueue.x-k8s.io/elastic-job: "true"``,
+whose resizes are workload slices (``adapter/manifest/elastic.py``, ``workload_slicing.py``)."""
 
 from __future__ import annotations
 
@@ -175,7 +176,7 @@ def cluster_name(obj: Mapping[str, Any]) -> str:
 
 def _cluster_errors(cluster: Mapping[str, Any], base: str, autoscaling_detail: str) -> list[KindError]:
     errors: list[KindError] = []
-    if cluster.get("enableInTreeAutoscaling"):  # no workload slices in toposched: never elastic
+    if cluster.get("enableInTreeAutoscaling"):  # an elastic RayCluster's is let through: manifest/elastic.py
         errors.append((f"{base}.enableInTreeAutoscaling", "Invalid", autoscaling_detail,
                        cluster["enableInTreeAutoscaling"]))
     groups = cluster.get("workerGroupSpecs") or []

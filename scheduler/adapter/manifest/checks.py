@@ -17,7 +17,7 @@ from scheduler.adapter.manifest.annotations import (
     validate_pod_set_groups,
     validate_topology_annotations,
 )
-from scheduler.adapter.manifest.elastic import elastic_errors
+from scheduler.adapter.manifest.elastic import elastic_errors, kind_refusals
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, invalid, required
 from scheduler.adapter.manifest.shape import shape_errors
 from scheduler.core.config import FeatureGates
@@ -76,7 +76,7 @@ def manifest_verdict(job: Obj, old: Obj | None = None, gates: FeatureGates = NO_
     """The checks of a governed job that need no cluster. On UPDATE (``old`` given) only the
     pod sets whose topology annotations changed are checked again."""
     kind = kind_or_job(job)
-    refused = kind_errors(job)
+    refused = kind_refusals(kind, job, kind_errors(job), gates)
     if refused:  # the kind's own refusals (Kueue's messages) come first: nothing else is judged
         return Verdict(refused)
     # Kueue's ValidateJobOnCreate/OnUpdate judge the elastic-job annotation before the rest.

@@ -57,6 +57,33 @@ def _batch_job_errors(job: Obj, old: Obj | None, gates: FeatureGates) -> list[Fi
     return out
 
 
+AUTOSCALING_PATH = "spec.enableInTreeAutoscaling"
+# Kueue v0.19.2's RayCluster webhook (raycluster_webhook.go validateCreate) when the cluster is
+# not an elastic job; v0.17.0's words are the kind's own (adapter/kinds/ray.py).
+RAYCLUSTER_AUTOSCALING = (f"a kueue-managed RayCluster can use autoscaling only as an elastic job: enable the "
+                          f'ElasticJobsViaWorkloadSlices feature gate and set the "{ws.ELASTIC_ANNOTATION}": '
+                          f'"{ws.ELASTIC_VALUE}" annotation')
+
+
+def kind_refusals(kind: JobKind, job: Obj, refused: list[FieldError], gates: FeatureGates) -> list[FieldError]:
+    """The kind's own refusals as Kueue v0.19.2 words them once the gate is on: a RayCluster's
+    in-tree autoscaling is allowed for an elastic cluster (its autoscaler's resizes are scales:
+    workload slices) and refused with v0.19.2's message otherwise. (Kueue v0.19.2 also lets an
+    elastic RayJob or RayService autoscale, following its child RayCluster's replicas: not
+    built, still refused.)"""
+    if (kind.group, kind.kind) != ("ray.io", "RayCluster") or not gates.enabled(ws.GATE):
+        return refused
+    out = []
+    for err in refused:
+        if err.path == AUTOSCALING_PATH:
+            if ws.enabled(job, gates):
+                continue
+            err = invalid(err.path, err.value, RAYCLUSTER_AUTOSCALING,
+                          fix=f'set {ws.ELASTIC_ANNOTATION}: "true" on the RayCluster or turn autoscaling off')
+        out.append(err)
+    return out
+
+
 def elastic_errors(kind: JobKind, job: Obj, old: Obj | None, gates: FeatureGates) -> list[FieldError]:
     """Kueue's refusals for the elastic-job annotation on a governed job (CREATE, or UPDATE
     with ``old``)."""

@@ -109,3 +109,25 @@ def test_the_hyp_clis_elastic_job_is_charged_at_its_replicas_and_not_sliced() ->
     assert not ws.supported(HYPERPODPYTORCHJOB.group, HYPERPODPYTORCHJOB.kind)
     assert errors(manifest) == []
     assert [ps["count"] for ps in workload_pod_sets(HYPERPODPYTORCHJOB, manifest)] == [4]
+
+
+def test_rayclusters_autoscaling_is_allowed_only_as_an_elastic_job() -> None:
+    """raycluster_webhook_test.go at v0.19.2 ("invalid managed - has auto scaler": the v0.19.2
+    message; with the elastic annotation it passes); under v0.17 Kueue v0.17.0's own words."""
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "rc", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                            "annotations": {ws.ELASTIC_ANNOTATION: "true"}},
+               "spec": {"enableInTreeAutoscaling": True,
+                        "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}},
+                        "workerGroupSpecs": [{"groupName": "g", "replicas": 1,
+                                              "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}]}}
+    assert errors(cluster) == []
+    plain = copy.deepcopy(cluster)
+    plain["metadata"]["annotations"] = {}
+    [refused] = errors(plain)
+    assert refused.startswith("spec.enableInTreeAutoscaling: Invalid value: true: a kueue-managed RayCluster can "
+                              "use autoscaling only as an elastic job: enable the ElasticJobsViaWorkloadSlices "
+                              'feature gate and set the "kueue.x-k8s.io/elastic-job": "true" annotation')
+    [v017] = errors(cluster, gates=OFF)
+    assert v017.startswith("spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job can use "
+                           "autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is on")

@@ -181,3 +181,41 @@ def test_a_hand_written_replacement_of_another_jobs_slice_is_not_honoured(h: Har
     after = h.api.get(WORKLOADS, victim["metadata"]["name"], NS)
     assert not st.is_finished(after) and st.condition_true(after, st.ADMITTED)
     assert not st.has_reservation(h.api.get(WORKLOADS, "forged", NS))  # 24 + 16 > 32: no delta granted
+
+
+def test_an_elastic_rayclusters_autoscaled_worker_group_scales_through_a_new_slice(h: Harness) -> None:
+    """Kueue v0.19.2's RayCluster with ``enableInTreeAutoscaling`` as an elastic job
+    (raycluster_controller_test.go's workload-slice cases): the autoscaler raising a worker
+    group's replicas is a scale, served by a new slice; the cluster keeps running."""
+    from scheduler.adapter.kinds.ray import RAYCLUSTER
+    from scheduler.kube.jobs import resource_of
+    from tests.unit.kube.test_new_kinds_phases import Q, pod_template
+
+    resource = resource_of(RAYCLUSTER)
+    one_gpu = pod_template()
+    one_gpu["spec"]["containers"][0]["resources"] = {"requests": {GPU: "8"}, "limits": {GPU: "8"}}
+    head = pod_template()
+    head["spec"]["containers"][0]["resources"] = {}
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "rc", "namespace": NS, "labels": dict(Q),
+                            "annotations": {ws.ELASTIC_ANNOTATION: "true"}},
+               "spec": {"suspend": True, "enableInTreeAutoscaling": True, "headGroupSpec": {"template": head},
+                        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "minReplicas": 1,
+                                              "maxReplicas": 3, "template": one_gpu}]}}
+    h.api.create(resource, cluster, NS)
+    h.sync()
+    reconcile(h, 3)
+    [old] = slices(h)
+    running = h.api.get(resource, "rc", NS)
+    assert st.condition_true(old, st.ADMITTED) and running["spec"]["suspend"] is False
+    group = running["spec"]["workerGroupSpecs"][0]
+    h.clock.advance(1)
+    h.api.merge_patch(resource, "rc", {"spec": {"workerGroupSpecs": [dict(group, replicas=3)]}}, NS)
+    h.sync()
+    reconcile(h, 2)
+    first, second = slices(h)
+    assert second["metadata"]["annotations"][ws.REPLACEMENT_FOR] == f"{NS}/{old['metadata']['name']}"
+    assert [(ps["name"], ps["count"]) for ps in second["spec"]["podSets"]] == [("head", 1), ("gpu", 3)]
+    assert st.condition_true(second, st.ADMITTED)
+    assert (st.find_condition(first, st.FINISHED) or {}).get("reason") == ws.REASON_REPLACED
+    assert h.api.get(resource, "rc", NS)["spec"]["suspend"] is False and h.events_of("Stopped") == []
