@@ -137,10 +137,10 @@ class Nominator:
         gate is on, the most pods its ``minCount`` allow. An elastic job's new slice is
         nominated with the quota of the slice it replaces counted as its own (slices.py)."""
         old = slices.replaced_slice(self.state, pw.key, pw.spec.namespace, cq.name)
-        with slices.as_own(self.state, old):
-            entry = self._nominate(pw, cq, pw.spec)
-            if old is not None:
-                return replace(entry, replaces=old)
+        if old is not None:  # never partial: Kueue refuses partial admission on an elastic job
+            with slices.as_own(self.state, old):
+                return replace(self._nominate(pw, slices.same_flavors(cq, old), pw.spec), replaces=old)
+        entry = self._nominate(pw, cq, pw.spec)
         if entry.admissible or not self.snap.config.feature_gates.enabled("PartialAdmission"):
             return entry
         partial = partial_search(pw.spec.pod_sets, lambda counts: self._nominate_reduced(pw, cq, counts))

@@ -68,3 +68,17 @@ def test_the_next_cycle_no_longer_counts_the_replaced_slice() -> None:
     s = replace(s, pending=(*s.pending, pending(extra)))
     admits = [d for d in run_cycles(s) if isinstance(d, Admit)]
     assert {d.workload for d in admits} == {NEW.key, extra.key}
+
+
+def test_the_new_slice_keeps_the_old_slices_flavor() -> None:
+    """flavorassigner_test.go's workload-slice case: the original flavor is enforced. The old
+    slice holds flavor "b"; "a" (tried first, and empty) is not given to the new slice."""
+    from tests.unit.core._admission import rq
+
+    queue = cq("cq", {"a": {"cpu": rq(10)}, "b": {"cpu": rq(10)}})
+    s = snapshot(cluster_queues={"cq": queue}, local_queues=lqs(("lq", "cq")),
+                 admitted=(admitted(OLD, "cq", flavor="b"),), pending=(pending(NEW),),
+                 slice_replacements={NEW.key: OLD.key})
+    [decision] = run_cycle(s)
+    assert isinstance(decision, Admit) and decision.replaces == OLD.key
+    assert dict(decision.pod_sets[0].flavors) == {"cpu": "b"}
