@@ -35,7 +35,13 @@ class ElasticSlices:
         return ws.supported(kind.group, kind.kind) and ws.enabled(job, self.gates)
 
     def owned(self, job: Obj) -> list[Obj]:
-        return self.s.cache.workloads.indexed(wi.OWNER, str((job.get("metadata") or {}).get("uid") or ""))
+        """The job's Workloads as Kueue lists them (``FindNotFinishedWorkloads``: in the job's
+        namespace, by controller owner reference): a Workload elsewhere that only carries the
+        job's uid in a label is no slice of it (docs/security.md, boundary 10)."""
+        meta = job.get("metadata") or {}
+        uid, namespace = str(meta.get("uid") or ""), meta.get("namespace")
+        return [wl for wl in self.s.cache.workloads.indexed(wi.OWNER, uid)
+                if (wl.get("metadata") or {}).get("namespace") == namespace and ws.controller_uid(wl) == uid]
 
     def live(self, job: Obj) -> list[Obj]:
         return [cast(Obj, wl) for wl in ws.not_finished(self.owned(job))]

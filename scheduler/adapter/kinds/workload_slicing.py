@@ -206,7 +206,8 @@ def replaced_message(new_slice: Obj) -> str:
     return MESSAGE_REPLACED.format(uid=meta.get("uid", ""), job_uid=labels.get("kueue.x-k8s.io/job-uid", ""))
 
 
-def _controller_uid(wl: Obj) -> str | None:
+def controller_uid(wl: Obj) -> str | None:
+    """The uid of the Workload's controller owner reference."""
     for ref in (wl.get("metadata") or {}).get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("uid"):
             return str(ref["uid"])
@@ -228,7 +229,7 @@ def replacements(pending: Sequence[Obj], holding: Sequence[Obj], gates: FeatureG
         old = reserved.get(target) if target is not None and enabled(wl, gates) else None
         if old is None or (old.get("metadata") or {}).get("namespace") != (wl.get("metadata") or {}).get("namespace"):
             continue
-        uid = _controller_uid(wl)
-        if uid is not None and uid == _controller_uid(old):
+        uid = controller_uid(wl)
+        if uid is not None and uid == controller_uid(old):
             out[key(wl)] = str(target)
     return out

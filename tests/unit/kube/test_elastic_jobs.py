@@ -219,3 +219,30 @@ def test_an_elastic_rayclusters_autoscaled_worker_group_scales_through_a_new_sli
     assert st.condition_true(second, st.ADMITTED)
     assert (st.find_condition(first, st.FINISHED) or {}).get("reason") == ws.REASON_REPLACED
     assert h.api.get(resource, "rc", NS)["spec"]["suspend"] is False and h.events_of("Stopped") == []
+
+
+def test_a_workload_of_another_namespace_labelled_with_the_jobs_uid_is_no_slice_of_it(h: Harness) -> None:
+    """docs/security.md boundary 10: Kueue lists a job's slices in its namespace by owner
+    reference; a tenant's Workload elsewhere carrying the job's uid (label and owner reference)
+    is neither rescaled nor allowed to stand in for the job's next slice."""
+    from scheduler.k8s.informer import NAMESPACES
+
+    wl = started(h, "el", 1)
+    uid = h.job("el")["metadata"]["uid"]
+    h.api.create(NAMESPACES, {"metadata": {"name": "other"}}, None)
+    forged: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "forged", "namespace": "other", "labels": {"kueue.x-k8s.io/job-uid": uid},
+                     "annotations": {ws.ELASTIC_ANNOTATION: "true",
+                                     ws.REPLACEMENT_FOR: f"{NS}/{wl['metadata']['name']}"},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "el", "uid": uid,
+                                          "controller": True}]},
+        "spec": {"queueName": "lq", "podSets": [dict(wl["spec"]["podSets"][0], count=1)]}}
+    h.api.create(WORKLOADS, forged, "other")
+    h.sync()
+    scale(h, "el", 2)
+    reconcile(h, 2)
+    assert h.api.get(WORKLOADS, "forged", "other")["spec"]["podSets"][0]["count"] == 1
+    [_, new] = slices(h)
+    assert new["metadata"]["annotations"][ws.REPLACEMENT_FOR] == f"{NS}/{wl['metadata']['name']}"
+    assert st.condition_true(new, st.ADMITTED)
