@@ -22,6 +22,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scheduler.adapter.kinds import workload_slicing as slicing
 from scheduler.core.assignment import AssignmentFormatError, decode_topology_assignment
 from scheduler.core.kueue.ungating import AdmittedPodSet, GatedPodView, UngatePlan, plan_ungating
 from scheduler.core.kueue_names import GATE_TOPOLOGY
@@ -103,7 +104,9 @@ class TopologyUngater:
         pods = self._pods_by_workload()
 
         def mine(wl: Mapping[str, Any]) -> list[Obj]:
-            return pods.get((str(wl["metadata"].get("namespace")), str(wl["metadata"]["name"])), [])
+            # An elastic job's pods name the first slice of its chain (workload_slicing.slice_name).
+            name = slicing.slice_name(wl) if slicing.replacement_for(wl) else str(wl["metadata"]["name"])
+            return pods.get((str(wl["metadata"].get("namespace")), name), [])
 
         candidates = [wl for wl in holding(self.cache.workloads) if _admitted(wl)]
         self.isolation.for_each("topology_ungate", candidates, lambda wl: self._ungate(wl, mine(wl)),
