@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.view import ClusterView
+from scheduler.adapter.kinds import workload_slicing as slicing
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.ownership import managed_ancestor
 from scheduler.adapter.kinds.registry import KINDS, kind_or_job
@@ -99,7 +100,33 @@ def mutate_job(job: Mapping[str, Any], operation: str, view: ClusterView | None,
     if kind.create_defaults is not None:
         kind.create_defaults(job, ops, _labels_after(job, ops))
     scheduler_names(kind, job, ops, out.warnings, scheduler_name)
+    elastic_gate(kind, job, ops, gates)
     return out
+
+
+def elastic_gate(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]], gates: FeatureGates) -> None:
+    """Kueue v0.19.2's job webhook Default for an elastic job (``applyWorkloadSliceSchedulingGate``,
+    the RayCluster webhook's): the scheduling gate ``kueue.x-k8s.io/elastic-job`` in each pod
+    template, lifted by the controller's elastic ungater (``kube/elastic.py``) as the job's
+    admitted slice grants."""
+    if not (slicing.supported(kind.group, kind.kind) and slicing.enabled(job, gates)):
+        return
+    for path in slicing.template_paths(kind.group, kind.kind, job):
+        template: Any = job
+        for step in path:
+            template = template[int(step)] if isinstance(template, list) else (template or {}).get(step)
+        spec = template.get("spec") if isinstance(template, Mapping) else None
+        if not isinstance(spec, Mapping):
+            continue
+        current = spec.get("schedulingGates")
+        if isinstance(current, list) and any(isinstance(g, Mapping) and g.get("name") == slicing.SCHEDULING_GATE
+                                             for g in current):
+            continue
+        where = "/" + "/".join(escape(p) for p in (*path, "spec", "schedulingGates"))
+        if isinstance(current, list):
+            ops.append({"op": "add", "path": f"{where}/-", "value": {"name": slicing.SCHEDULING_GATE}})
+        else:
+            ops.append({"op": "add", "path": where, "value": [{"name": slicing.SCHEDULING_GATE}]})
 
 
 def _suspend(kind: JobKind, job: Mapping[str, Any], ops: list[dict[str, Any]]) -> None:

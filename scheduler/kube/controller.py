@@ -35,7 +35,7 @@ from scheduler.kube import workload_index as wi
 from scheduler.kube.admit import AdmissionParts, AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defrag import DefragExecutor
-from scheduler.kube.elastic import ElasticSlices
+from scheduler.kube.elastic import ElasticSlices, ElasticUngater
 from scheduler.kube.ensure import EnsureWorkloads
 from scheduler.kube.equivalence import Equivalence
 from scheduler.kube.events import EventRecorder
@@ -123,6 +123,7 @@ class Controller:
         # Elastic jobs (Kueue v0.19's ElasticJobsViaWorkloadSlices): workload slices.
         gates = settings.config.feature_gates
         slices = ElasticSlices(self.shared, gates) if gates.enabled(ELASTIC_GATE) else None
+        self.elastic_ungater = ElasticUngater(self.shared) if slices is not None else None
         self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration, slices)
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
@@ -153,7 +154,9 @@ class Controller:
             Phase("admit", self.admission.run),  # writes the queue objects' status too
             Phase("start_admitted", self.starting.run),
         ]
-        pods, defrag, gc = self.pod_integration, self.defrag, self.gc_policy
+        pods, defrag, gc, elastic = self.pod_integration, self.defrag, self.gc_policy, self.elastic_ungater
+        if elastic is not None:  # an elastic job's pods as its newest admitted slice grants
+            phases.append(Phase("ungate_elastic", lambda _state: elastic.run()))
         if pods is not None:
             phases.append(Phase("release_pods", lambda _state: pods.run()))
         phases.append(Phase("ungate_topology", lambda _state: self.topology_ungater.ungate()))

@@ -15,7 +15,8 @@ from scheduler.adapter.kinds import workload_slicing as ws
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.workloads import workload_pod_sets
 from scheduler.core.config import FeatureGates
-from scheduler.k8s.informer import WORKLOADS, object_key
+from scheduler.core.workload import ANN_WORKLOAD
+from scheduler.k8s.informer import PODS, WORKLOADS, object_key
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
 from scheduler.kube.phase import Shared
@@ -71,3 +72,47 @@ class ElasticSlices:
                     for ps in (wl.get("spec") or {}).get("podSets") or ()]
         if self.s.writer.patch(WORKLOADS, wl, {"spec": {"podSets": pod_sets}}, self.s.cache.workloads):
             log.info("elastic %s: Workload %s scaled in place to %s", object_key(job), object_key(wl), counts)
+
+
+class ElasticUngater:
+    """Kueue's ElasticJobUngater (v0.19.2 ``pkg/controller/elasticjobs/elastic_job_ungater.go``):
+    a controller phase after ``start_admitted``. An elastic job's pods carry the scheduling gate
+    ``kueue.x-k8s.io/elastic-job`` (the job webhook puts it in the templates); for the newest
+    admitted slice of each chain the gate is lifted from as many pods as it grants
+    (``workload_slicing.pods_to_ungate``), so a scale-up's new pods wait for their slice."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+
+    def _chains(self) -> dict[tuple[str, str], Obj]:
+        """(namespace, slice name) -> the chain's newest admitted, not evicted slice."""
+        out: dict[tuple[str, str], Obj] = {}
+        for wl in wi.holding(self.s.cache.workloads):
+            ann = (wl.get("metadata") or {}).get("annotations") or {}
+            if ann.get(ws.ELASTIC_ANNOTATION) != ws.ELASTIC_VALUE or not st.condition_true(wl, st.ADMITTED) \
+                    or st.condition_true(wl, st.EVICTED):
+                continue
+            key = (str(wl["metadata"].get("namespace")), ws.slice_name(wl))
+            known = out.get(key)
+            if known is None or ws.not_finished([known, wl])[-1] is wl:
+                out[key] = wl
+        return out
+
+    def run(self) -> None:
+        pods: dict[tuple[str, str], list[Obj]] = {}
+        for pod in self.s.cache.pods.items():
+            meta = pod.get("metadata") or {}
+            workload = (meta.get("annotations") or {}).get(ANN_WORKLOAD)
+            if workload and not meta.get("deletionTimestamp"):
+                pods.setdefault((str(meta.get("namespace")), str(workload)), []).append(pod)
+        items = [(wl, pods.get(key, [])) for key, wl in sorted(self._chains().items())]
+        self.s.isolation.for_each("elastic_ungate", items, lambda item: self._ungate(*item),
+                                  subject=lambda item: item[0], workload_of=lambda item: item[0],
+                                  wanted=lambda item: any(ws.gated(p) for p in item[1]))
+
+    def _ungate(self, wl: Obj, pods: list[Obj]) -> None:
+        for pod in ws.pods_to_ungate(ws.workload_counts(wl), pods):
+            gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or ()
+                     if g.get("name") != ws.SCHEDULING_GATE]
+            if self.s.writer.patch(PODS, pod, {"spec": {"schedulingGates": gates or None}}, self.s.cache.pods):
+                log.info("elastic pod %s ungated for Workload %s", object_key(pod), object_key(wl))

@@ -2,8 +2,9 @@
 ElasticJobsViaWorkloadSlices, on by default there): a batch Job annotated
 ``kueue.x-k8s.io/elastic-job: "true"`` scales up through a new workload slice that is admitted
 and replaces the old one (Finished ``WorkloadSliceReplaced``, Kueue's message), its new pods run,
-and it scales down in place; the job is never suspended by a scale. The webhook refuses what
-Kueue's refuses for elastic jobs. Fails on main: the parallelism change stopped the job."""
+and it scales down in place; the job is never suspended by a scale. Its pods carry Kueue's
+elastic scheduling gate until the controller's ungater lifts it as the admitted slice grants.
+The webhook refuses what Kueue's refuses for elastic jobs. Fails on main: the parallelism change stopped the job."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def watch_never_suspended(stack: Stack, job: str, until: Any, timeout_s: float, 
 
 def test_an_elastic_job_scales_up_through_a_new_slice_and_down_in_place(stack: Stack) -> None:
     stack.api.create(JOBS, elastic_job("elastic", 1), NS)
+    template = stack.api.get(JOBS, "elastic", NS)["spec"]["template"]["spec"]
+    assert {"name": ws.SCHEDULING_GATE} in template["schedulingGates"]  # Kueue's job webhook Default
     stack.wait(lambda: running(stack, "elastic") == 1, 120, "one pod Running")
     [first] = workloads(stack, "elastic")
     assert first["metadata"]["annotations"][ws.SLICE_NAME] == first["metadata"]["name"]

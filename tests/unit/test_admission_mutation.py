@@ -88,3 +88,25 @@ def test_defaulting_warns_and_custom_scheduler_replacement_warns() -> None:
 
 def test_defaulting_can_be_disabled() -> None:
     assert mutate_job(job(None), "CREATE", view(default_lq=True), default_queue=False).patch == []
+
+
+def test_an_elastic_job_gets_kueues_elastic_scheduling_gate_under_v019() -> None:
+    """Kueue v0.19.2 job_webhook.go ``applyWorkloadSliceSchedulingGate`` (job_webhook_test.go's
+    Default cases with ElasticJobsViaWorkloadSlices): the gate joins the template's gates; with
+    the gate off (Kueue v0.17.0) nothing is added."""
+    from admission.mutation import mutate_job
+    from scheduler.adapter.kinds import workload_slicing as ws
+    from scheduler.adapter.manifest.annotations import NO_OVERRIDES
+    from scheduler.core.config import KUEUE_V019, FeatureGates
+
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "j", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                        "annotations": {ws.ELASTIC_ANNOTATION: "true"}},
+           "spec": {"parallelism": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    ops = mutate_job(job, "CREATE", None, gates=FeatureGates(release=KUEUE_V019)).patch
+    assert {"op": "add", "path": "/spec/template/spec/schedulingGates",
+            "value": [{"name": ws.SCHEDULING_GATE}]} in ops
+    job["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "mine"}]
+    ops = mutate_job(job, "CREATE", None, gates=FeatureGates(release=KUEUE_V019)).patch
+    assert {"op": "add", "path": "/spec/template/spec/schedulingGates/-", "value": {"name": ws.SCHEDULING_GATE}} in ops
+    assert not [o for o in mutate_job(job, "CREATE", None, gates=NO_OVERRIDES).patch if "schedulingGates" in o["path"]]

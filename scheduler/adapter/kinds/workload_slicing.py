@@ -20,6 +20,8 @@ from typing import Any
 
 from scheduler.adapter.objects import EVICTED, FINISHED, condition_true, has_reservation
 from scheduler.core.config import FeatureGates
+from scheduler.core.kueue_names import GATE_ELASTIC_JOB
+from scheduler.core.workload import LABEL_PODSET
 
 Obj = Mapping[str, Any]
 Counts = dict[str, int]
@@ -233,3 +235,49 @@ def replacements(pending: Sequence[Obj], holding: Sequence[Obj], gates: FeatureG
         if uid is not None and uid == controller_uid(old):
             out[key(wl)] = str(target)
     return out
+
+
+# Kueue's ElasticJobSchedulingGate (apis/kueue/v1beta2/constants.go): the job webhook puts it in
+# an elastic job's pod templates; the ElasticJobUngater lifts it from as many pods as the chain's
+# admitted slice grants (pkg/controller/elasticjobs/elastic_job_ungater.go).
+SCHEDULING_GATE = GATE_ELASTIC_JOB
+
+
+def gated(pod: Obj) -> bool:
+    return any(isinstance(g, Mapping) and g.get("name") == SCHEDULING_GATE
+               for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def pods_to_ungate(granted: Counts, pods: Sequence[Obj]) -> list[Obj]:
+    """``podsToUngate``: per pod set (the pod's ``kueue.x-k8s.io/podset`` label), the gated
+    pods up to the granted count less the pods already ungated (they hold quota too), lowest
+    names first; finished pods count for nothing."""
+    waiting: dict[str, list[Obj]] = {}
+    running: dict[str, int] = {}
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        pod_set = str(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_PODSET) or "")
+        if gated(pod):
+            waiting.setdefault(pod_set, []).append(pod)
+        else:
+            running[pod_set] = running.get(pod_set, 0) + 1
+    out: list[Obj] = []
+    for pod_set, candidates in sorted(waiting.items()):
+        room = granted.get(pod_set, 0) - running.get(pod_set, 0)
+        if room > 0:
+            out.extend(sorted(candidates, key=lambda p: str((p.get("metadata") or {}).get("name")))[:room])
+    return out
+
+
+def template_paths(group: str, kind: str, obj: Obj) -> list[tuple[str, ...]]:
+    """The pod templates Kueue's webhook gates in an elastic job (``applyWorkloadSliceSchedulingGate``
+    for a Job; the head's and every worker group's for a RayCluster)."""
+    if (group, kind) == ("batch", "Job"):
+        return [("spec", "template")]
+    if (group, kind) == ("ray.io", "RayCluster"):
+        workers = (obj.get("spec") or {}).get("workerGroupSpecs")
+        count = len(workers) if isinstance(workers, list) else 0
+        return [("spec", "headGroupSpec", "template"),
+                *(("spec", "workerGroupSpecs", str(i), "template") for i in range(count))]
+    return []

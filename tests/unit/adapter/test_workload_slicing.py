@@ -244,3 +244,39 @@ def test_replacements_are_read_only_between_slices_of_one_job() -> None:
     moved = owned(wl("d", 3, replaces="ns/a"), "job-1")
     moved["metadata"]["namespace"] = "elsewhere"
     assert ws.replacements([moved], [old], ON) == {}
+
+
+# ---------------------------------------------------------------- elastic_job_ungater_test.go (podsToUngate)
+def pod(name: str, *, gated: bool = True, pod_set: str | None = "main", phase: str = "Pending") -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/podset": pod_set} if pod_set else {}
+    gates = [{"name": "kueue.x-k8s.io/topology"}] + ([{"name": ws.SCHEDULING_GATE}] if gated else [])
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"schedulingGates": gates},
+            "status": {"phase": phase}}
+
+
+def ungated(granted: dict[str, int], pods: list[dict[str, Any]]) -> list[str]:
+    return [p["metadata"]["name"] for p in ws.pods_to_ungate(granted, pods)]
+
+
+def test_ungate_single_and_multiple_pods() -> None:  # "ungate single pod", "ungate multiple pods"
+    assert ungated({"main": 1}, [pod("p0")]) == ["p0"]
+    assert ungated({"main": 3}, [pod("p2"), pod("p0"), pod("p1")]) == ["p0", "p1", "p2"]
+
+
+def test_ungate_pods_independently_per_pod_set_without_sharing_spare_capacity() -> None:
+    """"ungate pods independently per podset", "do not share spare capacity between podsets"."""
+    pods = [pod("a0", pod_set="a"), pod("a1", pod_set="a"), pod("b0", pod_set="b")]
+    assert ungated({"a": 1, "b": 3}, pods) == ["a0", "b0"]
+
+
+def test_pods_without_a_pod_set_label_stay_gated() -> None:  # "do not ungate pod without podset label"
+    assert ungated({"main": 2}, [pod("p0", pod_set=None)]) == []
+
+
+def test_running_pods_consume_and_finished_pods_free_the_granted_count() -> None:
+    """"skip already ungated pods", "running pod consumes granted count", "succeeded / failed pod
+    does not consume granted count", "skip surplus pods over quota during scale-up"."""
+    assert ungated({"main": 2}, [pod("r0", gated=False), pod("p0"), pod("p1")]) == ["p0"]
+    assert ungated({"main": 2}, [pod("s0", gated=False, phase="Succeeded"),
+                                 pod("f0", gated=False, phase="Failed"), pod("p0"), pod("p1")]) == ["p0", "p1"]
+    assert ungated({"main": 1}, [pod("r0", gated=False), pod("p0")]) == []

@@ -246,3 +246,34 @@ def test_a_workload_of_another_namespace_labelled_with_the_jobs_uid_is_no_slice_
     [_, new] = slices(h)
     assert new["metadata"]["annotations"][ws.REPLACEMENT_FOR] == f"{NS}/{wl['metadata']['name']}"
     assert st.condition_true(new, st.ADMITTED)
+
+
+def test_the_newest_admitted_slice_ungates_the_pods_its_predecessor_minted(h: Harness) -> None:
+    """elastic_job_ungater_test.go "reconciling latest admitted slice ungates pods minted by the
+    previous slice", "skip surplus pods over quota during scale-up", "ungate surplus once
+    replacement admitted", "preserve topology gate when ungating elastic gate"."""
+    from scheduler.k8s.informer import PODS
+
+    first = started(h, "el", 1)
+    name = first["metadata"]["name"]
+
+    def make_pod(pod_name: str) -> None:
+        h.api.create(PODS, {"apiVersion": "v1", "kind": "Pod",
+                            "metadata": {"name": pod_name, "namespace": NS,
+                                         "labels": {"kueue.x-k8s.io/podset": "main"},
+                                         "annotations": {"kueue.x-k8s.io/workload": name}},
+                            "spec": {"schedulingGates": [{"name": ws.SCHEDULING_GATE}, {"name": "other"}],
+                                     "containers": [{"name": "c", "image": "x"}]}}, NS)
+
+    def gates(pod_name: str) -> list[str]:
+        return [g["name"] for g in h.api.get(PODS, pod_name, NS)["spec"].get("schedulingGates") or ()]
+
+    for i in range(3):
+        make_pod(f"el-{i}")
+    h.sync()
+    reconcile(h)
+    assert [gates(f"el-{i}") for i in range(3)] == [["other"], [ws.SCHEDULING_GATE, "other"],
+                                                   [ws.SCHEDULING_GATE, "other"]]
+    scale(h, "el", 3)
+    reconcile(h, 2)
+    assert [gates(f"el-{i}") for i in range(3)] == [["other"]] * 3
