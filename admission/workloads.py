@@ -30,7 +30,7 @@ from admission.owned import owned_key_errors, who
 from admission.view import ClusterView
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, forbidden
 from scheduler.adapter.priority_policy import NOT_FOUND, class_refused, class_value
-from scheduler.adapter.workload_checks import FieldProblem, update_problems, workload_problems
+from scheduler.adapter.workload_checks import FieldProblem, elastic_problems, update_problems, workload_problems
 
 WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"  # v1beta1 priorityClassSource
 
@@ -125,6 +125,8 @@ def validate_workload(obj: Mapping[str, Any], old: Mapping[str, Any] | None, vie
     errors = owned_key_errors(obj, old, username, controller_users)
     if old is None or obj.get("spec") != old.get("spec"):
         errors += [field_error(p) for p in workload_problems(obj)]
+    if elastic:
+        errors += [field_error(p) for p in elastic_problems(obj)]
     if old is not None:
         errors += [field_error(p) for p in update_problems(obj, old, elastic)]
     if not errors and username not in controller_users:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.adapter.kinds.workload_slicing import ELASTIC_ANNOTATION
 from scheduler.adapter.objects import QUOTA_RESERVED, condition_true
 from scheduler.core.resources import parse_quantity
 from scheduler.core.topology_request import (
@@ -396,6 +397,20 @@ def workload_problems(obj: Mapping[str, Any]) -> list[FieldProblem]:
         except UNREADABLE as exc:
             problems = [unreadable_problem(exc)]
     return problems
+
+
+def elastic_problems(obj: Mapping[str, Any]) -> list[FieldProblem]:
+    """Kueue v0.19.2's ``ValidateWorkload`` with ElasticJobsViaWorkloadSlices on (the caller
+    asks only then): an elastic Workload (``kueue.x-k8s.io/elastic-job: "true"``) may not use
+    partial admission."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    pod_sets = (obj.get("spec") or {}).get("podSets")
+    variable = sum(1 for ps in pod_sets if isinstance(ps, Mapping) and ps.get("minCount") is not None) \
+        if isinstance(pod_sets, list) else 0
+    if not variable or not isinstance(annotations, Mapping) or annotations.get(ELASTIC_ANNOTATION) != "true":
+        return []
+    return [FieldProblem("spec.podSets", "Invalid value", "partial admission and elastic job cannot be used together",
+                         variable, fix=f"drop minCount or the {ELASTIC_ANNOTATION} annotation")]
 
 
 def holds_quota(obj: Mapping[str, Any]) -> bool:

@@ -230,3 +230,32 @@ def test_the_v1beta1_path_is_served() -> None:
     v1beta1 = workload(**{ANN_PREEMPTION_TARGET: TARGET})
     v1beta1["apiVersion"] = "kueue.x-k8s.io/v1beta1"
     assert "Forbidden" in refusal(decide(v1beta1, path="/validate-kueue-x-k8s-io-v1beta1-workload"))
+
+
+def test_an_elastic_workload_may_not_use_partial_admission_under_v019() -> None:
+    """Kueue v0.19.2 workload_webhook.go ``ValidateWorkload`` (workload_webhook_test.go,
+    "partial admission and elastic job"): with ElasticJobsViaWorkloadSlices a Workload annotated
+    elastic with a minCount is refused; a scale-down of a reserved pod set passes (the gate's
+    ``validateImmutablePodSet``), any other change of it does not."""
+    import copy
+
+    from admission.workloads import validate_workload
+
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+          "metadata": {"name": "w", "namespace": "ns", "annotations": {"kueue.x-k8s.io/elastic-job": "true"}},
+          "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 3, "minCount": 1, "template": {
+              "spec": {"containers": [{"name": "c", "image": "x"}]}}}]}}
+    [error] = validate_workload(wl, None, None, "tenant", (), elastic=True).errors
+    assert str(error).startswith("spec.podSets: Invalid value: 1: partial admission and elastic job cannot be "
+                                 "used together")
+    assert validate_workload(wl, None, None, "tenant", (), elastic=False).errors == []
+    old = copy.deepcopy(wl)
+    del old["spec"]["podSets"][0]["minCount"]
+    old["status"] = {"conditions": [{"type": "QuotaReserved", "status": "True"}]}
+    down = copy.deepcopy(old)
+    down["spec"]["podSets"][0]["count"] = 2
+    assert validate_workload(down, old, None, "tenant", (), elastic=True).errors == []
+    assert validate_workload(down, old, None, "tenant", (), elastic=False).errors
+    up = copy.deepcopy(old)
+    up["spec"]["podSets"][0]["count"] = 4
+    assert validate_workload(up, old, None, "tenant", (), elastic=True).errors
