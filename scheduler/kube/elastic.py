@@ -105,7 +105,11 @@ class ElasticUngater:
             workload = (meta.get("annotations") or {}).get(ANN_WORKLOAD)
             if workload and not meta.get("deletionTimestamp"):
                 pods.setdefault((str(meta.get("namespace")), str(workload)), []).append(pod)
-        items = [(wl, pods.get(key, [])) for key, wl in sorted(self._chains().items())]
+        # A pod names the slice its job was started with: the chain's first, or (started again
+        # after an eviction) a later one.
+        items = [(wl, [*pods.get(key, []), *(pods.get((key[0], wl["metadata"]["name"]), [])
+                                              if wl["metadata"]["name"] != key[1] else [])])
+                 for key, wl in sorted(self._chains().items())]
         self.s.isolation.for_each("elastic_ungate", items, lambda item: self._ungate(*item),
                                   subject=lambda item: item[0], workload_of=lambda item: item[0],
                                   wanted=lambda item: any(ws.gated(p) for p in item[1]))

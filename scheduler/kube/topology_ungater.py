@@ -104,9 +104,10 @@ class TopologyUngater:
         pods = self._pods_by_workload()
 
         def mine(wl: Mapping[str, Any]) -> list[Obj]:
-            # An elastic job's pods name the first slice of its chain (workload_slicing.slice_name).
-            name = slicing.slice_name(wl) if slicing.replacement_for(wl) else str(wl["metadata"]["name"])
-            return pods.get((str(wl["metadata"].get("namespace")), name), [])
+            # An elastic job's pods may name the first slice of its chain (workload_slicing.slice_name).
+            namespace, name = str(wl["metadata"].get("namespace")), str(wl["metadata"]["name"])
+            chain = slicing.slice_name(wl) if slicing.replacement_for(wl) else name
+            return [*pods.get((namespace, name), []), *(pods.get((namespace, chain), []) if chain != name else [])]
 
         candidates = [wl for wl in holding(self.cache.workloads) if _admitted(wl)]
         self.isolation.for_each("topology_ungate", candidates, lambda wl: self._ungate(wl, mine(wl)),

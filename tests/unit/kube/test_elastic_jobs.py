@@ -277,3 +277,22 @@ def test_the_newest_admitted_slice_ungates_the_pods_its_predecessor_minted(h: Ha
     scale(h, "el", 3)
     reconcile(h, 2)
     assert [gates(f"el-{i}") for i in range(3)] == [["other"]] * 3
+
+
+def test_pods_naming_the_active_slice_itself_are_ungated_too(h: Harness) -> None:
+    """A job started again with a later slice (after an eviction) stamps that slice's own name
+    on its pods: the ungater finds them under it as under the chain's first name."""
+    from scheduler.k8s.informer import PODS
+
+    started(h, "el", 1)
+    scale(h, "el", 2)
+    reconcile(h, 2)
+    _, new = slices(h)
+    h.api.create(PODS, {"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": "later", "namespace": NS, "labels": {"kueue.x-k8s.io/podset": "main"},
+                                     "annotations": {"kueue.x-k8s.io/workload": new["metadata"]["name"]}},
+                        "spec": {"schedulingGates": [{"name": ws.SCHEDULING_GATE}],
+                                 "containers": [{"name": "c", "image": "x"}]}}, NS)
+    h.sync()
+    reconcile(h)
+    assert not h.api.get(PODS, "later", NS)["spec"].get("schedulingGates")
