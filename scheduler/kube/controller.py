@@ -31,6 +31,7 @@ from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
 from scheduler.kube import workload_index as wi
+from scheduler.kube.admission_gates import AdmissionGates
 from scheduler.kube.admit import AdmissionParts, AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defrag import DefragExecutor
@@ -117,7 +118,10 @@ class Controller:
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
         self.defrag = (DefragExecutor(self.writer, clock, settings.defrag.budget, settings.defrag.interval_s,
                                       ledger=self.preemption_ledger) if settings.defrag is not None else None)
-        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration)
+        gates = settings.config.feature_gates
+        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
+                                        gates.enabled("AdmissionGatedBy"))
+        self.admission_gates = AdmissionGates(self.shared, gates)
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
         self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups)
@@ -138,6 +142,7 @@ class Controller:
         phases = [
             Phase("ensure_workloads", self.ensuring.run),
             Phase("equivalence", lambda _state: self.equivalence.run()),
+            Phase("admission_gates", self.admission_gates.run),
             Phase("suspend_unadmitted", lambda _state: self.resuspension.run()),
             Phase("sync_finished", self.finishing.run),
             Phase("pods_ready", lambda _state: self.pods_ready.run(
