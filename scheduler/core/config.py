@@ -73,6 +73,7 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "WorkloadPriorityClassDefaulting": False,  # alpha off in v0.18/v0.19: WPC "default"
     # kueue.x-k8s.io/admission-gated-by (scheduler/adapter/manifest/gated_by.py): alpha off in v0.17.
     "AdmissionGatedBy": False,
+    "FinishOrphanedWorkloads": False,  # beta on since v0.18 (not in v0.17): kube/orphans.py
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {
@@ -80,6 +81,7 @@ _V019_FLIPS: dict[str, bool] = {
     "TASAssignmentsEncodingByHostnamePrefix": True,
     "TASValidateWorkloadSliceSize": True,
     "AdmissionGatedBy": True,  # beta on in v0.19
+    "FinishOrphanedWorkloads": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {
     KUEUE_V017: _V017_GATE_DEFAULTS,

@@ -47,6 +47,7 @@ from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import NodeFailureHandler
 from scheduler.kube.phase import PassState, Phase, Shared
+from scheduler.kube.orphans import FinishOrphaned
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
 from scheduler.kube.podsready import PodsReadyHandler
@@ -122,6 +123,7 @@ class Controller:
         self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
                                         gates.enabled("AdmissionGatedBy"))
         self.admission_gates = AdmissionGates(self.shared, gates)
+        self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
         self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups)
@@ -145,6 +147,7 @@ class Controller:
             Phase("admission_gates", self.admission_gates.run),
             Phase("suspend_unadmitted", lambda _state: self.resuspension.run()),
             Phase("sync_finished", self.finishing.run),
+            Phase("finish_orphaned", self.orphans.run),
             Phase("pods_ready", lambda _state: self.pods_ready.run(
                 wi.live(self.cache.workloads), self.shared.lookups.job_index(), owner_uid)),
             Phase("node_failures", lambda _state: self.node_failures.run()),
