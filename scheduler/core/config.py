@@ -74,6 +74,7 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     # kueue.x-k8s.io/admission-gated-by (scheduler/adapter/manifest/gated_by.py): alpha off in v0.17.
     "AdmissionGatedBy": False,
     "FinishOrphanedWorkloads": False,  # beta on since v0.18 (not in v0.17): kube/orphans.py
+    "UnadmittedWorkloadsExplicitStatus": False,  # beta off in v0.19: kube/explicit_status.py
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {

@@ -42,6 +42,7 @@ from scheduler.kube.evictions import ProgressEvictions
 from scheduler.kube.finishing import SyncFinished
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
+from scheduler.kube.explicit_status import ExplicitStatus
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
@@ -124,6 +125,7 @@ class Controller:
                                         gates.enabled("AdmissionGatedBy"))
         self.admission_gates = AdmissionGates(self.shared, gates)
         self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
+        self.explicit_status = ExplicitStatus(self.shared, gates.enabled("UnadmittedWorkloadsExplicitStatus"))
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
         self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups)
@@ -145,6 +147,7 @@ class Controller:
             Phase("ensure_workloads", self.ensuring.run),
             Phase("equivalence", lambda _state: self.equivalence.run()),
             Phase("admission_gates", self.admission_gates.run),
+            Phase("explicit_status", self.explicit_status.run),
             Phase("suspend_unadmitted", lambda _state: self.resuspension.run()),
             Phase("sync_finished", self.finishing.run),
             Phase("finish_orphaned", self.orphans.run),
