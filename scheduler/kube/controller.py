@@ -39,16 +39,16 @@ from scheduler.kube.ensure import EnsureWorkloads
 from scheduler.kube.equivalence import Equivalence
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.evictions import ProgressEvictions
+from scheduler.kube.explicit_status import ExplicitStatus
 from scheduler.kube.finishing import SyncFinished
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
-from scheduler.kube.explicit_status import ExplicitStatus
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import NodeFailureHandler
-from scheduler.kube.phase import PassState, Phase, Shared
 from scheduler.kube.orphans import FinishOrphaned
+from scheduler.kube.phase import PassState, Phase, Shared
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
 from scheduler.kube.podsready import PodsReadyHandler
