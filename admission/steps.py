@@ -142,7 +142,8 @@ def update_guard(r: Review) -> Answer | None:
     """What runs is what was admitted (admission/update_guards.py): the queue label on UPDATE
     as Kueue's webhooks rule it, for everyone but the controller."""
     try:
-        refused = update_errors(_kind(r), r.req, r.obj, r.previous, r.view, r.settings.controller_users)
+        refused = update_errors(_kind(r), r.req, r.obj, r.previous, r.view, r.settings.controller_users,
+                                r.settings.gates)
     except Exception as exc:
         return _could_not_validate(r, _kind(r).kind, exc, managed=True)
     return r.deny(Verdict(refused).message()) if refused else None

@@ -75,6 +75,7 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "AdmissionGatedBy": False,
     "FinishOrphanedWorkloads": False,  # beta on since v0.18 (not in v0.17): kube/orphans.py
     "UnadmittedWorkloadsExplicitStatus": False,  # beta off in v0.19: kube/explicit_status.py
+    "LWSImmutableGroupSize": False,  # beta on in v0.19.1 (not in v0.17): admission/update_guards.py
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {
@@ -83,6 +84,7 @@ _V019_FLIPS: dict[str, bool] = {
     "TASValidateWorkloadSliceSize": True,
     "AdmissionGatedBy": True,  # beta on in v0.19
     "FinishOrphanedWorkloads": True,
+    "LWSImmutableGroupSize": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {
     KUEUE_V017: _V017_GATE_DEFAULTS,
