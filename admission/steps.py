@@ -23,6 +23,7 @@ from admission.update_guards import update_errors
 from admission.validation import validate_job
 from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
 from scheduler.adapter.manifest.fielderrors import INVALID, Verdict
 from scheduler.adapter.manifest.shape import shape_errors
@@ -196,8 +197,9 @@ def mutate_pod_step(r: Review) -> Answer:
 def validate_pod_step(r: Review) -> Answer:
     """Kueue's pod validation, and only the controller releases a managed pod's gates."""
     previous = r.previous
-    verdict = validate_pod(r.obj, previous)
-    verdict.errors.extend(update_errors(_kind(r), r.req, r.obj, previous, r.view, r.settings.controller_users))
+    verdict = validate_pod(r.obj, previous, identifiers(r.settings.gates))
+    verdict.errors.extend(update_errors(_kind(r), r.req, r.obj, previous, r.view, r.settings.controller_users,
+                                        r.settings.gates))
     return _verdict(r, verdict)
 
 

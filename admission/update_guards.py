@@ -27,6 +27,7 @@ from admission.mutation import DEFAULT_LOCAL_QUEUE
 from admission.suspension import queue_name, requesting_user
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.identifiers import ANN_POD_GROUP_NAME, ANN_PREBUILT_WORKLOAD, identifiers
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.adapter.manifest.fielderrors import FieldError, forbidden, invalid
@@ -49,6 +50,7 @@ KUEUE_GATES = (GATE_ADMISSION, GATE_TOPOLOGY)
 # The keys that tie a pod to its Workload and pod set (the group-name label: validate_pod).
 POD_LABELS = (LABEL_MANAGED, LABEL_QUEUE_NAME, LABEL_POD_GROUP_POD_INDEX, LABEL_PREBUILT_WORKLOAD)
 POD_ANNOTATIONS = (ANN_POD_GROUP_TOTAL_COUNT, ANN_ROLE_HASH)
+POD_ID_ANNOTATIONS = (ANN_POD_GROUP_NAME, ANN_PREBUILT_WORKLOAD)  # WorkloadIdentifierAnnotations' forms
 # Kinds whose queue label Kueue judges by the old object's ready replicas, not a suspend flag.
 READY_REPLICA_KINDS = frozenset({"Deployment", "StatefulSet"})
 
@@ -77,8 +79,11 @@ def _who(username: str) -> str:
 
 
 def pod_update_errors(pod: Mapping[str, Any], old: Mapping[str, Any], username: str,
-                      controller_users: Collection[str]) -> list[FieldError]:
-    """The refusals of a pod UPDATE by anyone but the controller."""
+                      controller_users: Collection[str], gates: FeatureGates = NO_OVERRIDES) -> list[FieldError]:
+    """The refusals of a pod UPDATE by anyone but the controller. Under Kueue's
+    WorkloadIdentifierAnnotations (``gates``) the pod-group and prebuilt-Workload names are
+    annotations too (``adapter/kinds/identifiers.py``): held the same, so a tenant cannot unhook a
+    pod by rewriting the annotation that now ties it to its Workload."""
     if username in controller_users:
         return []
     errors: list[FieldError] = []
@@ -93,7 +98,8 @@ def pod_update_errors(pod: Mapping[str, Any], old: Mapping[str, Any], username: 
         return errors
     fix = (f"only toposched's controller may change it ({_who(username)} is not it); keep the value, or delete the "
            f"pod and recreate it without the {LABEL_QUEUE_NAME} label to run it outside the queue")
-    for where, keys in (("labels", POD_LABELS), ("annotations", POD_ANNOTATIONS)):
+    annotation_keys = POD_ANNOTATIONS + (POD_ID_ANNOTATIONS if identifiers(gates).annotations else ())
+    for where, keys in (("labels", POD_LABELS), ("annotations", annotation_keys)):
         before, after = _map(old, where), _map(pod, where)
         for key in keys:
             if before.get(key) != after.get(key):
@@ -164,7 +170,7 @@ def update_errors(kind: JobKind, request: Mapping[str, Any], obj: Mapping[str, A
         return []
     user = requesting_user(request)
     if kind is POD:
-        return pod_update_errors(obj, old, user, controller_users)
+        return pod_update_errors(obj, old, user, controller_users, gates)
 
     def default_queue_exists(namespace: str) -> bool:
         return view is not None and view.local_queue(namespace, DEFAULT_LOCAL_QUEUE) is not None

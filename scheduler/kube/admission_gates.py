@@ -5,7 +5,9 @@
    annotation is the truth for its Workload; each difference is copied over (a name removed from
    the job, or the whole annotation) with Kueue's ``UpdatedWorkload`` Event on the job. A tenant
    who rewrites the Workload's annotation cannot lift the job's gates: the next pass copies the
-   job's back. (New Workloads get it at creation: ``workload_for_job``.)
+   job's back. The same from a LeaderWorkerSet or StatefulSet to each of its groups' Workloads
+   (Kueue's reconcilers of those kinds). New Workloads get it at creation (``workload_for_job``,
+   ``group_workload``).
 2. The Workload's condition (``workload_controller.go mayUpdateConditionForAdmissionGatedBy``):
    a gated Workload without the gated condition gets ``QuotaReserved=False``, reason
    ``AdmissionGated``, "Admission is gated by: <names>" (Event ``AdmissionGated``); one whose
@@ -25,6 +27,7 @@ would clear it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from scheduler.adapter.manifest.gated_by import GATE, gated_by
@@ -46,8 +49,10 @@ UPDATED_EVENT = 'Updated workload AdmissionGatedBy to "{}"'  # Kueue's %q of a p
 
 
 class AdmissionGates:
-    def __init__(self, shared: Shared, gates: FeatureGates) -> None:
+    def __init__(self, shared: Shared, gates: FeatureGates,
+                 owned_groups: Callable[[], list[tuple[Obj, Obj]]] = list) -> None:
         self.s = shared
+        self.owned_groups = owned_groups  # (LeaderWorkerSet or StatefulSet, a group's Workload)
         self.enabled = gates.enabled(GATE)
         # workload.UnadmittedWorkloadReasonWithFallback(PendingEvaluation, Pending)
         self.cleared_reason = ("PendingEvaluation" if gates.enabled("UnadmittedWorkloadsObservability")
@@ -59,7 +64,7 @@ class AdmissionGates:
         s = self.s
         workloads = s.cache.workloads
         owned = [(job, wl) for uid, (_kind, job) in s.lookups.job_index().items()
-                 if (wl := wi.owned_by(workloads, uid)) is not None]
+                 if (wl := wi.owned_by(workloads, uid)) is not None] + self.owned_groups()
         s.isolation.for_each("admission_gates", owned, lambda pair: self._propagate(*pair),
                              subject=lambda pair: pair[1])
         s.isolation.for_each("admission_gates", [wl for wl in wi.live(workloads) if not has_reservation(wl)],

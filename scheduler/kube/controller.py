@@ -24,6 +24,7 @@ from typing import Any
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.kinds.base import PodSetStart
+from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.owned import Signer
@@ -102,14 +103,16 @@ class Controller:
             caches=caches, prefix_runs=settings.config.feature_gates.enabled("TASAssignmentsEncodingByHostnamePrefix"),
             deleted_node_lease_absent_s=settings.deleted_node_lease_absent_s)
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
-        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds)
+        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds,
+                                         settings.config.feature_gates)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
         self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"))
         self.starting = StartAdmitted(self.shared, self.equivalence.startable)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
         self.pod_integration = PodIntegration(cache, self.writer, self.isolation, lookups.resolve_priority,
-                                              self.starting.selectors, clock) if POD in kinds else None
+                                              self.starting.selectors, clock,
+                                              identifiers(settings.config.feature_gates)) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
@@ -123,7 +126,7 @@ class Controller:
         gates = settings.config.feature_gates
         self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
                                         gates.enabled("AdmissionGatedBy"))
-        self.admission_gates = AdmissionGates(self.shared, gates)
+        self.admission_gates = AdmissionGates(self.shared, gates, self.pod_groups.owned_groups)
         self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
         self.explicit_status = ExplicitStatus(self.shared, gates.enabled("UnadmittedWorkloadsExplicitStatus"))
         self.finishing = SyncFinished(self.shared, self.pod_integration)
