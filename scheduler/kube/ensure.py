@@ -27,8 +27,10 @@ Obj = dict[str, Any]
 
 
 class EnsureWorkloads:
-    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None) -> None:
+    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None,
+                 admission_gated_by: bool = False) -> None:
         self.s = shared
+        self.admission_gated_by = admission_gated_by  # Kueue's AdmissionGatedBy gate
         self.pod_groups = pod_groups
         self.pod_integration = pod_integration
 
@@ -59,7 +61,8 @@ class EnsureWorkloads:
             s.writer.event(job, "Warning", priority.reason, priority.event)
             return
         try:
-            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related)
+            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related,
+                                    self.admission_gated_by)
         except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
