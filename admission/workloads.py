@@ -28,9 +28,12 @@ from typing import Any
 
 from admission.owned import owned_key_errors, who
 from admission.view import ClusterView
+from scheduler.adapter.manifest import gated_by
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, forbidden
 from scheduler.adapter.priority_policy import NOT_FOUND, class_refused, class_value
 from scheduler.adapter.workload_checks import FieldProblem, elastic_problems, update_problems, workload_problems
+from scheduler.core.config import FeatureGates
 
 WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"  # v1beta1 priorityClassSource
 
@@ -119,10 +122,16 @@ def priority_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view:
 
 
 def validate_workload(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view: ClusterView | None,
-                      username: str, controller_users: Collection[str], elastic: bool = False) -> Verdict:
-    """The decision on one Workload CREATE (``old`` None) or UPDATE (``elastic``: the
-    ElasticJobsViaWorkloadSlices gate, a reserved pod set's count may go down)."""
+                      username: str, controller_users: Collection[str],
+                      gates: FeatureGates = NO_OVERRIDES) -> Verdict:
+    """The decision on one Workload CREATE (``old`` None) or UPDATE. The admission-gated-by
+    annotation follows Kueue's rules for everyone (a Workload created directly may carry it;
+    names may only be removed later: scheduler/adapter/manifest/gated_by.py). With
+    ElasticJobsViaWorkloadSlices a reserved pod set's count may go down, and an elastic
+    Workload may not use partial admission."""
+    elastic = gates.enabled("ElasticJobsViaWorkloadSlices")
     errors = owned_key_errors(obj, old, username, controller_users)
+    errors += gated_by.create_errors(obj, gates) if old is None else gated_by.update_errors(old, obj, gates)
     if old is None or obj.get("spec") != old.get("spec"):
         errors += [field_error(p) for p in workload_problems(obj)]
     if elastic:

@@ -160,6 +160,12 @@ def _bool(value: object, path: str) -> bool:
 
 
 # ------------------------------------------------------------------ sections
+# Gates Kueue refuses without others (pkg/config/validation.go at v0.19.2), among those toposched acts on.
+_GATE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "UnadmittedWorkloadsExplicitStatus": ("UnadmittedWorkloadsObservability",),
+}
+
+
 def _feature_gates(raw: object, release: str) -> tuple[FeatureGates, tuple[str, ...]]:
     gates = _mapping(raw, "featureGates")
     ours, kueue = GATE_DEFAULTS_BY_RELEASE[release], KUEUE_GATES[release]
@@ -176,7 +182,12 @@ def _feature_gates(raw: object, release: str) -> tuple[FeatureGates, tuple[str, 
             overrides[name] = enabled
         elif enabled != kueue.get(name, False):
             inert.append(f"{name}={str(enabled).lower()}")
-    return FeatureGates(overrides, release), tuple(inert)
+    result = FeatureGates(overrides, release)
+    for gate, needs in _GATE_DEPENDENCIES.items():  # Kueue's validateFeatureGateDependency
+        for dependency in needs:
+            if gate in ours and result.enabled(gate) and not result.enabled(dependency):
+                raise ConfigError(f'featureGates: Invalid value: "{gate}": {gate} requires {dependency} to be enabled')
+    return result, tuple(inert)
 
 
 def _fair_sharing(raw: object, v1beta1: bool) -> FairSharing:

@@ -16,6 +16,8 @@ from scheduler.adapter.afs import lq_usages
 from scheduler.adapter.caches import PendingOrProblems, SnapshotCaches
 from scheduler.adapter.cluster import core_nodes, empty_flavor_trees, subtract_admitted
 from scheduler.adapter.kinds.workload_slicing import replacements
+from scheduler.adapter.manifest.gated_by import GATE as ADMISSION_GATED_BY
+from scheduler.adapter.manifest.gated_by import gated_by
 from scheduler.adapter.objects import (
     FINISHED,
     QUOTA_RESERVED,
@@ -112,6 +114,9 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     caches = caches if caches is not None else SnapshotCaches()
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
+    if config.feature_gates.enabled(ADMISSION_GATED_BY):  # Kueue's workload.IsAdmissible: not queued
+        workloads = WorkloadsByState(workloads.holding,
+                                     tuple(wl for wl in workloads.pending if not gated_by(wl)))
     topologies = by_name(objects.topologies)
     nodes = core_nodes(objects.nodes, caches.nodes)
     # Only pods an admitted Workload owns are left to its assignment; every other pod is usage.

@@ -71,6 +71,12 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "UnadmittedWorkloadsObservability": False,  # beta off in v0.19: granular QuotaReserved reasons
     "DisableWaitForPodsReady": False,  # alpha off in v0.19: turns waitForPodsReady off
     "WorkloadPriorityClassDefaulting": False,  # alpha off in v0.18/v0.19: WPC "default"
+    # kueue.x-k8s.io/admission-gated-by (scheduler/adapter/manifest/gated_by.py): alpha off in v0.17.
+    "AdmissionGatedBy": False,
+    "FinishOrphanedWorkloads": False,  # beta on since v0.18 (not in v0.17): kube/orphans.py
+    "UnadmittedWorkloadsExplicitStatus": False,  # beta off in v0.19: kube/explicit_status.py
+    "LWSImmutableGroupSize": False,  # beta on in v0.19.1 (not in v0.17): admission/update_guards.py
+    "WorkloadIdentifierAnnotations": False,  # beta on since v0.18 (not in v0.17): adapter/kinds/identifiers.py
     # Elastic jobs (workload slices: adapter/kinds/workload_slicing.py): alpha off in v0.17,
     # beta on since v0.18.
     "ElasticJobsViaWorkloadSlices": False,
@@ -80,6 +86,10 @@ _V019_FLIPS: dict[str, bool] = {
     "TASMultiLayerTopology": True,
     "TASAssignmentsEncodingByHostnamePrefix": True,
     "TASValidateWorkloadSliceSize": True,
+    "AdmissionGatedBy": True,  # beta on in v0.19
+    "FinishOrphanedWorkloads": True,
+    "LWSImmutableGroupSize": True,
+    "WorkloadIdentifierAnnotations": True,
     "ElasticJobsViaWorkloadSlices": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {

@@ -30,9 +30,12 @@ CHILD_FRAMEWORKS = frozenset({"batch/job", *(child for kind in KINDS for child i
 
 
 def _pod_group(pod: Obj) -> tuple[str, ...]:
+    """The group a pod names, in the label and (Kueue's WorkloadIdentifierAnnotations, v0.19)
+    the annotation of the same key: both are filed, and the reader keeps the one its gate
+    says (``adapter/kinds/identifiers.py``)."""
     meta = pod.get("metadata") or {}
-    group = (meta.get("labels") or {}).get(LABEL_POD_GROUP_NAME)
-    return (f"{meta.get('namespace')}/{group}",) if group else ()
+    names = {(meta.get(where) or {}).get(LABEL_POD_GROUP_NAME) for where in ("labels", "annotations")}
+    return tuple(sorted(f"{meta.get('namespace')}/{g}" for g in names if g and isinstance(g, str)))
 
 
 STATEFULSETS = inf.Resource("apps", "v1", "statefulsets")

@@ -24,6 +24,7 @@ from typing import Any
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.kinds.base import PodSetStart
+from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workload_slicing import GATE as ELASTIC_GATE
@@ -32,6 +33,7 @@ from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
 from scheduler.kube import workload_index as wi
+from scheduler.kube.admission_gates import AdmissionGates
 from scheduler.kube.admit import AdmissionParts, AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defrag import DefragExecutor
@@ -40,6 +42,7 @@ from scheduler.kube.ensure import EnsureWorkloads
 from scheduler.kube.equivalence import Equivalence
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.evictions import ProgressEvictions
+from scheduler.kube.explicit_status import ExplicitStatus
 from scheduler.kube.finishing import SyncFinished
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
@@ -47,6 +50,7 @@ from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import NodeFailureHandler
+from scheduler.kube.orphans import FinishOrphaned
 from scheduler.kube.phase import PassState, Phase, Shared
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
@@ -101,7 +105,8 @@ class Controller:
             caches=caches, prefix_runs=settings.config.feature_gates.enabled("TASAssignmentsEncodingByHostnamePrefix"),
             deleted_node_lease_absent_s=settings.deleted_node_lease_absent_s)
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
-        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds)
+        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds,
+                                         settings.config.feature_gates)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
         self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"),
                                        settings.config.feature_gates)
@@ -109,7 +114,8 @@ class Controller:
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
         self.pod_integration = PodIntegration(cache, self.writer, self.isolation, lookups.resolve_priority,
-                                              self.starting.selectors, clock) if POD in kinds else None
+                                              self.starting.selectors, clock,
+                                              identifiers(settings.config.feature_gates)) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
@@ -120,11 +126,15 @@ class Controller:
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
         self.defrag = (DefragExecutor(self.writer, clock, settings.defrag.budget, settings.defrag.interval_s,
                                       ledger=self.preemption_ledger) if settings.defrag is not None else None)
-        # Elastic jobs (Kueue v0.19's ElasticJobsViaWorkloadSlices): workload slices.
         gates = settings.config.feature_gates
+        # Elastic jobs (Kueue v0.19's ElasticJobsViaWorkloadSlices): workload slices.
         slices = ElasticSlices(self.shared, gates) if gates.enabled(ELASTIC_GATE) else None
         self.elastic_ungater = ElasticUngater(self.shared) if slices is not None else None
-        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration, slices)
+        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
+                                        gates.enabled("AdmissionGatedBy"), slices)
+        self.admission_gates = AdmissionGates(self.shared, gates, self.pod_groups.owned_groups)
+        self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
+        self.explicit_status = ExplicitStatus(self.shared, gates.enabled("UnadmittedWorkloadsExplicitStatus"))
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
         self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups, gates)
@@ -145,8 +155,11 @@ class Controller:
         phases = [
             Phase("ensure_workloads", self.ensuring.run),
             Phase("equivalence", lambda _state: self.equivalence.run()),
+            Phase("admission_gates", self.admission_gates.run),
+            Phase("explicit_status", self.explicit_status.run),
             Phase("suspend_unadmitted", lambda _state: self.resuspension.run()),
             Phase("sync_finished", self.finishing.run),
+            Phase("finish_orphaned", self.orphans.run),
             Phase("pods_ready", lambda _state: self.pods_ready.run(
                 wi.live(self.cache.workloads), self.shared.lookups.job_index(), owner_uid)),
             Phase("node_failures", lambda _state: self.node_failures.run()),

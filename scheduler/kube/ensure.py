@@ -31,8 +31,9 @@ Obj = dict[str, Any]
 
 class EnsureWorkloads:
     def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None,
-                 slices: ElasticSlices | None = None) -> None:
+                 admission_gated_by: bool = False, slices: ElasticSlices | None = None) -> None:
         self.s = shared
+        self.admission_gated_by = admission_gated_by  # Kueue's AdmissionGatedBy gate
         self.pod_groups = pod_groups
         self.pod_integration = pod_integration
         self.slices = slices
@@ -80,7 +81,7 @@ class EnsureWorkloads:
             return
         try:
             body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related,
-                                    elastic=self._elastic(integration, job))
+                                    self.admission_gated_by, elastic=self._elastic(integration, job))
         except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return

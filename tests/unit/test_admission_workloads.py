@@ -240,22 +240,25 @@ def test_an_elastic_workload_may_not_use_partial_admission_under_v019() -> None:
     import copy
 
     from admission.workloads import validate_workload
+    from scheduler.core.config import KUEUE_V019, FeatureGates
+
+    on, off = FeatureGates(release=KUEUE_V019), FeatureGates()
 
     wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
           "metadata": {"name": "w", "namespace": "ns", "annotations": {"kueue.x-k8s.io/elastic-job": "true"}},
           "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 3, "minCount": 1, "template": {
               "spec": {"containers": [{"name": "c", "image": "x"}]}}}]}}
-    [error] = validate_workload(wl, None, None, "tenant", (), elastic=True).errors
+    [error] = validate_workload(wl, None, None, "tenant", (), gates=on).errors
     assert str(error).startswith("spec.podSets: Invalid value: 1: partial admission and elastic job cannot be "
                                  "used together")
-    assert validate_workload(wl, None, None, "tenant", (), elastic=False).errors == []
+    assert validate_workload(wl, None, None, "tenant", (), gates=off).errors == []
     old = copy.deepcopy(wl)
     del old["spec"]["podSets"][0]["minCount"]
     old["status"] = {"conditions": [{"type": "QuotaReserved", "status": "True"}]}
     down = copy.deepcopy(old)
     down["spec"]["podSets"][0]["count"] = 2
-    assert validate_workload(down, old, None, "tenant", (), elastic=True).errors == []
-    assert validate_workload(down, old, None, "tenant", (), elastic=False).errors
+    assert validate_workload(down, old, None, "tenant", (), gates=on).errors == []
+    assert validate_workload(down, old, None, "tenant", (), gates=off).errors
     up = copy.deepcopy(old)
     up["spec"]["podSets"][0]["count"] = 4
-    assert validate_workload(up, old, None, "tenant", (), elastic=True).errors
+    assert validate_workload(up, old, None, "tenant", (), gates=on).errors

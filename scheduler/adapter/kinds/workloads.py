@@ -16,7 +16,7 @@ from scheduler.adapter.kinds.notbuilt import NOT_BUILT
 from scheduler.adapter.kinds.pod import POD, group_name, group_pod_sets
 from scheduler.adapter.kinds.registry import KINDS, kind_of
 from scheduler.core.beyond.defrag import DEFRAG_ANNOTATIONS
-from scheduler.core.kueue_names import LABEL_JOB_UID
+from scheduler.core.kueue_names import ANN_ADMISSION_GATED_BY, LABEL_JOB_UID
 from scheduler.core.topology_request import request_from_annotations, request_to_kueue
 from scheduler.core.workload import (
     LABEL_PRIORITY_CLASS,
@@ -66,10 +66,13 @@ def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None) -
 
 def workload_for_job(kind: JobKind, job: Obj, priority: int,
                      priority_class_ref: Mapping[str, str] | None, related: Related | None = None,
-                     elastic: bool = False) -> dict[str, Any]:
-    """The Workload Kueue's job reconciler would create for ``job`` (v1beta2). ``elastic``: the
-    job scales through workload slices (``adapter/kinds/workload_slicing.py``): Kueue's
-    ``newWorkloadName`` hashes the job's generation in, one name per slice."""
+                     admission_gated_by: bool = False, elastic: bool = False) -> dict[str, Any]:
+    """The Workload Kueue's job reconciler would create for ``job`` (v1beta2).
+    ``admission_gated_by``: Kueue's AdmissionGatedBy gate is on, so the job's
+    ``kueue.x-k8s.io/admission-gated-by`` goes onto the Workload at creation, before any cycle
+    could admit it (``PropagateAdmissionGatedByAnnotation`` in ``constructWorkload``).
+    ``elastic``: the job scales through workload slices (``adapter/kinds/workload_slicing.py``):
+    Kueue's ``newWorkloadName`` hashes the job's generation in, one name per slice."""
     meta = job["metadata"]
     extra = str(meta.get("generation") or 0) if elastic else ""
     name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"], extra=extra)
@@ -82,7 +85,8 @@ def workload_for_job(kind: JobKind, job: Obj, priority: int,
     if priority_class_ref:
         spec["priorityClassRef"] = dict(priority_class_ref)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if k in (ANN_AUTO_RESUME, ANN_MAX_RETRY, *DEFRAG_ANNOTATIONS)}
+                   if k in (ANN_AUTO_RESUME, ANN_MAX_RETRY, *DEFRAG_ANNOTATIONS)
+                   or (admission_gated_by and k == ANN_ADMISSION_GATED_BY and v)}
     body: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",

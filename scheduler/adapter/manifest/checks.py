@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.registry import kind_of, kind_or_job
+from scheduler.adapter.manifest import gated_by
 from scheduler.adapter.manifest.annotations import (
     NO_OVERRIDES,
     PODSET_PREFIX,
@@ -74,13 +75,15 @@ def _podset_keys(annotations: Mapping[str, str]) -> dict[str, str]:
 
 def manifest_verdict(job: Obj, old: Obj | None = None, gates: FeatureGates = NO_OVERRIDES) -> Verdict:
     """The checks of a governed job that need no cluster. On UPDATE (``old`` given) only the
-    pod sets whose topology annotations changed are checked again."""
+    pod sets whose topology annotations changed are checked again. The admission-gated-by
+    annotation is judged on every CREATE and UPDATE (gated_by.py), as jobframework does."""
     kind = kind_or_job(job)
+    gate_errors = gated_by.create_errors(job, gates) if old is None else gated_by.update_errors(old, job, gates)
     refused = kind_refusals(kind, job, kind_errors(job), gates)
     if refused:  # the kind's own refusals (Kueue's messages) come first: nothing else is judged
-        return Verdict(refused)
+        return Verdict(refused + gate_errors)
     # Kueue's ValidateJobOnCreate/OnUpdate judge the elastic-job annotation before the rest.
-    verdict = Verdict(elastic_errors(kind, job, old, gates))
+    verdict = Verdict(elastic_errors(kind, job, old, gates) + gate_errors)
     if kind.single_pod_set:
         template = (job.get("spec") or {}).get("template") or {}
         ann = (template.get("metadata") or {}).get("annotations") or {}

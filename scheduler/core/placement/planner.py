@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scheduler.core.placement import balanced, cpsat, fragmentation, greedy, groups, tail
+from scheduler.core.placement import balanced, fragmentation, greedy, groups, tail
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.types import (
     DEFAULT_GATES,
@@ -193,6 +193,10 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
     only the leader's domain at the requested level (so the group stays together) and the
     capacity the leader leaves. Taken only when leader + workers together span strictly fewer
     domains (the objective) than Kueue's answer; Kueue's otherwise."""
+    # Imported here, not at the top: OR-Tools (and the pandas it loads) costs about 250 ms and
+    # 60 MiB at import, and the webhook and the extender only ever place greedily.
+    from scheduler.core.placement import cpsat
+
     prob = result.workers
     (leader_leaf,) = result.leader_pods
     home = tree.ancestor(leader_leaf, prob.level)
@@ -270,6 +274,9 @@ def _improve(prob: greedy.Problem, leaf_pods: dict[int, int], time_budget_s: flo
              use: _SolverUse) -> tuple[dict[int, int], bool]:
     """CP-SAT's leaf -> pods when it ran (never worse than greedy's), noting it in ``use``;
     and whether its answer is strictly better than greedy's (the metrics count those)."""
+    # Imported on first use, as in _improve_group_workers: the doors never load OR-Tools.
+    from scheduler.core.placement import cpsat
+
     result = cpsat.improve(prob, leaf_pods, time_budget_s=time_budget_s)
     if not result.used:
         use.all_optimal = False
