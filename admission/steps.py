@@ -203,7 +203,8 @@ def validate_pod_step(r: Review) -> Answer:
 def validate_workload_step(r: Review) -> Answer:
     """Kueue's Workload rules, the keys only the controller writes, priority (admission/workloads.py)."""
     try:
-        verdict = validate_workload(r.obj, r.previous, r.view, r.user, r.settings.controller_users)
+        verdict = validate_workload(r.obj, r.previous, r.view, r.user, r.settings.controller_users,
+                                    r.settings.gates.release)
     except Exception as exc:
         return _could_not_validate(r, "Workload", exc, managed=True)
     return _verdict(r, verdict)

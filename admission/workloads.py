@@ -31,6 +31,7 @@ from admission.view import ClusterView
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, forbidden
 from scheduler.adapter.priority_policy import NOT_FOUND, class_refused, class_value
 from scheduler.adapter.workload_checks import FieldProblem, update_problems, workload_problems
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 
 WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"  # v1beta1 priorityClassSource
 
@@ -119,11 +120,12 @@ def priority_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view:
 
 
 def validate_workload(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view: ClusterView | None,
-                      username: str, controller_users: Collection[str]) -> Verdict:
-    """The decision on one Workload CREATE (``old`` None) or UPDATE."""
+                      username: str, controller_users: Collection[str],
+                      release: str = DEFAULT_KUEUE_RELEASE) -> Verdict:
+    """The decision on one Workload CREATE (``old`` None) or UPDATE, by Kueue ``release``'s rules."""
     errors = owned_key_errors(obj, old, username, controller_users)
     if old is None or obj.get("spec") != old.get("spec"):
-        errors += [field_error(p) for p in workload_problems(obj)]
+        errors += [field_error(p) for p in workload_problems(obj, release)]
     if old is not None:
         errors += [field_error(p) for p in update_problems(obj, old)]
     if not errors and username not in controller_users:

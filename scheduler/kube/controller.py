@@ -27,6 +27,7 @@ from scheduler.adapter.kinds.base import PodSetStart
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.owned import Signer
+from scheduler.adapter.workload_checks import max_pod_sets
 from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
@@ -101,12 +102,14 @@ class Controller:
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
-        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"))
+        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"),
+                                       settings.config.release)
         self.starting = StartAdmitted(self.shared, self.equivalence.startable)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
         self.pod_integration = PodIntegration(cache, self.writer, self.isolation, lookups.resolve_priority,
-                                              self.starting.selectors, clock) if POD in kinds else None
+                                              self.starting.selectors, clock,
+                                              max_pod_sets(settings.config.release)) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
@@ -117,7 +120,8 @@ class Controller:
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
         self.defrag = (DefragExecutor(self.writer, clock, settings.defrag.budget, settings.defrag.interval_s,
                                       ledger=self.preemption_ledger) if settings.defrag is not None else None)
-        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration)
+        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
+                                         settings.config.release)
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
         self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups)

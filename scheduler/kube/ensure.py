@@ -13,6 +13,7 @@ from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
@@ -27,8 +28,10 @@ Obj = dict[str, Any]
 
 
 class EnsureWorkloads:
-    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None) -> None:
+    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None,
+                 release: str = DEFAULT_KUEUE_RELEASE) -> None:
         self.s = shared
+        self.release = release  # whose Workload rules (its cap on pod sets) a new Workload must pass
         self.pod_groups = pod_groups
         self.pod_integration = pod_integration
 
@@ -66,7 +69,7 @@ class EnsureWorkloads:
         if ownership.unhonoured:
             s.writer.event(job, "Warning", "OwnerReferenceNotHonoured",
                            f"{ownership.unhonoured}: queued on its own like any other {integration.kind}")
-        problems = workload_problems(body)
+        problems = workload_problems(body, self.release)
         if problems:  # what the API server would refuse under Kueue's CRD: never written
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))
             return
