@@ -71,12 +71,18 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "UnadmittedWorkloadsObservability": False,  # beta off in v0.19: granular QuotaReserved reasons
     "DisableWaitForPodsReady": False,  # alpha off in v0.19: turns waitForPodsReady off
     "WorkloadPriorityClassDefaulting": False,  # alpha off in v0.18/v0.19: WPC "default"
+    # Metrics (scheduler/kube/metrics_v019.py): which families Kueue registers and feeds.
+    "LocalQueueMetrics": True,  # beta on in v0.17 and v0.19: local_queue_admission_fair_sharing_usage (v0.19)
+    "MetricForWorkloadCreationLatency": False,  # beta on in v0.19 (v0.18.0): workload_creation_latency_seconds
+    "MetricsForCohorts": False,  # beta on in v0.19 (v0.18.0): cluster_queue_info, cohort_info
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {
     "TASMultiLayerTopology": True,
     "TASAssignmentsEncodingByHostnamePrefix": True,
     "TASValidateWorkloadSliceSize": True,
+    "MetricForWorkloadCreationLatency": True,
+    "MetricsForCohorts": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {
     KUEUE_V017: _V017_GATE_DEFAULTS,

@@ -73,9 +73,9 @@ class EnsureWorkloads:
         if problems:  # what the API server would refuse under Kueue's CRD: never written
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))
             return
-        self._create(job, body)
+        self._create(job, body, integration.kind)
 
-    def _create(self, job: Obj, body: Obj) -> None:
+    def _create(self, job: Obj, body: Obj, kind: str) -> None:
         s = self.s
 
         def failed(exc: ApiException) -> None:
@@ -86,3 +86,6 @@ class EnsureWorkloads:
         if created is not None:
             s.writer.event(job, "Normal", "CreatedWorkload",
                            f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
+            meta = job.get("metadata") or {}  # Kueue v0.19's workload_creation_latency_seconds reads these
+            s.writer.notify("created", created, {"jobKind": kind, "jobCreated": meta.get("creationTimestamp"),
+                                                 "jobGeneration": meta.get("generation")})

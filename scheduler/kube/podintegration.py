@@ -271,6 +271,8 @@ class PodIntegration:
                 continue
             if self.writer.patch(PODS, pod, run_patch(pod, start, wl["metadata"]["name"]), self.cache.pods):
                 room[role] -= 1
+                self.writer.notify("gate_removed", dict(wl), {"gate": GATE_ADMISSION, "at": self.clock().isoformat(),
+                                                        "isGroup": bool(pods.group_name(pod))})
                 log.info("pod %s released: Workload %s admitted", object_key(pod), wl["metadata"]["name"])
 
     # ------------------------------------------------------------------ finish

@@ -34,15 +34,19 @@ def parse(release: str, doc: dict[str, object] | None = None, **fields: object) 
     return parse_kueue_config({**(doc or V1BETA2), **fields}, release)
 
 
+# v0.19's metric gates (docs/metrics.md): they only choose which v0.19 families are fed.
+METRIC_GATES = {"MetricForWorkloadCreationLatency", "MetricsForCohorts"}
+
+
 def test_the_six_are_exactly_our_gates_v017_lacks() -> None:
     lacking = set(GATE_DEFAULTS_BY_RELEASE[KUEUE_V017]) - set(KUEUE_GATES[KUEUE_V017]) - LATER_RELEASE_GATES
-    assert lacking == set(V018_V019_GATES)
+    assert lacking == set(V018_V019_GATES) | METRIC_GATES
     assert TOPOSCHED_GATES <= set(V018_V019_GATES)
 
 
 # component-base's SetFromMap (vendored in Kueue v0.17.0,
 # vendor/k8s.io/component-base/featuregate/feature_gate.go): "unrecognized feature gate: %s".
-@pytest.mark.parametrize("gate", V018_V019_GATES)
+@pytest.mark.parametrize("gate", (*V018_V019_GATES, *sorted(METRIC_GATES)))
 def test_v018_v019_gate_names_are_refused_under_v017_and_accepted_under_v019(gate: str) -> None:
     with pytest.raises(ConfigError, match=rf"^featureGates: unrecognized feature gate: {gate} \(Kueue v0.17.0\)"):
         parse(KUEUE_V017, featureGates={gate: True})
