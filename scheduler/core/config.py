@@ -77,6 +77,10 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "UnadmittedWorkloadsExplicitStatus": False,  # beta off in v0.19: kube/explicit_status.py
     "LWSImmutableGroupSize": False,  # beta on in v0.19.1 (not in v0.17): admission/update_guards.py
     "WorkloadIdentifierAnnotations": False,  # beta on since v0.18 (not in v0.17): adapter/kinds/identifiers.py
+    # Metrics (scheduler/kube/metrics_v019.py): which families Kueue registers and feeds.
+    "LocalQueueMetrics": True,  # beta on in v0.17 and v0.19: local_queue_admission_fair_sharing_usage (v0.19)
+    "MetricForWorkloadCreationLatency": False,  # beta on in v0.19 (v0.18.0): workload_creation_latency_seconds
+    "MetricsForCohorts": False,  # beta on in v0.19 (v0.18.0): cluster_queue_info, cohort_info
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {
@@ -87,6 +91,8 @@ _V019_FLIPS: dict[str, bool] = {
     "FinishOrphanedWorkloads": True,
     "LWSImmutableGroupSize": True,
     "WorkloadIdentifierAnnotations": True,
+    "MetricForWorkloadCreationLatency": True,
+    "MetricsForCohorts": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {
     KUEUE_V017: _V017_GATE_DEFAULTS,

@@ -28,6 +28,7 @@ from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.owned import Signer
+from scheduler.adapter.workload_checks import max_pod_sets
 from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
@@ -106,13 +107,15 @@ class Controller:
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds,
                                          settings.config.feature_gates)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
-        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"))
+        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"),
+                                       settings.config.release)
         self.starting = StartAdmitted(self.shared, self.equivalence.startable)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
         self.pod_integration = PodIntegration(cache, self.writer, self.isolation, lookups.resolve_priority,
                                               self.starting.selectors, clock,
-                                              identifiers(settings.config.feature_gates)) if POD in kinds else None
+                                              identifiers(settings.config.feature_gates),
+                                              max_pod_sets(settings.config.release)) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
         # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
@@ -125,7 +128,7 @@ class Controller:
                                       ledger=self.preemption_ledger) if settings.defrag is not None else None)
         gates = settings.config.feature_gates
         self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
-                                        gates.enabled("AdmissionGatedBy"))
+                                        gates.enabled("AdmissionGatedBy"), settings.config.release)
         self.admission_gates = AdmissionGates(self.shared, gates, self.pod_groups.owned_groups)
         self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
         self.explicit_status = ExplicitStatus(self.shared, gates.enabled("UnadmittedWorkloadsExplicitStatus"))
