@@ -49,6 +49,7 @@ from scheduler.kube.phase import PassState, Phase, Shared
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
 from scheduler.kube.podsready import PodsReadyHandler
+from scheduler.kube.limit_migration import LimitMigration
 from scheduler.kube.preemption_limits import PreemptionLedger, PreemptionRules
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.resuspend import Resuspension
@@ -109,9 +110,11 @@ class Controller:
                                               self.starting.selectors, clock) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
-        # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
-        # clearing, defragmentation): the evictions they count, and the rules read each pass.
+        # Kueue's PreemptionConfig / toposched's PreemptionLimit for toposched's own preemptions
+        # (domain clearing, defragmentation): the evictions they count, and the rules read each
+        # pass; PreemptionLimits an earlier toposched kept in kueue.x-k8s.io are copied over first.
         self.preemption_ledger = PreemptionLedger(self.writer, clock)
+        self.limit_migration = LimitMigration(cache, self.writer)
         self.admission = AdmitPhase(self.shared, settings, AdmissionParts(
             QueueState(), self.queue_objects, UnreadableWorkloads(), InvalidWorkloads(self.writer, clock), caches,
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
@@ -144,6 +147,7 @@ class Controller:
                 wi.live(self.cache.workloads), self.shared.lookups.job_index(), owner_uid)),
             Phase("node_failures", lambda _state: self.node_failures.run()),
             Phase("progress_evictions", self.evictions.run),
+            Phase("migrate_preemption_limits", lambda _state: self.limit_migration.run()),
             Phase("admit", self.admission.run),  # writes the queue objects' status too
             Phase("start_admitted", self.starting.run),
         ]
@@ -180,6 +184,9 @@ class Controller:
 
     def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
         return self.starting.selectors(wl)
+
+    def migrate_preemption_limits(self) -> None:
+        self.limit_migration.run()
 
     def admit(self) -> Snapshot:
         """One admission pass (kube/admit.py); returns the snapshot it decided on."""
