@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from scheduler.models.preemption_limit import API_VERSION, LEGACY_API_VERSION
 
 ANN_MIGRATED_FROM = "toposched.io/migrated-from"
-COPY, DONE, DIFFERS = "copy", "already-migrated", "kept-existing"
+Action = Literal["copy", "already-migrated", "kept-existing"]
+COPY: Final = "copy"
+DONE: Final = "already-migrated"
+DIFFERS: Final = "kept-existing"
 
 Obj = Mapping[str, Any]
 
@@ -28,7 +31,7 @@ Obj = Mapping[str, Any]
 @dataclass(frozen=True)
 class MigrationStep:
     name: str
-    action: Literal["copy", "already-migrated", "kept-existing"]
+    action: Action
     body: Mapping[str, Any] = field(default_factory=dict)  # the object to create (COPY only)
 
     def line(self, *, dry_run: bool = False) -> str:

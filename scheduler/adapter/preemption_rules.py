@@ -21,15 +21,16 @@ from pydantic import ValidationError
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.objects import ClusterObjects, Obj, name_of
+from scheduler.adapter.preemption_checks import field_errors
 from scheduler.core.preemption.rules import (
     BOOSTED,
     CandidateSelector,
-    PriorityClassSelector,
     ConfiguredPreemption,
     LimitSpec,
     NumericLabel,
     PreemptionConfigSpec,
     PreemptionEvent,
+    PriorityClassSelector,
     Rule,
 )
 from scheduler.core.selectors import EVERYTHING, LabelSelector, selector_from_k8s
@@ -94,24 +95,8 @@ def config_name_of(cluster_queue: Obj) -> str:
     return str((meta.get("annotations") or {}).get(m.ANN_PREEMPTION_CONFIG_NAME) or "")
 
 
-def field_path(loc: Sequence[int | str]) -> str:
-    """pydantic's location -> the API's field path (``spec.rules[0].candidateSelectors[1].scope``)."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _problem(kind: str, obj: Obj, exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    loc = tuple(first.get("loc", ()))
-    where = field_path(loc)
-    if first.get("type") == "extra_forbidden":
-        owner = "toposched's PreemptionLimit" if kind == "PreemptionLimit" else "Kueue v0.20's PreemptionConfig"
-        return (f"{kind} {name_of(obj)}: {where}: unknown field {loc[-1]!r}, not in {owner}; it is not applied "
-                "until the field is removed")
-    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    return f"{kind} {name_of(obj)}: {where}: {msg}; it is not applied until fixed"
+    return f"{kind} {name_of(obj)}: {field_errors(kind, exc)[0]}; it is not applied until it is fixed"
 
 
 def _spec_or_problem(kind: str, convert: Callable[[Obj], T]) -> Callable[[Obj], T | str]:
@@ -155,7 +140,7 @@ def configured_preemption(objects: ClusterObjects, events: Sequence[PreemptionEv
         if not config:
             continue
         if config not in configs:
-            problems.append(f"ClusterQueue {name}: PreemptionConfig {config} does not exist (or is invalid); "
+            problems.append(f"ClusterQueue {name}: PreemptionConfig {config} does not exist (or is not applied); "
                             "its domain clearing uses spec.preemption only")
             continue
         cq_config[name] = config

@@ -42,6 +42,7 @@ from scheduler.kube.finishing import SyncFinished
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
+from scheduler.kube.limit_migration import LimitMigration
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import NodeFailureHandler
@@ -49,7 +50,6 @@ from scheduler.kube.phase import PassState, Phase, Shared
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
 from scheduler.kube.podsready import PodsReadyHandler
-from scheduler.kube.limit_migration import LimitMigration
 from scheduler.kube.preemption_limits import PreemptionLedger, PreemptionRules
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.resuspend import Resuspension

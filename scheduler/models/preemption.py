@@ -13,14 +13,14 @@ serves it. toposched's own ``PreemptionLimit`` is not Kueue's: ``models/preempti
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
 from scheduler.models.kueue import ObjectMeta
 
-V1ALPHA1 = "kueue.x-k8s.io/v1alpha1"
+V1ALPHA1: Final = "kueue.x-k8s.io/v1alpha1"
 # Alpha: the ClusterQueue names its PreemptionConfig with this annotation (Kueue's
 # PreemptionConfigNameAnnotation; a ClusterQueue field only from beta).
 ANN_PREEMPTION_CONFIG_NAME = "kueue.x-k8s.io/preemption-config-name"

@@ -13,7 +13,7 @@ does not know, naming it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -22,7 +22,7 @@ from scheduler.models.preemption import ExactType, LabelSelector
 
 GROUP = "toposched.io"
 VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION: Final = "toposched.io/v1alpha1"
 LEGACY_API_VERSION = "kueue.x-k8s.io/v1alpha1"  # where toposched before issue 41 kept them
 
 

@@ -100,7 +100,7 @@ def test_a_limit_of_zero_blocks_it_with_kueues_condition_and_event() -> None:
     assert (st.find_condition(wls["c"], "PreemptionBlockedByLimit") or {}).get("status") == "False"
 
 
-def test_an_invalid_config_is_ignored_and_named_once(caplog: Any) -> None:
+def test_an_invalid_config_is_not_applied_and_named_once(caplog: Any) -> None:
     h = Harness()
     h.api.create(PREEMPTION_CONFIGS, {**CONFIG, "metadata": {"name": "broken"},
                                       "spec": {"rules": [{"name": "Bad Name", "activationPolicy": {
@@ -111,4 +111,4 @@ def test_an_invalid_config_is_ignored_and_named_once(caplog: Any) -> None:
     _pass(h)
     lines = [r.getMessage() for r in caplog.records if "PreemptionConfig broken" in r.getMessage()]
     assert sorted(line.split(":")[0] for line in lines) == ["ClusterQueue cq", "PreemptionConfig broken"]
-    assert any("spec.rules[0].name" in line and "it is not applied until fixed" in line for line in lines)
+    assert any("spec.rules[0].name" in line and "it is not applied until it is fixed" in line for line in lines)
