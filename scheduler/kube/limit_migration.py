@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from scheduler.adapter.limit_migration import COPY, migration_plan
+from scheduler.adapter.limit_migration import COPY, DONE, migration_plan
 from scheduler.k8s.informer import PREEMPTION_LIMITS
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.writer import Writer
@@ -39,6 +39,8 @@ class LimitMigration:
                        "deploy/crds/toposched-preemption-limits.yaml)")
             return
         for step in migration_plan(legacy.items(), current.items()):
+            if step.action == DONE:
+                continue  # copied before (by this controller, an earlier one or the command): told then
             if step.action != COPY:
                 self._tell(step.line())
                 continue
