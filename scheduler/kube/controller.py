@@ -46,6 +46,7 @@ from scheduler.kube.finishing import SyncFinished
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
+from scheduler.kube.limit_migration import LimitMigration
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import NodeFailureHandler
@@ -118,9 +119,11 @@ class Controller:
                                               max_pod_sets(settings.config.release)) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
-        # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
-        # clearing, defragmentation): the evictions they count, and the rules read each pass.
+        # Kueue's PreemptionConfig / toposched's PreemptionLimit for toposched's own preemptions
+        # (domain clearing, defragmentation): the evictions they count, and the rules read each
+        # pass; PreemptionLimits an earlier toposched kept in kueue.x-k8s.io are copied over first.
         self.preemption_ledger = PreemptionLedger(self.writer, clock)
+        self.limit_migration = LimitMigration(cache, self.writer)
         self.admission = AdmitPhase(self.shared, settings, AdmissionParts(
             QueueState(), self.queue_objects, UnreadableWorkloads(), InvalidWorkloads(self.writer, clock), caches,
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
@@ -161,6 +164,7 @@ class Controller:
                 wi.live(self.cache.workloads), self.shared.lookups.job_index(), owner_uid)),
             Phase("node_failures", lambda _state: self.node_failures.run()),
             Phase("progress_evictions", self.evictions.run),
+            Phase("migrate_preemption_limits", lambda _state: self.limit_migration.run()),
             Phase("admit", self.admission.run),  # writes the queue objects' status too
             Phase("start_admitted", self.starting.run),
         ]
@@ -197,6 +201,9 @@ class Controller:
 
     def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
         return self.starting.selectors(wl)
+
+    def migrate_preemption_limits(self) -> None:
+        self.limit_migration.run()
 
     def admit(self) -> Snapshot:
         """One admission pass (kube/admit.py); returns the snapshot it decided on."""
