@@ -27,6 +27,7 @@ from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
 from scheduler.adapter.manifest.fielderrors import INVALID, Verdict
 from scheduler.adapter.manifest.shape import shape_errors
+from scheduler.adapter.preemption_checks import config_errors
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
 log = logging.getLogger(__name__)
@@ -220,3 +221,9 @@ def validate_kueue_object_step(r: Review) -> Answer:
         return _could_not_validate(r, r.kind_name, exc, managed=True)
     return _verdict(r, verdict)
 
+
+def validate_preemption_config_step(r: Review) -> Answer:
+    """Kueue's PreemptionConfig (v0.20's type, exactly): a field the type does not have, or a
+    value its CRD refuses, is refused naming the field (the controller re-checks and does not
+    apply such an object; docs/quota-and-preemption.md)."""
+    return _verdict(r, Verdict(config_errors(r.obj), code=INVALID))

@@ -133,7 +133,7 @@ def validate_workload(obj: Mapping[str, Any], old: Mapping[str, Any] | None, vie
     errors = owned_key_errors(obj, old, username, controller_users)
     errors += gated_by.create_errors(obj, gates) if old is None else gated_by.update_errors(old, obj, gates)
     if old is None or obj.get("spec") != old.get("spec"):
-        errors += [field_error(p) for p in workload_problems(obj)]
+        errors += [field_error(p) for p in workload_problems(obj, gates.release)]
     if elastic:
         errors += [field_error(p) for p in elastic_problems(obj)]
     if old is not None:

@@ -76,10 +76,11 @@ PRIORITY_BOOST_GATE = "PriorityBoost"  # Kueue's alpha gate (off by default): th
 Invalid = tuple[Obj, tuple[FieldProblem, ...]]
 
 
-def _pending_or_problems(wl: Obj, labels: Mapping[str, str], by_eviction: bool) -> PendingOrProblems:
+def _pending_or_problems(wl: Obj, labels: Mapping[str, str], by_eviction: bool,
+                         release: str) -> PendingOrProblems:
     """The pending Workload, or what is wrong with it (Kueue's rules, or unreadable): checked and
     converted in one memoized step, so an unchanged Workload costs one lookup a pass."""
-    problems = schema_problems(wl)
+    problems = schema_problems(wl, release)  # the release's rules (its cap on pod sets)
     if problems:
         return tuple(problems)
     try:
@@ -127,11 +128,13 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     subtract_admitted(trees, admitted)
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
-    ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
+    # The release is in the stamp too: its rules decide what is a problem.
+    ns_stamps = {ns: (config.release, *sorted(labels.items())) for ns, labels in ns_labels.items()}
     converted: list[PendingWorkload] = []
     for wl, outcome in zip(workloads.pending, caches.pending.convert(
-            workloads.pending, lambda wl: _pending_or_problems(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
-            lambda wl: ns_stamps.get(_namespace(wl), ())), strict=True):
+            workloads.pending, lambda wl: _pending_or_problems(wl, ns_labels.get(_namespace(wl), {}), by_eviction,
+                                                         config.release),
+            lambda wl: ns_stamps.get(_namespace(wl), (config.release,))), strict=True):
         if isinstance(outcome, PendingWorkload):
             converted.append(outcome)
         elif invalid is not None:

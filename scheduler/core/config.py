@@ -77,6 +77,10 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "UnadmittedWorkloadsExplicitStatus": False,  # beta off in v0.19: kube/explicit_status.py
     "LWSImmutableGroupSize": False,  # beta on in v0.19.1 (not in v0.17): admission/update_guards.py
     "WorkloadIdentifierAnnotations": False,  # beta on since v0.18 (not in v0.17): adapter/kinds/identifiers.py
+    # Metrics (scheduler/kube/metrics_v019.py): which families Kueue registers and feeds.
+    "LocalQueueMetrics": True,  # beta on in v0.17 and v0.19: local_queue_admission_fair_sharing_usage (v0.19)
+    "MetricForWorkloadCreationLatency": False,  # beta on in v0.19 (v0.18.0): workload_creation_latency_seconds
+    "MetricsForCohorts": False,  # beta on in v0.19 (v0.18.0): cluster_queue_info, cohort_info
     # Elastic jobs (workload slices: adapter/kinds/workload_slicing.py): alpha off in v0.17,
     # beta on since v0.18.
     "ElasticJobsViaWorkloadSlices": False,
@@ -90,6 +94,8 @@ _V019_FLIPS: dict[str, bool] = {
     "FinishOrphanedWorkloads": True,
     "LWSImmutableGroupSize": True,
     "WorkloadIdentifierAnnotations": True,
+    "MetricForWorkloadCreationLatency": True,
+    "MetricsForCohorts": True,
     "ElasticJobsViaWorkloadSlices": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {

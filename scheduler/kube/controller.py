@@ -29,6 +29,7 @@ from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.kinds.workload_slicing import GATE as ELASTIC_GATE
 from scheduler.adapter.owned import Signer
+from scheduler.adapter.workload_checks import max_pod_sets
 from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
@@ -47,6 +48,7 @@ from scheduler.kube.finishing import SyncFinished
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
+from scheduler.kube.limit_migration import LimitMigration
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import NodeFailureHandler
@@ -109,18 +111,21 @@ class Controller:
                                          settings.config.feature_gates)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
         self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"),
-                                       settings.config.feature_gates)
+                                       settings.config.release, settings.config.feature_gates)
         self.starting = StartAdmitted(self.shared, self.equivalence.startable)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
         self.pod_integration = PodIntegration(cache, self.writer, self.isolation, lookups.resolve_priority,
                                               self.starting.selectors, clock,
-                                              identifiers(settings.config.feature_gates)) if POD in kinds else None
+                                              identifiers(settings.config.feature_gates),
+                                              max_pod_sets(settings.config.release)) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
-        # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
-        # clearing, defragmentation): the evictions they count, and the rules read each pass.
+        # Kueue's PreemptionConfig / toposched's PreemptionLimit for toposched's own preemptions
+        # (domain clearing, defragmentation): the evictions they count, and the rules read each
+        # pass; PreemptionLimits an earlier toposched kept in kueue.x-k8s.io are copied over first.
         self.preemption_ledger = PreemptionLedger(self.writer, clock)
+        self.limit_migration = LimitMigration(cache, self.writer)
         self.admission = AdmitPhase(self.shared, settings, AdmissionParts(
             QueueState(), self.queue_objects, UnreadableWorkloads(), InvalidWorkloads(self.writer, clock), caches,
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
@@ -131,7 +136,7 @@ class Controller:
         slices = ElasticSlices(self.shared, gates) if gates.enabled(ELASTIC_GATE) else None
         self.elastic_ungater = ElasticUngater(self.shared) if slices is not None else None
         self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
-                                        gates.enabled("AdmissionGatedBy"), slices)
+                                        gates.enabled("AdmissionGatedBy"), settings.config.release, slices)
         self.admission_gates = AdmissionGates(self.shared, gates, self.pod_groups.owned_groups)
         self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
         self.explicit_status = ExplicitStatus(self.shared, gates.enabled("UnadmittedWorkloadsExplicitStatus"))
@@ -164,6 +169,7 @@ class Controller:
                 wi.live(self.cache.workloads), self.shared.lookups.job_index(), owner_uid)),
             Phase("node_failures", lambda _state: self.node_failures.run()),
             Phase("progress_evictions", self.evictions.run),
+            Phase("migrate_preemption_limits", lambda _state: self.limit_migration.run()),
             Phase("admit", self.admission.run),  # writes the queue objects' status too
             Phase("start_admitted", self.starting.run),
         ]
@@ -202,6 +208,9 @@ class Controller:
 
     def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
         return self.starting.selectors(wl)
+
+    def migrate_preemption_limits(self) -> None:
+        self.limit_migration.run()
 
     def admit(self) -> Snapshot:
         """One admission pass (kube/admit.py); returns the snapshot it decided on."""

@@ -15,6 +15,7 @@ from scheduler.adapter.kinds.workload_slicing import slice_annotations
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
@@ -31,9 +32,11 @@ Obj = dict[str, Any]
 
 class EnsureWorkloads:
     def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None,
-                 admission_gated_by: bool = False, slices: ElasticSlices | None = None) -> None:
+                 admission_gated_by: bool = False, release: str = DEFAULT_KUEUE_RELEASE,
+                 slices: ElasticSlices | None = None) -> None:
         self.s = shared
         self.admission_gated_by = admission_gated_by  # Kueue's AdmissionGatedBy gate
+        self.release = release  # whose Workload rules (its cap on pod sets) a new Workload must pass
         self.pod_groups = pod_groups
         self.pod_integration = pod_integration
         self.slices = slices
@@ -93,13 +96,13 @@ class EnsureWorkloads:
             if annotations is None:
                 return  # Kueue: "unexpected workload-slices count", retried once the old ones finish
             body["metadata"]["annotations"] = {**(body["metadata"].get("annotations") or {}), **annotations}
-        problems = workload_problems(body)
+        problems = workload_problems(body, self.release)
         if problems:  # what the API server would refuse under Kueue's CRD: never written
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))
             return
-        self._create(job, body)
+        self._create(job, body, integration.kind)
 
-    def _create(self, job: Obj, body: Obj) -> None:
+    def _create(self, job: Obj, body: Obj, kind: str) -> None:
         s = self.s
 
         def failed(exc: ApiException) -> None:
@@ -110,3 +113,6 @@ class EnsureWorkloads:
         if created is not None:
             s.writer.event(job, "Normal", "CreatedWorkload",
                            f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
+            meta = job.get("metadata") or {}  # Kueue v0.19's workload_creation_latency_seconds reads these
+            s.writer.notify("created", created, {"jobKind": kind, "jobCreated": meta.get("creationTimestamp"),
+                                                 "jobGeneration": meta.get("generation")})

@@ -30,7 +30,7 @@ from scheduler.adapter.kinds.equivalence import equivalent, job_pod_sets, only_c
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
-from scheduler.core.config import FeatureGates
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE, FeatureGates
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
@@ -67,10 +67,12 @@ def _versions(kind: JobKind, job: Mapping[str, Any], wl: Mapping[str, Any]) -> t
 
 
 class Equivalence:
-    def __init__(self, shared: Shared, partial_admission: bool = True, gates: FeatureGates | None = None) -> None:
-        """``partial_admission``: Kueue's PartialAdmission gate (off: a job's minCount is not
-        compared); ``gates``: the Configuration's (ElasticJobsViaWorkloadSlices: a scale of an
-        elastic job is no mismatch)."""
+    def __init__(self, shared: Shared, partial_admission: bool = True, release: str = DEFAULT_KUEUE_RELEASE,
+                 gates: FeatureGates | None = None) -> None:
+        """``partial_admission``: Kueue's PartialAdmission gate (off: a job's minCount is not compared);
+        ``release``: the Kueue release whose Workload rules a rebuilt Workload must pass; ``gates``:
+        the Configuration's (ElasticJobsViaWorkloadSlices: a scale of an elastic job is no mismatch)."""
+        self.release = release
         self.gates = gates if gates is not None else FeatureGates()
         self.cache = shared.cache
         self.writer = shared.writer
@@ -159,7 +161,7 @@ class Equivalence:
                 if not isinstance(priority, ClassRefused) else None
         except UNREADABLE:
             body = None
-        if body is None or workload_problems(body):
+        if body is None or workload_problems(body, self.release):
             self._delete(job, wl)  # no valid Workload can be built now: ensure_workloads says why
             return
         spec = dict(body["spec"], active=(wl.get("spec") or {}).get("active", True))

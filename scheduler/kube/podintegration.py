@@ -32,6 +32,7 @@ from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import with_pod_groups
 from scheduler.adapter.kinds.workloads import workload_for_job, workload_pod_set
 from scheduler.adapter.priority_policy import ClassRefused
+from scheduler.adapter.workload_checks import MAX_POD_SETS
 from scheduler.core.kueue_names import (
     ANN_IS_GROUP_WORKLOAD,
     ANN_JOB_OWNER_GVK,
@@ -107,10 +108,12 @@ def run_patch(pod: Mapping[str, Any], start: PodSetStart, workload_name: str) ->
 
 class PodIntegration:
     def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, priority: Priority,
-                 starts: Starts, clock: Callable[[], dt.datetime], ids: Identifiers = LABELS_ONLY) -> None:
+                 starts: Starts, clock: Callable[[], dt.datetime], ids: Identifiers = LABELS_ONLY,
+                 max_pod_sets: int = MAX_POD_SETS) -> None:
         self.clock = clock
         # Where a pod names its group and prebuilt Workload (WorkloadIdentifierAnnotations).
         self.ids = ids
+        self.max_pod_sets = max_pod_sets  # the release's cap on a Workload's pod sets (a group's roles)
         self.cache = cache
         self.writer = writer
         self.isolation = isolation
@@ -201,6 +204,12 @@ class PodIntegration:
         except (TopologyRequestError, WorkloadFormatError, pods.PodGroupError) as exc:
             self.writer.event(first, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
+        if len(body["spec"]["podSets"]) > self.max_pod_sets:
+            # Kueue's pod controller (errMsgIncorrectGroupRoleCount) only logs this; the pods would
+            # stay gated with nothing said, so toposched says it once on the group's first pod.
+            self.writer.event(first, "Warning", "ErrWorkloadCompose",
+                              f"pod group can't include more than {self.max_pod_sets} roles")
+            return
         created = self.writer.create(WORKLOADS, body, _meta(first).get("namespace"), self.cache.workloads)
         if created is not None:
             self.writer.event(first, "Normal", "CreatedWorkload",
@@ -267,6 +276,8 @@ class PodIntegration:
                 continue
             if self.writer.patch(PODS, pod, run_patch(pod, start, wl["metadata"]["name"]), self.cache.pods):
                 room[role] -= 1
+                self.writer.notify("gate_removed", dict(wl), {"gate": GATE_ADMISSION, "at": self.clock().isoformat(),
+                                                        "isGroup": bool(pods.group_name(pod))})
                 log.info("pod %s released: Workload %s admitted", object_key(pod), wl["metadata"]["name"])
 
     # ------------------------------------------------------------------ finish

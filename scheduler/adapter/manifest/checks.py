@@ -20,22 +20,24 @@ from scheduler.adapter.manifest.annotations import (
 )
 from scheduler.adapter.manifest.elastic import elastic_errors, kind_refusals
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, invalid, required
+from scheduler.adapter.manifest.podset_cap import pod_set_cap_errors
 from scheduler.adapter.manifest.shape import shape_errors
-from scheduler.core.config import FeatureGates
+from scheduler.adapter.workload_checks import max_pod_sets
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE, FeatureGates
 from scheduler.core.workload import ANN_JOB_MIN_PARALLELISM, job_min_parallelism, job_pod_count
 
 Obj = Mapping[str, Any]
 
 
-def kind_errors(obj: Obj) -> list[FieldError]:
+def kind_errors(obj: Obj, release: str = DEFAULT_KUEUE_RELEASE) -> list[FieldError]:
     """The refusals a kind declares for a queued object (``JobKind.validation``: a RayJob on an
-    existing cluster with a cluster spec, autoscaling without workload slices, ...), with Kueue's
-    messages as field errors."""
+    existing cluster with a cluster spec, autoscaling without workload slices, too many worker
+    groups for Kueue ``release``, ...), with Kueue's messages as field errors."""
     kind = kind_of(obj)
     if kind is None:
         return []
     out: list[FieldError] = []
-    for path, error_type, detail, value in kind.validation(obj):
+    for path, error_type, detail, value in kind.validation(obj, max_pod_sets(release)):
         if error_type == "Required":
             out.append(required(path, detail))
         elif error_type == "Forbidden":
@@ -79,8 +81,9 @@ def manifest_verdict(job: Obj, old: Obj | None = None, gates: FeatureGates = NO_
     annotation is judged on every CREATE and UPDATE (gated_by.py), as jobframework does."""
     kind = kind_or_job(job)
     gate_errors = gated_by.create_errors(job, gates) if old is None else gated_by.update_errors(old, job, gates)
-    refused = kind_refusals(kind, job, kind_errors(job), gates)
-    if refused:  # the kind's own refusals (Kueue's messages) come first: nothing else is judged
+    refused = kind_refusals(kind, job, kind_errors(job, gates.release), gates) \
+        or pod_set_cap_errors(job, kind, gates.release)
+    if refused:  # the kind's own refusals (Kueue's messages), then the Workload's cap: nothing else is judged
         return Verdict(refused + gate_errors)
     # Kueue's ValidateJobOnCreate/OnUpdate judge the elastic-job annotation before the rest.
     verdict = Verdict(elastic_errors(kind, job, old, gates) + gate_errors)

@@ -5,6 +5,9 @@ every required/preferred pod set (greedy for unconstrained, implied and slice re
 seeded with and never worse than the greedy answer. ``"auto"`` uses CP-SAT when the workload
 is preferred or has several pod sets and the candidate set is nontrivial, greedy otherwise.
 Pod sets are placed sequentially with assumed usage; the tree itself is never modified.
+
+Imports inside functions: ``cpsat`` (OR-Tools, and the pandas it loads: about 250 ms and 50 MiB)
+is imported where CP-SAT runs, so the webhook and the extender, which place greedily, never load it.
 """
 
 from __future__ import annotations
@@ -193,9 +196,7 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
     only the leader's domain at the requested level (so the group stays together) and the
     capacity the leader leaves. Taken only when leader + workers together span strictly fewer
     domains (the objective) than Kueue's answer; Kueue's otherwise."""
-    # Imported here, not at the top: OR-Tools (and the pandas it loads) costs about 250 ms and
-    # 60 MiB at import, and the webhook and the extender only ever place greedily.
-    from scheduler.core.placement import cpsat
+    from scheduler.core.placement import cpsat  # see the module's note on imports inside functions
 
     prob = result.workers
     (leader_leaf,) = result.leader_pods
@@ -274,8 +275,7 @@ def _improve(prob: greedy.Problem, leaf_pods: dict[int, int], time_budget_s: flo
              use: _SolverUse) -> tuple[dict[int, int], bool]:
     """CP-SAT's leaf -> pods when it ran (never worse than greedy's), noting it in ``use``;
     and whether its answer is strictly better than greedy's (the metrics count those)."""
-    # Imported on first use, as in _improve_group_workers: the doors never load OR-Tools.
-    from scheduler.core.placement import cpsat
+    from scheduler.core.placement import cpsat  # see the module's note on imports inside functions
 
     result = cpsat.improve(prob, leaf_pods, time_budget_s=time_budget_s)
     if not result.used:
