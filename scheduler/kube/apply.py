@@ -120,8 +120,11 @@ class WriterView:
         if old is None or new is None or st.is_finished(old):
             return
         message = slicing.replaced_message(new)
-        if self.writer.patch_workload_status(old, st.finish_status(old, slicing.REASON_REPLACED, message, self.now)):
+        updated = self.writer.patch_workload_status(old, st.finish_status(old, slicing.REASON_REPLACED, message,
+                                                                          self.now))
+        if updated:
             self.writer.event(old, "Normal", slicing.REASON_REPLACED, message)
+            self.writer.notify("slice_replaced", updated, {"replacement": decision.workload})
             log.info("workload slice %s replaced by %s", decision.replaces, decision.workload)
 
     def evict(self, decision: Preempt | Evict) -> None:

@@ -209,6 +209,10 @@ class ControllerMetrics:
         self.preempted = Counter("kueue_preempted_workloads_total", "Workloads preempted, per preempting "
                                  "cluster_queue and reason", ("preempting_cluster_queue", "reason", "replica_role"),
                                  registry=r)
+        # Registered in both releases, as Kueue does (fed only with ElasticJobsViaWorkloadSlices).
+        self.replaced_slices = Counter("kueue_replaced_workload_slices_total",
+                                       "The number of replaced workload slices per 'cluster_queue'",
+                                       ("cluster_queue", "replica_role"), registry=r)
         self.domains_spanned = Histogram("toposched_admission_domains_spanned", "Topology domains an admitted "
                                          "pod set spans, per level from the requested one down",
                                          ("cluster_queue", "level"), buckets=DOMAIN_BUCKETS, registry=r)
@@ -229,7 +233,8 @@ class ControllerMetrics:
     def observe(self, kind: str, workload: Mapping[str, Any], detail: Mapping[str, Any]) -> None:
         """A writer decision observer (``Writer.observers``)."""
         handler = {"admitted": self._admitted, "preempted": self._preempted, "evicted": self._evicted,
-                   "finished": self._finished, "replaced": self._replaced}.get(kind)
+                   "finished": self._finished, "replaced": self._replaced,
+                   "slice_replaced": self._slice_replaced}.get(kind)
         if handler is not None:
             handler(workload, detail)
         if self.v019 is not None:
@@ -274,6 +279,10 @@ class ControllerMetrics:
 
     def _replaced(self, workload: Mapping[str, Any], detail: Mapping[str, Any]) -> None:
         self.recoveries.labels("replaced").inc()
+
+    def _slice_replaced(self, workload: Mapping[str, Any], detail: Mapping[str, Any]) -> None:
+        """Kueue's ``ReportReplacedWorkloadSlices``: the old slice's ClusterQueue."""
+        self.replaced_slices.labels(_cluster_queue(workload), ROLE).inc()
 
     # ------------------------------------------------------------------ passes
     def admission_attempt(self, cycle: Callable[[], Sequence[Decision]]) -> Sequence[Decision]:

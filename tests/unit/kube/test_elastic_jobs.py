@@ -115,6 +115,24 @@ def test_scale_up_creates_a_new_slice_admitted_for_the_whole_size_and_replaces_t
     assert h.events_of("Stopped") == []
 
 
+def test_a_replaced_slice_is_counted_in_kueues_metric(h: Harness) -> None:
+    """Kueue's ``kueue_replaced_workload_slices_total{cluster_queue}`` (``ReportReplacedWorkloadSlices``
+    in ``replaceWorkloadSlice``), fed by the writer's decision observers as the controller's
+    command wires them."""
+    from prometheus_client import CollectorRegistry
+
+    from scheduler.kube.metrics import ControllerMetrics
+
+    registry = CollectorRegistry()
+    metrics = ControllerMetrics(registry, config=V019)
+    h.controller.observers.append(metrics.observe)
+    started(h, "el", 1)
+    scale(h, "el", 2)
+    reconcile(h, 2)
+    assert registry.get_sample_value("kueue_replaced_workload_slices_total",
+                                     {"cluster_queue": "cq", "replica_role": "leader"}) == 1.0
+
+
 def test_a_scale_up_beyond_quota_waits_while_the_old_slice_keeps_running(h: Harness) -> None:
     """The new slice is fitted for the delta: 3 -> 5 pods of 8 GPUs needs 16 more GPUs where 8
     are free (40 > 32): it waits, and the job runs on its admitted slice (Kueue's reconciler:
