@@ -86,7 +86,8 @@ class Controller:
         # integrations.externalFrameworks is its own controller's (its Workloads are admitted here).
         kinds = enabled_kinds(settings.config.frameworks, settings.config.external_frameworks)
         lookups = JobLookups(cache, kinds, settings.config.feature_gates.enabled("WorkloadPriorityClassDefaulting"))
-        self.shared = Shared(cache, self.writer, Isolation(self.writer, clock), clock, lookups, kinds)
+        self.shared = Shared(cache, self.writer, Isolation(self.writer, clock), clock, lookups, kinds,
+                             settings.config.release)
         self.isolation = self.shared.isolation
         self.metrics: CycleMetrics = metrics or NoMetrics()
         self.gc_policy = gc_policy
@@ -99,7 +100,8 @@ class Controller:
             caches=caches, prefix_runs=settings.config.feature_gates.enabled("TASAssignmentsEncodingByHostnamePrefix"),
             deleted_node_lease_absent_s=settings.deleted_node_lease_absent_s)
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
-        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds)
+        self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds,
+                                         settings.config.release)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
         self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"))
         self.starting = StartAdmitted(self.shared, self.equivalence.startable)

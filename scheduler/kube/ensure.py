@@ -59,7 +59,7 @@ class EnsureWorkloads:
             s.writer.event(job, "Warning", priority.reason, priority.event)
             return
         try:
-            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related)
+            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related, s.release)
         except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.isolation import Isolation
@@ -27,6 +28,9 @@ class Shared:
     clock: Callable[[], dt.datetime]
     lookups: JobLookups
     kinds: Sequence[JobKind]
+    # The Kueue release toposched behaves as (``--kueue-version``): what a job's Workload is
+    # charged for (adapter/kinds/charging.py).
+    release: str = DEFAULT_KUEUE_RELEASE
 
 
 @dataclass

@@ -32,6 +32,7 @@ from scheduler.adapter.kinds.ownership import controller_ref
 from scheduler.adapter.kinds.podgroups import group_workload, group_workload_name, is_group_workload, pod_group_patch
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.adapter.priority_policy import ClassRefused
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT, LABEL_POD_GROUP_NAME
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_QUEUE_NAME
@@ -58,8 +59,9 @@ class PodGroupPhases:
     for every enabled kind held per pod group, on the informer caches and through the writer."""
 
     def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, priority: Priority,
-                 kinds: Sequence[JobKind]) -> None:
+                 kinds: Sequence[JobKind], release: str = DEFAULT_KUEUE_RELEASE) -> None:
         self.cache = cache
+        self.release = release
         self.writer = writer
         self.isolation = isolation
         self.priority = priority
@@ -103,7 +105,7 @@ class PodGroupPhases:
             return
         for index in missing:
             try:
-                body = group_workload(kind, obj, index, priority[0], priority[1])
+                body = group_workload(kind, obj, index, priority[0], priority[1], self.release)
             except TopologyRequestError as exc:
                 self.writer.event(obj, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
                 return

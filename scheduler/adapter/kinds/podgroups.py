@@ -15,6 +15,7 @@ from typing import Any
 from scheduler.adapter.kinds.base import JobKind, Obj
 from scheduler.adapter.kinds.registry import with_pod_groups
 from scheduler.adapter.kinds.workloads import workload_pod_sets
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.kueue_names import (
     ANN_COMPONENT_INDEX,
     ANN_IS_GROUP_WORKLOAD,
@@ -44,13 +45,14 @@ def is_group_workload(wl: Mapping[str, Any]) -> bool:
     return ((wl.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_OWNER_GVK) in _GROUP_GVKS
 
 
-def group_workload(kind: JobKind, obj: Obj, index: int, priority: int,
-                   priority_class_ref: Mapping[str, str] | None) -> dict[str, Any]:
+def group_workload(kind: JobKind, obj: Obj, index: int, priority: int, priority_class_ref: Mapping[str, str] | None,
+                   release: str = DEFAULT_KUEUE_RELEASE) -> dict[str, Any]:
     """The Workload of group ``index`` (Kueue's ``constructWorkload``, v1beta2)."""
     meta = obj["metadata"]
     single = kind.pod_groups is not None and kind.pod_groups.single_group
     spec: dict[str, Any] = {"queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
-                            "podSets": workload_pod_sets(kind, obj), "priority": priority, "active": True}
+                            "podSets": workload_pod_sets(kind, obj, release=release), "priority": priority,
+                            "active": True}
     if priority_class_ref:
         spec["priorityClassRef"] = dict(priority_class_ref)
     labels = {LABEL_JOB_UID: str(meta["uid"])}

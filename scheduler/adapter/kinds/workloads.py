@@ -12,10 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource, Related
+from scheduler.adapter.kinds.charging import charged_pod_sets
 from scheduler.adapter.kinds.notbuilt import NOT_BUILT
 from scheduler.adapter.kinds.pod import POD, group_name, group_pod_sets
 from scheduler.adapter.kinds.registry import KINDS, kind_of
 from scheduler.core.beyond.defrag import DEFRAG_ANNOTATIONS
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.kueue_names import LABEL_JOB_UID
 from scheduler.core.topology_request import request_from_annotations, request_to_kueue
 from scheduler.core.workload import (
@@ -58,20 +60,22 @@ def workload_pod_set(ps: PodSetSource) -> dict[str, Any]:
     return out
 
 
-def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None) -> list[dict[str, Any]]:
+def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None,
+                      release: str = DEFAULT_KUEUE_RELEASE) -> list[dict[str, Any]]:
     """The Workload's ``spec.podSets`` of an object (``related``: the objects a kind such as the
-    TrainJob reads its templates from; raises :class:`WorkloadFormatError` when it needs them)."""
-    return [workload_pod_set(ps) for ps in kind.read_pod_sets(obj, related)]
+    TrainJob reads its templates from; raises :class:`WorkloadFormatError` when it needs them),
+    charged as Kueue ``release`` charges them (charging.py)."""
+    return [workload_pod_set(ps) for ps in charged_pod_sets(kind, obj, related, release)]
 
 
-def workload_for_job(kind: JobKind, job: Obj, priority: int,
-                     priority_class_ref: Mapping[str, str] | None, related: Related | None = None) -> dict[str, Any]:
+def workload_for_job(kind: JobKind, job: Obj, priority: int, priority_class_ref: Mapping[str, str] | None,
+                     related: Related | None = None, release: str = DEFAULT_KUEUE_RELEASE) -> dict[str, Any]:
     """The Workload Kueue's job reconciler would create for ``job`` (v1beta2)."""
     meta = job["metadata"]
     name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"])
     spec: dict[str, Any] = {
         "queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
-        "podSets": workload_pod_sets(kind, job, related),
+        "podSets": workload_pod_sets(kind, job, related, release),
         "priority": priority,
         "active": True,
     }
