@@ -194,6 +194,10 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
     capacity the leader leaves. Taken only when leader + workers together span strictly fewer
     domains (the objective) than Kueue's answer; Kueue's otherwise."""
     prob = result.workers
+    if len(result.leader_pods) != 1:
+        # Kueue v0.17.0's descent can drop a leader below the slice level (v0.19.1 keeps it:
+        # groups.py): nothing to re-solve around, Kueue's answer stands (this raised before).
+        return result.worker_pods, False
     (leader_leaf,) = result.leader_pods
     home = tree.ancestor(leader_leaf, prob.level)
     inside = tree.ancestors_array(prob.level) == home
