@@ -71,12 +71,18 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "UnadmittedWorkloadsObservability": False,  # beta off in v0.19: granular QuotaReserved reasons
     "DisableWaitForPodsReady": False,  # alpha off in v0.19: turns waitForPodsReady off
     "WorkloadPriorityClassDefaulting": False,  # alpha off in v0.18/v0.19: WPC "default"
+    "SkipReassignmentForPodOwnedWorkloads": False,  # beta on in v0.19: no hot swap of a Pod's Workload
+    "TASHandleOverlappingFlavors": False,  # beta on in v0.18: a node under two TAS flavors counted once
+    "QuotaCheckStrategy": False,  # beta on in v0.19: resources.quotaCheckStrategy honoured
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {
     "TASMultiLayerTopology": True,
     "TASAssignmentsEncodingByHostnamePrefix": True,
     "TASValidateWorkloadSliceSize": True,
+    "SkipReassignmentForPodOwnedWorkloads": True,
+    "TASHandleOverlappingFlavors": True,
+    "QuotaCheckStrategy": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {
     KUEUE_V017: _V017_GATE_DEFAULTS,

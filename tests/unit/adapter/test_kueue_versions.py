@@ -67,9 +67,11 @@ def test_each_release_knows_its_own_gate_names() -> None:
     with pytest.raises(ConfigError, match=r"featureGates: unrecognized feature gate: LendingLimit \(Kueue v0.19.2\)"):
         parse(KUEUE_V019, featureGates={"LendingLimit": True})
     # added in v0.19: inert (toposched does not act on it) under v0.19, unknown to v0.17
-    assert parse(KUEUE_V019, featureGates={"QuotaCheckStrategy": False}).inert_gates == ("QuotaCheckStrategy=false",)
-    with pytest.raises(ConfigError, match="unrecognized feature gate: QuotaCheckStrategy"):
-        parse(KUEUE_V017, featureGates={"QuotaCheckStrategy": False})
+    # (QuotaCheckStrategy was the example until toposched acted on it, issue 41)
+    assert parse(KUEUE_V019, featureGates={"MultiKueueRemoteSpecSync": False}).inert_gates == (
+        "MultiKueueRemoteSpecSync=false",)
+    with pytest.raises(ConfigError, match="unrecognized feature gate: MultiKueueRemoteSpecSync"):
+        parse(KUEUE_V017, featureGates={"MultiKueueRemoteSpecSync": False})
 
 
 def test_locked_gates_are_refused_with_component_base_words() -> None:
