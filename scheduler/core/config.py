@@ -158,6 +158,14 @@ class KueueConfig:
     # ``integrations.externalFrameworks``: (group, version, kind) of kinds whose Workloads an
     # external controller creates; the webhook lets their queued objects through.
     external_frameworks: tuple[tuple[str, str, str], ...] = ()
+    # ``resources.quotaCheckStrategy`` (v0.19): BlockUndeclared (v0.17's behaviour) or IgnoreUndeclared.
+    quota_check_strategy: str = "BlockUndeclared"
+
+    @property
+    def ignore_undeclared_resources(self) -> bool:
+        """Kueue's ``flavorassigner.IgnoreUndeclaredResources``: the QuotaCheckStrategy gate on
+        and ``IgnoreUndeclared`` chosen: resources the ClusterQueue does not cover are not checked."""
+        return self.quota_check_strategy == "IgnoreUndeclared" and self.feature_gates.enabled("QuotaCheckStrategy")
 
     @property
     def release(self) -> str:

@@ -248,6 +248,7 @@ class _Assigner:
     tas_only: bool
     oracle: PreemptionOracle | None = None
     fair_sharing: bool = False
+    ignore_undeclared: bool = False  # resources.quotaCheckStrategy: IgnoreUndeclared (v0.19)
 
 
 @dataclass(frozen=True)
@@ -275,13 +276,17 @@ class _FlavorChoice:
 
 
 def _resources_by_group(
-    requests: Mapping[str, int], cq: ClusterQueueSpec, status: _Status
+    requests: Mapping[str, int], cq: ClusterQueueSpec, status: _Status, ignore_undeclared: bool = False
 ) -> list[tuple[ResourceGroup, list[str]]] | None:
     """The requested resources grouped by the CQ's resource group covering them (groups in
-    the order their first resource sorts), or None when some resource is in no group."""
+    the order their first resource sorts), or None when some resource is in no group.
+    ``ignore_undeclared`` (Kueue v0.19's ``IgnoreUndeclared``): such a resource is left out of
+    the quota check, and of the usage, instead."""
     groups: list[tuple[ResourceGroup, list[str]]] = []
     for res in sorted(requests):
         group = next((g for g in cq.resource_groups if res in g.covered_resources), None)
+        if group is None and ignore_undeclared:
+            continue
         if group is None:
             status.reject(FlavorRejection.RESOURCE_NOT_COVERED, resource=res)
             status.reason = PendingReason.NO_MATCHING_FLAVOR
@@ -383,7 +388,7 @@ def _assign_pod_set(ctx: _Assigner, ps: PodSetSpec, assumed: Usage) -> _PodSetOu
     usage: Usage = {}
     mode, borrows = Mode.FIT, False
     needs: set[FlavorResource] = set()
-    groups = _resources_by_group(requests, ctx.cq, status)
+    groups = _resources_by_group(requests, ctx.cq, status, ctx.ignore_undeclared)
     for group, resources in groups or ():
         best = _choose_flavor(ctx, ps, group, resources, requests, assumed, status)
         if best is None:
@@ -409,10 +414,13 @@ def assign_flavors(
     flavor_levels: Mapping[str, tuple[str, ...]] | None = None,
     oracle: PreemptionOracle | None = None,
     fair_sharing: bool = False,
+    ignore_undeclared: bool = False,
 ) -> FlavorAssignment:
     """Choose a flavor per pod set and resource group (Kueue's flavor assigner). Later pod
-    sets see the quota the earlier ones take (``assumed``)."""
-    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors), oracle, fair_sharing)
+    sets see the quota the earlier ones take (``assumed``). ``ignore_undeclared``:
+    ``KueueConfig.ignore_undeclared_resources``."""
+    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors), oracle, fair_sharing,
+                    ignore_undeclared)
     assumed: Usage = {}
     results: list[PodSetFlavors] = []
     messages: list[str] = []

@@ -150,7 +150,8 @@ class Nominator:
         head = Head(pw, cq, resolve_priority(spec, snap.workload_priority_classes, snap.priority_classes,
                                              pw.priority), spec)
         assignment = assign_flavors(spec, cq, self.state.quota, snap.flavors, self.topologies.levels,
-                                    self._oracle(head), fair_sharing=self.state.fair)
+                                    self._oracle(head), fair_sharing=self.state.fair,
+                                    ignore_undeclared=snap.config.ignore_undeclared_resources)
         entry = Entry(head, assignment, Outcome(assignment.mode, assignment.reason, assignment.message))
         if assignment.mode == Mode.NO_FIT:
             return entry
