@@ -99,7 +99,8 @@ class Controller:
             unreachable_grace_s=settings.node_unreachable_grace_s, storm_policy=settings.storm_policy,
             caches=caches, prefix_runs=settings.config.feature_gates.enabled("TASAssignmentsEncodingByHostnamePrefix"),
             deleted_node_lease_absent_s=settings.deleted_node_lease_absent_s,
-            skip_pod_owned=settings.config.feature_gates.enabled("SkipReassignmentForPodOwnedWorkloads"))
+            skip_pod_owned=settings.config.feature_gates.enabled("SkipReassignmentForPodOwnedWorkloads"),
+            overlapping_flavors=settings.config.feature_gates.enabled("TASHandleOverlappingFlavors"))
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds,
                                          settings.config.release)
