@@ -134,12 +134,13 @@ def related_in(documents: Sequence[Mapping[str, Any]]) -> Related:
     return find
 
 
-def workload_from_manifest(obj: Mapping[str, Any], documents: Sequence[Mapping[str, Any]] = ()) -> WorkloadSpec:
+def workload_from_manifest(obj: Mapping[str, Any], documents: Sequence[Mapping[str, Any]] = (),
+                           release: str = DEFAULT_KUEUE_RELEASE) -> WorkloadSpec:
     """Any governed kind -> the :class:`WorkloadSpec` of the Workload Kueue would create for it
     (a LeaderWorkerSet: one group's; a Deployment: one replica's; a pod of a pod group: the
     group's, its members among ``documents``). ``documents``: the other objects of the file (a
-    TrainJob's runtime). Raises :class:`WorkloadFormatError` (or the codec's
-    :class:`TopologyRequestError`)."""
+    TrainJob's runtime). ``release``: the Kueue release whose charges apply (charging.py).
+    Raises :class:`WorkloadFormatError` (or the codec's :class:`TopologyRequestError`)."""
     kind_name = obj.get("kind")
     if kind_name in ("Job", "Workload"):  # read by the core directly (core/workload.py)
         return workload_from_object(obj)
@@ -158,7 +159,7 @@ def workload_from_manifest(obj: Mapping[str, Any], documents: Sequence[Mapping[s
         pod_sets = [workload_pod_set(ps) for ps in group_pod_sets(members)]
     else:
         given = [d for d in documents if d.get("kind") in {r.kind for r in kind.related}]
-        pod_sets = workload_pod_sets(kind, obj, related_in(given) if given else None)
+        pod_sets = workload_pod_sets(kind, obj, related_in(given) if given else None, release)
     workload = {
         "kind": "Workload",
         "metadata": meta,

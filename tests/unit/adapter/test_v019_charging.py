@@ -16,10 +16,13 @@ Under v0.17 (the default) none of Kueue v0.19's Ray charges apply."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from scheduler.adapter.files import load_workload
 from scheduler.adapter.kinds.batch import BATCH_JOB
 from scheduler.adapter.kinds.charging import charged_pod_sets
 from scheduler.adapter.kinds.equivalence import equivalent, job_pod_sets
@@ -204,3 +207,11 @@ def test_the_shape_gate_types_the_charged_fields_a_tenant_writes() -> None:
     cluster = raycluster({"headGroupSpec": head(), "enableInTreeAutoscaling": True,
                           "autoscalerOptions": {"resources": {"limits": {"memory": ["x"]}}}})
     assert [e.path for e in shape_errors("RayCluster", cluster)] == ["spec.autoscalerOptions.resources.limits[memory]"]
+
+
+def test_place_charges_as_the_release_it_is_told(tmp_path: Path) -> None:
+    # `toposched place --kueue-version v0.19` (and gRPC Place) read the manifest as the controller does
+    path = tmp_path / "rayjob.yaml"
+    path.write_text(yaml.safe_dump(rayjob("SidecarMode")))
+    assert load_workload(path, release=KUEUE_V019).pod_sets[0].requests == {"cpu": 500, "memory": 200 * 1024 ** 2}
+    assert load_workload(path).pod_sets[0].requests == {}
