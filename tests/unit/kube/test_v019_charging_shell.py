@@ -9,11 +9,11 @@ import copy
 
 from scheduler.adapter.kinds.ray import RAYJOB
 from scheduler.core.config import KUEUE_V019, kueue_defaults
-from scheduler.k8s.informer import CLUSTER_QUEUES, PODS, WORKLOADS
+from scheduler.k8s.informer import CLUSTER_QUEUES, NODES, PODS, WORKLOADS
 from scheduler.kube import status as st
 from scheduler.kube.jobs import resource_of
 from tests.unit.kube.test_new_kinds_phases import Q, create, gated_pod, ray_cluster_spec, reconcile, workloads
-from tests.unit.kube.test_phases import GPU, NS, Harness
+from tests.unit.kube.test_phases import GPU, NS, Harness, assigned_hosts
 
 
 def v019(harness: Harness) -> Harness:
@@ -61,3 +61,29 @@ def test_an_evicted_pod_owned_workload_is_not_requeued_under_v019(harness: Harne
     assert "solo" not in [p["metadata"]["name"] for p in harness.api.objects(PODS, NS)]
     requeued = st.find_condition(harness.api.get(WORKLOADS, wl["metadata"]["name"], NS), st.REQUEUED)
     assert requeued is not None and (requeued["status"], requeued["reason"]) == ("False", "Preempted")
+
+
+def _pod_owned_workload_on_a_deleted_node(harness: Harness) -> tuple[dict[str, int], dict[str, int]]:
+    wl = harness.admitted("train", 1)
+    before = assigned_hosts(wl)
+    harness.api.merge_patch(WORKLOADS, wl["metadata"]["name"], {"metadata": {"ownerReferences": [
+        {"apiVersion": "v1", "kind": "Pod", "name": "solo", "uid": "pod-uid"}]}}, NS)
+    harness.sync()
+    harness.controller.node_failures.run()  # a pass sees the node while it exists
+    harness.api.delete(NODES, next(iter(before)))
+    harness.sync()
+    harness.controller.node_failures.run()
+    harness.sync()
+    return before, assigned_hosts(harness.workload())
+
+
+def test_a_pod_owned_workload_keeps_its_failed_node_under_v019(harness: Harness) -> None:
+    # the controller wires SkipReassignmentForPodOwnedWorkloads into the node-failure phase
+    before, after = _pod_owned_workload_on_a_deleted_node(v019(harness))
+    assert after == before and not st.condition_true(harness.workload(), st.EVICTED)
+    assert "NodeReplaced" not in harness.event_reasons()
+
+
+def test_under_v017_the_same_workload_is_hot_swapped(harness: Harness) -> None:
+    before, after = _pod_owned_workload_on_a_deleted_node(harness)
+    assert after != before and "NodeReplaced" in harness.event_reasons()
