@@ -47,7 +47,8 @@ def test_ignore_undeclared_admits_and_charges_only_declared_resources() -> None:
 
 
 @pytest.mark.parametrize("cfg", [
-    config("IgnoreUndeclared", gate=False),  # "quota check strategy is set to IgnoreUndeclared and feature gate is disabled"
+    # "quota check strategy is set to IgnoreUndeclared and feature gate is disabled"
+    config("IgnoreUndeclared", gate=False),
     config("BlockUndeclared"),
     config("IgnoreUndeclared", release=KUEUE_V017),  # v0.17.0 has neither the field nor the gate
 ], ids=["gate off", "BlockUndeclared", "v0.17"])
