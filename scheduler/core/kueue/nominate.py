@@ -20,6 +20,7 @@ from typing import TypeVar
 from scheduler.core.beyond.domain_target import DomainTarget, target_of_placement
 from scheduler.core.beyond.held_domains import Reservation
 from scheduler.core.beyond.preferred_domains import preferred_domains
+from scheduler.core.config import KUEUE_V019
 from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.kueue.cycle_state import CycleState
 from scheduler.core.kueue.entries import Entry, Head, Outcome, Preemption
@@ -151,7 +152,8 @@ class Nominator:
                                              pw.priority), spec)
         assignment = assign_flavors(spec, cq, self.state.quota, snap.flavors, self.topologies.levels,
                                     self._oracle(head), fair_sharing=self.state.fair,
-                                    ignore_undeclared=snap.config.ignore_undeclared_resources)
+                                    ignore_undeclared=snap.config.ignore_undeclared_resources,
+                                    group_tas_flavors=snap.config.release == KUEUE_V019)
         entry = Entry(head, assignment, Outcome(assignment.mode, assignment.reason, assignment.message))
         if assignment.mode == Mode.NO_FIT:
             return entry
