@@ -36,6 +36,7 @@ from scheduler.core.kueue.queueing import PendingWorkload, resolve_priority
 from scheduler.core.kueue.quota import ClusterQueueSpec, FlavorResource, QuotaState
 from scheduler.core.kueue.topologies import Placed
 from scheduler.core.placement.planner import Placement
+from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.preemption.classical import classical_targets
 from scheduler.core.preemption.domains import DomainRequest
 from scheduler.core.preemption.plan import preemption_plan
@@ -181,13 +182,21 @@ class Nominator:
         join ``needs``), else the entry does not fit; reserve-compact holds back an entry that
         fits only in held room. Returns the entry and whether it is settled."""
         trees, holds = self.topologies.trees, self.state.holds
+        overlapping = self.snap.config.feature_gates.enabled("TASHandleOverlappingFlavors")
+        assumed: list[tuple[PodSetPlacement, Mapping[str, int]]] = []
         for flavor, pod_sets in sorted(by_flavor.items()):
             held = holds.binding(entry.head, flavor)
-            placement = self.place_for(entry, trees[flavor], pod_sets, flavor, implied, held=held)
+            tree = _with_assumed(trees[flavor], assumed) if overlapping else trees[flavor]
+            placement = self.place_for(entry, tree, pod_sets, flavor, implied, held=held)
             if placement.fits:
                 entry = replace(entry, placed=entry.placed.adding(placement, flavor))
+                if overlapping and tree.hostname_lowest:
+                    # Kueue's WithAggregatedDomainUsages: the workload's next hostname-level
+                    # flavor sees what this one just placed on the hosts they share
+                    requests = {ps.name: ps.requests for ps in pod_sets}
+                    assumed += [(p, requests.get(p.name, {})) for p in placement.pod_sets]
                 continue
-            if held and self.place_for(entry, trees[flavor], pod_sets, flavor, implied).fits:
+            if held and self.place_for(entry, tree, pod_sets, flavor, implied).fits:
                 return holds.hold_back(entry, pod_sets[0].name, held), True
             message = flavors_message(placement.failed_pod_set or pod_sets[0].name, placement.reason)
             failed = PendingReason.TOPOLOGY_FAILED.value
@@ -288,4 +297,15 @@ def _resources_on(assignment: FlavorAssignment, pod_sets: Sequence[PodSetSpec], 
     for ps in pod_sets:
         psf = next(p for p in assignment.pod_sets if p.name == ps.name)
         out.update(fr for fr in psf.usage if fr[0] == flavor)
+    return out
+
+
+def _with_assumed(tree: TopologyTree, assumed: Sequence[tuple[PodSetPlacement, Mapping[str, int]]]) -> TopologyTree:
+    """``tree`` with the workload's placements on other overlapping hostname-level flavors
+    (TASHandleOverlappingFlavors): a copy, only when there is something to add."""
+    if not assumed or not tree.hostname_lowest:
+        return tree
+    out = tree.clone()
+    for placement, per_pod in assumed:
+        out.add_usage(placement, per_pod)
     return out

@@ -7,12 +7,20 @@ still counts on the node holding its usage"."""
 
 from __future__ import annotations
 
-from scheduler.core.config import KUEUE_V017, KUEUE_V019, FeatureGates
+from dataclasses import replace
+
+from scheduler.core.config import KUEUE_V017, KUEUE_V019, FeatureGates, kueue_defaults
 from scheduler.core.kueue.admitted import AdmittedWorkload, TASUsage, charge_topology_usage
+from scheduler.core.kueue.cycle import run_cycle
+from scheduler.core.kueue.decisions import Admit
+from scheduler.core.kueue.quota import ClusterQueueSpec, FlavorQuotas, FlavorSpec, ResourceGroup, ResourceQuota
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeCondition, NodeInfo
 from scheduler.core.placement.types import DomainAssignment, PodSetPlacement
 from scheduler.core.topology import TopologyTree
+from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
+
+from ._admission import NS, lqs, pending, snapshot
 
 ZONE = "zone"
 
@@ -83,3 +91,22 @@ def test_a_flavor_whose_topology_does_not_end_at_the_hostname_keeps_its_own_usag
     leaf = block.leaf_of_node("x1")
     assert leaf is not None and block.free_of_leaf(leaf)["cpu"] == 2000
 
+
+
+def test_one_workloads_pod_sets_on_two_overlapping_flavors_see_each_other_under_v019() -> None:
+    # clusterqueue_snapshot.go FindTopologyAssignmentsForWorkload: with the gate, the flavors of
+    # one workload share an assumed usage, so its second flavor sees the first one's pods.
+    groups = (ResourceGroup(("cpu",), (FlavorQuotas("f1", {"cpu": ResourceQuota(10000)}),)),
+              ResourceGroup(("memory",), (FlavorQuotas("f2", {"memory": ResourceQuota(2 ** 40)}),)))
+    cqs = {"a": ClusterQueueSpec("a", groups)}
+    one_slot = [NodeInfo(name="x1", labels={HOSTNAME_LABEL: "x1"}, conditions=(NodeCondition("Ready", "True"),),
+                         allocatable={"cpu": 4000, "memory": 2 ** 34, "pods": 1})]
+    spec = WorkloadSpec(NS, "wl", (PodSetSpec("a", 1, {"cpu": 1000}, TopologyRequest(required=HOSTNAME_LABEL)),
+                                   PodSetSpec("b", 1, {"memory": 2 ** 30}, TopologyRequest(required=HOSTNAME_LABEL))),
+                        uid="u", queue_name="lq")
+    for release, admitted in ((KUEUE_V017, True), (KUEUE_V019, False)):
+        trees = {f: TopologyTree.build("t", (HOSTNAME_LABEL,), one_slot) for f in ("f1", "f2")}
+        snap = snapshot(cluster_queues=cqs, local_queues=lqs(("lq", "a")), trees=trees, pending=[pending(spec)],
+                        flavors={f: FlavorSpec(f, topology_name="t") for f in ("f1", "f2")})
+        [decision] = run_cycle(replace(snap, config=kueue_defaults(release)))
+        assert isinstance(decision, Admit) is admitted, (release, decision)
