@@ -34,7 +34,9 @@ failurePolicy design (docs/webhook.md):
   as for Workloads): starting, stopping and restoring an admitted job is the controller's to do
   and never waits for (or on) the webhook.
 * Kueue objects (Topology, ResourceFlavor, ClusterQueue, LocalQueue): ``Ignore``. Their CRD
-  CEL rules still hold; the admins can always repair queues with the webhook down.
+  CEL rules still hold; the admins can always repair queues with the webhook down. Kueue's
+  PreemptionConfig too: one with a field Kueue v0.20 does not have that gets in while the
+  webhook is down is not applied by the controller (its rules only ever widen preemption).
 * Workloads: ``Fail`` (as Kueue's own ``vworkload.kb.io``), for everyone but toposched's
   controller, whose username ``matchConditions`` exclude: tenants cannot write the annotations
   the controller owns nor an invalid Workload while the webhook is down, and the controller's
@@ -54,7 +56,7 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from admission.governance import QUEUED_PATH
-from admission.routes import KUEUE_PLURALS, VALIDATE_WORKLOAD, validate_kueue_path
+from admission.routes import KUEUE_PLURALS, VALIDATE_PREEMPTION_CONFIG, VALIDATE_WORKLOAD, validate_kueue_path
 from admission.suspension import controller_username
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.pod import POD
@@ -184,6 +186,13 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
             rules=[{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"], "resources": [plural],
                     "operations": ["CREATE", "UPDATE"],
                     "scope": "Namespaced" if kind == "LocalQueue" else "Cluster"}]))
+    # Kueue's alpha PreemptionConfig: a field Kueue v0.20's type does not have is refused by name
+    # (the controller re-checks and does not apply such an object, so Ignore only delays the news).
+    hooks.append(dict(
+        common, name="vpreemptionconfig.kueue.toposched.io", clientConfig=client(VALIDATE_PREEMPTION_CONFIG),
+        failurePolicy="Ignore", timeoutSeconds=3,
+        rules=[{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1alpha1"], "resources": ["preemptionconfigs"],
+                "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}]))
     hooks.append(dict(common, name="vworkload.kueue.toposched.io", clientConfig=client(VALIDATE_WORKLOAD),
                       failurePolicy="Fail", timeoutSeconds=5,
                       rules=[{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"],

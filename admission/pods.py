@@ -36,6 +36,7 @@ from typing import Any
 from admission.mutation import DEFAULT_LOCAL_QUEUE, Mutation, escape
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import Holding
+from scheduler.adapter.kinds.identifiers import LABELS_ONLY, Identifiers
 from scheduler.adapter.kinds.ownership import managed_ancestor
 from scheduler.adapter.kinds.pod import PodGroupError, group_total_count, role_hash
 from scheduler.adapter.kinds.registry import KINDS
@@ -60,6 +61,8 @@ from scheduler.core.workload import ANN_ROLE_HASH, LABEL_QUEUE_NAME, SCHEDULER_N
 LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
 GROUP_METADATA_DETAIL = (f"both the '{ANN_POD_GROUP_TOTAL_COUNT}' annotation and the '{LABEL_POD_GROUP_NAME}' label "
                          "should be set")
+GROUP_METADATA_DETAIL_ANNOTATION = (f"both the '{ANN_POD_GROUP_TOTAL_COUNT}' annotation and the "
+                                    f"'{LABEL_POD_GROUP_NAME}' annotation should be set")
 
 
 @dataclass(frozen=True)
@@ -168,50 +171,53 @@ def mutate_pod(pod: Mapping[str, Any], operation: str, ctx: PodContext,
     return out
 
 
-def _group_errors(pod: Mapping[str, Any]) -> list[FieldError]:
-    labels = _meta(pod).get("labels") or {}
+def _group_errors(pod: Mapping[str, Any], ids: Identifiers = LABELS_ONLY) -> list[FieldError]:
+    """Kueue's ``validatePodGroupMetadata``; under WorkloadIdentifierAnnotations (``ids``) a group
+    may be named by the annotation, judged where it was read (``getGroupNamePath``)."""
     annotations = _meta(pod).get("annotations") or {}
-    name = labels.get(LABEL_POD_GROUP_NAME)
+    name = ids.group_name(pod)
     has_count = ANN_POD_GROUP_TOTAL_COUNT in annotations
-    name_path = f"metadata.labels[{LABEL_POD_GROUP_NAME}]"
+    name_path = ids.group_name_path(pod)
     count_path = f"metadata.annotations[{ANN_POD_GROUP_TOTAL_COUNT}]"
+    by_annotation = name_path.startswith("metadata.annotations")
+    detail = GROUP_METADATA_DETAIL_ANNOTATION if by_annotation else GROUP_METADATA_DETAIL
     if not name:
-        return [required(name_path, GROUP_METADATA_DETAIL)] if has_count else []
+        return [required(name_path, detail)] if has_count else []
     errors: list[FieldError] = []
     problems = dns1123_subdomain_problems(str(name))
     if problems:
         errors.append(invalid(name_path, name, ",".join(problems)))
     if not has_count:
-        return errors + [required(count_path, GROUP_METADATA_DETAIL)]
+        return errors + [required(count_path, detail)]
     try:
-        group_total_count(pod)
+        group_total_count(pod, ids)
     except PodGroupError as exc:
         errors.append(invalid(count_path, annotations[ANN_POD_GROUP_TOTAL_COUNT], str(exc)))
     return errors
 
 
-def validate_pod(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Verdict:
-    """Kueue's pod webhook validation (``old`` given on UPDATE)."""
+def validate_pod(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None,
+                 ids: Identifiers = LABELS_ONLY) -> Verdict:
+    """Kueue's pod webhook validation (``old`` given on UPDATE); ``ids``: where a pod names its
+    group (the label, or under WorkloadIdentifierAnnotations the annotation first)."""
     verdict = Verdict()
     labels = _meta(pod).get("labels") or {}
     managed = labels.get(LABEL_MANAGED)
     if managed is not None and managed != MANAGED_VALUE:
         verdict.errors.append(forbidden(f"metadata.labels[{LABEL_MANAGED}]",
                                         f"managed label value can only be '{MANAGED_VALUE}'"))
-    verdict.errors.extend(_group_errors(pod))
+    verdict.errors.extend(_group_errors(pod, ids))
     # A pod is one member of its pod set (Kueue's ValidateTASPodSetRequest): a group name (an LWS
     # leader's and workers' pods carry their template's) pairs pod sets, judged on their owner.
     verdict.errors.extend(validate_topology_annotations(_meta(pod).get("annotations") or {}, 1, "metadata.annotations",
                                                         single_pod_set=False))
     if old is not None:
-        old_labels = _meta(old).get("labels") or {}
-        old_group = old_labels.get(LABEL_POD_GROUP_NAME)
-        if old_group and labels.get(LABEL_POD_GROUP_NAME) != old_group:
-            verdict.errors.append(invalid(f"metadata.labels[{LABEL_POD_GROUP_NAME}]",
-                                          labels.get(LABEL_POD_GROUP_NAME, ""), "field is immutable"))
+        old_group = ids.group_name(old)
+        if old_group and ids.group_name(pod) != old_group:
+            verdict.errors.append(invalid(ids.group_name_path(pod), ids.group_name(pod), "field is immutable"))
         was_unretriable = (_meta(old).get("annotations") or {}).get(ANN_RETRIABLE_IN_GROUP) == "false"
         now_unretriable = (_meta(pod).get("annotations") or {}).get(ANN_RETRIABLE_IN_GROUP) == "false"
-        if labels.get(LABEL_POD_GROUP_NAME) and was_unretriable and not now_unretriable:
+        if ids.group_name(pod) and was_unretriable and not now_unretriable:
             verdict.errors.append(forbidden(f"metadata.annotations[{ANN_RETRIABLE_IN_GROUP}]",
                                             "unretriable pod group can't be converted to retriable"))
     return verdict

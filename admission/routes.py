@@ -3,7 +3,8 @@
 
 Paths: for each kind of the job-kind registry a mutating and a validating path (its
 ``mutate_path`` / ``validate_path``); Kueue's own webhooks' paths for Topology, ResourceFlavor,
-ClusterQueue, LocalQueue and Workload (v1beta2 and v1beta1); and the default deny's catch-all
+ClusterQueue, LocalQueue and Workload (v1beta2 and v1beta1), and for Kueue's alpha
+PreemptionConfig (v1alpha1, which Kueue v0.20 checks by its CRD only); and the default deny's catch-all
 ``/validate-queued``. Where to add a webhook check: docs/architecture.md, "Add a webhook check".
 """
 
@@ -48,6 +49,8 @@ POD_MUTATE = (steps.read_as_path_kind, steps.shape_gate, steps.mutate_pod_step)
 POD_VALIDATE = (steps.read_as_path_kind, steps.shape_gate, steps.validate_pod_step)
 WORKLOAD_VALIDATE = (steps.shape_gate, steps.validate_workload_step)
 KUEUE_OBJECT_VALIDATE = (steps.shape_gate, steps.validate_kueue_object_step)
+PREEMPTION_CONFIG_VALIDATE = (steps.validate_preemption_config_step,)
+VALIDATE_PREEMPTION_CONFIG = validate_kueue_path("PreemptionConfig", "v1alpha1")
 QUEUED = (steps.default_deny, steps.allow)
 
 
@@ -63,6 +66,8 @@ def _routes() -> dict[str, Route]:
             routes[path] = Route(path, name, KUEUE_OBJECT_VALIDATE)
         path = validate_kueue_path("Workload", version)
         routes[path] = Route(path, "Workload", WORKLOAD_VALIDATE)
+    routes[VALIDATE_PREEMPTION_CONFIG] = Route(VALIDATE_PREEMPTION_CONFIG, "PreemptionConfig",
+                                               PREEMPTION_CONFIG_VALIDATE)
     routes[QUEUED_PATH] = Route(QUEUED_PATH, "", QUEUED)
     return routes
 

@@ -23,9 +23,11 @@ from admission.update_guards import update_errors
 from admission.validation import validate_job
 from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.ownership import OwnerUnreadable
 from scheduler.adapter.manifest.fielderrors import INVALID, Verdict
 from scheduler.adapter.manifest.shape import shape_errors
+from scheduler.adapter.preemption_checks import config_errors
 from scheduler.core.workload import LABEL_QUEUE_NAME
 
 log = logging.getLogger(__name__)
@@ -142,7 +144,8 @@ def update_guard(r: Review) -> Answer | None:
     """What runs is what was admitted (admission/update_guards.py): the queue label on UPDATE
     as Kueue's webhooks rule it, for everyone but the controller."""
     try:
-        refused = update_errors(_kind(r), r.req, r.obj, r.previous, r.view, r.settings.controller_users)
+        refused = update_errors(_kind(r), r.req, r.obj, r.previous, r.view, r.settings.controller_users,
+                                r.settings.gates)
     except Exception as exc:
         return _could_not_validate(r, _kind(r).kind, exc, managed=True)
     return r.deny(Verdict(refused).message()) if refused else None
@@ -195,15 +198,16 @@ def mutate_pod_step(r: Review) -> Answer:
 def validate_pod_step(r: Review) -> Answer:
     """Kueue's pod validation, and only the controller releases a managed pod's gates."""
     previous = r.previous
-    verdict = validate_pod(r.obj, previous)
-    verdict.errors.extend(update_errors(_kind(r), r.req, r.obj, previous, r.view, r.settings.controller_users))
+    verdict = validate_pod(r.obj, previous, identifiers(r.settings.gates))
+    verdict.errors.extend(update_errors(_kind(r), r.req, r.obj, previous, r.view, r.settings.controller_users,
+                                        r.settings.gates))
     return _verdict(r, verdict)
 
 
 def validate_workload_step(r: Review) -> Answer:
     """Kueue's Workload rules, the keys only the controller writes, priority (admission/workloads.py)."""
     try:
-        verdict = validate_workload(r.obj, r.previous, r.view, r.user, r.settings.controller_users)
+        verdict = validate_workload(r.obj, r.previous, r.view, r.user, r.settings.controller_users, r.settings.gates)
     except Exception as exc:
         return _could_not_validate(r, "Workload", exc, managed=True)
     return _verdict(r, verdict)
@@ -217,3 +221,9 @@ def validate_kueue_object_step(r: Review) -> Answer:
         return _could_not_validate(r, r.kind_name, exc, managed=True)
     return _verdict(r, verdict)
 
+
+def validate_preemption_config_step(r: Review) -> Answer:
+    """Kueue's PreemptionConfig (v0.20's type, exactly): a field the type does not have, or a
+    value its CRD refuses, is refused naming the field (the controller re-checks and does not
+    apply such an object; docs/quota-and-preemption.md)."""
+    return _verdict(r, Verdict(config_errors(r.obj), code=INVALID))

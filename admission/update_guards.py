@@ -10,7 +10,8 @@ work from the queue after CREATE. Plain dicts in, field errors out; no I/O.
 * Jobs with a suspend flag (``jobframework/validation.go validateUpdateForQueueName``): the
   queue label is immutable while the job is not suspended; it may not be emptied in a
   namespace with a ``default`` LocalQueue.
-* LeaderWorkerSet (``leaderworkerset_webhook.go``): the queue label is immutable.
+* LeaderWorkerSet (``leaderworkerset_webhook.go``): the queue label is immutable; with
+  LWSImmutableGroupSize (on in v0.19) so is ``spec.leaderWorkerTemplate.size`` while managed.
 * Deployment, StatefulSet (``deployment_webhook.go``, ``statefulset_webhook.go``): immutable
   while a pod is ready (the old object's ``status.readyReplicas``), and never removed.
 
@@ -26,8 +27,11 @@ from admission.mutation import DEFAULT_LOCAL_QUEUE
 from admission.suspension import queue_name, requesting_user
 from admission.view import ClusterView
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.identifiers import ANN_POD_GROUP_NAME, ANN_PREBUILT_WORKLOAD, identifiers
 from scheduler.adapter.kinds.pod import POD
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.adapter.manifest.fielderrors import FieldError, forbidden, invalid
+from scheduler.core.config import FeatureGates
 from scheduler.core.kueue_names import (
     ANN_POD_GROUP_TOTAL_COUNT,
     GATE_ADMISSION,
@@ -40,11 +44,13 @@ from scheduler.core.kueue_names import (
 from scheduler.core.workload import ANN_ROLE_HASH, LABEL_QUEUE_NAME
 
 IMMUTABLE = "field is immutable"  # apimachinery's FieldImmutableErrorMsg, Kueue's word
+LWS_SIZE_PATH = "spec.leaderWorkerTemplate.size"
 QUEUE_LABEL_PATH = f"metadata.labels[{LABEL_QUEUE_NAME}]"
 KUEUE_GATES = (GATE_ADMISSION, GATE_TOPOLOGY)
 # The keys that tie a pod to its Workload and pod set (the group-name label: validate_pod).
 POD_LABELS = (LABEL_MANAGED, LABEL_QUEUE_NAME, LABEL_POD_GROUP_POD_INDEX, LABEL_PREBUILT_WORKLOAD)
 POD_ANNOTATIONS = (ANN_POD_GROUP_TOTAL_COUNT, ANN_ROLE_HASH)
+POD_ID_ANNOTATIONS = (ANN_POD_GROUP_NAME, ANN_PREBUILT_WORKLOAD)  # WorkloadIdentifierAnnotations' forms
 # Kinds whose queue label Kueue judges by the old object's ready replicas, not a suspend flag.
 READY_REPLICA_KINDS = frozenset({"Deployment", "StatefulSet"})
 
@@ -73,8 +79,11 @@ def _who(username: str) -> str:
 
 
 def pod_update_errors(pod: Mapping[str, Any], old: Mapping[str, Any], username: str,
-                      controller_users: Collection[str]) -> list[FieldError]:
-    """The refusals of a pod UPDATE by anyone but the controller."""
+                      controller_users: Collection[str], gates: FeatureGates = NO_OVERRIDES) -> list[FieldError]:
+    """The refusals of a pod UPDATE by anyone but the controller. Under Kueue's
+    WorkloadIdentifierAnnotations (``gates``) the pod-group and prebuilt-Workload names are
+    annotations too (``adapter/kinds/identifiers.py``): held the same, so a tenant cannot unhook a
+    pod by rewriting the annotation that now ties it to its Workload."""
     if username in controller_users:
         return []
     errors: list[FieldError] = []
@@ -89,7 +98,8 @@ def pod_update_errors(pod: Mapping[str, Any], old: Mapping[str, Any], username: 
         return errors
     fix = (f"only toposched's controller may change it ({_who(username)} is not it); keep the value, or delete the "
            f"pod and recreate it without the {LABEL_QUEUE_NAME} label to run it outside the queue")
-    for where, keys in (("labels", POD_LABELS), ("annotations", POD_ANNOTATIONS)):
+    annotation_keys = POD_ANNOTATIONS + (POD_ID_ANNOTATIONS if identifiers(gates).annotations else ())
+    for where, keys in (("labels", POD_LABELS), ("annotations", annotation_keys)):
         before, after = _map(old, where), _map(pod, where)
         for key in keys:
             if before.get(key) != after.get(key):
@@ -129,17 +139,43 @@ def job_update_errors(kind: JobKind, obj: Mapping[str, Any], old: Mapping[str, A
     return errors
 
 
+def _lws_size(obj: Mapping[str, Any]) -> Any:
+    spec = obj.get("spec")
+    lwt = spec.get("leaderWorkerTemplate") if isinstance(spec, Mapping) else None
+    size = lwt.get("size") if isinstance(lwt, Mapping) else None
+    return 1 if size is None else size  # defaultLeaderWorkerSetSize
+
+
+def lws_size_errors(obj: Mapping[str, Any], old: Mapping[str, Any], gates: FeatureGates) -> list[FieldError]:
+    """Kueue v0.19.1+'s LWSImmutableGroupSize (``leaderworkerset_webhook.go ValidateUpdate``): the
+    group size of a managed LeaderWorkerSet is immutable, for everyone, since its Workloads'
+    pod sets are never recomputed (a bigger group would run pods no quota was reserved for)."""
+    if not gates.enabled("LWSImmutableGroupSize") or not queue_name(obj):
+        return []
+    new_size, old_size = _lws_size(obj), _lws_size(old)
+    if new_size == old_size:
+        return []
+    return [invalid(LWS_SIZE_PATH, new_size, IMMUTABLE,
+                    f"keep spec.leaderWorkerTemplate.size: {old_size}; to change the group size, delete the "
+                    "LeaderWorkerSet and create it again with the new size")]
+
+
 def update_errors(kind: JobKind, request: Mapping[str, Any], obj: Mapping[str, Any], old: Any,
-                  view: ClusterView | None, controller_users: Collection[str]) -> list[FieldError]:
+                  view: ClusterView | None, controller_users: Collection[str],
+                  gates: FeatureGates = NO_OVERRIDES) -> list[FieldError]:
     """The UPDATE guards of one review (none for other operations): the one entry
-    ``admission/review.py`` calls for pods and for every other governed kind."""
+    ``admission/review.py`` calls for pods and for every other governed kind. ``gates``: the
+    Kueue Configuration's (LWSImmutableGroupSize)."""
     if request.get("operation") != "UPDATE" or not isinstance(old, Mapping):
         return []
     user = requesting_user(request)
     if kind is POD:
-        return pod_update_errors(obj, old, user, controller_users)
+        return pod_update_errors(obj, old, user, controller_users, gates)
 
     def default_queue_exists(namespace: str) -> bool:
         return view is not None and view.local_queue(namespace, DEFAULT_LOCAL_QUEUE) is not None
 
-    return job_update_errors(kind, obj, old, user, controller_users, default_queue_exists)
+    errors = job_update_errors(kind, obj, old, user, controller_users, default_queue_exists)
+    if kind.kind == "LeaderWorkerSet":
+        errors += lws_size_errors(obj, old, gates)
+    return errors

@@ -28,9 +28,12 @@ from typing import Any
 
 from admission.owned import owned_key_errors, who
 from admission.view import ClusterView
+from scheduler.adapter.manifest import gated_by
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, forbidden
 from scheduler.adapter.priority_policy import NOT_FOUND, class_refused, class_value
 from scheduler.adapter.workload_checks import FieldProblem, update_problems, workload_problems
+from scheduler.core.config import FeatureGates
 
 WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"  # v1beta1 priorityClassSource
 
@@ -119,11 +122,15 @@ def priority_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view:
 
 
 def validate_workload(obj: Mapping[str, Any], old: Mapping[str, Any] | None, view: ClusterView | None,
-                      username: str, controller_users: Collection[str]) -> Verdict:
-    """The decision on one Workload CREATE (``old`` None) or UPDATE."""
+                      username: str, controller_users: Collection[str],
+                      gates: FeatureGates = NO_OVERRIDES) -> Verdict:
+    """The decision on one Workload CREATE (``old`` None) or UPDATE. The admission-gated-by
+    annotation follows Kueue's rules for everyone (a Workload created directly may carry it;
+    names may only be removed later: scheduler/adapter/manifest/gated_by.py)."""
     errors = owned_key_errors(obj, old, username, controller_users)
+    errors += gated_by.create_errors(obj, gates) if old is None else gated_by.update_errors(old, obj, gates)
     if old is None or obj.get("spec") != old.get("spec"):
-        errors += [field_error(p) for p in workload_problems(obj)]
+        errors += [field_error(p) for p in workload_problems(obj, gates.release)]
     if old is not None:
         errors += [field_error(p) for p in update_problems(obj, old)]
     if not errors and username not in controller_users:

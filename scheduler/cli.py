@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "webhook",
     "adopt",
     "preflight",
+    "migrate_limits",
 )
 
 

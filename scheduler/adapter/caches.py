@@ -34,7 +34,7 @@ class SnapshotCaches:
     # A pending Workload's conversion depends on its namespace's labels (part of the stamp).
     pending: VersionMemo[PendingOrProblems] = field(default_factory=VersionMemo)
     queues: QueueMemo = field(default_factory=QueueMemo)  # the pending Workloads' queues
-    # Kueue's PreemptionConfigs and PreemptionLimits (adapter/preemption_rules.py), each
-    # converted, or the line saying why the CRD would refuse it.
+    # Kueue's PreemptionConfigs and toposched's PreemptionLimits (adapter/preemption_rules.py),
+    # each converted, or the line saying why it is not applied.
     preemption_configs: VersionMemo[PreemptionConfigSpec | str] = field(default_factory=VersionMemo)
     preemption_limits: VersionMemo[LimitSpec | str] = field(default_factory=VersionMemo)

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.adapter.kueue_config_fields import unknown_field
 from scheduler.adapter.kueue_gates import KUEUE_GATES, KUEUE_LOCKED_GATES
 from scheduler.core.config import (
     DEFAULT_KUEUE_RELEASE,
@@ -161,15 +162,51 @@ def _bool(value: object, path: str) -> bool:
 
 
 # ------------------------------------------------------------------ sections
+# Gates Kueue refuses without others (pkg/config/validation.go at v0.19.2), among those toposched acts on.
+_GATE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "UnadmittedWorkloadsExplicitStatus": ("UnadmittedWorkloadsObservability",),
+}
+# toposched's own names for behaviour that a Kueue release lacks but toposched offers
+# (docs/kueue-config.md "toposched's settings"): ``featureGates: {toposched.io/<Gate>: true}``. Under
+# a release that has the Kueue gate, its Kueue name works too; under one that lacks it (v0.17.0 has
+# none of these), the Kueue name is refused as that Kueue refuses it.
+TOPOSCHED_GATE_PREFIX = "toposched.io/"
+TOPOSCHED_GATES = frozenset({
+    "TASRespectNodeAffinityPreferred",  # preferred node affinity orders domains (Kueue v0.18.0+)
+    "WorkloadPriorityClassDefaulting",  # the "default" WorkloadPriorityClass (Kueue v0.18.0+)
+    "UnadmittedWorkloadsObservability",  # granular QuotaReserved reasons (Kueue v0.18.5/v0.19.0+)
+})
+# Gates of the v0.20 cycle toposched builds, in no release it behaves as; accepted under both.
+LATER_RELEASE_GATES = frozenset({"TASTopologySpreading", "TASPartialSlices"})
+
+
+def _unrecognized(name: str, release: str) -> ConfigError:
+    """component-base's refusal (``SetFromMap``: "unrecognized feature gate: X"), naming the
+    Kueue tag; for a behaviour toposched offers under its own name, that name."""
+    message = f"featureGates: unrecognized feature gate: {name} (Kueue {KUEUE_RELEASES[release]})"
+    if name in TOPOSCHED_GATES:
+        message += f"; toposched offers this behaviour as featureGates.{TOPOSCHED_GATE_PREFIX}{name}"
+    return ConfigError(message)
+
+
 def _feature_gates(raw: object, release: str) -> tuple[FeatureGates, tuple[str, ...]]:
     gates = _mapping(raw, "featureGates")
     ours, kueue = GATE_DEFAULTS_BY_RELEASE[release], KUEUE_GATES[release]
     overrides: dict[str, bool] = {}
     inert: list[str] = []
     for name, value in gates.items():
-        if name not in ours and name not in kueue and name not in _UMBRELLA_GATES:
-            raise ConfigError(f"featureGates: unrecognized feature gate: {name} (Kueue {KUEUE_RELEASES[release]})")
         enabled = _bool(value, f"featureGates.{name}")
+        own = name.removeprefix(TOPOSCHED_GATE_PREFIX) if name.startswith(TOPOSCHED_GATE_PREFIX) else None
+        if own is not None:
+            if own not in TOPOSCHED_GATES:
+                raise ConfigError(f"featureGates: unknown toposched setting: {name}; toposched's are "
+                                  + ", ".join(TOPOSCHED_GATE_PREFIX + g for g in sorted(TOPOSCHED_GATES)))
+            if own in gates and gates[own] != enabled:
+                raise ConfigError(f"featureGates: {own} and {name} disagree; set one of them")
+            overrides[own] = enabled
+            continue
+        if name not in kueue and name not in LATER_RELEASE_GATES and name not in _UMBRELLA_GATES:
+            raise _unrecognized(name, release)
         if name in KUEUE_LOCKED_GATES[release] and enabled != kueue[name]:
             raise ConfigError(f"featureGates: cannot set feature gate {name} to {str(enabled).lower()}, "
                               f"feature is locked to {str(kueue[name]).lower()} (Kueue {KUEUE_RELEASES[release]})")
@@ -177,7 +214,12 @@ def _feature_gates(raw: object, release: str) -> tuple[FeatureGates, tuple[str, 
             overrides[name] = enabled
         elif enabled != kueue.get(name, False):
             inert.append(f"{name}={str(enabled).lower()}")
-    return FeatureGates(overrides, release), tuple(inert)
+    result = FeatureGates(overrides, release)
+    for gate, needs in _GATE_DEPENDENCIES.items():  # Kueue's validateFeatureGateDependency
+        for dependency in needs:
+            if gate in ours and result.enabled(gate) and not result.enabled(dependency):
+                raise ConfigError(f'featureGates: Invalid value: "{gate}": {gate} requires {dependency} to be enabled')
+    return result, tuple(inert)
 
 
 def _fair_sharing(raw: object, v1beta1: bool) -> FairSharing:
@@ -267,13 +309,14 @@ def _wait_for_pods_ready(raw: object, v1beta1: bool, release: str) -> WaitForPod
                             requeuing_strategy=_requeuing(w.get("requeuingStrategy")))
 
 
-def _resources(raw: object, not_supported: list[str], release: str, gate_on: bool) -> str:
+def _resources(raw: object, not_supported: list[str], gate_on: bool) -> str:
     """The ``resources`` section: what toposched does not honour is listed; returns the quota
     check strategy (Kueue validates it only with the QuotaCheckStrategy gate on, and ignores it
     with the gate off)."""
     res = _mapping(raw, "resources")
-    known = {"excludeResourcePrefixes", "transformations", "deviceClassMappings"}
-    _only(res, known | {"quotaCheckStrategy"} if release == KUEUE_V019 else known, "resources")
+    # quotaCheckStrategy's release and API version: kueue_config_fields (checked before this)
+    _only(res, {"excludeResourcePrefixes", "transformations", "deviceClassMappings", "quotaCheckStrategy"},
+          "resources")
     not_supported.extend(f"resources.{k}" for k in ("excludeResourcePrefixes", "transformations",
                                                     "deviceClassMappings") if res.get(k))
     strategy = res.get("quotaCheckStrategy")
@@ -339,11 +382,14 @@ def parse_kueue_config(doc: object, release: str = DEFAULT_KUEUE_RELEASE) -> Loa
         if key not in _TOP_LEVEL:
             raise ConfigError(f'strict decoding error: unknown field "{key}"')
     v1beta1 = api_version.endswith("/v1beta1")
+    later = unknown_field(obj, release, api_version.rsplit("/", 1)[-1])
+    if later is not None:
+        raise ConfigError(later)
     not_supported = sorted(k for k in NOT_SUPPORTED if obj.get(k))
     if obj.get("manageJobsWithoutQueueName"):
         not_supported.append("manageJobsWithoutQueueName")
     gates, inert = _feature_gates(obj.get("featureGates"), release)
-    strategy = _resources(obj.get("resources"), not_supported, release, gates.enabled("QuotaCheckStrategy"))
+    strategy = _resources(obj.get("resources"), not_supported, gates.enabled("QuotaCheckStrategy"))
     wait = _wait_for_pods_ready(obj.get("waitForPodsReady"), v1beta1, release)
     if gates.enabled("DisableWaitForPodsReady"):  # v0.19's temporary off switch
         wait = WaitForPodsReady()

@@ -100,3 +100,60 @@ KUEUE_LOCKED_GATES: Mapping[str, frozenset[str]] = {
     KUEUE_V017: _V017_LOCKED,
     KUEUE_V019: _V019_LOCKED,
 }
+
+
+# Every gate of Kueue v0.19.2 that v0.17.0 does not have, with the first tag of each release line
+# that has it (v0.17 patch backports, v0.18.x, v0.19.x), read with
+# ``git show <tag>:pkg/features/kube_features.go`` at every tag from v0.17.1 to v0.19.2. A doc row
+# dates a gate by its v0.19 tag (the last of the tuple): several arrived in v0.19.1 or v0.19.2.
+GATE_FIRST_TAGS: Mapping[str, tuple[str, ...]] = {
+    "CleanupProvisioningRequestsOnEviction": ("v0.17.7", "v0.18.3", "v0.19.0"),
+    "ConcurrentAdmission": ("v0.18.0", "v0.19.0"),
+    "DeferRayServiceFinalizationForRedisCleanup": ("v0.17.7", "v0.18.3", "v0.19.0"),
+    "DisableWaitForPodsReady": ("v0.19.0",),
+    "FinishOrphanedWorkloads": ("v0.17.1", "v0.18.0", "v0.19.0"),
+    "FlavorFungibilityPreserveScanProgress": ("v0.18.5", "v0.19.1"),
+    "KueueDRAIntegration": ("v0.18.0", "v0.19.0"),
+    "KueueDRAIntegrationConsumableCapacity": ("v0.19.0",),
+    "KueueDRAIntegrationExtendedResource": ("v0.18.0", "v0.19.0"),
+    "KueueDRAIntegrationPartitionableDevices": ("v0.18.0", "v0.19.0"),
+    "KueueDRARejectWorkloadsWhenDRADisabled": ("v0.18.0", "v0.19.0"),
+    "LWSImmutableGroupSize": ("v0.18.5", "v0.19.1"),
+    "MetricForWorkloadCreationLatency": ("v0.18.0", "v0.19.0"),
+    "MetricsForCohorts": ("v0.18.0", "v0.19.0"),
+    "MultiKueueIncrementalDispatcherConfig": ("v0.19.0",),
+    "MultiKueueIncrementalDispatcherRespectConfigOrder": ("v0.19.0",),
+    "MultiKueueKubeConfigPathValidation": ("v0.19.0",),
+    "MultiKueueManagerQuotaAutomation": ("v0.18.0", "v0.19.0"),
+    "MultiKueueRemoteSpecSync": ("v0.18.5", "v0.19.1"),
+    "PodIntegrationValidateGroupOwner": ("v0.18.6", "v0.19.2"),
+    "PrioritizePreemptorWorkloads": ("v0.18.6", "v0.19.2"),
+    "QuotaCheckStrategy": ("v0.18.0", "v0.19.0"),
+    "RecomputeAssignmentUponPreemptionTargetsOverlap": ("v0.18.5", "v0.19.1"),
+    "RejectUpdatesToCQWithInvalidOnFlavors": ("v0.17.1", "v0.18.0", "v0.19.0"),
+    "SchedulerLibraryIntegration": ("v0.19.0",),
+    "SkipAncestorCheckForDeletedWorkloads": ("v0.18.5", "v0.19.1"),
+    "SkipReassignmentForPodOwnedWorkloads": ("v0.17.8", "v0.18.4", "v0.19.0"),
+    "TASAssignmentsEncodingByHostnamePrefix": ("v0.19.0",),
+    "TASCacheNodeMatchResults": ("v0.17.8", "v0.18.4", "v0.19.0"),
+    "TASCacheTopologyTree": ("v0.18.6", "v0.19.2"),
+    "TASCachingRemainingResources": ("v0.17.8", "v0.18.4", "v0.19.0"),
+    "TASHandleOverlappingFlavors": ("v0.17.4", "v0.18.0", "v0.19.0"),
+    "TASRecomputeAssignmentWithinSchedulingCycle": ("v0.17.6", "v0.18.2", "v0.19.0"),
+    "TASReplaceNodeDueToNotReadyOverFixedTime": ("v0.17.8", "v0.18.4", "v0.19.0"),
+    "TASRespectNodeAffinityPreferred": ("v0.18.0", "v0.19.0"),
+    "TASValidateWorkloadSliceSize": ("v0.18.5", "v0.19.1"),
+    "UnadmittedWorkloadsExplicitStatus": ("v0.18.5", "v0.19.0"),
+    "UnadmittedWorkloadsObservability": ("v0.18.5", "v0.19.0"),
+    "ValidateRayAndSparkJobUpdates": ("v0.18.6", "v0.19.2"),
+    "VectorizedResourceRequests": ("v0.17.8", "v0.18.4", "v0.19.0"),
+    "WorkloadIdentifierAnnotations": ("v0.17.4", "v0.18.0", "v0.19.0"),
+    "WorkloadPriorityClassDefaulting": ("v0.18.0", "v0.19.0"),
+    "WorkloadValidateResourcesAreNonNegative": ("v0.18.5", "v0.19.1"),
+    "WorkloadValidationForPodSetMetadata": ("v0.18.5", "v0.19.1"),
+}
+
+
+def v019_tag(gate: str) -> str:
+    """The v0.19 tag that first has ``gate`` (``v0.19.0`` for a gate v0.17.0 already had)."""
+    return GATE_FIRST_TAGS.get(gate, ("v0.19.0",))[-1]

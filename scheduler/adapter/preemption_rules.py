@@ -1,11 +1,14 @@
-"""Kueue's ``PreemptionConfig`` / ``PreemptionLimit`` objects (``kueue.x-k8s.io/v1alpha1``) and the
-ClusterQueues that reference them -> :class:`scheduler.core.preemption.rules.ConfiguredPreemption`.
+"""Kueue's ``PreemptionConfig`` (``kueue.x-k8s.io/v1alpha1``), toposched's ``PreemptionLimit``
+(``toposched.io/v1alpha1``) and the ClusterQueues that reference the configs ->
+:class:`scheduler.core.preemption.rules.ConfiguredPreemption`.
 
 A ClusterQueue names its PreemptionConfig with the annotation
-``kueue.x-k8s.io/preemption-config-name`` (Kueue's alpha; the field ``spec.preemptionConfigName``
-of the KEP is read too, where a CRD keeps it). An object the CRD would refuse is left out and
-named in :attr:`Configured.problems` (one bad object never stops the others); a ClusterQueue
-naming a PreemptionConfig that does not exist gets no rules, as in Kueue, and a problem line.
+``kueue.x-k8s.io/preemption-config-name``, as Kueue v0.20 does (its alpha has no ClusterQueue
+field). An object the CRD would refuse, or with a field Kueue's type (or toposched's) does not
+have, is left out and named in :attr:`Configured.problems` with the field's path (one bad object
+never stops the others; an unknown field is never ignored, since a rule without it would match
+more workloads than Kueue's); a ClusterQueue naming a PreemptionConfig that does not exist gets
+no rules, as in Kueue, and a problem line.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import ValidationError
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.objects import ClusterObjects, Obj, name_of
+from scheduler.adapter.preemption_checks import field_errors
 from scheduler.core.preemption.rules import (
     BOOSTED,
     CandidateSelector,
@@ -26,12 +30,14 @@ from scheduler.core.preemption.rules import (
     NumericLabel,
     PreemptionConfigSpec,
     PreemptionEvent,
+    PriorityClassSelector,
     Rule,
 )
 from scheduler.core.selectors import EVERYTHING, LabelSelector, selector_from_k8s
 from scheduler.models import preemption as m
-from scheduler.models.kueue import LabelSelector as LabelSelectorModel
+from scheduler.models import preemption_limit as ml
 
+# Not a field of Kueue's ClusterQueue (the KEP's beta plans one): a ClusterQueue carrying it is told.
 SPEC_FIELD = "preemptionConfigName"
 T = TypeVar("T")
 
@@ -42,51 +48,55 @@ class Configured:
     problems: tuple[str, ...] = ()
 
 
-def _selector(model: LabelSelectorModel | None) -> LabelSelector | None:
+def _selector(model: m.LabelSelector | None) -> LabelSelector | None:
     return None if model is None else selector_from_k8s(model.model_dump(by_alias=True))
 
 
+def _classes(model: m.PriorityClassSelector | None) -> PriorityClassSelector | None:
+    if model is None or not (model.match_names or model.not_match_names):
+        return None  # omitted or empty: any priority class
+    return PriorityClassSelector(tuple(model.match_names), tuple(model.not_match_names))
+
+
 def _candidate(sel: m.CandidateSelector) -> CandidateSelector:
-    comparison, mode = (sel.priority.comparison, sel.priority.mode) if sel.priority is not None \
-        else (sel.relative_workload_priority, BOOSTED)
+    prio = sel.priority
     return CandidateSelector(
         scope=sel.scope,
         numeric_labels=tuple(NumericLabel(n.key, n.fallback_value, n.comparison, n.min_value, n.max_value)
                              for n in sel.numeric_labels),
-        priority_comparison=comparison,
-        priority_mode=mode,
+        priority_comparison=prio.comparison if prio is not None else None,
+        priority_mode=(prio.mode if prio is not None else None) or BOOSTED,
         cluster_queue_selector=_selector(sel.cluster_queue_selector),
         label_selector=_selector(sel.label_selector),
+        priority_classes=_classes(prio),
     )
 
 
 def config_spec(obj: Obj) -> PreemptionConfigSpec:
-    """One PreemptionConfig (raises pydantic's ValidationError when the CRD would refuse it)."""
+    """One PreemptionConfig (raises pydantic's ValidationError when the CRD would refuse it or
+    it has a field Kueue v0.20's type does not)."""
     model = m.PreemptionConfig.model_validate(obj)
     rules = tuple(Rule(r.name, r.activation_policy.trigger, tuple(_candidate(s) for s in r.candidate_selectors),
-                       _selector(r.preemptor_selector) or EVERYTHING)
+                       _selector(r.preemptor_selector) or EVERYTHING, _classes(r.preemptor_priority_class_selector))
                   for r in model.spec.rules)
     return PreemptionConfigSpec(model.metadata.name, rules, dict(model.metadata.labels))
 
 
 def limit_spec(obj: Obj) -> LimitSpec:
-    model = m.PreemptionLimit.model_validate(obj)
+    model = ml.PreemptionLimit.model_validate(obj)
     s = model.spec
     return LimitSpec(model.metadata.name, s.scope, s.limit, float(s.limit_window_seconds),
                      _selector(s.config_selector), _selector(s.cluster_queue_selector))
 
 
 def config_name_of(cluster_queue: Obj) -> str:
-    """The PreemptionConfig a ClusterQueue references ("" none): the alpha annotation, else the field."""
+    """The PreemptionConfig a ClusterQueue references ("" none): Kueue's alpha annotation."""
     meta: Mapping[str, Any] = cluster_queue.get("metadata") or {}
-    named = (meta.get("annotations") or {}).get(m.ANN_PREEMPTION_CONFIG_NAME)
-    return str(named or (cluster_queue.get("spec") or {}).get(SPEC_FIELD) or "")
+    return str((meta.get("annotations") or {}).get(m.ANN_PREEMPTION_CONFIG_NAME) or "")
 
 
 def _problem(kind: str, obj: Obj, exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return f"{kind} {name_of(obj)}: {where}: {first.get('msg', 'invalid')}; it is ignored until fixed"
+    return f"{kind} {name_of(obj)}: {field_errors(kind, exc)[0]}; it is not applied until it is fixed"
 
 
 def _spec_or_problem(kind: str, convert: Callable[[Obj], T]) -> Callable[[Obj], T | str]:
@@ -123,11 +133,14 @@ def configured_preemption(objects: ClusterObjects, events: Sequence[PreemptionEv
     for cq in objects.cluster_queues:
         name = name_of(cq)
         cq_labels[name] = dict((cq.get("metadata") or {}).get("labels") or {})
+        if SPEC_FIELD in (cq.get("spec") or {}):
+            problems.append(f"ClusterQueue {name}: spec.{SPEC_FIELD} is not a field of Kueue's ClusterQueue and is "
+                            f"not read; name the PreemptionConfig with the annotation {m.ANN_PREEMPTION_CONFIG_NAME}")
         config = config_name_of(cq)
         if not config:
             continue
         if config not in configs:
-            problems.append(f"ClusterQueue {name}: PreemptionConfig {config} does not exist (or is invalid); "
+            problems.append(f"ClusterQueue {name}: PreemptionConfig {config} does not exist (or is not applied); "
                             "its domain clearing uses spec.preemption only")
             continue
         cq_config[name] = config

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from scheduler.adapter.afs import lq_usages
 from scheduler.adapter.caches import PendingOrProblems, SnapshotCaches
 from scheduler.adapter.cluster import core_nodes, empty_flavor_trees, subtract_admitted
+from scheduler.adapter.manifest.gated_by import GATE as ADMISSION_GATED_BY
+from scheduler.adapter.manifest.gated_by import gated_by
 from scheduler.adapter.objects import (
     FINISHED,
     QUOTA_RESERVED,
@@ -73,10 +75,11 @@ PRIORITY_BOOST_GATE = "PriorityBoost"  # Kueue's alpha gate (off by default): th
 Invalid = tuple[Obj, tuple[FieldProblem, ...]]
 
 
-def _pending_or_problems(wl: Obj, labels: Mapping[str, str], by_eviction: bool) -> PendingOrProblems:
+def _pending_or_problems(wl: Obj, labels: Mapping[str, str], by_eviction: bool,
+                         release: str) -> PendingOrProblems:
     """The pending Workload, or what is wrong with it (Kueue's rules, or unreadable): checked and
     converted in one memoized step, so an unchanged Workload costs one lookup a pass."""
-    problems = schema_problems(wl)
+    problems = schema_problems(wl, release)  # the release's rules (its cap on pod sets)
     if problems:
         return tuple(problems)
     try:
@@ -111,6 +114,9 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     caches = caches if caches is not None else SnapshotCaches()
     by_eviction = config.wait_for_pods_ready.requeuing_strategy.timestamp != "Creation"
     workloads = split_workloads(list(objects.workloads))
+    if config.feature_gates.enabled(ADMISSION_GATED_BY):  # Kueue's workload.IsAdmissible: not queued
+        workloads = WorkloadsByState(workloads.holding,
+                                     tuple(wl for wl in workloads.pending if not gated_by(wl)))
     topologies = by_name(objects.topologies)
     nodes = core_nodes(objects.nodes, caches.nodes)
     # Only pods an admitted Workload owns are left to its assignment; every other pod is usage.
@@ -121,11 +127,13 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     subtract_admitted(trees, admitted, config.feature_gates.enabled("TASHandleOverlappingFlavors"))
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
-    ns_stamps = {ns: tuple(sorted(labels.items())) for ns, labels in ns_labels.items()}
+    # The release is in the stamp too: its rules decide what is a problem.
+    ns_stamps = {ns: (config.release, *sorted(labels.items())) for ns, labels in ns_labels.items()}
     converted: list[PendingWorkload] = []
     for wl, outcome in zip(workloads.pending, caches.pending.convert(
-            workloads.pending, lambda wl: _pending_or_problems(wl, ns_labels.get(_namespace(wl), {}), by_eviction),
-            lambda wl: ns_stamps.get(_namespace(wl), ())), strict=True):
+            workloads.pending, lambda wl: _pending_or_problems(wl, ns_labels.get(_namespace(wl), {}), by_eviction,
+                                                         config.release),
+            lambda wl: ns_stamps.get(_namespace(wl), (config.release,))), strict=True):
         if isinstance(outcome, PendingWorkload):
             converted.append(outcome)
         elif invalid is not None:

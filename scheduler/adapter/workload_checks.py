@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.adapter.objects import QUOTA_RESERVED, condition_true
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE, KUEUE_V017, KUEUE_V019
 from scheduler.core.resources import parse_quantity
 from scheduler.core.topology_request import (
     F_GROUP_NAME,
@@ -39,7 +40,18 @@ from scheduler.core.topology_request import (
 )
 from scheduler.core.workload import DEFAULT_POD_SET, workload_from_kueue
 
-MAX_POD_SETS = 8
+# A Workload's pod sets: the CRD's MaxItems (apis/kueue/v1beta2 and v1beta1 workload_types.go) and,
+# from v0.19, jobframework.MaxPodSets (pkg/controller/jobframework/constants.go): 8 at v0.17.0,
+# 18 at v0.19.2 (10 in the v0.18 line, a release toposched does not behave as).
+MAX_POD_SETS_BY_RELEASE: Mapping[str, int] = {KUEUE_V017: 8, KUEUE_V019: 18}
+MAX_POD_SETS = MAX_POD_SETS_BY_RELEASE[DEFAULT_KUEUE_RELEASE]
+
+
+def max_pod_sets(release: str) -> int:
+    """How many pod sets a Workload of Kueue ``release`` may have."""
+    return MAX_POD_SETS_BY_RELEASE[release]
+
+
 INT32_MAX = 2**31 - 1
 POD_SET_NAME = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # Kueue's PodSetReference (a DNS label)
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -114,7 +126,8 @@ def _is_int(value: Any) -> bool:
 
 
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, max_pod_sets: int = MAX_POD_SETS) -> None:
+        self.max_pod_sets = max_pod_sets
         self.problems: list[FieldProblem] = []
 
     def add(self, problem: FieldProblem) -> None:
@@ -221,8 +234,8 @@ class _Checker:
             self.add(FieldProblem("spec.podSets", "Invalid value", "spec.podSets in body should have at least 1 items",
                                   0))
             return
-        if len(pod_sets) > MAX_POD_SETS:
-            self.add(FieldProblem("spec.podSets", "Too many", f"must have at most {MAX_POD_SETS} items",
+        if len(pod_sets) > self.max_pod_sets:
+            self.add(FieldProblem("spec.podSets", "Too many", f"must have at most {self.max_pod_sets} items",
                                   len(pod_sets)))
         seen: set[str] = set()
         with_min_count = 0
@@ -362,9 +375,9 @@ class _Checker:
                                   f"must not be greater than pod set count {count}", size))
 
 
-def schema_problems(obj: Mapping[str, Any]) -> list[FieldProblem]:
-    """Every way ``obj`` breaks Kueue's Workload schema and webhook rules (at most 20)."""
-    checker = _Checker()
+def schema_problems(obj: Mapping[str, Any], release: str = DEFAULT_KUEUE_RELEASE) -> list[FieldProblem]:
+    """Every way ``obj`` breaks Kueue ``release``'s Workload schema and webhook rules (at most 20)."""
+    checker = _Checker(max_pod_sets(release))
     spec = obj.get("spec")
     if spec is None:
         checker.add(FieldProblem("spec", "Required value"))
@@ -386,10 +399,10 @@ def unreadable_problem(exc: BaseException) -> FieldProblem:
                         str(exc))
 
 
-def workload_problems(obj: Mapping[str, Any]) -> list[FieldProblem]:
+def workload_problems(obj: Mapping[str, Any], release: str = DEFAULT_KUEUE_RELEASE) -> list[FieldProblem]:
     """:func:`schema_problems`, plus anything that keeps toposched from reading the spec. Empty:
     the Workload may be admitted."""
-    problems = schema_problems(obj)
+    problems = schema_problems(obj, release)
     if not problems:
         try:
             workload_from_kueue(obj)

@@ -263,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         cycles_per_pass=max(1, args.cycles_per_pass), cycle_budget_s=max(0.0, args.cycle_budget_ms) / 1000,
         concurrent_writes=max(1, args.concurrent_writes),
         defrag=DefragSettings(args.defrag_budget, args.defrag_interval_seconds) if args.defrag else None)
-    metrics = ControllerMetrics()
+    metrics = ControllerMetrics(config=config)  # the release's families (docs/metrics.md)
     # GcPolicy: this process holds the caches: freeze what survives a pass.
     controller = Controller(api, cache, settings, is_leader=fence, signer=signer, metrics=metrics,
                             gc_policy=GcPolicy())

@@ -74,6 +74,16 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "SkipReassignmentForPodOwnedWorkloads": False,  # beta on in v0.19: no hot swap of a Pod's Workload
     "TASHandleOverlappingFlavors": False,  # beta on in v0.18: a node under two TAS flavors counted once
     "QuotaCheckStrategy": False,  # beta on in v0.19: resources.quotaCheckStrategy honoured
+    # kueue.x-k8s.io/admission-gated-by (scheduler/adapter/manifest/gated_by.py): alpha off in v0.17.
+    "AdmissionGatedBy": False,
+    "FinishOrphanedWorkloads": False,  # beta on since v0.18 (not in v0.17): kube/orphans.py
+    "UnadmittedWorkloadsExplicitStatus": False,  # beta off in v0.19: kube/explicit_status.py
+    "LWSImmutableGroupSize": False,  # beta on in v0.19.1 (not in v0.17): admission/update_guards.py
+    "WorkloadIdentifierAnnotations": False,  # beta on since v0.18 (not in v0.17): adapter/kinds/identifiers.py
+    # Metrics (scheduler/kube/metrics_v019.py): which families Kueue registers and feeds.
+    "LocalQueueMetrics": True,  # beta on in v0.17 and v0.19: local_queue_admission_fair_sharing_usage (v0.19)
+    "MetricForWorkloadCreationLatency": False,  # beta on in v0.19 (v0.18.0): workload_creation_latency_seconds
+    "MetricsForCohorts": False,  # beta on in v0.19 (v0.18.0): cluster_queue_info, cohort_info
 }
 # What Kueue v0.19.2 flipped (pkg/features/kube_features.go at the tag).
 _V019_FLIPS: dict[str, bool] = {
@@ -83,6 +93,12 @@ _V019_FLIPS: dict[str, bool] = {
     "SkipReassignmentForPodOwnedWorkloads": True,
     "TASHandleOverlappingFlavors": True,
     "QuotaCheckStrategy": True,
+    "AdmissionGatedBy": True,  # beta on in v0.19
+    "FinishOrphanedWorkloads": True,
+    "LWSImmutableGroupSize": True,
+    "WorkloadIdentifierAnnotations": True,
+    "MetricForWorkloadCreationLatency": True,
+    "MetricsForCohorts": True,
 }
 GATE_DEFAULTS_BY_RELEASE: Mapping[str, Mapping[str, bool]] = {
     KUEUE_V017: _V017_GATE_DEFAULTS,

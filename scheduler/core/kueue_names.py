@@ -23,6 +23,9 @@ ANN_JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
 ANN_JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
 ANN_COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"
 # Kueue's pod integration (pkg/controller/jobs/pod/constants, apis/kueue/v1beta2) and TAS.
+# Who holds a job's admission (Kueue's AdmissionGatedBy gate): comma-separated domain-prefixed
+# names; the Workload waits until the list is empty.
+ANN_ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
 GATE_ADMISSION = "kueue.x-k8s.io/admission"  # held until the pod's Workload is admitted
 GATE_TOPOLOGY = "kueue.x-k8s.io/topology"  # held until the topology ungater names its domain
 GATE_ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"

@@ -101,8 +101,11 @@ class PodInfo:
     @property
     def is_tas(self) -> bool:
         """Counted from its Workload's assignment, not as foreign usage: a pod with a TAS
-        annotation, or a pod-group pod (an LWS group's) named by Kueue's prebuilt-workload label."""
-        return any(key in self.annotations for key in TAS_POD_ANNOTATIONS) or LABEL_PREBUILT_WORKLOAD in self.labels
+        annotation, or a pod-group pod (an LWS group's) named by Kueue's prebuilt-workload label
+        (or annotation: where Kueue v0.19's WorkloadIdentifierAnnotations and toposched's
+        controller under it write it)."""
+        return any(key in self.annotations for key in TAS_POD_ANNOTATIONS) or LABEL_PREBUILT_WORKLOAD in self.labels \
+            or LABEL_PREBUILT_WORKLOAD in self.annotations
 
 
 def _taints_from_k8s(items: Sequence[Mapping[str, Any]] | None) -> tuple[Taint, ...]:

@@ -46,10 +46,19 @@ class PodRef:
         return (self.namespace, self.workload, self.pod_set) if self.workload else None
 
 
+def _prebuilt(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """The pod's prebuilt Workload: Kueue's label, or the annotation of the same key that Kueue
+    v0.19 (WorkloadIdentifierAnnotations) and toposched's controller under it write instead.
+    The extender has no Kueue release of its own: it reads both, as the label alone already
+    lets a pod's creator name a Workload (the webhook keeps both on a held pod:
+    admission/update_guards.py)."""
+    return labels.get(LABEL_PREBUILT_WORKLOAD) or annotations.get(LABEL_PREBUILT_WORKLOAD) or None
+
+
 def _group_role(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
     """A pod of a pod group (a LeaderWorkerSet group): Kueue's role-hash annotation names its
-    pod set (``leader``/``worker``/``main``), set with the prebuilt-workload label."""
-    return annotations.get(ANN_ROLE_HASH) if labels.get(LABEL_PREBUILT_WORKLOAD) else None
+    pod set (``leader``/``worker``/``main``), set with the prebuilt-workload name."""
+    return annotations.get(ANN_ROLE_HASH) if _prebuilt(labels, annotations) else None
 
 
 def pod_ref(pod: Mapping[str, Any]) -> PodRef:
@@ -64,7 +73,7 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef:
         name=meta.get("name") or "",
         uid=meta.get("uid") or "",
         scheduler_name=spec.get("schedulerName") or "default-scheduler",
-        workload=annotations.get(ANN_WORKLOAD) or labels.get(LABEL_PREBUILT_WORKLOAD) or None,
+        workload=annotations.get(ANN_WORKLOAD) or _prebuilt(labels, annotations),
         pod_set=labels.get(LABEL_PODSET) or _group_role(labels, annotations) or DEFAULT_POD_SET,
         node_name=spec.get("nodeName") or None,
         terminal=(status.get("phase") in ("Succeeded", "Failed")),

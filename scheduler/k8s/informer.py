@@ -69,9 +69,12 @@ RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", names
 TOPOLOGIES = Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", namespaced=False)
 COHORTS = Resource(KUEUE_GROUP, KUEUE_VERSION, "cohorts", namespaced=False)
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", namespaced=False)
-# Kueue's alpha preemption objects (KEP-13396/16925): served only where their CRDs are installed.
+# Kueue's alpha PreemptionConfig (KEP-13396, Kueue v0.20): served only where its CRD is installed.
 PREEMPTION_CONFIGS = Resource(KUEUE_GROUP, "v1alpha1", "preemptionconfigs", namespaced=False)
-PREEMPTION_LIMITS = Resource(KUEUE_GROUP, "v1alpha1", "preemptionlimits", namespaced=False)
+# toposched's own PreemptionLimit (in no Kueue release), and where toposched kept it before issue
+# 41 (read only, by the migration: kube/limit_migration.py).
+PREEMPTION_LIMITS = Resource("toposched.io", "v1alpha1", "preemptionlimits", namespaced=False)
+LEGACY_PREEMPTION_LIMITS = Resource(KUEUE_GROUP, "v1alpha1", "preemptionlimits", namespaced=False)
 
 
 def version_number(obj: Mapping[str, Any]) -> int:

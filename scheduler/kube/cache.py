@@ -30,9 +30,12 @@ CHILD_FRAMEWORKS = frozenset({"batch/job", *(child for kind in KINDS for child i
 
 
 def _pod_group(pod: Obj) -> tuple[str, ...]:
+    """The group a pod names, in the label and (Kueue's WorkloadIdentifierAnnotations, v0.19)
+    the annotation of the same key: both are filed, and the reader keeps the one its gate
+    says (``adapter/kinds/identifiers.py``)."""
     meta = pod.get("metadata") or {}
-    group = (meta.get("labels") or {}).get(LABEL_POD_GROUP_NAME)
-    return (f"{meta.get('namespace')}/{group}",) if group else ()
+    names = {(meta.get(where) or {}).get(LABEL_POD_GROUP_NAME) for where in ("labels", "annotations")}
+    return tuple(sorted(f"{meta.get('namespace')}/{g}" for g in names if g and isinstance(g, str)))
 
 
 STATEFULSETS = inf.Resource("apps", "v1", "statefulsets")
@@ -61,9 +64,10 @@ class ClusterCache:
     # The pod integration's pods (label kueue.x-k8s.io/managed), finished ones too: a pod's
     # Workload finishes with it (``pods`` leaves finished pods out).
     managed_pods: inf.Informer
-    # Kueue's alpha PreemptionConfig / PreemptionLimit (optional: absent CRDs read as empty).
+    # Kueue's alpha PreemptionConfig, toposched's PreemptionLimit (optional: absent CRDs read as empty).
     preemption_configs: inf.Informer | None = None
     preemption_limits: inf.Informer | None = None
+    legacy_preemption_limits: inf.Informer | None = None  # kueue.x-k8s.io's, read to migrate them
     # The objects WITHOUT the queue label of the kinds a governed parent creates (batch Jobs,
     # JobSets, RayClusters), by framework name: a child of a queued ancestor is suspended until
     # that ancestor is admitted, labelled or not (Kueue's shouldSuspendChildJob).
@@ -105,6 +109,7 @@ class ClusterCache:
             managed_pods=inf.Informer(api, inf.PODS, label_selector=LABEL_MANAGED),
             preemption_configs=inf.Informer(api, inf.PREEMPTION_CONFIGS, optional=True),
             preemption_limits=inf.Informer(api, inf.PREEMPTION_LIMITS, optional=True),
+            legacy_preemption_limits=inf.Informer(api, inf.LEGACY_PREEMPTION_LIMITS, optional=True),
             unqueued={kind.framework: inf.Informer(api, resource_of(kind), label_selector=f"!{LABEL_QUEUE_NAME}",
                                                    optional=kind.group not in BUILT_IN_GROUPS)
                       for kind in watched(KINDS) if kind.framework in CHILD_FRAMEWORKS and kind.suspendable},
@@ -117,7 +122,8 @@ class ClusterCache:
         return [self.nodes, self.pods, self.namespaces, self.workloads, self.cluster_queues, self.local_queues,
                 self.flavors, self.topologies, self.cohorts, self.workload_priority_classes,
                 self.priority_classes, *self.jobs.values(), *self.related.values(), self.managed_pods,
-                *(i for i in (self.preemption_configs, self.preemption_limits, self.resource_quotas) if i is not None),
+                *(i for i in (self.preemption_configs, self.preemption_limits, self.legacy_preemption_limits,
+                             self.resource_quotas) if i is not None),
                 *self.unqueued.values(), *self.links]
 
     def owner_links(self) -> list[Obj]:

@@ -24,13 +24,16 @@ from typing import Any
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.kinds.base import PodSetStart
+from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import enabled_kinds
 from scheduler.adapter.owned import Signer
+from scheduler.adapter.workload_checks import max_pod_sets
 from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.k8s.informer import KubeApi
 from scheduler.kube import workload_index as wi
+from scheduler.kube.admission_gates import AdmissionGates
 from scheduler.kube.admit import AdmissionParts, AdmitPhase
 from scheduler.kube.cache import ClusterCache, Wakeup
 from scheduler.kube.defrag import DefragExecutor
@@ -38,13 +41,16 @@ from scheduler.kube.ensure import EnsureWorkloads
 from scheduler.kube.equivalence import Equivalence
 from scheduler.kube.events import EventRecorder
 from scheduler.kube.evictions import ProgressEvictions
+from scheduler.kube.explicit_status import ExplicitStatus
 from scheduler.kube.finishing import SyncFinished
 from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
+from scheduler.kube.limit_migration import LimitMigration
 from scheduler.kube.lookups import JobLookups
 from scheduler.kube.metrics import CycleMetrics, NoMetrics
 from scheduler.kube.nodefailures import NodeFailureHandler
+from scheduler.kube.orphans import FinishOrphaned
 from scheduler.kube.phase import PassState, Phase, Shared
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
@@ -103,25 +109,35 @@ class Controller:
             overlapping_flavors=settings.config.feature_gates.enabled("TASHandleOverlappingFlavors"))
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds,
-                                         settings.config.release)
+                                         settings.config.feature_gates)
         # What runs is what was admitted (Kueue's EquivalentToWorkload); no stale admission starts.
-        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"))
+        self.equivalence = Equivalence(self.shared, settings.config.feature_gates.enabled("PartialAdmission"),
+                                       settings.config.release)
         self.starting = StartAdmitted(self.shared, self.equivalence.startable)
         # Kueue's pod integration (plain pods, pod groups, Deployments' and StatefulSets' pods) and
         # its topology ungater (a gated pod of an admitted pod set is pinned to its domain).
         self.pod_integration = PodIntegration(cache, self.writer, self.isolation, lookups.resolve_priority,
-                                              self.starting.selectors, clock) if POD in kinds else None
+                                              self.starting.selectors, clock,
+                                              identifiers(settings.config.feature_gates),
+                                              max_pod_sets(settings.config.release)) if POD in kinds else None
         self.topology_ungater = TopologyUngater(cache, self.writer, self.isolation)
         self.queue_objects = QueueObjectsWriter(self.writer, cache, clock)
-        # Kueue's PreemptionConfig / PreemptionLimit for toposched's own preemptions (domain
-        # clearing, defragmentation): the evictions they count, and the rules read each pass.
+        # Kueue's PreemptionConfig / toposched's PreemptionLimit for toposched's own preemptions
+        # (domain clearing, defragmentation): the evictions they count, and the rules read each
+        # pass; PreemptionLimits an earlier toposched kept in kueue.x-k8s.io are copied over first.
         self.preemption_ledger = PreemptionLedger(self.writer, clock)
+        self.limit_migration = LimitMigration(cache, self.writer)
         self.admission = AdmitPhase(self.shared, settings, AdmissionParts(
             QueueState(), self.queue_objects, UnreadableWorkloads(), InvalidWorkloads(self.writer, clock), caches,
             PreemptionRules(cache, self.preemption_ledger, caches), self.metrics))
         self.defrag = (DefragExecutor(self.writer, clock, settings.defrag.budget, settings.defrag.interval_s,
                                       ledger=self.preemption_ledger) if settings.defrag is not None else None)
-        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration)
+        gates = settings.config.feature_gates
+        self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
+                                        gates.enabled("AdmissionGatedBy"), settings.config.release)
+        self.admission_gates = AdmissionGates(self.shared, gates, self.pod_groups.owned_groups)
+        self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
+        self.explicit_status = ExplicitStatus(self.shared, gates.enabled("UnadmittedWorkloadsExplicitStatus"))
         self.finishing = SyncFinished(self.shared, self.pod_integration)
         self.evictions = ProgressEvictions(self.shared, self.pod_groups, self.pod_integration, settings.requeue_backoff)
         self.resuspension = Resuspension(cache, self.writer, self.isolation, lookups)
@@ -142,12 +158,16 @@ class Controller:
         phases = [
             Phase("ensure_workloads", self.ensuring.run),
             Phase("equivalence", lambda _state: self.equivalence.run()),
+            Phase("admission_gates", self.admission_gates.run),
+            Phase("explicit_status", self.explicit_status.run),
             Phase("suspend_unadmitted", lambda _state: self.resuspension.run()),
             Phase("sync_finished", self.finishing.run),
+            Phase("finish_orphaned", self.orphans.run),
             Phase("pods_ready", lambda _state: self.pods_ready.run(
                 wi.live(self.cache.workloads), self.shared.lookups.job_index(), owner_uid)),
             Phase("node_failures", lambda _state: self.node_failures.run()),
             Phase("progress_evictions", self.evictions.run),
+            Phase("migrate_preemption_limits", lambda _state: self.limit_migration.run()),
             Phase("admit", self.admission.run),  # writes the queue objects' status too
             Phase("start_admitted", self.starting.run),
         ]
@@ -184,6 +204,9 @@ class Controller:
 
     def start_selectors(self, wl: Mapping[str, Any]) -> list[PodSetStart]:
         return self.starting.selectors(wl)
+
+    def migrate_preemption_limits(self) -> None:
+        self.limit_migration.run()
 
     def admit(self) -> Snapshot:
         """One admission pass (kube/admit.py); returns the snapshot it decided on."""

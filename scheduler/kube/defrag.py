@@ -11,7 +11,7 @@ opens the domain for). The domain is then recorded as that job's preemption targ
 and the moved workloads do not prefer their old domain (no previous-domains memory is written).
 The budget's window is rebuilt after a restart from the Evicted conditions still on Workloads.
 
-Where PreemptionLimits exist (Kueue's alpha, KEP-16925; docs/quota-and-preemption.md) they are
+Where PreemptionLimits exist (toposched's, ``toposched.io``; docs/quota-and-preemption.md) they are
 the budget instead: a plan runs only if no limit whose ``configSelector`` is unset would be
 exceeded by its moves (each move one eviction: preemptor ClusterQueue = the waiting job's, no
 PreemptionConfig), and every move is counted in the controller's ledger like a domain-clearing

@@ -13,6 +13,7 @@ from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_QUEUE_NAME, WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
@@ -27,8 +28,11 @@ Obj = dict[str, Any]
 
 
 class EnsureWorkloads:
-    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None) -> None:
+    def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None,
+                 admission_gated_by: bool = False, release: str = DEFAULT_KUEUE_RELEASE) -> None:
         self.s = shared
+        self.admission_gated_by = admission_gated_by  # Kueue's AdmissionGatedBy gate
+        self.release = release  # whose Workload rules (its cap on pod sets) a new Workload must pass
         self.pod_groups = pod_groups
         self.pod_integration = pod_integration
 
@@ -59,20 +63,21 @@ class EnsureWorkloads:
             s.writer.event(job, "Warning", priority.reason, priority.event)
             return
         try:
-            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related, s.release)
+            body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related,
+                                    self.admission_gated_by, release=s.release)
         except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
         if ownership.unhonoured:
             s.writer.event(job, "Warning", "OwnerReferenceNotHonoured",
                            f"{ownership.unhonoured}: queued on its own like any other {integration.kind}")
-        problems = workload_problems(body)
+        problems = workload_problems(body, self.release)
         if problems:  # what the API server would refuse under Kueue's CRD: never written
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", invalid_message(problems))
             return
-        self._create(job, body)
+        self._create(job, body, integration.kind)
 
-    def _create(self, job: Obj, body: Obj) -> None:
+    def _create(self, job: Obj, body: Obj, kind: str) -> None:
         s = self.s
 
         def failed(exc: ApiException) -> None:
@@ -83,3 +88,6 @@ class EnsureWorkloads:
         if created is not None:
             s.writer.event(job, "Normal", "CreatedWorkload",
                            f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
+            meta = job.get("metadata") or {}  # Kueue v0.19's workload_creation_latency_seconds reads these
+            s.writer.notify("created", created, {"jobKind": kind, "jobCreated": meta.get("creationTimestamp"),
+                                                 "jobGeneration": meta.get("generation")})

@@ -30,6 +30,7 @@ from scheduler.adapter.kinds.equivalence import equivalent, job_pod_sets
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
 from scheduler.adapter.workload_checks import workload_problems
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import WorkloadFormatError
 from scheduler.k8s.informer import WORKLOADS, object_key
@@ -66,8 +67,10 @@ def _versions(kind: JobKind, job: Mapping[str, Any], wl: Mapping[str, Any]) -> t
 
 
 class Equivalence:
-    def __init__(self, shared: Shared, partial_admission: bool = True) -> None:
-        """``partial_admission``: Kueue's PartialAdmission gate (off: a job's minCount is not compared)."""
+    def __init__(self, shared: Shared, partial_admission: bool = True, release: str = DEFAULT_KUEUE_RELEASE) -> None:
+        """``partial_admission``: Kueue's PartialAdmission gate (off: a job's minCount is not compared);
+        ``release``: the Kueue release whose Workload rules a rebuilt Workload must pass."""
+        self.release = release
         self.cache = shared.cache
         self.writer = shared.writer
         self.isolation = shared.isolation
@@ -151,11 +154,11 @@ class Equivalence:
         """Kueue's ``updateWorkloadToMatchJob``: the spec rebuilt from the job, ``active`` kept."""
         priority = self.lookups.resolve_priority(job)
         try:
-            body = workload_for_job(kind, job, priority[0], priority[1], self.lookups.related, self.release) \
+            body = workload_for_job(kind, job, priority[0], priority[1], self.lookups.related, release=self.release) \
                 if not isinstance(priority, ClassRefused) else None
         except UNREADABLE:
             body = None
-        if body is None or workload_problems(body):
+        if body is None or workload_problems(body, self.release):
             self._delete(job, wl)  # no valid Workload can be built now: ensure_workloads says why
             return
         spec = dict(body["spec"], active=(wl.get("spec") or {}).get("active", True))

@@ -88,7 +88,8 @@ class ProgressEvictions:
                 writer.event(job if job is not None else wl, "Warning", "AutoResumeRetriesExhausted", failure)
                 writer.notify("finished", wl, {"reason": "Failed", "message": failure})
             else:
-                writer.notify("requeued", wl, {})
+                # quota released: Kueue v0.19's workload_eviction_latency_seconds ends here
+                writer.notify("requeued", wl, {"at": now.isoformat()})
 
     def _suspend(self, integration: JobKind, job: Obj, wl: Mapping[str, Any]) -> None:
         if self.s.writer.patch_job(integration, job, integration.stop_patch(job)):

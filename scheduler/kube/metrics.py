@@ -28,10 +28,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from scheduler.core.config import KUEUE_DEFAULTS, KUEUE_V019, KueueConfig
 from scheduler.core.kueue.decisions import Admit, Decision
 from scheduler.core.kueue.failures import EVICTION_REASON as NODE_FAILURES
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.kube.metrics_gauges import GaugeValues, gauge_values
+from scheduler.kube.metrics_v019 import (
+    BORROWING_LIMIT_HELP,
+    EVICTED_ONCE_HELP_V019,
+    LENDING_LIMIT_HELP,
+    V019Metrics,
+    v019_gauge_families,
+)
 
 ROLE = "leader"  # the only role that feeds metrics (followers never reconcile)
 
@@ -79,6 +87,18 @@ GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+
+def gauge_families(config: KueueConfig) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The gauge families of the Kueue release toposched behaves as: v0.17.0's, or under v0.19
+    the limits' v0.19.2 help (+Inf when unset) and the families v0.18/v0.19 added."""
+    if config.release != KUEUE_V019:
+        return GAUGES
+    v019_help = {"kueue_cluster_queue_borrowing_limit": BORROWING_LIMIT_HELP,
+                 "kueue_cluster_queue_lending_limit": LENDING_LIMIT_HELP}
+    return (*((name, v019_help.get(name, text), labels) for name, text, labels in GAUGES),
+            *v019_gauge_families(config.feature_gates))
+
+
 class CycleMetrics(Protocol):
     """What the controller calls around its passes (the no-op default keeps it metric-free)."""
 
@@ -102,7 +122,8 @@ class _Gauges(Collector):
     comes every 15-30 s, a pass many times a second in a burst (issue 34: a twentieth of the
     controller's CPU went into gauges nobody read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, families: tuple[tuple[str, str, tuple[str, ...]], ...] = GAUGES) -> None:
+        self.families = families
         self.source: tuple[Snapshot, Mapping[str, int]] | None = None  # the last pass's
         self._computed: tuple[tuple[Snapshot, Mapping[str, int]] | None, GaugeValues] = (None, GaugeValues())
         self._lock = threading.Lock()
@@ -117,7 +138,7 @@ class _Gauges(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         current = self.current
-        for name, help_text, labels in GAUGES:
+        for name, help_text, labels in self.families:
             family = GaugeMetricFamily(name, help_text, labels=list(labels))
             for values, value in sorted(current.get(name).items()):
                 family.add_metric(list(values), value)
@@ -143,7 +164,8 @@ def priority_class(workload: Mapping[str, Any]) -> str:
 
 class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None, *,
-                 stopwatch: Callable[[], float] = time.perf_counter) -> None:
+                 stopwatch: Callable[[], float] = time.perf_counter, config: KueueConfig = KUEUE_DEFAULTS) -> None:
+        """``config``: the Kueue release (and gates) whose metric families are registered."""
         # Kueue (client_golang) exposes no *_created series; neither do we.
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -177,9 +199,12 @@ class ControllerMetrics:
         self.evicted = Counter("kueue_evicted_workloads_total", "Evicted workloads, per cluster_queue and reason",
                                ("cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"),
                                registry=r)
-        self.evicted_once = Counter("kueue_evicted_workloads_once_total", "Unique workload evictions, per "
-                                    "cluster_queue and reason",
-                                    ("cluster_queue", "reason", "detailed_reason", "priority_class", "replica_role"),
+        v019 = config.release == KUEUE_V019
+        # v0.19 renamed detailed_reason to underlying_cause (pkg/metrics/metrics.go at v0.17.0 / v0.19.2)
+        cause = "underlying_cause" if v019 else "detailed_reason"
+        self.evicted_once = Counter("kueue_evicted_workloads_once_total", EVICTED_ONCE_HELP_V019 if v019 else
+                                    "Unique workload evictions, per cluster_queue and reason",
+                                    ("cluster_queue", "reason", cause, "priority_class", "replica_role"),
                                     registry=r)
         self.preempted = Counter("kueue_preempted_workloads_total", "Workloads preempted, per preempting "
                                  "cluster_queue and reason", ("preempting_cluster_queue", "reason", "replica_role"),
@@ -196,7 +221,8 @@ class ControllerMetrics:
         self.recoveries = Counter("toposched_node_failure_recoveries_total", "Workloads recovered from failed "
                                   "nodes: replaced (hot swap in the domain) or evicted (NodeFailures)",
                                   ("outcome",), registry=r)
-        self._gauges = _Gauges()
+        self.v019 = V019Metrics(r, config.feature_gates) if v019 else None
+        self._gauges = _Gauges(gauge_families(config))
         r.register(self._gauges)
 
     # ------------------------------------------------------------------ decisions
@@ -206,6 +232,8 @@ class ControllerMetrics:
                    "finished": self._finished, "replaced": self._replaced}.get(kind)
         if handler is not None:
             handler(workload, detail)
+        if self.v019 is not None:
+            self.v019.observe(kind, workload, detail)
 
     def _admitted(self, workload: Mapping[str, Any], detail: Mapping[str, Any]) -> None:
         cq = str(detail.get("clusterQueue") or _cluster_queue(workload))

@@ -11,18 +11,18 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.core.config import KUEUE_V019
 from scheduler.core.kueue.fairsharing import Shares, node_weights
 from scheduler.core.kueue.queue_status import queue_statuses
 from scheduler.core.kueue.queueing import cluster_queue_readiness
 from scheduler.core.kueue.quota import ClusterQueueSpec, QuotaState, cohort_node
 from scheduler.core.kueue.snapshot import Snapshot, quota_in_use
 from scheduler.core.placement.quality import free_whole_domains, leaves_of
-from scheduler.core.resources import uses_milli_units
+from scheduler.kube.metrics_gauges_v019 import Labels, resource_value, v019_gauge_values
 
 # Kueue's ClusterQueue states for kueue_cluster_queue_status (exactly one is 1).
 CQ_STATES = ("pending", "active", "terminating")
 PENDING_STATES = ("active", "inadmissible")
-Labels = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,6 @@ class GaugeValues:
 
     def get(self, name: str) -> Mapping[Labels, float]:
         return self.values.get(name, {})
-
-
-def resource_value(resource: str, amount: int) -> float:
-    """A canonical amount as Kueue's float (``QuantityToFloat``): cores for cpu, not millicores."""
-    return amount / 1000 if uses_milli_units(resource) else float(amount)
 
 
 def _pending(snap: Snapshot) -> dict[Labels, float]:
@@ -56,8 +51,9 @@ def _pending(snap: Snapshot) -> dict[Labels, float]:
     return {(cq, state, "leader"): n for (cq, state), n in counts.items()}
 
 
-def _quotas(cq: ClusterQueueSpec) -> dict[str, dict[Labels, float]]:
-    """Nominal quota and limits per flavor and resource (0 for an unset limit, as Kueue)."""
+def _quotas(cq: ClusterQueueSpec, unset: float) -> dict[str, dict[Labels, float]]:
+    """Nominal quota and limits per flavor and resource; an unset limit is ``unset``: 0 in Kueue
+    v0.17.0, +Inf in v0.19.2 (``pkg/cache/scheduler/clusterqueue.go``: ``math.Inf(1)``)."""
     out: dict[str, dict[Labels, float]] = {"kueue_cluster_queue_nominal_quota": {},
                                            "kueue_cluster_queue_borrowing_limit": {},
                                            "kueue_cluster_queue_lending_limit": {}}
@@ -66,8 +62,10 @@ def _quotas(cq: ClusterQueueSpec) -> dict[str, dict[Labels, float]]:
             for resource, quota in flavor.resources.items():
                 key = (cq.cohort or "", cq.name, flavor.name, resource, "leader")
                 out["kueue_cluster_queue_nominal_quota"][key] = resource_value(resource, quota.nominal)
-                out["kueue_cluster_queue_borrowing_limit"][key] = resource_value(resource, quota.borrowing_limit or 0)
-                out["kueue_cluster_queue_lending_limit"][key] = resource_value(resource, quota.lending_limit or 0)
+                out["kueue_cluster_queue_borrowing_limit"][key] = (
+                    unset if quota.borrowing_limit is None else resource_value(resource, quota.borrowing_limit))
+                out["kueue_cluster_queue_lending_limit"][key] = (
+                    unset if quota.lending_limit is None else resource_value(resource, quota.lending_limit))
     return out
 
 
@@ -104,6 +102,8 @@ def gauge_values(snap: Snapshot, finished: Mapping[str, int]) -> GaugeValues:
     Workloads per ClusterQueue, which the snapshot leaves out)."""
     cq_status, _lq_status = queue_statuses(snap)
     quota = quota_in_use(snap)
+    v019 = snap.config.release == KUEUE_V019
+    unset_limit = math.inf if v019 else 0.0
     values: dict[str, dict[Labels, float]] = {
         "kueue_pending_workloads": _pending(snap),
         "kueue_reserving_active_workloads": {},
@@ -122,7 +122,7 @@ def gauge_values(snap: Snapshot, finished: Mapping[str, int]) -> GaugeValues:
         state = "active" if status.active.active else "terminating" if cq.terminating else "pending"
         for candidate in CQ_STATES:
             values["kueue_cluster_queue_status"][(name, candidate, "leader")] = float(candidate == state)
-        for family, rows in _quotas(cq).items():
+        for family, rows in _quotas(cq, unset_limit).items():
             values.setdefault(family, {}).update(rows)
         # Reservation = usage here (no admission checks: reserving is admitting); Kueue reports
         # both for every flavor and resource of the spec, 0 when unused.
@@ -133,4 +133,6 @@ def gauge_values(snap: Snapshot, finished: Mapping[str, int]) -> GaugeValues:
                     key = (cq.cohort or "", name, flavor.name, resource, "leader")
                     values["kueue_cluster_queue_resource_reservation"][key] = amount
                     values["kueue_cluster_queue_resource_usage"][key] = amount
+    if v019:  # the families Kueue v0.18/v0.19 added
+        values.update(v019_gauge_values(snap, quota))
     return GaugeValues(values)

@@ -28,12 +28,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.identifiers import identifiers
 from scheduler.adapter.kinds.ownership import controller_ref
 from scheduler.adapter.kinds.podgroups import group_workload, group_workload_name, is_group_workload, pod_group_patch
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
+from scheduler.adapter.manifest.annotations import NO_OVERRIDES
+from scheduler.adapter.manifest.gated_by import GATE as ADMISSION_GATED_BY
 from scheduler.adapter.priority_policy import ClassRefused
-from scheduler.core.config import DEFAULT_KUEUE_RELEASE
-from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT, LABEL_POD_GROUP_NAME
+from scheduler.core.config import FeatureGates
+from scheduler.core.kueue_names import ANN_POD_SUSPENDING_PARENT
 from scheduler.core.topology_request import TopologyRequestError
 from scheduler.core.workload import LABEL_QUEUE_NAME
 from scheduler.k8s.informer import PODS, WORKLOADS
@@ -59,9 +62,12 @@ class PodGroupPhases:
     for every enabled kind held per pod group, on the informer caches and through the writer."""
 
     def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, priority: Priority,
-                 kinds: Sequence[JobKind], release: str = DEFAULT_KUEUE_RELEASE) -> None:
+                 kinds: Sequence[JobKind], gates: FeatureGates = NO_OVERRIDES) -> None:
         self.cache = cache
-        self.release = release
+        # Kueue's WorkloadIdentifierAnnotations (where a pod's group is named) and AdmissionGatedBy.
+        self.ids = identifiers(gates)
+        self.admission_gated_by = gates.enabled(ADMISSION_GATED_BY)
+        self.release = gates.release  # what a group's Workload is charged for (kinds/charging.py)
         self.writer = writer
         self.isolation = isolation
         self.priority = priority
@@ -105,7 +111,8 @@ class PodGroupPhases:
             return
         for index in missing:
             try:
-                body = group_workload(kind, obj, index, priority[0], priority[1], self.release)
+                body = group_workload(kind, obj, index, priority[0], priority[1], self.admission_gated_by,
+                                      self.release)
             except TopologyRequestError as exc:
                 self.writer.event(obj, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
                 return
@@ -131,14 +138,18 @@ class PodGroupPhases:
         assert kind.pod_groups is not None
         meta = pod["metadata"]
         owner = owners.get((meta.get("namespace"), kind.pod_groups.owner_name(pod)))
-        patch = pod_group_patch(kind, pod, owner) if owner is not None else None
+        patch = pod_group_patch(kind, pod, owner, self.ids) if owner is not None else None
         if patch is not None:
             self.writer.patch(PODS, pod, patch, self.cache.pods)
 
     def group_pods(self, wl: Mapping[str, Any]) -> list[Obj]:
         name, ns = wl["metadata"]["name"], wl["metadata"].get("namespace")
         return [p for p in self.cache.pods.items() if p["metadata"].get("namespace") == ns
-                and (p["metadata"].get("labels") or {}).get(LABEL_POD_GROUP_NAME) == name]
+                and self.ids.group_name(p) == name]
+
+    def owned_groups(self) -> list[tuple[Obj, Obj]]:
+        """(owner, group Workload) of every queued object held per pod group."""
+        return [(obj, wl) for kind in self.kinds for obj in self._objects(kind) for wl in self._groups_of(obj).values()]
 
     def stop_group(self, wl: Mapping[str, Any]) -> bool:
         """Delete the group's pods that hold a node; True once none holds one (then the

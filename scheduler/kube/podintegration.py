@@ -27,10 +27,12 @@ from typing import Any
 
 from scheduler.adapter.kinds import pod as pods
 from scheduler.adapter.kinds.base import PodSetStart, template_start_patch
+from scheduler.adapter.kinds.identifiers import ANN_PREBUILT_WORKLOAD, LABELS_ONLY, Identifiers
 from scheduler.adapter.kinds.pod import POD
 from scheduler.adapter.kinds.registry import with_pod_groups
 from scheduler.adapter.kinds.workloads import workload_for_job, workload_pod_set
 from scheduler.adapter.priority_policy import ClassRefused
+from scheduler.adapter.workload_checks import MAX_POD_SETS
 from scheduler.core.kueue_names import (
     ANN_IS_GROUP_WORKLOAD,
     ANN_JOB_OWNER_GVK,
@@ -38,7 +40,6 @@ from scheduler.core.kueue_names import (
     FINALIZER_MANAGED,
     GATE_ADMISSION,
     GATE_TOPOLOGY,
-    LABEL_POD_GROUP_NAME,
     LABEL_PREBUILT_WORKLOAD,
 )
 from scheduler.core.topology_request import TopologyRequestError
@@ -107,8 +108,12 @@ def run_patch(pod: Mapping[str, Any], start: PodSetStart, workload_name: str) ->
 
 class PodIntegration:
     def __init__(self, cache: ClusterCache, writer: Writer, isolation: Isolation, priority: Priority,
-                 starts: Starts, clock: Callable[[], dt.datetime]) -> None:
+                 starts: Starts, clock: Callable[[], dt.datetime], ids: Identifiers = LABELS_ONLY,
+                 max_pod_sets: int = MAX_POD_SETS) -> None:
         self.clock = clock
+        # Where a pod names its group and prebuilt Workload (WorkloadIdentifierAnnotations).
+        self.ids = ids
+        self.max_pod_sets = max_pod_sets  # the release's cap on a Workload's pod sets (a group's roles)
         self.cache = cache
         self.writer = writer
         self.isolation = isolation
@@ -122,17 +127,19 @@ class PodIntegration:
     def _groups(self) -> dict[tuple[str, str], list[Obj]]:
         out: dict[tuple[str, str], list[Obj]] = {}
         for pod in self._managed():
-            group = _labels(pod).get(LABEL_POD_GROUP_NAME)
+            group = self.ids.group_name(pod)
             if group:
                 out.setdefault((str(_meta(pod).get("namespace")), str(group)), []).append(pod)
         return out
 
-    @staticmethod
-    def _wants_workload(pod: Mapping[str, Any]) -> bool:
+    def _wants_workload(self, pod: Mapping[str, Any]) -> bool:
         meta = _meta(pod)
-        parent = (meta.get("annotations") or {}).get(ANN_POD_SUSPENDING_PARENT)
+        annotations = meta.get("annotations") or {}
+        parent = annotations.get(ANN_POD_SUSPENDING_PARENT)
+        prebuilt = LABEL_PREBUILT_WORKLOAD in _labels(pod) or (self.ids.annotations
+                                                              and ANN_PREBUILT_WORKLOAD in annotations)
         return bool(_labels(pod).get(LABEL_QUEUE_NAME)) and not meta.get("deletionTimestamp") \
-            and LABEL_PREBUILT_WORKLOAD not in _labels(pod) and parent not in _PREBUILT_PARENTS
+            and not prebuilt and parent not in _PREBUILT_PARENTS
 
     def owns(self, wl: Mapping[str, Any]) -> bool:
         """A Workload of this integration: a pod's, or a plain pod group's (not prebuilt)."""
@@ -155,7 +162,8 @@ class PodIntegration:
         found: dict[str, Obj] = {}
         for informer in (self.cache.managed_pods, self.cache.pods):  # the live view last: it wins
             for pod in informer.indexed(POD_GROUP, f"{ns}/{name}"):
-                found[str(_meta(pod).get("uid"))] = pod
+                if self.ids.group_name(pod) == name:  # the index holds both forms (kube/cache.py)
+                    found[str(_meta(pod).get("uid"))] = pod
             for pod_name, uid in owners:
                 owner = informer.get(f"{ns}/{pod_name}")
                 if owner is not None and uid and _meta(owner).get("uid") == uid:
@@ -168,16 +176,16 @@ class PodIntegration:
         groups = self._groups()
         for pod in self._managed():
             if not self._wants_workload(pod) or self.cache.workloads.get(
-                    f"{_meta(pod).get('namespace')}/{pods.workload_name(pod)}") is not None:
+                    f"{_meta(pod).get('namespace')}/{pods.workload_name(pod, self.ids)}") is not None:
                 continue
-            group = pods.group_name(pod)
+            group = pods.group_name(pod, self.ids)
             if not group:
                 if not pods.terminated(pod):
                     wanted[object_key(pod)] = [pod]
                 continue
             members = groups.get((str(_meta(pod).get("namespace")), group), [])
             try:
-                complete = len(members) >= pods.group_total_count(pod)
+                complete = len(members) >= pods.group_total_count(pod, self.ids)
             except pods.PodGroupError:
                 complete = False  # refused by the webhook; nothing to admit
             if complete:
@@ -196,15 +204,20 @@ class PodIntegration:
         except (TopologyRequestError, WorkloadFormatError, pods.PodGroupError) as exc:
             self.writer.event(first, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return
+        if len(body["spec"]["podSets"]) > self.max_pod_sets:
+            # Kueue's pod controller (errMsgIncorrectGroupRoleCount) only logs this; the pods would
+            # stay gated with nothing said, so toposched says it once on the group's first pod.
+            self.writer.event(first, "Warning", "ErrWorkloadCompose",
+                              f"pod group can't include more than {self.max_pod_sets} roles")
+            return
         created = self.writer.create(WORKLOADS, body, _meta(first).get("namespace"), self.cache.workloads)
         if created is not None:
             self.writer.event(first, "Normal", "CreatedWorkload",
                               f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}")
 
-    @staticmethod
-    def _body(members: Sequence[Obj], priority: int, ref: Mapping[str, str] | None) -> dict[str, Any]:
+    def _body(self, members: Sequence[Obj], priority: int, ref: Mapping[str, str] | None) -> dict[str, Any]:
         first = members[0]
-        group = pods.group_name(first)
+        group = pods.group_name(first, self.ids)
         if not group:
             return workload_for_job(POD, first, priority, ref)
         meta = _meta(first)
@@ -216,7 +229,7 @@ class PodIntegration:
                          "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": _meta(p)["name"],
                                               "uid": _meta(p)["uid"]} for p in members]},
             "spec": {"queueName": _labels(first).get(LABEL_QUEUE_NAME, ""), "priority": priority, "active": True,
-                     "podSets": [workload_pod_set(ps) for ps in pods.group_pod_sets(members)]}}
+                     "podSets": [workload_pod_set(ps) for ps in pods.group_pod_sets(members, self.ids)]}}
         if ref:
             body["spec"]["priorityClassRef"] = dict(ref)
         return body
@@ -227,7 +240,7 @@ class PodIntegration:
         gated: dict[tuple[str, str], list[Obj]] = {}
         for pod in self.cache.pods.items():
             if admission_gated(pod) and not _meta(pod).get("deletionTimestamp"):
-                name = _labels(pod).get(LABEL_POD_GROUP_NAME) or pods.workload_name(pod)
+                name = pods.workload_name(pod, self.ids)
                 gated.setdefault((str(_meta(pod).get("namespace")), str(name)), []).append(pod)
         if not gated:
             return
@@ -250,10 +263,10 @@ class PodIntegration:
         room = admitted_counts(wl)
         for pod in self.members(wl):
             if not admission_gated(pod) and _phase(pod) != "Failed":
-                role = pods.pod_set_of(pod)
+                role = pods.pod_set_of(pod, self.ids)
                 room[role] = room.get(role, 0) - 1
         for pod in members:
-            role = pods.pod_set_of(pod)
+            role = pods.pod_set_of(pod, self.ids)
             start = starts.get(role)
             if start is None:
                 continue  # a role the admission does not name: stays held (Kueue: likewise)
@@ -263,6 +276,8 @@ class PodIntegration:
                 continue
             if self.writer.patch(PODS, pod, run_patch(pod, start, wl["metadata"]["name"]), self.cache.pods):
                 room[role] -= 1
+                self.writer.notify("gate_removed", dict(wl), {"gate": GATE_ADMISSION, "at": self.clock().isoformat(),
+                                                        "isGroup": bool(pods.group_name(pod))})
                 log.info("pod %s released: Workload %s admitted", object_key(pod), wl["metadata"]["name"])
 
     # ------------------------------------------------------------------ finish
@@ -270,10 +285,10 @@ class PodIntegration:
         candidates = [wl for wl in self.cache.workloads.items() if self.owns(wl) and not st.is_finished(wl)
                       and st.condition_true(wl, st.ADMITTED)]
         self.isolation.for_each("sync_finished", candidates, self._sync_finished, workload_of=lambda wl: wl,
-                                wanted=lambda wl: pods.group_finish_state(self.members(wl)).finished)
+                                wanted=lambda wl: pods.group_finish_state(self.members(wl), self.ids).finished)
 
     def _sync_finished(self, wl: Obj) -> None:
-        state = pods.group_finish_state(self.members(wl))
+        state = pods.group_finish_state(self.members(wl), self.ids)
         if self.writer.patch_workload_status(wl, st.finish_status(wl, state.reason, state.message,
                                                                   self.clock())):
             self.writer.notify("finished", wl, {"reason": state.reason})
@@ -291,7 +306,7 @@ class PodIntegration:
         """Finished, and its Workload finished or gone (nothing left to account for)."""
         if not pods.terminated(pod):
             return False
-        wl = self.cache.workloads.get(f"{_meta(pod).get('namespace')}/{pods.workload_name(pod)}")
+        wl = self.cache.workloads.get(f"{_meta(pod).get('namespace')}/{pods.workload_name(pod, self.ids)}")
         return wl is None or st.is_finished(wl)
 
     def _release_finalizer(self, pod: Obj) -> None:

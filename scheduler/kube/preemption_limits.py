@@ -1,5 +1,5 @@
-"""PreemptionConfigs and PreemptionLimits in the controller (KEP-13396/16925, alpha in Kueue
-v0.20; core/preemption/rules.py):
+"""Kueue's PreemptionConfigs (KEP-13396, alpha in Kueue v0.20) and toposched's PreemptionLimits
+(``toposched.io/v1alpha1``) in the controller (core/preemption/rules.py):
 
 * :class:`PreemptionRules` reads them from the informer caches each pass (the adapter's
   conversion, kept between passes in the controller's ``SnapshotCaches``) with the evictions

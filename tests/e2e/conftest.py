@@ -65,10 +65,10 @@ class Stack:
 
 def start_stack(directory: Path, description: dict[str, Any], controller_args: tuple[str, ...] = (),
                 before_toposched: Callable[[LocalCluster], Any] | None = None,
-                kueue_config: dict[str, Any] | None = None) -> Stack:
+                kueue_config: dict[str, Any] | None = None, kueue_version: str | None = None) -> Stack:
     """``before_toposched``: runs on the cluster before toposched starts (e.g. installs JobSet).
     ``kueue_config``: a Kueue Configuration (the fields after kind) for the controller and the
-    webhook."""
+    webhook; ``kueue_version``: the Kueue release both behave as (``--kueue-version``)."""
     cluster = LocalCluster(directory).start()
     try:
         kube = cluster.api_client()
@@ -84,7 +84,8 @@ def start_stack(directory: Path, description: dict[str, Any], controller_args: t
             config_file = directory / "kueue-config.yaml"
             config_file.write_text(yaml.safe_dump({"apiVersion": "config.kueue.x-k8s.io/v1beta2",
                                                    "kind": "Configuration", **kueue_config}))
-        start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args, kueue_config=config_file)
+        start_toposched(cluster, StackPorts.dynamic(), controller_args=controller_args, kueue_config=config_file,
+                        kueue_version=kueue_version)
     except BaseException:
         cluster.stop()
         raise
@@ -97,9 +98,9 @@ def stack_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
 
     def make(description: dict[str, Any], controller_args: tuple[str, ...] = (),
              before_toposched: Callable[[LocalCluster], Any] | None = None,
-             kueue_config: dict[str, Any] | None = None) -> Stack:
+             kueue_config: dict[str, Any] | None = None, kueue_version: str | None = None) -> Stack:
         stack = start_stack(Path(tmp_path_factory.mktemp("stack")), description, controller_args, before_toposched,
-                            kueue_config)
+                            kueue_config, kueue_version)
         started.append(stack)
         return stack
 

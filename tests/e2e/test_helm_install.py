@@ -182,7 +182,7 @@ def installed(install: Install) -> Install:
 def values(tag: str) -> list[str]:
     return ["--set", f"image.repository={REPOSITORY}", "--set", f"image.tag={tag}",
             "--set", "scheduler.image.repository=localhost/kube-scheduler",
-            "--set", "preemptionCRDs.install=true",
+            "--set", "kueuePreemptionConfigCRD.install=true",
             "--set", "nodeSelector.toposched\\.dev/node-pool=system"]
 
 
@@ -572,7 +572,7 @@ def test_helm_uninstall_leaves_no_webhook_that_refuses_jobs(installed: Install) 
     installed.wait(lambda: not installed.node_pods(), "the chart's pods gone from the podman node", 120)
     # nothing of the admins' deleted: the CRDs the chart installed (resource-policy: keep) with
     # the admin's object in them, the queues and flavors
-    for crd in ("preemptionconfigs.kueue.x-k8s.io", "preemptionlimits.kueue.x-k8s.io"):
+    for crd in ("preemptionconfigs.kueue.x-k8s.io", "preemptionlimits.toposched.io"):
         assert not api.get(CRDS, crd)["metadata"].get("deletionTimestamp"), crd
     assert api.get(PREEMPTION_CONFIGS, ADMINS_CONFIG["metadata"]["name"])
     assert {q["metadata"]["name"] for q in api.list(LOCAL_QUEUES, TEAM)["items"]} == local_queues

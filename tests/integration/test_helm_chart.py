@@ -367,14 +367,16 @@ def test_webhook_on_the_host_network_for_overlay_cnis(helm: Path, tmp_path: Path
 
 def test_uninstall_keeps_the_preemption_crds(helm: Path, tmp_path: Path) -> None:
     """Issue 40: deleting a CRD deletes every admin's object of its kind, so Helm keeps the
-    PreemptionConfig and PreemptionLimit CRDs on uninstall (the e2e uninstalls and checks)."""
-    objects = helm_template(helm, {"preemptionCRDs": {"install": True}}, tmp_path)
+    PreemptionLimit CRD (toposched.io, by default) and Kueue's PreemptionConfig CRD (on request)
+    on uninstall (the e2e uninstalls and checks)."""
+    objects = helm_template(helm, {"kueuePreemptionConfigCRD": {"install": True}}, tmp_path)
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-    assert {o["metadata"]["name"] for o in crds} == {"preemptionconfigs.kueue.x-k8s.io",
-                                                      "preemptionlimits.kueue.x-k8s.io"}
+    assert {o["metadata"]["name"] for o in crds} == {"preemptionlimits.toposched.io",
+                                                      "preemptionconfigs.kueue.x-k8s.io"}
     assert all(o["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"} for o in crds)
-    on_disk = [d for d in yaml.safe_load_all((CHART / "files" / "kueue-alpha-preemption.yaml").read_text()) if d]
-    assert [o["spec"] for o in crds] == [d["spec"] for d in on_disk], "the kustomize file's definitions, unchanged"
+    on_disk = {d["metadata"]["name"]: d for f in ("toposched-preemption-limits.yaml", "kueue-preemptionconfig.yaml")
+               for d in yaml.safe_load_all((CHART / "files" / f).read_text()) if d}
+    assert all(o["spec"] == on_disk[o["metadata"]["name"]]["spec"] for o in crds), "the files' definitions, unchanged"
 
 
 def test_binder_value_sets_the_extender_verbs_and_its_flag(helm: Path, tmp_path: Path) -> None:
@@ -497,18 +499,31 @@ def test_hyperpod_values_make_toposched_behave_as_kueue_v019(helm: Path, tmp_pat
         helm_template(helm, {"kueueVersion": "v0.18"}, tmp_path)
 
 
-def test_preemption_crds_are_rendered_on_request_and_the_controller_may_read_them(
+def test_the_chart_installs_no_crd_in_kueues_group_unless_asked(
         helm: Path, tmp_path: Path, chart_objects: list[Obj]) -> None:
-    """Kueue's alpha PreemptionConfig / PreemptionLimit CRDs: off by default, on in the HyperPod
-    values; the controller's ClusterRole reads both and patches the limits' status either way."""
-    crds = {"preemptionconfigs.kueue.x-k8s.io", "preemptionlimits.kueue.x-k8s.io"}
-    assert not crds & {o["metadata"]["name"] for o in chart_objects if o["kind"] == "CustomResourceDefinition"}
+    """Issue 41: toposched's PreemptionLimit CRD is toposched.io's and installed by default;
+    Kueue's PreemptionConfig CRD (kueue.x-k8s.io) only with kueuePreemptionConfigCRD.install,
+    which the HyperPod values leave off too. The old value preemptionCRDs fails the render with
+    what replaced it. The controller's ClusterRole reads PreemptionConfigs and the old limits
+    (to migrate them) and reads, creates and patches the status of toposched.io's."""
+    def crds(objects: list[Obj]) -> set[str]:
+        return {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+    assert crds(chart_objects) == {"preemptionlimits.toposched.io"}
+    limit_crd = next(o for o in chart_objects if o["kind"] == "CustomResourceDefinition")
+    assert limit_crd["spec"]["group"] == "toposched.io"
+    assert limit_crd["spec"]["versions"][0]["subresources"] == {"status": {}}
     hyperpod = yaml.safe_load((CHART / "values-hyperpod.yaml").read_text())
-    objects = helm_template(helm, hyperpod, tmp_path)
-    rendered = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CustomResourceDefinition"}
-    assert set(rendered) == crds
-    assert rendered["preemptionlimits.kueue.x-k8s.io"]["spec"]["versions"][0]["subresources"] == {"status": {}}
+    assert hyperpod["kueuePreemptionConfigCRD"] == {"install": False}
+    assert crds(helm_template(helm, hyperpod, tmp_path)) == {"preemptionlimits.toposched.io"}
+    asked = helm_template(helm, {**hyperpod, "kueuePreemptionConfigCRD": {"install": True}}, tmp_path)
+    assert crds(asked) == {"preemptionlimits.toposched.io", "preemptionconfigs.kueue.x-k8s.io"}
+    assert not any(o["spec"]["group"] == "kueue.x-k8s.io" and o["spec"]["names"]["kind"] == "PreemptionLimit"
+                   for o in asked if o["kind"] == "CustomResourceDefinition")
+    with pytest.raises(HelmError, match="preemptionCRDs is gone"):
+        helm_template(helm, {"preemptionCRDs": {"install": True}}, tmp_path)
     role = by_key(chart_objects)[("ClusterRole", "toposched-controller", "")]
-    rules = [(tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]]
-    assert (("preemptionconfigs", "preemptionlimits"), ("list", "watch")) in rules
-    assert (("preemptionlimits/status",), ("patch",)) in rules
+    rules = [(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in role["rules"]]
+    assert (("kueue.x-k8s.io",), ("preemptionconfigs", "preemptionlimits"), ("list", "watch")) in rules
+    assert (("toposched.io",), ("preemptionlimits",), ("list", "watch", "create")) in rules
+    assert (("toposched.io",), ("preemptionlimits/status",), ("patch",)) in rules
+    assert not any("kueue.x-k8s.io" in g and "preemptionlimits/status" in r for g, r, _ in rules)

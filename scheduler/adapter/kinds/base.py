@@ -348,7 +348,7 @@ Related = Callable[[str, str, str], "Obj | None"]
 KindError = tuple[str, str, str, Any]
 
 
-def _no_errors(_: Obj) -> list[KindError]:
+def _no_errors(_: Obj, __: int) -> list[KindError]:
     return []
 
 
@@ -407,8 +407,10 @@ class JobKind:
     topology_gate: bool = False
     # Objects of the kind that are not managed although queued (a RayJob on an existing cluster).
     skipped: Callable[[Obj], bool] = _not_skipped
-    # Kind-specific refusals of the validating webhook on a queued object (Kueue's messages).
-    validation: Callable[[Obj], list[KindError]] = _no_errors
+    # Kind-specific refusals of the validating webhook on a queued object (Kueue's messages),
+    # given the release's cap on a Workload's pod sets (``workload_checks.max_pod_sets``): a kind
+    # whose Kueue webhook counts its pod sets (Ray's worker groups) refuses with that count.
+    validation: Callable[[Obj, int], list[KindError]] = _no_errors
     # Extra JSON patch ops of the mutating webhook at CREATE of a queued object (a TrainJob's
     # Kueue runtime patch; a Deployment's pod-template stamp).
     # ``(object, ops, its labels once defaulted)``.

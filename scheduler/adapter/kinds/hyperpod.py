@@ -77,7 +77,7 @@ def pod_sets(job: Obj) -> list[PodSetSource]:
             for i, spec in enumerate(replica_specs(job))]
 
 
-def validation_errors(job: Obj) -> list[KindError]:
+def validation_errors(job: Obj, _max_pod_sets: int = 8) -> list[KindError]:
     errors: list[KindError] = []
     for i, spec in enumerate(replica_specs(job)):
         for field in ("replicas", "spares"):

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.kinds.base import NOT_FINISHED, FinishState, JobKind, Obj, PodSetSource, finished
+from scheduler.adapter.kinds.identifiers import LABELS_ONLY, Identifiers
 from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE
 from scheduler.core.kueue_names import (
     ANN_IS_GROUP_WORKLOAD,
@@ -44,14 +45,17 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
 
 
-def group_name(pod: Mapping[str, Any]) -> str:
-    return str((_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP_NAME) or "")
+def group_name(pod: Mapping[str, Any], ids: Identifiers = LABELS_ONLY) -> str:
+    """The pod's group (``ids``: the label, or under WorkloadIdentifierAnnotations the
+    annotation first: ``identifiers.py``)."""
+    return ids.group_name(pod)
 
 
-def group_total_count(pod: Mapping[str, Any]) -> int:
+def group_total_count(pod: Mapping[str, Any], ids: Identifiers = LABELS_ONLY) -> int:
     """The group's size from ``kueue.x-k8s.io/pod-group-total-count``, with Kueue's errors."""
-    if not group_name(pod):
-        raise PodGroupError(f"pod doesn't have a '{LABEL_POD_GROUP_NAME}' label")
+    if not group_name(pod, ids):
+        where = "annotation/label" if ids.annotations else "label"
+        raise PodGroupError(f"pod doesn't have a '{LABEL_POD_GROUP_NAME}' {where}")
     annotations = _meta(pod).get("annotations") or {}
     if ANN_POD_GROUP_TOTAL_COUNT not in annotations:
         raise PodGroupError(f"failed to extract '{ANN_POD_GROUP_TOTAL_COUNT}' annotation")
@@ -159,14 +163,14 @@ def single_pod_sets(pod: Obj) -> list[PodSetSource]:
     return [pod_pod_set(pod, DEFAULT_POD_SET, 1)]
 
 
-def group_pod_sets(pods: Sequence[Mapping[str, Any]]) -> list[PodSetSource]:
+def group_pod_sets(pods: Sequence[Mapping[str, Any]], ids: Identifiers = LABELS_ONLY) -> list[PodSetSource]:
     """The pod sets of a group from its members: one per role among the runnable or succeeded
     pods, count = members of that role, sorted by name; with fast admission
     (``kueue.x-k8s.io/pod-group-fast-admission``) one pod set from the first runnable pod with
     count = the total count. Raises :class:`PodGroupError`."""
     runnable = [p for p in pods if runnable_or_succeeded(p)]
     if pods and ANN_POD_GROUP_FAST_ADMISSION in (_meta(pods[0]).get("annotations") or {}):
-        total = group_total_count(pods[0])
+        total = group_total_count(pods[0], ids)
         if not runnable:
             raise PodGroupError("failed to find a runnable pod in the group")
         return [pod_pod_set(runnable[0], pod_role(runnable[0]), total)]
@@ -179,18 +183,18 @@ def group_pod_sets(pods: Sequence[Mapping[str, Any]]) -> list[PodSetSource]:
     return [pod_pod_set(first[role], role, counts[role]) for role in sorted(counts)]
 
 
-def workload_name(pod: Mapping[str, Any]) -> str:
+def workload_name(pod: Mapping[str, Any], ids: Identifiers = LABELS_ONLY) -> str:
     """The group's name for a group member, else Kueue's ``pod-<name>-<hash>``."""
-    group = group_name(pod)
+    group = group_name(pod, ids)
     if group:
         return group
     meta = _meta(pod)
     return kueue_workload_name("Pod", "", str(meta.get("name", "")), str(meta.get("uid", "")))
 
 
-def pod_set_of(pod: Mapping[str, Any]) -> str:
+def pod_set_of(pod: Mapping[str, Any], ids: Identifiers = LABELS_ONLY) -> str:
     """The pod set a member of a Workload of the pod integration belongs to."""
-    return pod_role(pod) if group_name(pod) else DEFAULT_POD_SET
+    return pod_role(pod) if group_name(pod, ids) else DEFAULT_POD_SET
 
 
 # --- state -------------------------------------------------------------------------------------
@@ -225,25 +229,25 @@ def is_suspended(pods: Sequence[Mapping[str, Any]]) -> bool:
     return any(terminated(p) or gated(p) for p in pods)
 
 
-def is_serving(pods: Sequence[Mapping[str, Any]]) -> bool:
-    return bool(pods) and bool(group_name(pods[0])) and \
+def is_serving(pods: Sequence[Mapping[str, Any]], ids: Identifiers = LABELS_ONLY) -> bool:
+    return bool(pods) and bool(group_name(pods[0], ids)) and \
         (_meta(pods[0]).get("annotations") or {}).get(ANN_POD_GROUP_SERVING) == "true"
 
 
-def group_finish_state(pods: Sequence[Mapping[str, Any]]) -> FinishState:
+def group_finish_state(pods: Sequence[Mapping[str, Any]], ids: Identifiers = LABELS_ONLY) -> FinishState:
     """A single pod: when Succeeded / Failed, with its status message. A group: when its
     succeeded members reach the total count, or all are terminated and one is unretriable
     (``kueue.x-k8s.io/retriable-in-group: "false"``); message "Pods succeeded: <s>/<n>.". A
     serving group never finishes."""
-    if not pods or is_serving(pods):
+    if not pods or is_serving(pods, ids):
         return NOT_FINISHED
-    if not group_name(pods[0]):
+    if not group_name(pods[0], ids):
         pod = pods[0]
         if not terminated(pod):
             return NOT_FINISHED
         return finished(_phase(pod) == "Succeeded", str((pod.get("status") or {}).get("message") or ""))
     try:
-        total = group_total_count(pods[0])
+        total = group_total_count(pods[0], ids)
     except PodGroupError:
         return NOT_FINISHED
     succeeded = sum(1 for p in pods if _phase(p) == "Succeeded")

@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind, Obj
+from scheduler.adapter.kinds.identifiers import LABELS_ONLY, Identifiers
 from scheduler.adapter.kinds.registry import with_pod_groups
 from scheduler.adapter.kinds.workloads import workload_pod_sets
 from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.kueue_names import (
+    ANN_ADMISSION_GATED_BY,
     ANN_COMPONENT_INDEX,
     ANN_IS_GROUP_WORKLOAD,
     ANN_JOB_OWNER_GVK,
@@ -24,8 +26,6 @@ from scheduler.core.kueue_names import (
     ANN_POD_GROUP_TOTAL_COUNT,
     LABEL_JOB_UID,
     LABEL_MANAGED,
-    LABEL_POD_GROUP_NAME,
-    LABEL_PREBUILT_WORKLOAD,
 )
 from scheduler.core.workload import ANN_ROLE_HASH, LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME, kueue_workload_name
 
@@ -45,9 +45,13 @@ def is_group_workload(wl: Mapping[str, Any]) -> bool:
     return ((wl.get("metadata") or {}).get("annotations") or {}).get(ANN_JOB_OWNER_GVK) in _GROUP_GVKS
 
 
-def group_workload(kind: JobKind, obj: Obj, index: int, priority: int, priority_class_ref: Mapping[str, str] | None,
+def group_workload(kind: JobKind, obj: Obj, index: int, priority: int,
+                   priority_class_ref: Mapping[str, str] | None, admission_gated_by: bool = False,
                    release: str = DEFAULT_KUEUE_RELEASE) -> dict[str, Any]:
-    """The Workload of group ``index`` (Kueue's ``constructWorkload``, v1beta2)."""
+    """The Workload of group ``index`` (Kueue's ``constructWorkload``, v1beta2). With
+    ``admission_gated_by`` (the gate is on) the owner's ``kueue.x-k8s.io/admission-gated-by``
+    goes onto it (Kueue's LeaderWorkerSet and StatefulSet reconcilers). ``release``: the
+    charges of that Kueue release (kinds/charging.py)."""
     meta = obj["metadata"]
     single = kind.pod_groups is not None and kind.pod_groups.single_group
     spec: dict[str, Any] = {"queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
@@ -56,6 +60,8 @@ def group_workload(kind: JobKind, obj: Obj, index: int, priority: int, priority_
     if priority_class_ref:
         spec["priorityClassRef"] = dict(priority_class_ref)
     labels = {LABEL_JOB_UID: str(meta["uid"])}
+    gated = (meta.get("annotations") or {}).get(ANN_ADMISSION_GATED_BY)
+    gate = {ANN_ADMISSION_GATED_BY: gated} if admission_gated_by and isinstance(gated, str) and gated else {}
     if (meta.get("labels") or {}).get(LABEL_PRIORITY_CLASS):
         labels[LABEL_PRIORITY_CLASS] = meta["labels"][LABEL_PRIORITY_CLASS]
     return {
@@ -65,7 +71,7 @@ def group_workload(kind: JobKind, obj: Obj, index: int, priority: int, priority_
             "labels": labels,
             "annotations": {ANN_IS_GROUP_WORKLOAD: "true", ANN_JOB_OWNER_GVK: kind.gvk,
                             ANN_JOB_OWNER_NAME: meta["name"],
-                            **({} if single else {ANN_COMPONENT_INDEX: str(index)})},
+                            **({} if single else {ANN_COMPONENT_INDEX: str(index)}), **gate},
             # controllerutil.SetOwnerReference: an owner, not the controller
             "ownerReferences": [{"apiVersion": kind.api_version, "kind": kind.kind, "name": meta["name"],
                                  "uid": meta["uid"]}],
@@ -74,9 +80,11 @@ def group_workload(kind: JobKind, obj: Obj, index: int, priority: int, priority_
     }
 
 
-def pod_group_patch(kind: JobKind, pod: Obj, owner: Obj) -> dict[str, Any] | None:
+def pod_group_patch(kind: JobKind, pod: Obj, owner: Obj, ids: Identifiers = LABELS_ONLY) -> dict[str, Any] | None:
     """Kueue's pod-group ``setDefault``: the merge patch naming the pod's group Workload and
-    role, or None (already labelled, no group yet, or the owner is not queued)."""
+    role, or None (already labelled, no group yet, or the owner is not queued). ``ids``: where
+    the group and prebuilt-Workload names go (labels, or annotations under
+    WorkloadIdentifierAnnotations: ``identifiers.py``)."""
     assert kind.pod_groups is not None
     labels = (pod.get("metadata") or {}).get("labels") or {}
     queue = ((owner.get("metadata") or {}).get("labels") or {}).get(LABEL_QUEUE_NAME)
@@ -87,11 +95,12 @@ def pod_group_patch(kind: JobKind, pod: Obj, owner: Obj) -> dict[str, Any] | Non
         return None
     index, pod_set, size = role
     name = group_workload_name(kind, owner, index)
-    out = {LABEL_MANAGED: "true", LABEL_QUEUE_NAME: queue, LABEL_POD_GROUP_NAME: name, LABEL_PREBUILT_WORKLOAD: name}
+    id_labels, id_annotations = ids.stamp(name)
+    out = {LABEL_MANAGED: "true", LABEL_QUEUE_NAME: queue, **id_labels}
     priority = ((owner.get("metadata") or {}).get("labels") or {}).get(LABEL_PRIORITY_CLASS)
     if priority and LABEL_PRIORITY_CLASS not in labels:  # Kueue copies it onto the group's pods
         out[LABEL_PRIORITY_CLASS] = priority
     return {"metadata": {
         "labels": out,
         "annotations": {**kind.pod_groups.pod_annotations, ANN_POD_GROUP_TOTAL_COUNT: str(size),
-                        ANN_ROLE_HASH: pod_set}}}
+                        ANN_ROLE_HASH: pod_set, **id_annotations}}}

@@ -45,7 +45,7 @@ RAYJOB_FRAMEWORK = "ray.io/rayjob"
 RAYSERVICE_FRAMEWORK = "ray.io/rayservice"
 SUBMITTER_POD_SET = "submitter"
 K8S_JOB_MODE = "K8sJobMode"
-MAX_WORKER_GROUPS = 7  # Kueue's 8 pod sets minus the head
+V017_MAX_POD_SETS = 8  # Kueue v0.17.0's Workload (the default of the validators below)
 LABEL_RAY_CLUSTER = "ray.io/cluster"  # KubeRay's pod label naming the cluster (rayutils.RayClusterLabelKey)
 
 # RayJob status (KubeRay JobDeploymentStatus / JobStatus values)
@@ -175,15 +175,24 @@ def cluster_name(obj: Mapping[str, Any]) -> str:
 
 # --- webhook validation (Kueue's messages) -----------------------------------------------------
 
-def _cluster_errors(cluster: Mapping[str, Any], base: str, autoscaling_detail: str) -> list[KindError]:
+def worker_groups_too_many(groups: int, base: str, max_pod_sets: int) -> list[KindError]:
+    """Kueue's cap on worker groups (raycluster/common.go ``ValidateCreate``). v0.17.0 counts the
+    worker groups against 8 - 1 (``TooMany(path, len(groups), 7)``); from v0.19 it counts the pod
+    sets, head included, against ``jobframework.MaxPodSets`` (``TooMany(path, len(groups) + 1, 18)``)."""
+    count, most = (groups, max_pod_sets - 1) if max_pod_sets == V017_MAX_POD_SETS else (groups + 1, max_pod_sets)
+    if count <= most:
+        return []
+    return [(f"{base}.workerGroupSpecs", "TooMany", f"must have at most {most} items", count)]
+
+
+def _cluster_errors(cluster: Mapping[str, Any], base: str, autoscaling_detail: str,
+                    max_pod_sets: int) -> list[KindError]:
     errors: list[KindError] = []
     if cluster.get("enableInTreeAutoscaling"):  # no workload slices in toposched: never elastic
         errors.append((f"{base}.enableInTreeAutoscaling", "Invalid", autoscaling_detail,
                        cluster["enableInTreeAutoscaling"]))
     groups = cluster.get("workerGroupSpecs") or []
-    if len(groups) > MAX_WORKER_GROUPS:
-        errors.append((f"{base}.workerGroupSpecs", "TooMany", f"must have at most {MAX_WORKER_GROUPS} items",
-                       len(groups)))
+    errors.extend(worker_groups_too_many(len(groups), base, max_pod_sets))
     for i, group in enumerate(groups):
         if isinstance(group, Mapping) and group.get("groupName") == HEAD_POD_SET:
             errors.append((f"{base}.workerGroupSpecs[{i}].groupName", "Forbidden",
@@ -194,7 +203,7 @@ def _cluster_errors(cluster: Mapping[str, Any], base: str, autoscaling_detail: s
 SLICES_ONLY = "a kueue managed job should only use autoscaling when workload slicing is enabled"
 
 
-def rayjob_errors(rayjob: Obj) -> list[KindError]:
+def rayjob_errors(rayjob: Obj, max_pod_sets: int = V017_MAX_POD_SETS) -> list[KindError]:
     """What Kueue's RayJob webhook refuses on a queued RayJob."""
     spec = _spec(rayjob)
     has_selector, has_cluster = bool(spec.get("clusterSelector")), spec.get("rayClusterSpec") is not None
@@ -211,17 +220,18 @@ def rayjob_errors(rayjob: Obj) -> list[KindError]:
         errors.append(("spec.shutdownAfterJobFinishes", "Invalid",
                        "a kueue managed job should delete the cluster after finishing",
                        bool(spec.get("shutdownAfterJobFinishes"))))
-    return errors + _cluster_errors(spec.get("rayClusterSpec") or {}, "spec.rayClusterSpec", SLICES_ONLY)
+    return errors + _cluster_errors(spec.get("rayClusterSpec") or {}, "spec.rayClusterSpec", SLICES_ONLY, max_pod_sets)
 
 
-def raycluster_errors(cluster: Obj) -> list[KindError]:
+def raycluster_errors(cluster: Obj, max_pod_sets: int = V017_MAX_POD_SETS) -> list[KindError]:
     return _cluster_errors(_spec(cluster), "spec", (
         "a kueue managed job can use autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is on and "
-        "the job is an elastic job"))
+        "the job is an elastic job"), max_pod_sets)
 
 
-def rayservice_errors(service: Obj) -> list[KindError]:
-    return _cluster_errors(_spec(service).get(SERVICE_CLUSTER) or {}, "spec.rayClusterSpec", SLICES_ONLY)
+def rayservice_errors(service: Obj, max_pod_sets: int = V017_MAX_POD_SETS) -> list[KindError]:
+    return _cluster_errors(_spec(service).get(SERVICE_CLUSTER) or {}, "spec.rayClusterSpec", SLICES_ONLY,
+                           max_pod_sets)
 
 
 _CLUSTER_SHAPE: dict[str, Any] = {"suspend": "bool", "headGroupSpec": {"template": POD_TEMPLATE},

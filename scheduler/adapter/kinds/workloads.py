@@ -18,7 +18,7 @@ from scheduler.adapter.kinds.pod import POD, group_name, group_pod_sets
 from scheduler.adapter.kinds.registry import KINDS, kind_of
 from scheduler.core.beyond.defrag import DEFRAG_ANNOTATIONS
 from scheduler.core.config import DEFAULT_KUEUE_RELEASE
-from scheduler.core.kueue_names import LABEL_JOB_UID
+from scheduler.core.kueue_names import ANN_ADMISSION_GATED_BY, LABEL_JOB_UID
 from scheduler.core.topology_request import request_from_annotations, request_to_kueue
 from scheduler.core.workload import (
     LABEL_PRIORITY_CLASS,
@@ -68,9 +68,14 @@ def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None,
     return [workload_pod_set(ps) for ps in charged_pod_sets(kind, obj, related, release)]
 
 
-def workload_for_job(kind: JobKind, job: Obj, priority: int, priority_class_ref: Mapping[str, str] | None,
-                     related: Related | None = None, release: str = DEFAULT_KUEUE_RELEASE) -> dict[str, Any]:
-    """The Workload Kueue's job reconciler would create for ``job`` (v1beta2)."""
+def workload_for_job(kind: JobKind, job: Obj, priority: int,
+                     priority_class_ref: Mapping[str, str] | None, related: Related | None = None,
+                     admission_gated_by: bool = False, release: str = DEFAULT_KUEUE_RELEASE) -> dict[str, Any]:
+    """The Workload Kueue's job reconciler would create for ``job`` (v1beta2).
+    ``admission_gated_by``: Kueue's AdmissionGatedBy gate is on, so the job's
+    ``kueue.x-k8s.io/admission-gated-by`` goes onto the Workload at creation, before any cycle
+    could admit it (``PropagateAdmissionGatedByAnnotation`` in ``constructWorkload``).
+    ``release``: the charges of that Kueue release (charging.py)."""
     meta = job["metadata"]
     name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"])
     spec: dict[str, Any] = {
@@ -82,7 +87,8 @@ def workload_for_job(kind: JobKind, job: Obj, priority: int, priority_class_ref:
     if priority_class_ref:
         spec["priorityClassRef"] = dict(priority_class_ref)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if k in (ANN_AUTO_RESUME, ANN_MAX_RETRY, *DEFRAG_ANNOTATIONS)}
+                   if k in (ANN_AUTO_RESUME, ANN_MAX_RETRY, *DEFRAG_ANNOTATIONS)
+                   or (admission_gated_by and k == ANN_ADMISSION_GATED_BY and v)}
     body: dict[str, Any] = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",

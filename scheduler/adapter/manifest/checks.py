@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.registry import kind_of, kind_or_job
+from scheduler.adapter.manifest import gated_by
 from scheduler.adapter.manifest.annotations import (
     NO_OVERRIDES,
     PODSET_PREFIX,
@@ -18,22 +19,24 @@ from scheduler.adapter.manifest.annotations import (
     validate_topology_annotations,
 )
 from scheduler.adapter.manifest.fielderrors import FieldError, Verdict, invalid, required
+from scheduler.adapter.manifest.podset_cap import pod_set_cap_errors
 from scheduler.adapter.manifest.shape import shape_errors
-from scheduler.core.config import FeatureGates
+from scheduler.adapter.workload_checks import max_pod_sets
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE, FeatureGates
 from scheduler.core.workload import ANN_JOB_MIN_PARALLELISM, job_min_parallelism, job_pod_count
 
 Obj = Mapping[str, Any]
 
 
-def kind_errors(obj: Obj) -> list[FieldError]:
+def kind_errors(obj: Obj, release: str = DEFAULT_KUEUE_RELEASE) -> list[FieldError]:
     """The refusals a kind declares for a queued object (``JobKind.validation``: a RayJob on an
-    existing cluster with a cluster spec, autoscaling without workload slices, ...), with Kueue's
-    messages as field errors."""
+    existing cluster with a cluster spec, autoscaling without workload slices, too many worker
+    groups for Kueue ``release``, ...), with Kueue's messages as field errors."""
     kind = kind_of(obj)
     if kind is None:
         return []
     out: list[FieldError] = []
-    for path, error_type, detail, value in kind.validation(obj):
+    for path, error_type, detail, value in kind.validation(obj, max_pod_sets(release)):
         if error_type == "Required":
             out.append(required(path, detail))
         elif error_type == "Forbidden":
@@ -73,12 +76,14 @@ def _podset_keys(annotations: Mapping[str, str]) -> dict[str, str]:
 
 def manifest_verdict(job: Obj, old: Obj | None = None, gates: FeatureGates = NO_OVERRIDES) -> Verdict:
     """The checks of a governed job that need no cluster. On UPDATE (``old`` given) only the
-    pod sets whose topology annotations changed are checked again."""
+    pod sets whose topology annotations changed are checked again. The admission-gated-by
+    annotation is judged on every CREATE and UPDATE (gated_by.py), as jobframework does."""
     kind = kind_or_job(job)
-    refused = kind_errors(job)
-    if refused:  # the kind's own refusals (Kueue's messages) come first: nothing else is judged
-        return Verdict(refused)
-    verdict = Verdict()
+    gate_errors = gated_by.create_errors(job, gates) if old is None else gated_by.update_errors(old, job, gates)
+    refused = kind_errors(job, gates.release) or pod_set_cap_errors(job, kind, gates.release)
+    if refused:  # the kind's own refusals (Kueue's messages), then the Workload's cap: nothing else is judged
+        return Verdict(refused + gate_errors)
+    verdict = Verdict(gate_errors)
     if kind.single_pod_set:
         template = (job.get("spec") or {}).get("template") or {}
         ann = (template.get("metadata") or {}).get("annotations") or {}

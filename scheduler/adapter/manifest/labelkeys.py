@@ -63,3 +63,15 @@ def dns1123_subdomain_problems(value: str) -> list[str]:
     """``validation.IsDNS1123Subdomain``: what is wrong with ``value`` as a DNS-1123 subdomain
     (e.g. a label value that names a Kueue object, as Kueue's ``ValidateLabelAsCRDName``)."""
     return _dns1123_subdomain_problems(value)
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    """``validation.IsDNS1123Subdomain`` of k8s.io/apimachinery v0.36 (Kueue v0.19.2's): its
+    length limit counts characters (``MaxLenError``), where ``content.IsLabelKey``'s prefix
+    check above says bytes."""
+    problems = []
+    if len(value) > PREFIX_MAX_BYTES:
+        problems.append(f"must be no more than {PREFIX_MAX_BYTES} characters")
+    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        problems.append(regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return problems

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scheduler.core.config import KueueConfig
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE, KUEUE_V019, KueueConfig
 from scheduler.core.resources import uses_milli_units
 from scheduler.core.workload import WorkloadSpec
 
@@ -79,14 +79,19 @@ def decayed_consumed(old: Mapping[str, float], new: Mapping[str, float], elapsed
     return add_resources(mul_by_float(old, 1 - alpha), mul_by_float(new, alpha))
 
 
-def usage_value(lq: LocalQueueUsage, resource_weights: Mapping[str, float]) -> float:
-    """Kueue ``CalcFSUsageFromResources`` (resources summed in sorted order)."""
+def usage_value(lq: LocalQueueUsage, resource_weights: Mapping[str, float],
+                release: str = DEFAULT_KUEUE_RELEASE) -> float:
+    """Kueue ``CalcFSUsageFromResources`` (resources summed in sorted order). A weight of 0 or
+    less: from v0.19.1 (#13559, ``admissionfairsharing.CalculateUsage``) +Inf, so the LocalQueue
+    sorts last; v0.17.0 divides as Go does, and an idle queue's 0/0 = NaN sorts it first."""
     merged = dict(lq.consumed)
     for name, value in lq.penalty.items():
         merged[name] = merged.get(name, 0.0) + value
     total = 0.0
     for name in sorted(merged):
         total += resource_weights.get(name, 1.0) * merged[name]
+    if release == KUEUE_V019 and lq.weight <= 0:
+        return math.inf
     if lq.weight == 0:  # Go float division: x/0 = +Inf, 0/0 = NaN (sorts first in cmp.Compare)
         return math.inf if total > 0 else (-math.inf if total < 0 else math.nan)
     return total / lq.weight
@@ -94,7 +99,8 @@ def usage_value(lq: LocalQueueUsage, resource_weights: Mapping[str, float]) -> f
 
 def local_queue_usage(usages: Mapping[str, LocalQueueUsage], lq_key: str, config: KueueConfig) -> float:
     """The usage of LocalQueue ``ns/name`` (no state yet = 0, weight 1)."""
-    return usage_value(usages.get(lq_key, LocalQueueUsage()), config.admission_fair_sharing.resource_weights)
+    return usage_value(usages.get(lq_key, LocalQueueUsage()), config.admission_fair_sharing.resource_weights,
+                       config.release)
 
 
 def sort_usage(usage: float) -> float:

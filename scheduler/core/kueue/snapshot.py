@@ -70,7 +70,7 @@ class Snapshot:
     # ``pending`` already grouped and ordered per LocalQueue (the adapter keeps them between
     # passes); used only when it describes this ``pending`` (see ``snapshot_queues``).
     queues: PendingQueues | None = field(default=None, compare=False, repr=False)
-    # Kueue's PreemptionConfig / PreemptionLimit (alpha, KEP-13396/16925) for toposched's domain
+    # Kueue's PreemptionConfig (alpha, KEP-13396) / toposched's PreemptionLimit for toposched's domain
     # clearing (core/preemption/rules.py); empty = toposched's defaults.
     preemption_rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
     # ClusterQueues whose quota follows healthy capacity (core/beyond/healthy_capacity.py): the

@@ -5,6 +5,9 @@ every required/preferred pod set (greedy for unconstrained, implied and slice re
 seeded with and never worse than the greedy answer. ``"auto"`` uses CP-SAT when the workload
 is preferred or has several pod sets and the candidate set is nontrivial, greedy otherwise.
 Pod sets are placed sequentially with assumed usage; the tree itself is never modified.
+
+Imports inside functions: ``cpsat`` (OR-Tools, and the pandas it loads: about 250 ms and 50 MiB)
+is imported where CP-SAT runs, so the webhook and the extender, which place greedily, never load it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scheduler.core.placement import balanced, cpsat, fragmentation, greedy, groups, tail
+from scheduler.core.placement import balanced, fragmentation, greedy, groups, tail
 from scheduler.core.placement.options import PlacementOptions
 from scheduler.core.placement.types import (
     DEFAULT_GATES,
@@ -193,6 +196,8 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
     only the leader's domain at the requested level (so the group stays together) and the
     capacity the leader leaves. Taken only when leader + workers together span strictly fewer
     domains (the objective) than Kueue's answer; Kueue's otherwise."""
+    from scheduler.core.placement import cpsat  # see the module's note on imports inside functions
+
     prob = result.workers
     if len(result.leader_pods) != 1:
         # Kueue v0.17.0's descent can drop a leader below the slice level (v0.19.1 keeps it:
@@ -274,6 +279,8 @@ def _improve(prob: greedy.Problem, leaf_pods: dict[int, int], time_budget_s: flo
              use: _SolverUse) -> tuple[dict[int, int], bool]:
     """CP-SAT's leaf -> pods when it ran (never worse than greedy's), noting it in ``use``;
     and whether its answer is strictly better than greedy's (the metrics count those)."""
+    from scheduler.core.placement import cpsat  # see the module's note on imports inside functions
+
     result = cpsat.improve(prob, leaf_pods, time_budget_s=time_budget_s)
     if not result.used:
         use.all_optimal = False

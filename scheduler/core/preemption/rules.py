@@ -1,15 +1,18 @@
 """Kueue's configurable preemption (KEP-13396 ``PreemptionConfig``, alpha in Kueue v0.20) and
-preemption limits (KEP-16925 ``PreemptionLimit``) as plain data, and the two questions the cycle
+toposched's preemption limits (``PreemptionLimit``, ``toposched.io/v1alpha1``: KEP-16925's idea,
+in no Kueue release) as plain data, and the two questions the cycle
 and the defragmentation executor ask of them:
 
 * :func:`select_candidates`: which admitted workloads the rules of the preemptor's
   PreemptionConfig make preemption candidates, for the triggers that hold now (``Always``;
   ``InsufficientQuota`` while the quota does not fit; ``QuotaFeasibleAndInsufficientTopology``
   once it does and only the topology keeps the preemptor out). A rule applies when its
-  ``preemptorSelector`` matches the preemptor's labels; a candidate is selected by any of its
+  ``preemptorSelector`` matches the preemptor's labels and its ``preemptorPriorityClassSelector``
+  the preemptor's priority class; a candidate is selected by any of its
   ``candidateSelectors``: inside the ``scope`` (same LocalQueue, same ClusterQueue, same parent
   Cohort, same Cohort tree, any ClusterQueue), its ClusterQueue and Workload labels matched,
-  every ``numericLabels`` constraint satisfied and the ``priority`` comparison true. Candidates
+  every ``numericLabels`` constraint satisfied and the ``priority`` constraint (comparison,
+  class names) true. Candidates
   a rule selects are preempted regardless of ``spec.preemption`` and carry Kueue's reason
   ``ConfigurablePreemption`` (``targets.CONFIGURABLE_PREEMPTION``).
 * :func:`blocking_limit`: the first PreemptionLimit that a set of evictions would exceed within
@@ -18,7 +21,7 @@ and the defragmentation executor ask of them:
 
 Both live beside the strategies they configure (``clear_domain.py``, ``strategies.py``:
 ``Ask.clear``). Restated from Kueue main's ``apis/kueue/v1alpha1/preemptionconfig_types.go`` and
-``pkg/scheduler/preemption`` (late 2026), and KEP-16925's ``PreemptionLimitSpec``; toposched
+``pkg/scheduler/preemption/config`` (v0.20), and toposched's ``PreemptionLimitSpec``; toposched
 applies them to its own preemptions (domain clearing and defragmentation), not to Kueue's
 classical preemption, as Kueue applies limits to configurable preemptions only
 (docs/quota-and-preemption.md, "Configurable preemption").
@@ -110,11 +113,27 @@ BOOSTED = "Boosted"  # the effective priority (what the queues sort by)
 
 
 @dataclass(frozen=True)
+class PriorityClassSelector:
+    """Kueue's ``PreemptionConfigPriorityClassSelector`` (``filters.MatchesPriorityClassSelector``):
+    a workload's priority class name ("" none) must be one of ``match_names`` (when given) and
+    none of ``not_match_names``."""
+
+    match_names: tuple[str, ...] = ()
+    not_match_names: tuple[str, ...] = ()
+
+    def matches(self, priority_class: str | None) -> bool:
+        name = priority_class or ""
+        if self.match_names and name not in self.match_names:
+            return False
+        return name not in self.not_match_names
+
+
+@dataclass(frozen=True)
 class CandidateSelector:
     """``candidateSelectors[]``: the ``scope``; the candidate ClusterQueue's and Workload's
     labels (``clusterQueueSelector``, ``labelSelector``; None accepts all); ``numericLabels``;
     ``priority`` (``comparison`` of the candidate's priority with the preemptor's, ``Base`` or
-    ``Boosted``; the older ``relativeWorkloadPriority`` is read as ``Boosted``)."""
+    ``Boosted``, and the candidate's priority class names)."""
 
     scope: str
     numeric_labels: tuple[NumericLabel, ...] = ()
@@ -122,6 +141,7 @@ class CandidateSelector:
     priority_mode: str = BOOSTED
     cluster_queue_selector: LabelSelector | None = None
     label_selector: LabelSelector | None = None
+    priority_classes: PriorityClassSelector | None = None  # priority.matchNames / notMatchNames
 
 
 @dataclass(frozen=True)
@@ -130,6 +150,14 @@ class Rule:
     trigger: str
     candidate_selectors: tuple[CandidateSelector, ...] = ()  # none: the rule selects nothing
     preemptor_selector: LabelSelector = EVERYTHING  # unset: every preemptor
+    preemptor_priority_classes: PriorityClassSelector | None = None  # unset: every preemptor
+
+    def applies_to(self, preemptor: WorkloadSpec) -> bool:
+        """Kueue's ``matchesPreemptor``: the preemptor's labels, then its priority class."""
+        if not self.preemptor_selector.matches(preemptor.labels):
+            return False
+        return self.preemptor_priority_classes is None or self.preemptor_priority_classes.matches(
+            preemptor.priority_class)
 
 
 @dataclass(frozen=True)
@@ -233,6 +261,8 @@ def _selects(sel: CandidateSelector, preemptor: WorkloadSpec, preemptor_cq: str,
         return False
     if sel.label_selector is not None and not sel.label_selector.matches(cand.spec.labels):
         return False
+    if sel.priority_classes is not None and not sel.priority_classes.matches(cand.spec.priority_class):
+        return False
     if sel.priority_comparison is not None:
         mine, theirs = preemptor_priority, cand_priority
         if sel.priority_mode == BASE:
@@ -249,7 +279,7 @@ def select_candidates(config: PreemptionConfigSpec, triggers: Sequence[str], pre
                       cq_labels: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, tuple[str, ...]]:
     """Candidate key -> the names of the rules (of the given ``triggers``) that select it.
     Workloads already being evicted, and the preemptor itself, are never selected."""
-    rules = [r for r in config.rules if r.trigger in triggers and r.preemptor_selector.matches(preemptor.labels)]
+    rules = [r for r in config.rules if r.trigger in triggers and r.applies_to(preemptor)]
     out: dict[str, tuple[str, ...]] = {}
     for cand in candidates:
         if cand.evicted or cand.key == preemptor.key:

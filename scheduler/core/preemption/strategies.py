@@ -94,7 +94,7 @@ class Ask:
     weights: Mapping[str, float]  # fair sharing's weights
     domain_preemption: bool
     budget_s: float  # per CP-SAT victim search
-    # Kueue's PreemptionConfig / PreemptionLimit for domain clearing (rules.py), at ``now``;
+    # Kueue's PreemptionConfig / toposched's PreemptionLimit for domain clearing (rules.py), at ``now``;
     # the ClusterQueues and Cohorts their scopes are read in.
     rules: ConfiguredPreemption = NO_CONFIGURED_PREEMPTION
     now: float = 0.0

@@ -1,4 +1,4 @@
-"""Kueue's PreemptionConfig and PreemptionLimit (KEP-13396 / KEP-16925, alpha in Kueue v0.20)
+"""Kueue's PreemptionConfig (KEP-13396, alpha in Kueue v0.20) and toposched's PreemptionLimit
 honoured by toposched's domain-clearing preemption (core/preemption/rules.py). Selection cases
 restated from Kueue main's ``TestConfigurablePreemptions`` (names kept where they are Kueue's);
 the cycle cases use the KEP's own motivating example."""

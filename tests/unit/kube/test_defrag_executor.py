@@ -98,13 +98,13 @@ def _moves(harness: Harness) -> int:
 
 
 def test_preemption_limits_replace_the_budget_and_count_the_moves(harness: Harness) -> None:
-    """With a PreemptionLimit (Kueue's alpha, KEP-16925) the limit is the budget: 0 protects
+    """With a PreemptionLimit (toposched.io/v1alpha1) the limit is the budget: 0 protects
     the ClusterQueue whatever --defrag-budget says; 1 allows the move, which the controller's
     ledger then counts in the limit's status."""
     from scheduler.k8s.informer import PREEMPTION_LIMITS
 
     def limit(n: int) -> dict[str, Any]:
-        return {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "PreemptionLimit", "metadata": {"name": "moves"},
+        return {"apiVersion": "toposched.io/v1alpha1", "kind": "PreemptionLimit", "metadata": {"name": "moves"},
                 "spec": {"scope": "PreemptedClusterQueue", "limit": n, "limitWindowSeconds": 3600}}
 
     _fragmented(harness)

@@ -1,8 +1,8 @@
-"""Kueue's PreemptionConfig / PreemptionLimit through the controller (in-memory API server):
+"""Kueue's PreemptionConfig and toposched's PreemptionLimit through the controller (in-memory API server):
 a ClusterQueue annotated ``kueue.x-k8s.io/preemption-config-name`` lets its domain clearing
 preempt what the rules select (reason ``ConfigurablePreemption``), the PreemptionLimit's
 ``status.counts`` shows the eviction, and a limit of 0 blocks it with Kueue's condition and
-Event (KEP-13396 / KEP-16925; docs/quota-and-preemption.md)."""
+Event (KEP-13396; toposched.io's PreemptionLimit; docs/quota-and-preemption.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ CONFIG = {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "PreemptionConfig",
 
 
 def limit(name: str, n: int, scope: str = "Global") -> dict[str, Any]:
-    return {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "PreemptionLimit", "metadata": {"name": name},
+    return {"apiVersion": "toposched.io/v1alpha1", "kind": "PreemptionLimit", "metadata": {"name": name},
             "spec": {"scope": scope, "limit": n, "limitWindowSeconds": 3600}}
 
 
@@ -100,7 +100,7 @@ def test_a_limit_of_zero_blocks_it_with_kueues_condition_and_event() -> None:
     assert (st.find_condition(wls["c"], "PreemptionBlockedByLimit") or {}).get("status") == "False"
 
 
-def test_an_invalid_config_is_ignored_and_named_once(caplog: Any) -> None:
+def test_an_invalid_config_is_not_applied_and_named_once(caplog: Any) -> None:
     h = Harness()
     h.api.create(PREEMPTION_CONFIGS, {**CONFIG, "metadata": {"name": "broken"},
                                       "spec": {"rules": [{"name": "Bad Name", "activationPolicy": {
@@ -111,4 +111,4 @@ def test_an_invalid_config_is_ignored_and_named_once(caplog: Any) -> None:
     _pass(h)
     lines = [r.getMessage() for r in caplog.records if "PreemptionConfig broken" in r.getMessage()]
     assert sorted(line.split(":")[0] for line in lines) == ["ClusterQueue cq", "PreemptionConfig broken"]
-    assert any("spec.rules.0.name" in line and "it is ignored until fixed" in line for line in lines)
+    assert any("spec.rules[0].name" in line and "it is not applied until it is fixed" in line for line in lines)
