@@ -252,7 +252,8 @@ def _explain_pending(snap: EngineSnapshot, workload: Mapping[str, Any], out: dic
 def _head(full: Snapshot, quota: QuotaState, cq_name: str, pw: PendingWorkload,
           levels: Mapping[str, tuple[str, ...]]) -> Contender:
     prio = resolve_priority(pw.spec, full.workload_priority_classes, full.priority_classes, pw.priority)
-    usage = assign_flavors(pw.spec, full.cluster_queues[cq_name], quota, full.flavors, levels, fair_sharing=True).usage
+    usage = assign_flavors(pw.spec, full.cluster_queues[cq_name], quota, full.flavors, levels, fair_sharing=True,
+                           ignore_undeclared=full.config.ignore_undeclared_resources).usage
     return Contender(pw.key, cq_name, usage, prio, pw.timestamp)
 
 

@@ -16,7 +16,7 @@ from scheduler.adapter.objects import Obj, VersionMemo, name_of
 from scheduler.adapter.queues import topology_levels
 from scheduler.adapter.workloads import admitted_workloads, reserved_pod_sets
 from scheduler.core.health import DEFAULT_POLICY, HealthPolicy
-from scheduler.core.kueue.admitted import AdmittedWorkload
+from scheduler.core.kueue.admitted import AdmittedWorkload, charge_topology_usage
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.topology import TopologyTree
@@ -103,23 +103,24 @@ def empty_flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], no
             for tas in tas_flavors(flavors, topologies)}
 
 
-def subtract_admitted(trees: Mapping[str, TopologyTree], admitted: Iterable[AdmittedWorkload]) -> None:
-    """Take every reserved pod set's topology usage out of its flavor's tree."""
-    for workload in admitted:
-        for usage in workload.tas:
-            tree = trees.get(usage.flavor)
-            if tree is not None:
-                tree.add_usage(usage.placement, usage.per_pod)
+def subtract_admitted(trees: Mapping[str, TopologyTree], admitted: Iterable[AdmittedWorkload],
+                      overlapping: bool = False) -> None:
+    """Take every reserved pod set's topology usage out of its flavor's tree (``overlapping``:
+    TASHandleOverlappingFlavors, out of every hostname-level flavor tree holding the host:
+    ``core.kueue.admitted.charge_topology_usage``)."""
+    charge_topology_usage(trees, admitted, overlapping)
 
 
 def flavor_trees(flavors: Iterable[Obj], topologies: Mapping[str, Obj], nodes: list[NodeInfo],
                  pods: list[PodInfo], holding: Iterable[Obj], health_policy: HealthPolicy | None = None,
                  memo: TreeMemo | None = None,
-                 admitted_memo: VersionMemo[AdmittedWorkload] | None = None) -> dict[str, TopologyTree]:
+                 admitted_memo: VersionMemo[AdmittedWorkload] | None = None,
+                 overlapping: bool = False) -> dict[str, TopologyTree]:
     """One tree per TAS flavor; the usage of every workload in ``holding`` (raw Workloads
-    holding a reservation) subtracted. The memos: a snapshot builder's (``SnapshotCaches``)."""
+    holding a reservation) subtracted (``overlapping``: :func:`subtract_admitted`). The memos:
+    a snapshot builder's (``SnapshotCaches``)."""
     trees = empty_flavor_trees(flavors, topologies, nodes, pods, health_policy, memo)
     names = frozenset(trees)
     subtract_admitted(trees, admitted_workloads([wl for wl in holding if (wl.get("status") or {}).get("admission")],
-                                                names, admitted_memo))
+                                                names, admitted_memo), overlapping)
     return trees

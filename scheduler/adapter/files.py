@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import yaml
 
 from scheduler.adapter.kinds.workloads import EXPECTED_KINDS, is_placeable, workload_from_manifest
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.fakecluster import generate_nodes
 from scheduler.core.nodes import NodeInfo, PodInfo, node_from_k8s, pod_from_k8s
 from scheduler.core.resources import QuantityError
@@ -429,15 +430,16 @@ def topology_from_documents(docs: list[tuple[str, dict[str, Any]]], what: str,
     return str(name) if isinstance(name, str) and name else DEFAULT_TOPOLOGY_NAME, tuple(out)
 
 
-def load_workload(path: Path | str, check: ManifestCheck | None = None) -> WorkloadSpec:
+def load_workload(path: Path | str, check: ManifestCheck | None = None,
+                  release: str = DEFAULT_KUEUE_RELEASE) -> WorkloadSpec:
     """The first managed object in the file: an object of a governed kind (the job-kind
-    registry) or a Kueue Workload."""
+    registry) or a Kueue Workload, charged as Kueue ``release`` charges it."""
     return workload_from_documents(load_documents(path, "workload file", EXPECTED_KINDS), "workload file", path,
-                                   check)
+                                   check, release)
 
 
 def workload_from_documents(objs: list[tuple[str, dict[str, Any]]], what: str, path: Path | str,
-                            check: ManifestCheck | None = None) -> WorkloadSpec:
+                            check: ManifestCheck | None = None, release: str = DEFAULT_KUEUE_RELEASE) -> WorkloadSpec:
     if not objs:
         raise UserError(f"{what} {path}: the file is empty; expected {EXPECTED_KINDS}")
     loc, obj = next(((loc, o) for loc, o in objs if is_placeable(o)), objs[0])
@@ -446,7 +448,7 @@ def workload_from_documents(objs: list[tuple[str, dict[str, Any]]], what: str, p
     if errors:
         raise UserError(f"{pre}{errors[0]}")
     try:
-        spec = workload_from_manifest(obj, [o for _, o in objs])  # (a TrainJob's runtime may be in the file)
+        spec = workload_from_manifest(obj, [o for _, o in objs], release)  # (a TrainJob's runtime may be in the file)
     except (WorkloadFormatError, TopologyRequestError) as exc:
         raise UserError(f"{pre}{exc}") from exc
     except QuantityError as exc:

@@ -78,7 +78,8 @@ _VALID_STRATEGIES = (
 _V1BETA1_WAIT_TIMEOUT_S = 300.0  # v1beta1 defaulted the timeout to 5 minutes
 _V019_WAIT_TIMEOUT_S = 1800.0  # v0.19's v1beta2 default (DefaultWaitForPodsReadyTimeout)
 # resources.quotaCheckStrategy (v0.19; QuotaCheckStrategy gate): BlockUndeclared is v0.17's behaviour.
-QUOTA_CHECK_STRATEGIES = ("BlockUndeclared", "IgnoreUndeclared")
+# In the order Kueue's field.NotSupported lists them (pkg/config/validation.go at v0.19.2).
+QUOTA_CHECK_STRATEGIES = ("IgnoreUndeclared", "BlockUndeclared")
 
 
 class ConfigError(ValueError):
@@ -308,7 +309,10 @@ def _wait_for_pods_ready(raw: object, v1beta1: bool, release: str) -> WaitForPod
                             requeuing_strategy=_requeuing(w.get("requeuingStrategy")))
 
 
-def _resources(raw: object, not_supported: list[str]) -> None:
+def _resources(raw: object, not_supported: list[str], gate_on: bool) -> str:
+    """The ``resources`` section: what toposched does not honour is listed; returns the quota
+    check strategy (Kueue validates it only with the QuotaCheckStrategy gate on, and ignores it
+    with the gate off)."""
     res = _mapping(raw, "resources")
     # quotaCheckStrategy's release and API version: kueue_config_fields (checked before this)
     _only(res, {"excludeResourcePrefixes", "transformations", "deviceClassMappings", "quotaCheckStrategy"},
@@ -316,16 +320,15 @@ def _resources(raw: object, not_supported: list[str]) -> None:
     not_supported.extend(f"resources.{k}" for k in ("excludeResourcePrefixes", "transformations",
                                                     "deviceClassMappings") if res.get(k))
     strategy = res.get("quotaCheckStrategy")
-    if strategy is None:
-        return
+    if strategy is None or not gate_on:
+        return "BlockUndeclared"
+    if strategy == "IgnoreUndeclared" and res.get("excludeResourcePrefixes"):
+        raise ConfigError('resources.quotaCheckStrategy: Invalid value: "IgnoreUndeclared": excludeResourcePrefixes '
+                          "is not allowed when quotaCheckStrategy is IgnoreUndeclared")
     if strategy not in QUOTA_CHECK_STRATEGIES:
         raise ConfigError(f'resources.quotaCheckStrategy: Unsupported value: "{strategy}": supported values: '
                           + ", ".join(f'"{v}"' for v in QUOTA_CHECK_STRATEGIES))
-    if strategy == "IgnoreUndeclared":
-        if res.get("excludeResourcePrefixes"):
-            raise ConfigError("resources.excludeResourcePrefixes: Forbidden: may not be set when "
-                              "quotaCheckStrategy is IgnoreUndeclared")
-        not_supported.append("resources.quotaCheckStrategy=IgnoreUndeclared")
+    return str(strategy)
 
 
 def _frameworks(raw: object, not_supported: list[str]) -> tuple[str, ...]:
@@ -386,7 +389,7 @@ def parse_kueue_config(doc: object, release: str = DEFAULT_KUEUE_RELEASE) -> Loa
     if obj.get("manageJobsWithoutQueueName"):
         not_supported.append("manageJobsWithoutQueueName")
     gates, inert = _feature_gates(obj.get("featureGates"), release)
-    _resources(obj.get("resources"), not_supported)
+    strategy = _resources(obj.get("resources"), not_supported, gates.enabled("QuotaCheckStrategy"))
     wait = _wait_for_pods_ready(obj.get("waitForPodsReady"), v1beta1, release)
     if gates.enabled("DisableWaitForPodsReady"):  # v0.19's temporary off switch
         wait = WaitForPodsReady()
@@ -397,6 +400,7 @@ def parse_kueue_config(doc: object, release: str = DEFAULT_KUEUE_RELEASE) -> Loa
         wait_for_pods_ready=wait,
         frameworks=_frameworks(obj.get("integrations"), not_supported),
         external_frameworks=_external_frameworks(obj.get("integrations")),
+        quota_check_strategy=strategy,
     )
     process = tuple(sorted(k for k in PROCESS_SETTINGS if k in obj))
     return LoadedConfig(config, process, tuple(sorted(not_supported)), inert)

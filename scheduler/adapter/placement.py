@@ -119,5 +119,5 @@ def compute_placement(tree: TopologyTree, workload: WorkloadSpec, solver: str, t
         solver=solver,
         time_budget_s=max(time_budget_ms, 0) / 1000.0,
         implied_tas=True,
-        gates=PlacementGates.from_gates(gates.enabled),
+        gates=PlacementGates.from_gates(gates.enabled, gates.release),
     )

@@ -125,7 +125,7 @@ def build_snapshot(objects: ClusterObjects, now: dt.datetime, *, solver: str = "
     trees = empty_flavor_trees(objects.flavors, topologies, nodes, pods, health_policy, caches.trees)
     # The TAS flavors are known before any workload is read, so each reservation is decoded once.
     admitted = tuple(admitted_workloads(workloads.holding, frozenset(trees), caches.admitted))
-    subtract_admitted(trees, admitted)
+    subtract_admitted(trees, admitted, config.feature_gates.enabled("TASHandleOverlappingFlavors"))
     ns_labels = namespace_labels(objects.namespaces)
     # A pending Workload's conversion depends on its namespace's labels: one stamp per namespace.
     # The release is in the stamp too: its rules decide what is a problem.

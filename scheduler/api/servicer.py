@@ -140,7 +140,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         try:
             return _files.workload_from_documents(_docs(request.workload.manifest, "workload.manifest"), "field",
                                                   "workload.manifest",
-                                                  partial(manifest_errors, gates=self.engine.config.feature_gates))
+                                                  partial(manifest_errors, gates=self.engine.config.feature_gates),
+                                                  self.engine.config.release)
         except UserError as err:
             raise _user_error_to_field(err) from err
 

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     nodes = load_nodes(node_file, object_errors, "nodes file" if args.nodes else "cluster file")
     pods = load_pods(args.pods, object_errors) if args.pods else []
     config = kueue_config(args)
-    workload = load_workload(args.workload, partial(manifest_errors, gates=config.feature_gates))
+    workload = load_workload(args.workload, partial(manifest_errors, gates=config.feature_gates), config.release)
     topology = load_topology(args.topology) if args.topology else None
     tree = build_tree(nodes, pods, topology)
     check_levels(tree, workload, f"workload file {args.workload}")

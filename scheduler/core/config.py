@@ -71,6 +71,9 @@ _V017_GATE_DEFAULTS: dict[str, bool] = {
     "UnadmittedWorkloadsObservability": False,  # beta off in v0.19: granular QuotaReserved reasons
     "DisableWaitForPodsReady": False,  # alpha off in v0.19: turns waitForPodsReady off
     "WorkloadPriorityClassDefaulting": False,  # alpha off in v0.18/v0.19: WPC "default"
+    "SkipReassignmentForPodOwnedWorkloads": False,  # beta on in v0.19: no hot swap of a Pod's Workload
+    "TASHandleOverlappingFlavors": False,  # beta on in v0.18: a node under two TAS flavors counted once
+    "QuotaCheckStrategy": False,  # beta on in v0.19: resources.quotaCheckStrategy honoured
     # kueue.x-k8s.io/admission-gated-by (scheduler/adapter/manifest/gated_by.py): alpha off in v0.17.
     "AdmissionGatedBy": False,
     "FinishOrphanedWorkloads": False,  # beta on since v0.18 (not in v0.17): kube/orphans.py
@@ -90,6 +93,9 @@ _V019_FLIPS: dict[str, bool] = {
     "TASMultiLayerTopology": True,
     "TASAssignmentsEncodingByHostnamePrefix": True,
     "TASValidateWorkloadSliceSize": True,
+    "SkipReassignmentForPodOwnedWorkloads": True,
+    "TASHandleOverlappingFlavors": True,
+    "QuotaCheckStrategy": True,
     "AdmissionGatedBy": True,  # beta on in v0.19
     "FinishOrphanedWorkloads": True,
     "LWSImmutableGroupSize": True,
@@ -172,6 +178,14 @@ class KueueConfig:
     # ``integrations.externalFrameworks``: (group, version, kind) of kinds whose Workloads an
     # external controller creates; the webhook lets their queued objects through.
     external_frameworks: tuple[tuple[str, str, str], ...] = ()
+    # ``resources.quotaCheckStrategy`` (v0.19): BlockUndeclared (v0.17's behaviour) or IgnoreUndeclared.
+    quota_check_strategy: str = "BlockUndeclared"
+
+    @property
+    def ignore_undeclared_resources(self) -> bool:
+        """Kueue's ``flavorassigner.IgnoreUndeclaredResources``: the QuotaCheckStrategy gate on
+        and ``IgnoreUndeclared`` chosen: resources the ClusterQueue does not cover are not checked."""
+        return self.quota_check_strategy == "IgnoreUndeclared" and self.feature_gates.enabled("QuotaCheckStrategy")
 
     @property
     def release(self) -> str:

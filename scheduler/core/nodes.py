@@ -152,10 +152,15 @@ def node_from_k8s(obj: Mapping[str, Any]) -> NodeInfo:
 
 
 def pod_spec_requests(spec: Mapping[str, Any]) -> dict[str, int]:
-    """Effective requests of a pod spec, as kube-scheduler and Kueue compute them.
+    """Effective requests of a pod spec, as kube-scheduler and Kueue compute them
+    (component-helpers' ``PodRequests``, which Kueue v0.17.0 and v0.19.2 both call).
 
     max(sum of app containers + restartable (sidecar) init containers, each plain init
     container) + overhead. Limits stand in for missing requests, as the API server defaults.
+    Pod-level ``spec.resources.requests`` (KEP-2837, PodLevelResources) replace the containers'
+    sum for the resources a pod may declare at pod level (cpu, memory, hugepages-*), as
+    component-helpers v0.35 (Kueue v0.17.0's) and v0.36 (v0.19.2's) do; a pod-level limit alone
+    is not a request here (Kueue v0.19 turns it into one: ``pod_level_limits_as_requests``).
     """
 
     def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
@@ -181,7 +186,37 @@ def pod_spec_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     effective = dict(app)
     for name, amount in init_peak.items():
         effective[name] = max(effective.get(name, 0), amount)
+    effective.update(_pod_level_requests(spec))
     return add(effective, resources_from_k8s(spec.get("overhead")))
+
+
+def is_pod_level_resource(name: str) -> bool:
+    """component-helpers' ``IsSupportedPodLevelResource``: cpu, memory and huge pages."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _pod_level_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    pod_resources = spec.get("resources")
+    if not isinstance(pod_resources, Mapping):
+        return {}
+    requests = pod_resources.get("requests")
+    if not isinstance(requests, Mapping):
+        return {}
+    return resources_from_k8s({k: v for k, v in requests.items() if is_pod_level_resource(str(k))})
+
+
+def pod_level_limits_as_requests(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Kueue v0.19's ``UseLimitsAsMissingRequestsInPod`` at pod level (#12334, not in v0.17.0):
+    a pod-level limit with no pod-level request of the same resource is that request. Returns
+    the pod spec with it (a copy; ``spec`` itself when there is nothing to add)."""
+    pod_resources = spec.get("resources")
+    if not isinstance(pod_resources, Mapping) or not isinstance(pod_resources.get("limits"), Mapping):
+        return dict(spec)
+    requests = dict(pod_resources.get("requests") or {})
+    missing = {k: v for k, v in pod_resources["limits"].items() if k not in requests}
+    if not missing:
+        return dict(spec)
+    return {**spec, "resources": {**pod_resources, "requests": {**requests, **missing}}}
 
 
 def pod_from_k8s(obj: Mapping[str, Any]) -> PodInfo:

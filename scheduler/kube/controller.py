@@ -94,7 +94,8 @@ class Controller:
         # integrations.externalFrameworks is its own controller's (its Workloads are admitted here).
         kinds = enabled_kinds(settings.config.frameworks, settings.config.external_frameworks)
         lookups = JobLookups(cache, kinds, settings.config.feature_gates.enabled("WorkloadPriorityClassDefaulting"))
-        self.shared = Shared(cache, self.writer, Isolation(self.writer, clock), clock, lookups, kinds)
+        self.shared = Shared(cache, self.writer, Isolation(self.writer, clock), clock, lookups, kinds,
+                             settings.config.feature_gates)
         self.isolation = self.shared.isolation
         self.metrics: CycleMetrics = metrics or NoMetrics()
         self.gc_policy = gc_policy
@@ -105,7 +106,9 @@ class Controller:
             cache, self.writer, clock, grace_s=settings.node_failure_grace_s, isolation=self.isolation,
             unreachable_grace_s=settings.node_unreachable_grace_s, storm_policy=settings.storm_policy,
             caches=caches, prefix_runs=settings.config.feature_gates.enabled("TASAssignmentsEncodingByHostnamePrefix"),
-            deleted_node_lease_absent_s=settings.deleted_node_lease_absent_s)
+            deleted_node_lease_absent_s=settings.deleted_node_lease_absent_s,
+            skip_pod_owned=settings.config.feature_gates.enabled("SkipReassignmentForPodOwnedWorkloads"),
+            overlapping_flavors=settings.config.feature_gates.enabled("TASHandleOverlappingFlavors"))
         self.pods_ready = PodsReadyHandler(self.writer, clock, settings.config.wait_for_pods_ready, self.isolation)
         self.pod_groups = PodGroupPhases(cache, self.writer, self.isolation, lookups.resolve_priority, kinds,
                                          settings.config.feature_gates)

@@ -84,7 +84,8 @@ class EnsureWorkloads:
             return
         try:
             body = workload_for_job(integration, job, priority[0], priority[1], s.lookups.related,
-                                    self.admission_gated_by, elastic=self._elastic(integration, job))
+                                    self.admission_gated_by, release=s.release,
+                                    elastic=self._elastic(integration, job))
         except (TopologyRequestError, WorkloadFormatError) as exc:  # as Kueue's reconciler: no Workload, retried
             s.writer.event(job, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
             return

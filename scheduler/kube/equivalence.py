@@ -26,6 +26,7 @@ from typing import Any
 
 from scheduler.adapter.kinds import workload_slicing as ws
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.charging import charged_pod_sets
 from scheduler.adapter.kinds.equivalence import equivalent, job_pod_sets, only_counts_differ
 from scheduler.adapter.kinds.workloads import workload_for_job
 from scheduler.adapter.priority_policy import ClassRefused
@@ -78,6 +79,7 @@ class Equivalence:
         self.writer = shared.writer
         self.isolation = shared.isolation
         self.lookups = shared.lookups
+        self.release = shared.release
         self.partial_admission = partial_admission
         # (job uid, its resourceVersion, Workload uid, its resourceVersion) -> matches: a pass
         # compares again only what changed since the last (kept for the pairs of the last pass).
@@ -92,7 +94,8 @@ class Equivalence:
         if known is not None:
             return known
         try:
-            pod_sets = job_pod_sets(kind.read_pod_sets(job, self.lookups.related), self.partial_admission)
+            pod_sets = job_pod_sets(charged_pod_sets(kind, job, self.lookups.related, self.release),
+                                    self.partial_admission)
         except UNREADABLE as exc:
             log.debug("pod sets of %s unreadable (%s): not compared", object_key(job), exc)
             return True
@@ -157,7 +160,7 @@ class Equivalence:
         """Kueue's ``updateWorkloadToMatchJob``: the spec rebuilt from the job, ``active`` kept."""
         priority = self.lookups.resolve_priority(job)
         try:
-            body = workload_for_job(kind, job, priority[0], priority[1], self.lookups.related) \
+            body = workload_for_job(kind, job, priority[0], priority[1], self.lookups.related, release=self.release) \
                 if not isinstance(priority, ClassRefused) else None
         except UNREADABLE:
             body = None

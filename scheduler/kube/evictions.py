@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.adapter.kinds.pod import owned_by_single_pod
 from scheduler.core.kueue.failures import EVICTION_REASON, RequeueBackoff
 from scheduler.kube import status as st
 from scheduler.kube import workload_index as wi
@@ -73,6 +74,10 @@ class ProgressEvictions:
         requeue, failure = requeue_or_fail(wl)
         evicted = st.find_condition(wl, st.EVICTED) or {}
         requeue = requeue and requeues_at_once(str(evicted.get("reason") or ""))
+        if self.s.gates.enabled("SkipReassignmentForPodOwnedWorkloads") and owned_by_single_pod(wl):
+            # Kueue v0.19's job reconciler: a pod-owned Workload dies with its pod; requeued, it
+            # would get an assignment nothing can use (Requeued=False, the eviction's reason).
+            requeue = False
         backoff = (self.requeue_backoff.delay_s(st.requeue_count(wl) + 1)
                    if evicted.get("reason") == EVICTION_REASON else None)
         status = st.release_status(wl, now, requeue=requeue, requeue_after_s=backoff)

@@ -36,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.cluster import admitted_placements, core_nodes, flavor_trees
+from scheduler.adapter.kinds.pod import owned_by_single_pod
 from scheduler.adapter.kinds.workloads import ANN_AUTO_RESUME, ANN_MAX_RETRY
 from scheduler.adapter.objects import VersionMemo
 from scheduler.adapter.owned import ANN_RETRIES, ANN_RETRY_KEY
@@ -139,7 +140,7 @@ def placed_workload(workload: Mapping[str, Any]) -> PlacedWorkload:
                 for ps in (workload.get("spec") or {}).get("podSets") or ()}
     tas = tuple(TASUsage(flavor, placement, per_pod) for placement, per_pod, flavor in admitted_placements(workload))
     meta = workload["metadata"]
-    return PlacedWorkload(f"{meta['namespace']}/{meta['name']}", tas, requests)
+    return PlacedWorkload(f"{meta['namespace']}/{meta['name']}", tas, requests, owned_by_single_pod(workload))
 
 
 class NodeFailureHandler:
@@ -147,13 +148,18 @@ class NodeFailureHandler:
                  isolation: Isolation | None = None, unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
                  storm_policy: StormPolicy | None = None, health_policy: HealthPolicy = DEFAULT_POLICY,
                  caches: SnapshotCaches | None = None, prefix_runs: bool = False,
-                 deleted_node_lease_absent_s: float | None = DEFAULT_LEASE_ABSENT_S) -> None:
+                 deleted_node_lease_absent_s: float | None = DEFAULT_LEASE_ABSENT_S,
+                 skip_pod_owned: bool = False, overlapping_flavors: bool = False) -> None:
         """``caches``: the controller's conversions (the snapshot reads the same nodes and trees).
         ``prefix_runs``: TASAssignmentsEncodingByHostnamePrefix, the rewritten assignment's encoding.
         ``deleted_node_lease_absent_s``: the pods of admitted workloads on a deleted node are
         deleted once no kubelet can run them (kube/gone_nodes.py), an absent Lease believed after
-        this long; None: never, Kubernetes' pod GC deletes them."""
+        this long; None: never, Kubernetes' pod GC deletes them. ``skip_pod_owned``:
+        SkipReassignmentForPodOwnedWorkloads (a plain Pod's Workload is neither moved nor evicted).
+        ``overlapping_flavors``: TASHandleOverlappingFlavors (the snapshot's rule for the trees)."""
         self.cache = cache
+        self.skip_pod_owned = skip_pod_owned
+        self.overlapping_flavors = overlapping_flavors
         self.caches = caches if caches is not None else SnapshotCaches()
         self.prefix_runs = prefix_runs
         self.health_policy = health_policy  # the placement's: one answer to "is it healthy?"
@@ -276,10 +282,11 @@ class NodeFailureHandler:
         trees = flavor_trees(self.cache.flavors.items(), topologies, core_nodes(self.cache.nodes.items(), caches.nodes),
                              usage_pods(self.cache.pods.items(), holding, self.cache.owner_links(), caches.pods),
                              holding, self.health_policy, caches.trees,
-                             caches.admitted)
+                             caches.admitted, self.overlapping_flavors)
         labels = {name: ((obj.get("metadata") or {}).get("labels") or {}) for name, obj in nodes.items()}
         gone = {name: self.last_labels[name] for name in self.tracker.deleted if name in self.last_labels}
-        return node_failure_decisions(workloads, self.tracker, trees, now, {**gone, **labels}, held=held)
+        return node_failure_decisions(workloads, self.tracker, trees, now, {**gone, **labels}, held=held,
+                                      skip_pod_owned=self.skip_pod_owned)
 
     # ------------------------------------------------------------------ eviction-storm guard
     def node_groups(self, nodes: Mapping[str, Obj]) -> dict[str, list[str]]:

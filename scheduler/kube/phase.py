@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.adapter.kinds.base import JobKind
+from scheduler.core.config import FeatureGates
 from scheduler.core.kueue.snapshot import Snapshot
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.isolation import Isolation
@@ -27,6 +28,13 @@ class Shared:
     clock: Callable[[], dt.datetime]
     lookups: JobLookups
     kinds: Sequence[JobKind]
+    # The Kueue release toposched behaves as (``--kueue-version``) with the admin's gates: what
+    # a job's Workload is charged for (adapter/kinds/charging.py), what an eviction requeues.
+    gates: FeatureGates = field(default_factory=FeatureGates)
+
+    @property
+    def release(self) -> str:
+        return self.gates.release
 
 
 @dataclass

@@ -67,6 +67,7 @@ class PodGroupPhases:
         # Kueue's WorkloadIdentifierAnnotations (where a pod's group is named) and AdmissionGatedBy.
         self.ids = identifiers(gates)
         self.admission_gated_by = gates.enabled(ADMISSION_GATED_BY)
+        self.release = gates.release  # what a group's Workload is charged for (kinds/charging.py)
         self.writer = writer
         self.isolation = isolation
         self.priority = priority
@@ -110,7 +111,8 @@ class PodGroupPhases:
             return
         for index in missing:
             try:
-                body = group_workload(kind, obj, index, priority[0], priority[1], self.admission_gated_by)
+                body = group_workload(kind, obj, index, priority[0], priority[1], self.admission_gated_by,
+                                      self.release)
             except TopologyRequestError as exc:
                 self.writer.event(obj, "Warning", "CreatedWorkloadFailed", str(exc)[:500])
                 return

@@ -393,6 +393,10 @@ class JobKind:
     # other documents of a file).
     pod_sets_from: Callable[[Obj, Related], list[PodSetSource]] | None = None
     related: tuple[RelatedResource, ...] = ()
+    # What Kueue v0.19 adds to the pod sets' templates for the containers the kind's operator
+    # injects at pod creation (KubeRay's submitter sidecar, autoscaler, Redis clean-up Job), so
+    # quota is charged for them: applied by ``kinds/charging.py`` under ``--kueue-version v0.19``.
+    injected_charges: Callable[[Obj, list[PodSetSource]], list[PodSetSource]] | None = None
     # Kinds whose start / restore is not the template patch at each pod set's path (a TrainJob
     # writes its templates into a runtime patch, then unsuspends: two writes, in order).
     custom_start: Callable[[Obj, str, Sequence[PodSetStart]], list[Patch]] | None = None

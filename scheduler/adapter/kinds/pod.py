@@ -23,6 +23,7 @@ from scheduler.adapter.kinds.base import NOT_FINISHED, FinishState, JobKind, Obj
 from scheduler.adapter.kinds.identifiers import LABELS_ONLY, Identifiers
 from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE
 from scheduler.core.kueue_names import (
+    ANN_IS_GROUP_WORKLOAD,
     ANN_POD_GROUP_FAST_ADMISSION,
     ANN_POD_GROUP_SERVING,
     ANN_POD_GROUP_TOTAL_COUNT,
@@ -197,6 +198,18 @@ def pod_set_of(pod: Mapping[str, Any], ids: Identifiers = LABELS_ONLY) -> str:
 
 
 # --- state -------------------------------------------------------------------------------------
+
+def owned_by_single_pod(workload: Mapping[str, Any]) -> bool:
+    """Kueue's ``workload.OwnedBySinglePod`` (v0.19): one owner reference, a ``v1`` ``Pod``, and
+    not a pod group's Workload (``kueue.x-k8s.io/is-group-workload: "true"``)."""
+    meta = workload.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    if not isinstance(refs, list) or len(refs) != 1 or not isinstance(refs[0], Mapping):
+        return False
+    if (meta.get("annotations") or {}).get(ANN_IS_GROUP_WORKLOAD) == "true":
+        return False
+    return bool(refs[0].get("kind") == "Pod" and refs[0].get("apiVersion") == "v1")
+
 
 def _phase(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "")

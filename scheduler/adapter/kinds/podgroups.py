@@ -16,6 +16,7 @@ from scheduler.adapter.kinds.base import JobKind, Obj
 from scheduler.adapter.kinds.identifiers import LABELS_ONLY, Identifiers
 from scheduler.adapter.kinds.registry import with_pod_groups
 from scheduler.adapter.kinds.workloads import workload_pod_sets
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.kueue_names import (
     ANN_ADMISSION_GATED_BY,
     ANN_COMPONENT_INDEX,
@@ -45,14 +46,17 @@ def is_group_workload(wl: Mapping[str, Any]) -> bool:
 
 
 def group_workload(kind: JobKind, obj: Obj, index: int, priority: int,
-                   priority_class_ref: Mapping[str, str] | None, admission_gated_by: bool = False) -> dict[str, Any]:
+                   priority_class_ref: Mapping[str, str] | None, admission_gated_by: bool = False,
+                   release: str = DEFAULT_KUEUE_RELEASE) -> dict[str, Any]:
     """The Workload of group ``index`` (Kueue's ``constructWorkload``, v1beta2). With
     ``admission_gated_by`` (the gate is on) the owner's ``kueue.x-k8s.io/admission-gated-by``
-    goes onto it (Kueue's LeaderWorkerSet and StatefulSet reconcilers)."""
+    goes onto it (Kueue's LeaderWorkerSet and StatefulSet reconcilers). ``release``: the
+    charges of that Kueue release (kinds/charging.py)."""
     meta = obj["metadata"]
     single = kind.pod_groups is not None and kind.pod_groups.single_group
     spec: dict[str, Any] = {"queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
-                            "podSets": workload_pod_sets(kind, obj), "priority": priority, "active": True}
+                            "podSets": workload_pod_sets(kind, obj, release=release), "priority": priority,
+                            "active": True}
     if priority_class_ref:
         spec["priorityClassRef"] = dict(priority_class_ref)
     labels = {LABEL_JOB_UID: str(meta["uid"])}

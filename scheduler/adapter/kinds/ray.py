@@ -5,7 +5,8 @@
 Pod sets: ``head`` (1) then one per worker group (name = ``groupName``, count = ``replicas``
 (absent: 1) x ``numOfHosts`` when above 1), plus, for a RayJob in ``K8sJobMode``, ``submitter``
 (1). No rank label: the topology ungater places Ray pods greedily. The whole declared size is
-charged at once (head and workers together). A RayCluster its RayJob or RayService created is
+charged at once (head and workers together); under ``--kueue-version v0.19`` the head is also
+charged for what KubeRay adds to it (``ray_charges.py``). A RayCluster its RayJob or RayService created is
 governed through its parent (a child, never queued on its own); a RayJob on an existing
 cluster (``spec.clusterSelector``) is not managed. Autoscaling is refused, except (Kueue v0.19's
 ``ElasticJobsViaWorkloadSlices``) on a RayCluster annotated ``kueue.x-k8s.io/elastic-job: "true"``,
@@ -29,14 +30,20 @@ from scheduler.adapter.kinds.base import (
     finished,
     true_condition,
 )
-from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE
+from scheduler.adapter.kinds.ray_charges import (
+    HEAD_POD_SET,
+    SERVICE_CLUSTER,
+    raycluster_charges,
+    rayjob_charges,
+    rayservice_charges,
+)
+from scheduler.adapter.kinds.shapes import METADATA, POD_TEMPLATE, RESOURCES
 
 GROUP = "ray.io"
 VERSION = "v1"
 RAYCLUSTER_FRAMEWORK = "ray.io/raycluster"
 RAYJOB_FRAMEWORK = "ray.io/rayjob"
 RAYSERVICE_FRAMEWORK = "ray.io/rayservice"
-HEAD_POD_SET = "head"
 SUBMITTER_POD_SET = "submitter"
 K8S_JOB_MODE = "K8sJobMode"
 V017_MAX_POD_SETS = 8  # Kueue v0.17.0's Workload (the default of the validators below)
@@ -104,11 +111,6 @@ def rayjob_pod_sets(rayjob: Obj) -> list[PodSetSource]:
         out.append(PodSetSource(SUBMITTER_POD_SET, 1, template, ("spec", "submitterPodTemplate"),
                                 defaulted=given is None))
     return out
-
-
-# A RayService's RayClusterSpec is its JSON field ``rayClusterConfig`` (Kueue's Go code and its
-# error paths call it ``rayClusterSpec``).
-SERVICE_CLUSTER = "rayClusterConfig"
 
 
 def rayservice_pod_sets(service: Obj) -> list[PodSetSource]:
@@ -234,6 +236,7 @@ def rayservice_errors(service: Obj, max_pod_sets: int = V017_MAX_POD_SETS) -> li
 
 
 _CLUSTER_SHAPE: dict[str, Any] = {"suspend": "bool", "headGroupSpec": {"template": POD_TEMPLATE},
+                                  "enableInTreeAutoscaling": "bool", "autoscalerOptions": {"resources": RESOURCES},
                                   "workerGroupSpecs": [{"groupName": "str", "replicas": "int", "numOfHosts": "int",
                                                         "template": POD_TEMPLATE}]}
 
@@ -242,6 +245,7 @@ RAYCLUSTER = JobKind(
     pod_sets=raycluster_pod_sets, finish_state=never_finished, active_pods=raycluster_active,
     pods_ready=raycluster_ready, shape={"metadata": METADATA, "spec": _CLUSTER_SHAPE},
     suspend_path=("spec", "suspend"), topology_gate=True, validation=raycluster_errors,
+    injected_charges=raycluster_charges,
 )
 RAYJOB = JobKind(
     group=GROUP, version=VERSION, kind="RayJob", plural="rayjobs", framework=RAYJOB_FRAMEWORK,
@@ -250,12 +254,12 @@ RAYJOB = JobKind(
                                           "shutdownAfterJobFinishes": "bool", "rayClusterSpec": _CLUSTER_SHAPE,
                                           "submitterPodTemplate": POD_TEMPLATE}},
     suspend_path=("spec", "suspend"), topology_gate=True, children=(RAYCLUSTER_FRAMEWORK,),
-    skipped=rayjob_skipped, validation=rayjob_errors,
+    skipped=rayjob_skipped, validation=rayjob_errors, injected_charges=rayjob_charges,
 )
 RAYSERVICE = JobKind(
     group=GROUP, version=VERSION, kind="RayService", plural="rayservices", framework=RAYSERVICE_FRAMEWORK,
     pod_sets=rayservice_pod_sets, finish_state=never_finished, active_pods=rayservice_active,
     pods_ready=rayservice_ready, shape={"metadata": METADATA, "spec": {SERVICE_CLUSTER: _CLUSTER_SHAPE}},
     suspend_path=("spec", SERVICE_CLUSTER, "suspend"), topology_gate=True, children=(RAYCLUSTER_FRAMEWORK,),
-    validation=rayservice_errors,
+    validation=rayservice_errors, injected_charges=rayservice_charges,
 )

@@ -21,14 +21,15 @@ METADATA: dict[str, Any] = {"name": "str", "generateName": "str", "namespace": "
                             "resourceVersion": "str", "labels": STRING_MAP, "annotations": STRING_MAP,
                             "ownerReferences": [OWNER_REFERENCE], "finalizers": ["str"], "deletionTimestamp": "str"}
 TOP: dict[str, Any] = {"apiVersion": "str", "kind": "str", "metadata": METADATA}  # every object's head
-CONTAINER = {"name": "str", "image": "str", "restartPolicy": "str",
-             "resources": {"requests": QUANTITIES, "limits": QUANTITIES}}
+RESOURCES = {"requests": QUANTITIES, "limits": QUANTITIES}
+CONTAINER = {"name": "str", "image": "str", "restartPolicy": "str", "resources": RESOURCES}
 TOLERATION = {"key": "str", "operator": "str", "value": "str", "effect": "str", "tolerationSeconds": "int"}
 POD_TEMPLATE: dict[str, Any] = {
     "metadata": METADATA,
     "spec": {"containers": [CONTAINER], "initContainers": [CONTAINER], "schedulerName": "str",
              "priorityClassName": "str", "nodeSelector": STRING_MAP, "tolerations": [TOLERATION],
-             "schedulingGates": [{"name": "str"}], "overhead": QUANTITIES, "affinity": {}},
+             "schedulingGates": [{"name": "str"}], "overhead": QUANTITIES, "affinity": {},
+             "resources": RESOURCES},  # pod-level resources (PodLevelResources): charged
 }
 JOB_SPEC: dict[str, Any] = {"parallelism": "count", "completions": "count", "completionMode": "str",
                             "suspend": "bool", "template": POD_TEMPLATE}

@@ -12,10 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.adapter.kinds.base import JobKind, Obj, PodSetSource, Related
+from scheduler.adapter.kinds.charging import charged_pod_sets
 from scheduler.adapter.kinds.notbuilt import NOT_BUILT
 from scheduler.adapter.kinds.pod import POD, group_name, group_pod_sets
 from scheduler.adapter.kinds.registry import KINDS, kind_of
 from scheduler.core.beyond.defrag import DEFRAG_ANNOTATIONS
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE
 from scheduler.core.kueue_names import ANN_ADMISSION_GATED_BY, LABEL_JOB_UID
 from scheduler.core.topology_request import request_from_annotations, request_to_kueue
 from scheduler.core.workload import (
@@ -58,19 +60,23 @@ def workload_pod_set(ps: PodSetSource) -> dict[str, Any]:
     return out
 
 
-def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None) -> list[dict[str, Any]]:
+def workload_pod_sets(kind: JobKind, obj: Obj, related: Related | None = None,
+                      release: str = DEFAULT_KUEUE_RELEASE) -> list[dict[str, Any]]:
     """The Workload's ``spec.podSets`` of an object (``related``: the objects a kind such as the
-    TrainJob reads its templates from; raises :class:`WorkloadFormatError` when it needs them)."""
-    return [workload_pod_set(ps) for ps in kind.read_pod_sets(obj, related)]
+    TrainJob reads its templates from; raises :class:`WorkloadFormatError` when it needs them),
+    charged as Kueue ``release`` charges them (charging.py)."""
+    return [workload_pod_set(ps) for ps in charged_pod_sets(kind, obj, related, release)]
 
 
 def workload_for_job(kind: JobKind, job: Obj, priority: int,
                      priority_class_ref: Mapping[str, str] | None, related: Related | None = None,
-                     admission_gated_by: bool = False, elastic: bool = False) -> dict[str, Any]:
+                     admission_gated_by: bool = False, release: str = DEFAULT_KUEUE_RELEASE,
+                     elastic: bool = False) -> dict[str, Any]:
     """The Workload Kueue's job reconciler would create for ``job`` (v1beta2).
     ``admission_gated_by``: Kueue's AdmissionGatedBy gate is on, so the job's
     ``kueue.x-k8s.io/admission-gated-by`` goes onto the Workload at creation, before any cycle
     could admit it (``PropagateAdmissionGatedByAnnotation`` in ``constructWorkload``).
+    ``release``: the charges of that Kueue release (charging.py).
     ``elastic``: the job scales through workload slices (``adapter/kinds/workload_slicing.py``):
     Kueue's ``newWorkloadName`` hashes the job's generation in, one name per slice."""
     meta = job["metadata"]
@@ -78,7 +84,7 @@ def workload_for_job(kind: JobKind, job: Obj, priority: int,
     name = kueue_workload_name(kind.kind, kind.group, meta["name"], meta["uid"], extra=extra)
     spec: dict[str, Any] = {
         "queueName": (meta.get("labels") or {}).get(LABEL_QUEUE_NAME, ""),
-        "podSets": workload_pod_sets(kind, job, related),
+        "podSets": workload_pod_sets(kind, job, related, release),
         "priority": priority,
         "active": True,
     }
@@ -138,12 +144,13 @@ def related_in(documents: Sequence[Mapping[str, Any]]) -> Related:
     return find
 
 
-def workload_from_manifest(obj: Mapping[str, Any], documents: Sequence[Mapping[str, Any]] = ()) -> WorkloadSpec:
+def workload_from_manifest(obj: Mapping[str, Any], documents: Sequence[Mapping[str, Any]] = (),
+                           release: str = DEFAULT_KUEUE_RELEASE) -> WorkloadSpec:
     """Any governed kind -> the :class:`WorkloadSpec` of the Workload Kueue would create for it
     (a LeaderWorkerSet: one group's; a Deployment: one replica's; a pod of a pod group: the
     group's, its members among ``documents``). ``documents``: the other objects of the file (a
-    TrainJob's runtime). Raises :class:`WorkloadFormatError` (or the codec's
-    :class:`TopologyRequestError`)."""
+    TrainJob's runtime). ``release``: the Kueue release whose charges apply (charging.py).
+    Raises :class:`WorkloadFormatError` (or the codec's :class:`TopologyRequestError`)."""
     kind_name = obj.get("kind")
     if kind_name in ("Job", "Workload"):  # read by the core directly (core/workload.py)
         return workload_from_object(obj)
@@ -162,7 +169,7 @@ def workload_from_manifest(obj: Mapping[str, Any], documents: Sequence[Mapping[s
         pod_sets = [workload_pod_set(ps) for ps in group_pod_sets(members)]
     else:
         given = [d for d in documents if d.get("kind") in {r.kind for r in kind.related}]
-        pod_sets = workload_pod_sets(kind, obj, related_in(given) if given else None)
+        pod_sets = workload_pod_sets(kind, obj, related_in(given) if given else None, release)
     workload = {
         "kind": "Workload",
         "metadata": meta,

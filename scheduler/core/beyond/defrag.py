@@ -124,7 +124,8 @@ def _blocked_jobs(snap: Snapshot, trees: Mapping[str, TopologyTree]) -> list[_Jo
         level = (top.required or top.preferred) if top is not None else None
         if not level:
             continue
-        assignment = assign_flavors(pw.spec, cq, quota, snap.flavors, levels)
+        assignment = assign_flavors(pw.spec, cq, quota, snap.flavors, levels,
+                                    ignore_undeclared=snap.config.ignore_undeclared_resources)
         flavor = next((f for f in sorted(set(assignment.pod_sets[0].flavors.values())) if f in trees), None)
         if assignment.mode != Mode.FIT or flavor is None or not trees[flavor].has_level(level):
             continue

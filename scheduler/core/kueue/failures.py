@@ -422,6 +422,9 @@ class PlacedWorkload:
     key: str
     tas: tuple[TASUsage, ...]
     requests: Mapping[str, TopologyRequest | None] = field(default_factory=dict)
+    # Kueue's ``workload.OwnedBySinglePod``: the Workload of one plain Pod (one owner reference,
+    # v1 Pod, not a pod group's): its pod cannot move, the Workload cannot outlive it.
+    pod_owned: bool = False
 
     def assigned_nodes(self) -> set[str]:
         return {host for usage in self.tas for host in pods_per_node(usage.placement)}
@@ -475,7 +478,8 @@ def node_failure_decisions(workloads: Sequence[PlacedWorkload], unhealthy: Failu
                            trees: Mapping[str, TopologyTree], now: float,
                            node_labels: Mapping[str, Mapping[str, str]], *,
                            release_evicted: bool = False,
-                           held: Mapping[str, Storm] | None = None) -> list[NodeFailureDecision]:
+                           held: Mapping[str, Storm] | None = None,
+                           skip_pod_owned: bool = False) -> list[NodeFailureDecision]:
     """Replace-or-evict for every workload with a failed node (unhealthy for the tracker's
     grace, or deleted) in its assignment, in the given order.
 
@@ -485,12 +489,15 @@ def node_failure_decisions(workloads: Sequence[PlacedWorkload], unhealthy: Failu
     (the simulator, where pods terminate in no time); the controller keeps it until the pods
     are gone. ``node_labels``: labels of the failed nodes still known (slice domains).
     ``held``: failed nodes inside a storm (:func:`held_nodes`): a workload on one of them is
-    held (:class:`HoldForNodeStorm`), its usage left as it is."""
+    held (:class:`HoldForNodeStorm`), its usage left as it is. ``skip_pod_owned``
+    (SkipReassignmentForPodOwnedWorkloads, beta on in v0.19): a pod-owned Workload is neither
+    moved nor evicted; it keeps its assignment, as Kueue's ``FindTopologyAssignmentsForWorkload``
+    keeps it (its pod fails with its node and its Workload finishes with the pod)."""
     scratch = _CopyOnWrite(trees)
     out: list[NodeFailureDecision] = []
     for workload in workloads:
         failed = unhealthy.failed_among(workload.assigned_nodes(), now)
-        if not failed:
+        if not failed or (skip_pod_owned and workload.pod_owned):
             continue
         storm = next((held[n] for n in failed if held and n in held), None)
         if storm is not None:

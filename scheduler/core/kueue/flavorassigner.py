@@ -13,7 +13,7 @@ Its steps, per pod set: group the requested resources by resource group
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from scheduler.core.kueue.quota import (
@@ -248,6 +248,7 @@ class _Assigner:
     tas_only: bool
     oracle: PreemptionOracle | None = None
     fair_sharing: bool = False
+    ignore_undeclared: bool = False  # resources.quotaCheckStrategy: IgnoreUndeclared (v0.19)
 
 
 @dataclass(frozen=True)
@@ -275,13 +276,17 @@ class _FlavorChoice:
 
 
 def _resources_by_group(
-    requests: Mapping[str, int], cq: ClusterQueueSpec, status: _Status
+    requests: Mapping[str, int], cq: ClusterQueueSpec, status: _Status, ignore_undeclared: bool = False
 ) -> list[tuple[ResourceGroup, list[str]]] | None:
     """The requested resources grouped by the CQ's resource group covering them (groups in
-    the order their first resource sorts), or None when some resource is in no group."""
+    the order their first resource sorts), or None when some resource is in no group.
+    ``ignore_undeclared`` (Kueue v0.19's ``IgnoreUndeclared``): such a resource is left out of
+    the quota check, and of the usage, instead."""
     groups: list[tuple[ResourceGroup, list[str]]] = []
     for res in sorted(requests):
         group = next((g for g in cq.resource_groups if res in g.covered_resources), None)
+        if group is None and ignore_undeclared:
+            continue
         if group is None:
             status.reject(FlavorRejection.RESOURCE_NOT_COVERED, resource=res)
             status.reason = PendingReason.NO_MATCHING_FLAVOR
@@ -383,7 +388,7 @@ def _assign_pod_set(ctx: _Assigner, ps: PodSetSpec, assumed: Usage) -> _PodSetOu
     usage: Usage = {}
     mode, borrows = Mode.FIT, False
     needs: set[FlavorResource] = set()
-    groups = _resources_by_group(requests, ctx.cq, status)
+    groups = _resources_by_group(requests, ctx.cq, status, ctx.ignore_undeclared)
     for group, resources in groups or ():
         best = _choose_flavor(ctx, ps, group, resources, requests, assumed, status)
         if best is None:
@@ -409,10 +414,15 @@ def assign_flavors(
     flavor_levels: Mapping[str, tuple[str, ...]] | None = None,
     oracle: PreemptionOracle | None = None,
     fair_sharing: bool = False,
+    ignore_undeclared: bool = False,
+    group_tas_flavors: bool = False,
 ) -> FlavorAssignment:
     """Choose a flavor per pod set and resource group (Kueue's flavor assigner). Later pod
-    sets see the quota the earlier ones take (``assumed``)."""
-    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors), oracle, fair_sharing)
+    sets see the quota the earlier ones take (``assumed``). ``ignore_undeclared``:
+    ``KueueConfig.ignore_undeclared_resources``. ``group_tas_flavors`` (Kueue v0.19.1, #13859):
+    :func:`with_group_tas_flavors`."""
+    ctx = _Assigner(cq, quota, flavors, flavor_levels or {}, is_tas_only(cq, flavors), oracle, fair_sharing,
+                    ignore_undeclared)
     assumed: Usage = {}
     results: list[PodSetFlavors] = []
     messages: list[str] = []
@@ -428,6 +438,8 @@ def assign_flavors(
             if reason is None:
                 reason = outcome.status.reason
         results.append(outcome.flavors)
+    if group_tas_flavors:
+        results = with_group_tas_flavors(workload.pod_sets, results, cq, flavors)
     mode = min((p.mode for p in results), default=Mode.NO_FIT)
     return FlavorAssignment(
         tuple(results),
@@ -436,3 +448,24 @@ def assign_flavors(
         reason.value if reason is not None and mode != Mode.FIT else "",
         frozenset(needs),
     )
+
+
+def with_group_tas_flavors(pod_sets: Sequence[PodSetSpec], results: list[PodSetFlavors], cq: ClusterQueueSpec,
+                           flavors: Mapping[str, FlavorSpec]) -> list[PodSetFlavors]:
+    """Kueue v0.19.1's ``resolvePodSetFlavors`` (#13859): a pod set of a PodSet group that
+    requests nothing (an LWS leader) takes its group's TAS flavors, so it is placed with the
+    group; before, it had no flavor (Kueue v0.17.0: "no TAS flavor assigned")."""
+    tas = {n for n in cq.flavor_names() if n in flavors and flavors[n].topology_name}
+    by_group: dict[str, dict[str, str]] = {}
+    for ps, psf in zip(pod_sets, results, strict=True):
+        group = ps.topology.group_name if ps.topology else None
+        if group:
+            by_group.setdefault(group, {}).update({r: f for r, f in psf.flavors.items() if f in tas})
+    out = []
+    for ps, psf in zip(pod_sets, results, strict=True):
+        group = ps.topology.group_name if ps.topology else None
+        inherited = by_group.get(group, {}) if group and not ps.requests and not psf.flavors else {}
+        # Kueue writes the inherited resources' usage as 0 (the pod set requests none of them)
+        out.append(replace(psf, flavors=dict(inherited), usage={(f, r): 0 for r, f in inherited.items()})
+                   if inherited else psf)
+    return out

@@ -20,6 +20,7 @@ from typing import TypeVar
 from scheduler.core.beyond.domain_target import DomainTarget, target_of_placement
 from scheduler.core.beyond.held_domains import Reservation
 from scheduler.core.beyond.preferred_domains import preferred_domains
+from scheduler.core.config import KUEUE_V019
 from scheduler.core.kueue import slices
 from scheduler.core.kueue.admitted import AdmittedWorkload
 from scheduler.core.kueue.cycle_state import CycleState
@@ -36,6 +37,7 @@ from scheduler.core.kueue.queueing import PendingWorkload, resolve_priority
 from scheduler.core.kueue.quota import ClusterQueueSpec, FlavorResource, QuotaState
 from scheduler.core.kueue.topologies import Placed
 from scheduler.core.placement.planner import Placement
+from scheduler.core.placement.types import PodSetPlacement
 from scheduler.core.preemption.classical import classical_targets
 from scheduler.core.preemption.domains import DomainRequest
 from scheduler.core.preemption.plan import preemption_plan
@@ -156,7 +158,9 @@ class Nominator:
         head = Head(pw, cq, resolve_priority(spec, snap.workload_priority_classes, snap.priority_classes,
                                              pw.priority), spec)
         assignment = assign_flavors(spec, cq, self.state.quota, snap.flavors, self.topologies.levels,
-                                    self._oracle(head), fair_sharing=self.state.fair)
+                                    self._oracle(head), fair_sharing=self.state.fair,
+                                    ignore_undeclared=snap.config.ignore_undeclared_resources,
+                                    group_tas_flavors=snap.config.release == KUEUE_V019)
         entry = Entry(head, assignment, Outcome(assignment.mode, assignment.reason, assignment.message))
         if assignment.mode == Mode.NO_FIT:
             return entry
@@ -184,13 +188,21 @@ class Nominator:
         join ``needs``), else the entry does not fit; reserve-compact holds back an entry that
         fits only in held room. Returns the entry and whether it is settled."""
         trees, holds = self.topologies.trees, self.state.holds
+        overlapping = self.snap.config.feature_gates.enabled("TASHandleOverlappingFlavors")
+        assumed: list[tuple[PodSetPlacement, Mapping[str, int]]] = []
         for flavor, pod_sets in sorted(by_flavor.items()):
             held = holds.binding(entry.head, flavor)
-            placement = self.place_for(entry, trees[flavor], pod_sets, flavor, implied, held=held)
+            tree = _with_assumed(trees[flavor], assumed) if overlapping else trees[flavor]
+            placement = self.place_for(entry, tree, pod_sets, flavor, implied, held=held)
             if placement.fits:
                 entry = replace(entry, placed=entry.placed.adding(placement, flavor))
+                if overlapping and tree.hostname_lowest:
+                    # Kueue's WithAggregatedDomainUsages: the workload's next hostname-level
+                    # flavor sees what this one just placed on the hosts they share
+                    requests = {ps.name: ps.requests for ps in pod_sets}
+                    assumed += [(p, requests.get(p.name, {})) for p in placement.pod_sets]
                 continue
-            if held and self.place_for(entry, trees[flavor], pod_sets, flavor, implied).fits:
+            if held and self.place_for(entry, tree, pod_sets, flavor, implied).fits:
                 return holds.hold_back(entry, pod_sets[0].name, held), True
             message = flavors_message(placement.failed_pod_set or pod_sets[0].name, placement.reason)
             failed = PendingReason.TOPOLOGY_FAILED.value
@@ -291,4 +303,15 @@ def _resources_on(assignment: FlavorAssignment, pod_sets: Sequence[PodSetSpec], 
     for ps in pod_sets:
         psf = next(p for p in assignment.pod_sets if p.name == ps.name)
         out.update(fr for fr in psf.usage if fr[0] == flavor)
+    return out
+
+
+def _with_assumed(tree: TopologyTree, assumed: Sequence[tuple[PodSetPlacement, Mapping[str, int]]]) -> TopologyTree:
+    """``tree`` with the workload's placements on other overlapping hostname-level flavors
+    (TASHandleOverlappingFlavors): a copy, only when there is something to add."""
+    if not assumed or not tree.hostname_lowest:
+        return tree
+    out = tree.clone()
+    for placement, per_pod in assumed:
+        out.add_usage(placement, per_pod)
     return out

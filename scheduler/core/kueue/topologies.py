@@ -49,7 +49,7 @@ class Topologies:
         self.snap = snap
         self.trees = {name: tree if own_trees else tree.clone() for name, tree in sorted(snap.trees.items())}
         self.levels = {name: tree.levels for name, tree in self.trees.items()}
-        self.gates = PlacementGates.from_gates(snap.config.feature_gates.enabled)
+        self.gates = PlacementGates.from_gates(snap.config.feature_gates.enabled, snap.config.release)
         # Admitted in this cycle (key -> its spec and TAS placements): topology spreading counts
         # them like Kueue's admittedThisCycle.
         self.admitted_now: dict[str, tuple[WorkloadSpec, Placed]] = {}

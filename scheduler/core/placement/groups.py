@@ -31,7 +31,7 @@ import numpy as np
 
 from scheduler.core.placement import greedy, group_balanced
 from scheduler.core.placement import spread as spread_mod
-from scheduler.core.placement.group_counts import Counts, counts_from_leaves
+from scheduler.core.placement.group_counts import Counts, counts_from_leaves, prioritize_leader_domain
 from scheduler.core.placement.types import DEFAULT_GATES, PlacementError, PlacementGates
 from scheduler.core.resources import with_pod_slot
 from scheduler.core.spreading import SpreadCounts, SpreadingSpec
@@ -87,13 +87,14 @@ def place_group(tree: TopologyTree, leader: PodSetSpec | None, workers: PodSetSp
     prob = greedy.prepare(tree, workers, free=free, gates=gates, spread=spread)  # Kueue's messages on errors
     leader_count = 1 if leader is not None else 0
     sizes_below = _slice_sizes_below(prob)
-    counts = _phase_one(prob, leader, free, sizes_below)
+    v019 = gates.leader_keeps_worker_capacity
+    counts = _phase_one(prob, leader, free, sizes_below, leader_required=v019 and leader is not None)
     balanced = group_balanced.place(prob, counts, leader_count, sizes_below) if gates.balanced else None
     if balanced is not None:  # Kueue's balanced placement chose the domains and their shares
         counts, fit_level, chosen = balanced
-        leaves = _Search(prob, counts, leader_count).descend(fit_level, chosen, sizes_below, per_parent=True)
+        leaves = _Search(prob, counts, leader_count, v019).descend(fit_level, chosen, sizes_below, per_parent=True)
     else:
-        search = _Search(prob, counts, leader_count)
+        search = _Search(prob, counts, leader_count, v019)
         fit_level, chosen = search.find_level(prob.level)
         leaves = search.descend(fit_level, chosen, sizes_below)
     last = len(tree.levels) - 1  # phase 2 wrote each chosen leaf's share into the counts
@@ -113,7 +114,7 @@ def _slice_sizes_below(prob: greedy.Problem) -> dict[int, int]:
 
 
 def _phase_one(prob: greedy.Problem, leader: PodSetSpec | None, free: IntArray,
-               sizes_below: Mapping[int, int]) -> Counts:
+               sizes_below: Mapping[int, int], leader_required: bool = False) -> Counts:
     tree = prob.tree
     state = prob.fit.counts.astype(np.int64)
     if leader is None:
@@ -127,14 +128,18 @@ def _phase_one(prob: greedy.Problem, leader: PodSetSpec | None, free: IntArray,
         after = free - leader_fits[:, None] * tree.request_vector(leader_per_pod)[None, :]
         beside = tree.leaf_fit(prob.per_pod, ws.node_selector, ws.tolerations, free=after).counts
         with_leader = np.where(leader_fits > 0, beside, state).astype(np.int64)
-    return counts_from_leaves(tree, state, with_leader, leader_fits, prob.slice_level, prob.slice_size, sizes_below)
+    return counts_from_leaves(tree, state, with_leader, leader_fits, prob.slice_level, prob.slice_size, sizes_below,
+                              leader_required)
 
 
 class _Search:
-    """Phase 2 over :class:`Counts`, Kueue's steps one for one."""
+    """Phase 2 over :class:`Counts`, Kueue's steps one for one. ``v019``: Kueue v0.19.1's
+    leader placement (#13766): best fit and LeastFreeCapacity skip domains that cannot host the
+    leader, the leader goes to a domain that leaves room for every worker
+    (``prioritize_leader_domain``), and a partly used domain keeps exactly what it gave."""
 
-    def __init__(self, prob: greedy.Problem, counts: Counts, leader_count: int) -> None:
-        self.prob, self.c, self.leader_count = prob, counts, leader_count
+    def __init__(self, prob: greedy.Problem, counts: Counts, leader_count: int, v019: bool = False) -> None:
+        self.prob, self.c, self.leader_count, self.v019 = prob, counts, leader_count, v019
         self.best_fit = prob.best_fit
         self.slice_count = prob.pod_set.count // prob.slice_size
         self.scores = prob.scores  # preferred node affinity per level (None: not scored)
@@ -179,9 +184,15 @@ class _Search:
                                            int(c.state[lvl][d]), d))
 
     @staticmethod
-    def best_fit_by(doms: Sequence[int], needed: int, value: Callable[[int], int]) -> int:
+    def best_fit_by(doms: Sequence[int], needed: int, value: Callable[[int], int],
+                    hosts: Callable[[int], bool] | None = None) -> int:
         """Kueue's ``findBestFitDomainBy``: the first domain with the smallest value that still
-        covers ``needed``; the first domain when none does."""
+        covers ``needed``; the first domain when none does. ``hosts`` (v0.19.1): only domains
+        that can host the leaders are candidates (v0.17.0 compares against the first domain's
+        value, which the callers' first domain always covers)."""
+        if hosts is not None:
+            fitting = [d for d in doms if hosts(d) and value(d) >= needed]
+            return min(fitting, key=value) if fitting else doms[0]  # min keeps the first of equals
         best = doms[0]
         best_value = value(best)
         for d in doms:
@@ -190,13 +201,16 @@ class _Search:
                 best, best_value = d, v
         return best
 
+    def _hosts(self, lvl: int, leaders: int) -> Callable[[int], bool] | None:
+        return (lambda d: int(self.c.leader[lvl][d]) >= leaders) if self.v019 else None
+
     def best_fit_slices(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
         arr = self.c.slices_with_leader[lvl] if leaders > 0 else self.c.slices[lvl]
-        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]))
+        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]), self._hosts(lvl, leaders))
 
     def best_fit_pods(self, lvl: int, doms: Sequence[int], needed: int, leaders: int) -> int:
         arr = self.c.with_leader[lvl] if leaders > 0 else self.c.state[lvl]
-        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]))
+        return self.best_fit_by(self.top_tier(lvl, doms), needed, lambda d: int(arr[d]), self._hosts(lvl, leaders))
 
     # --------------------------------------------------------------- phase 2a
     def no_fit(self, fitting: int) -> PlacementError:
@@ -214,7 +228,10 @@ class _Search:
             top = self.best_fit_slices(lvl, self.spread_tier(lvl, ordered), needed, leaders)
         if not self.best_fit:
             for d in ordered:
-                if c.slices[lvl][d] >= needed:
+                if self.v019 and leaders > 0:  # v0.19.1: a domain that cannot host the leader is skipped
+                    if c.leader[lvl][d] >= leaders and c.slices_with_leader[lvl][d] >= needed:
+                        return lvl, [d]
+                elif c.slices[lvl][d] >= needed:
                     return lvl, [d]
             if prob.mode == "required":
                 raise self.no_fit(int(c.state[lvl][ordered[-1]]))
@@ -237,6 +254,9 @@ class _Search:
         c = self.c
         results: list[int] = []
         remaining, leaders = self.slice_count, self.leader_count
+        if self.v019:
+            ordered = prioritize_leader_domain(c, lvl, ordered, self.prob.pod_set.count, leaders,
+                                               self.prob.slice_size, True)
         idx = 0
         while leaders > 0 and idx < len(ordered) and c.leader[lvl][ordered[idx]] > 0:
             d = ordered[idx]
@@ -299,6 +319,8 @@ class _Search:
         """Kueue's ``updateCountsToMinimumGeneric``: take domains in order until ``count`` pods
         (and the leader) are covered, writing each taken domain's share into the counts."""
         c = self.c
+        if self.v019:
+            doms = prioritize_leader_domain(c, lvl, doms, count, leaders, size, slices)
         result: list[int] = []
         remaining = count // size if slices else count
         for i, d in enumerate(doms):
@@ -337,10 +359,12 @@ class _Search:
             c.leader[lvl][d] = leaders
             c.state[lvl][d] = remaining * (size if slices else 1)
             return d, remaining, leaders, True
-        if slices:
+        if self.v019 or slices:  # v0.19.1: the pods path clamps before it subtracts, as slices do
             with_leader[d] = min(int(with_leader[d]), remaining)
+            if self.v019:  # and the domain keeps exactly the share it gave
+                primary[d] = with_leader[d]
             c.leader[lvl][d] = min(int(c.leader[lvl][d]), leaders)
-            c.state[lvl][d] = with_leader[d] * size
+            c.state[lvl][d] = with_leader[d] * (size if slices else 1)
             return d, remaining - int(with_leader[d]), leaders - int(c.leader[lvl][d]), False
         remaining -= int(with_leader[d])
         leaders -= int(c.leader[lvl][d])

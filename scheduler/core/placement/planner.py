@@ -199,6 +199,10 @@ def _improve_group_workers(tree: TopologyTree, result: groups.GroupResult, leade
     from scheduler.core.placement import cpsat  # see the module's note on imports inside functions
 
     prob = result.workers
+    if len(result.leader_pods) != 1:
+        # Kueue v0.17.0's descent can drop a leader below the slice level (v0.19.1 keeps it:
+        # groups.py): nothing to re-solve around, Kueue's answer stands (this raised before).
+        return result.worker_pods, False
     (leader_leaf,) = result.leader_pods
     home = tree.ancestor(leader_leaf, prob.level)
     inside = tree.ancestors_array(prob.level) == home

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from scheduler.core.config import DEFAULT_KUEUE_RELEASE, KUEUE_V019
+
 
 @dataclass(frozen=True)
 class PlacementGates:
@@ -20,11 +22,16 @@ class PlacementGates:
     spreading: bool = False  # TASTopologySpreading: podset-topology-spreading rules
     partial_slices: bool = False  # TASPartialSlices: a count the slice size does not divide
     multi_layer: bool = False  # TASMultiLayerTopology (beta on from v0.19): inner slice layers
+    # Not a gate: Kueue v0.19.1 places a PodSet group's leader where its workers still fit
+    # (#13766, and v0.18's #10783 counting); v0.17.0 does not (groups.py).
+    leader_keeps_worker_capacity: bool = False
 
     @classmethod
-    def from_gates(cls, enabled: Callable[[str], bool]) -> PlacementGates:
-        """From a gate lookup, e.g. ``snapshot.config.feature_gates.enabled``."""
+    def from_gates(cls, enabled: Callable[[str], bool], release: str = DEFAULT_KUEUE_RELEASE) -> PlacementGates:
+        """From a gate lookup, e.g. ``snapshot.config.feature_gates.enabled``, and the Kueue
+        release toposched behaves as (``snapshot.config.release``)."""
         return cls(
+            leader_keeps_worker_capacity=release == KUEUE_V019,
             profile_mixed=enabled("TASProfileMixed"),
             balanced=enabled("TASBalancedPlacement"),
             affinity_preferred=enabled("TASRespectNodeAffinityPreferred"),

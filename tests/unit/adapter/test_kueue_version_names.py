@@ -38,7 +38,9 @@ def parse(release: str, doc: dict[str, object] | None = None, **fields: object) 
 METRIC_GATES = {"MetricForWorkloadCreationLatency", "MetricsForCohorts"}
 # v0.18/v0.19 gates of behaviour built for issue 41 (AdmissionGatedBy is in v0.17.0, alpha).
 BEHAVIOUR_GATES = {"FinishOrphanedWorkloads", "UnadmittedWorkloadsExplicitStatus", "LWSImmutableGroupSize",
-                   "WorkloadIdentifierAnnotations"}
+                   "WorkloadIdentifierAnnotations",
+                   # issue 41 items 3, 5, 7 (h5): pod-owned Workloads, overlapping flavors, quotaCheckStrategy
+                   "SkipReassignmentForPodOwnedWorkloads", "TASHandleOverlappingFlavors", "QuotaCheckStrategy"}
 
 
 def test_the_six_are_exactly_our_gates_v017_lacks() -> None:

@@ -67,9 +67,11 @@ def test_each_release_knows_its_own_gate_names() -> None:
     with pytest.raises(ConfigError, match=r"featureGates: unrecognized feature gate: LendingLimit \(Kueue v0.19.2\)"):
         parse(KUEUE_V019, featureGates={"LendingLimit": True})
     # added in v0.19: inert (toposched does not act on it) under v0.19, unknown to v0.17
-    assert parse(KUEUE_V019, featureGates={"QuotaCheckStrategy": False}).inert_gates == ("QuotaCheckStrategy=false",)
-    with pytest.raises(ConfigError, match="unrecognized feature gate: QuotaCheckStrategy"):
-        parse(KUEUE_V017, featureGates={"QuotaCheckStrategy": False})
+    # (QuotaCheckStrategy was the example until toposched acted on it, issue 41)
+    assert parse(KUEUE_V019, featureGates={"MultiKueueRemoteSpecSync": False}).inert_gates == (
+        "MultiKueueRemoteSpecSync=false",)
+    with pytest.raises(ConfigError, match="unrecognized feature gate: MultiKueueRemoteSpecSync"):
+        parse(KUEUE_V017, featureGates={"MultiKueueRemoteSpecSync": False})
 
 
 def test_locked_gates_are_refused_with_component_base_words() -> None:
@@ -112,12 +114,22 @@ def test_quota_check_strategy_is_a_v019_field() -> None:
     with pytest.raises(ConfigError, match='unknown field "resources.quotaCheckStrategy"'):
         parse(KUEUE_V017, resources={"quotaCheckStrategy": "BlockUndeclared"})
     assert parse(KUEUE_V019, resources={"quotaCheckStrategy": "BlockUndeclared"}).not_supported == ()
-    ignored = parse(KUEUE_V019, resources={"quotaCheckStrategy": "IgnoreUndeclared"})
-    assert ignored.not_supported == ("resources.quotaCheckStrategy=IgnoreUndeclared",)
-    with pytest.raises(ConfigError, match='resources.quotaCheckStrategy: Unsupported value: "Loose"'):
+    # honoured (issue 41): pkg/config/validation_test.go at v0.19.2, "quotaCheckStrategy with value
+    # ignoreundeclared allowed without excludeResourcePrefixes" and the cases below
+    honoured = parse(KUEUE_V019, resources={"quotaCheckStrategy": "IgnoreUndeclared"})
+    assert honoured.not_supported == () and honoured.config.ignore_undeclared_resources
+    assert not parse(KUEUE_V019, resources={"quotaCheckStrategy": "BlockUndeclared"}).config.ignore_undeclared_resources
+    with pytest.raises(ConfigError, match='^resources.quotaCheckStrategy: Unsupported value: "Loose": supported '
+                                          'values: "IgnoreUndeclared", "BlockUndeclared"$'):
         parse(KUEUE_V019, resources={"quotaCheckStrategy": "Loose"})
-    with pytest.raises(ConfigError, match="excludeResourcePrefixes: Forbidden"):
+    # "quotaCheckStrategy with value ignoreUndeclared not allowed with excludeResourcePrefixes"
+    with pytest.raises(ConfigError, match='^resources.quotaCheckStrategy: Invalid value: "IgnoreUndeclared": '
+                                          "excludeResourcePrefixes is not allowed when quotaCheckStrategy is "
+                                          "IgnoreUndeclared$"):
         parse(KUEUE_V019, resources={"quotaCheckStrategy": "IgnoreUndeclared", "excludeResourcePrefixes": ["x"]})
+    # gate off: Kueue neither validates nor honours the field
+    off = parse(KUEUE_V019, featureGates={"QuotaCheckStrategy": False}, resources={"quotaCheckStrategy": "Loose"})
+    assert not off.config.ignore_undeclared_resources
 
 
 @pytest.mark.parametrize(("text", "release"), [("v0.17", KUEUE_V017), ("v0.17.0", KUEUE_V017), ("0.19", KUEUE_V019),
