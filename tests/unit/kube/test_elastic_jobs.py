@@ -209,6 +209,13 @@ def test_an_elastic_rayclusters_autoscaled_worker_group_scales_through_a_new_sli
     from scheduler.kube.jobs import resource_of
     from tests.unit.kube.test_new_kinds_phases import Q, pod_template
 
+    from scheduler.k8s.informer import CLUSTER_QUEUES
+
+    # Kueue v0.19 charges the autoscaler's sidecar (cpu, memory) to the head: the queue covers them.
+    h.api.merge_patch(CLUSTER_QUEUES, "cq", {"spec": {"resourceGroups": [{
+        "coveredResources": [GPU, "cpu", "memory"], "flavors": [{"name": "gpu", "resources": [
+            {"name": GPU, "nominalQuota": "32"}, {"name": "cpu", "nominalQuota": "100"},
+            {"name": "memory", "nominalQuota": "100Gi"}]}]}]}}, None)
     resource = resource_of(RAYCLUSTER)
     one_gpu = pod_template()
     one_gpu["spec"]["containers"][0]["resources"] = {"requests": {GPU: "8"}, "limits": {GPU: "8"}}
