@@ -206,10 +206,9 @@ def test_an_elastic_rayclusters_autoscaled_worker_group_scales_through_a_new_sli
     (raycluster_controller_test.go's workload-slice cases): the autoscaler raising a worker
     group's replicas is a scale, served by a new slice; the cluster keeps running."""
     from scheduler.adapter.kinds.ray import RAYCLUSTER
+    from scheduler.k8s.informer import CLUSTER_QUEUES
     from scheduler.kube.jobs import resource_of
     from tests.unit.kube.test_new_kinds_phases import Q, pod_template
-
-    from scheduler.k8s.informer import CLUSTER_QUEUES
 
     # Kueue v0.19 charges the autoscaler's sidecar (cpu, memory) to the head: the queue covers them.
     h.api.merge_patch(CLUSTER_QUEUES, "cq", {"spec": {"resourceGroups": [{
