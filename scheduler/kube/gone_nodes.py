@@ -38,6 +38,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.workload import ANN_WORKLOAD
+from scheduler.k8s.clock import parse_timestamp
 from scheduler.k8s.informer import LEASES, NODES, PODS, object_key
 from scheduler.kube.cache import ClusterCache
 from scheduler.kube.writer import Obj, Writer
@@ -52,17 +53,6 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 DEFAULT_LEASE_ABSENT_S = 15.0
 DEFAULT_LEASE_DURATION_S = 40  # the kubelet's default nodeLeaseDurationSeconds
 REASON = "PodOfDeletedNodeDeleted"
-
-
-def parse_time(value: Any) -> dt.datetime | None:
-    """A Lease's ``renewTime`` (RFC 3339 MicroTime); None when absent or unreadable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
 class DeletedNodePods:
@@ -146,7 +136,7 @@ class DeletedNodePods:
 def lease_expired(lease: Mapping[str, Any], node: str, now: dt.datetime) -> str | None:
     """The evidence when the Lease was not renewed for a whole lease duration, else None."""
     spec = lease.get("spec") or {}
-    renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
+    renewed = parse_timestamp(spec.get("renewTime")) or parse_timestamp(spec.get("acquireTime"))
     try:
         duration = int(spec.get("leaseDurationSeconds") or DEFAULT_LEASE_DURATION_S)
     except (TypeError, ValueError):

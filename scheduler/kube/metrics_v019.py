@@ -8,13 +8,13 @@ Kueue's registration rules (``Register``: ``workload_creation_latency_seconds`` 
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
 from scheduler.core.config import FeatureGates
+from scheduler.k8s.clock import parse_timestamp
 
 ROLE = "leader"
 Family = tuple[str, str, tuple[str, ...]]
@@ -88,18 +88,6 @@ def v019_gauge_families(gates: FeatureGates) -> tuple[Family, ...]:
     return (CLUSTER_QUEUE_INFO, COHORT_INFO, RESOURCE_PENDING, UNADMITTED, *lq_metrics)
 
 
-def _time(value: Any) -> dt.datetime | None:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
-
-
 def _condition(workload: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     for cond in (workload.get("status") or {}).get("conditions") or ():
         if isinstance(cond, Mapping) and cond.get("type") == kind and cond.get("status") == "True":
@@ -140,8 +128,8 @@ class V019Metrics:
         """Kueue's workload controller (``EvictionPendingLatency``): quota released while
         Evicted is True; from the Evicted condition's transition, clamped at 0; no sample
         without the pre-update object's ClusterQueue."""
-        evicted, cq, at = _condition(workload, "Evicted"), _cluster_queue(workload), _time(detail.get("at"))
-        since = _time(evicted.get("lastTransitionTime"))
+        evicted, cq, at = _condition(workload, "Evicted"), _cluster_queue(workload), parse_timestamp(detail.get("at"))
+        since = parse_timestamp(evicted.get("lastTransitionTime"))
         if not evicted or not cq or at is None or since is None:
             return
         self.eviction_latency.labels(cq, str(evicted.get("reason") or ""), ROLE).observe(
@@ -151,8 +139,8 @@ class V019Metrics:
         """jobframework ``RecordWorkloadCreationLatency``: a job of generation 1 only."""
         if self.creation_latency is None or int(detail.get("jobGeneration") or 1) > 1:
             return
-        job_at = _time(detail.get("jobCreated"))
-        wl_at = _time((workload.get("metadata") or {}).get("creationTimestamp"))
+        job_at = parse_timestamp(detail.get("jobCreated"))
+        wl_at = parse_timestamp((workload.get("metadata") or {}).get("creationTimestamp"))
         if job_at is None or wl_at is None:
             return
         self.creation_latency.labels(str(detail.get("jobKind") or ""), ROLE).observe((wl_at - job_at).total_seconds())
@@ -160,8 +148,8 @@ class V019Metrics:
     def _gate_removed(self, workload: Mapping[str, Any], detail: Mapping[str, Any]) -> None:
         """``utilpod.RecordPodSchedulingGateRemovalSeconds``: from the Admitted condition's
         transition, per pod released."""
-        admitted, at = _condition(workload, "Admitted"), _time(detail.get("at"))
-        since = _time(admitted.get("lastTransitionTime"))
+        admitted, at = _condition(workload, "Admitted"), parse_timestamp(detail.get("at"))
+        since = parse_timestamp(admitted.get("lastTransitionTime"))
         if not admitted or at is None or since is None:
             return
         self.gate_removal.labels(str(detail.get("gate") or ""), _cluster_queue(workload),
