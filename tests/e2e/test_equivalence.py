@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from kubernetes.client import ApiException
 
 from scheduler.k8s.informer import JOBS, PODS, WORKLOADS
 from scheduler.kube import status as st
@@ -45,7 +46,11 @@ def events(stack: Stack, name: str, reason: str) -> list[str]:
 
 def cleanup(stack: Stack, *names: str) -> None:
     for name in names:
-        stack.api.delete(JOBS, name, NS, propagationPolicy="Background")
+        try:
+            stack.api.delete(JOBS, name, NS, propagationPolicy="Background")
+        except ApiException as exc:
+            if exc.status != 404:  # a child may already be gone with its parent (garbage collection)
+                raise
     stack.wait(lambda: not [p for n in names for p in stack.api.list(PODS, NS, labelSelector=f"job-name={n}")["items"]],
                120, "pods gone")
 
