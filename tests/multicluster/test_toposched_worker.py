@@ -49,6 +49,12 @@ def test_batch_job_runs_on_the_toposched_worker_and_finishes_on_the_manager(mc: 
     assert assignment.get("topologyAssignment"), assignment
     job = worker.wait(lambda: worker.api.get(JOBS, "mk-job", NS), what="remote Job")
     assert job["metadata"]["labels"][PREBUILT_LABEL] == name
+    # The Job runs under the manager's copy, adopted as Kueue's worker does; no second Workload.
+    adopted = worker.wait(lambda: workload_of(worker.api, "Job", "mk-job"), what="the copy owned by the Job")
+    assert adopted["metadata"]["name"] == name
+    assert adopted["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == job["metadata"]["uid"]
+    assert [w["metadata"]["name"] for w in worker.api.list(WORKLOADS, NS)["items"]
+            if w["metadata"]["name"].startswith("job-mk-job-")] == [name]
     local = manager.wait(lambda: (w := workload_of(manager.api, "Job", "mk-job")) and condition(w, "Admitted") and w,
                          timeout_s=60, what="manager Workload admitted")
     assert local["status"]["clusterName"] == WORKER
