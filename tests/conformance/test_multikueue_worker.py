@@ -72,9 +72,9 @@ def run_and_observe(mc: MultiCluster, job: str) -> dict[str, Any]:
         "checks": [(c["name"], c["state"], c.get("message")) for c in done["status"].get("admissionChecks") or ()],
         "clusterName": done["status"].get("clusterName"),
         "multikueue_events": sorted({e["message"] for e in events if e.get("reason") == "MultiKueue"}),
-        # Known difference, not explained yet (docs/multicluster.md): the job mirrored from a Kueue
-        # worker carries the Job controller's Suspended=False (it saw the job suspended, then
-        # resumed); from a toposched worker it has no Suspended condition. Compared without it.
+        # Known timing difference (docs/multicluster.md): the job mirrored from a Kueue worker
+        # carries the Job controller's Suspended=False (it synced the copy while suspended);
+        # toposched starts the copy before the Job controller's first sync. Compared without it.
         "job_conditions": sorted((c["type"], c["status"]) for c in manager_job["status"].get("conditions") or ()
                                  if c["type"] != "Suspended"),
         "worker_workloads": worker_workloads == [name],
