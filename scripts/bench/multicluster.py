@@ -120,13 +120,22 @@ def run(seed: int, hours: float, scale: int, stream_load: float, round_timeout_s
     return results
 
 
+def spread(by_seed: list[dict[str, dict[str, float]]], d: str, k: str, fmt: str) -> str:
+    """The mean over the seeds, with (min-max) when there are several."""
+    values = [r[d][k] for r in by_seed]
+    mean = format(sum(values) / len(values), fmt)
+    return mean if len(values) == 1 else f"{mean} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
 def table(by_seed: list[dict[str, dict[str, float]]]) -> str:
     rows = [("dispatcher", "jobs", "admitted", "multi-node", "one L3 domain", "wait p50 s", "wait p99 s",
-             "copies/job")]
+             "copies/job")]  # means over the seeds, (min-max) beside them
     for d in DISPATCHERS:
         agg = {k: sum(r[d][k] for r in by_seed) / len(by_seed) for k in by_seed[0][d]}
+
         rows.append((d, f"{agg['jobs']:.0f}", f"{agg['admitted']:.0f}", f"{agg['multi_node']:.0f}",
-                     f"{agg['one_domain_share']:.1%}", f"{agg['wait_p50_s']:.0f}", f"{agg['wait_p99_s']:.0f}",
+                     spread(by_seed, d, "one_domain_share", ".1%"), spread(by_seed, d, "wait_p50_s", ".0f"),
+                     spread(by_seed, d, "wait_p99_s", ".0f"),
                      f"{agg['copies_per_job']:.2f}"))
     return "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
 
