@@ -29,7 +29,7 @@ LEVELS = ("topology.k8s.aws/network-node-layer-1", L2, L3, "kubernetes.io/hostna
 
 
 def test_only_multikueues_checks_with_a_multikueueconfig_count() -> None:
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"metadata": {"name": "mk"}, "spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {
             "apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "cfg"}}},
         {"metadata": {"name": "prov"}, "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}},
@@ -81,7 +81,7 @@ def test_demand_is_gpus_else_pods() -> None:
 
 
 def test_domains_are_counted_across_pod_sets_at_the_level() -> None:
-    per_ps = [{L3: ("s1/r1",)}, {L3: ("s1/r1", "s1/r2")}]
+    per_ps: list[dict[str, tuple[str, ...]]] = [{L3: ("s1/r1",)}, {L3: ("s1/r1", "s1/r2")}]
     assert answer("w", True, per_ps, L3, 10).domains == 2
     assert answer("w", False, [], L3, 10).fits is False
 
