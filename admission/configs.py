@@ -196,7 +196,8 @@ def validating_configuration(client: ClientConfig, namespace: str = DEFAULT_NAME
     hooks.append(dict(common, name="vworkload.kueue.toposched.io", clientConfig=client(VALIDATE_WORKLOAD),
                       failurePolicy="Fail", timeoutSeconds=5,
                       rules=[{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"],
-                              "resources": ["workloads"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+                              "resources": ["workloads", "workloads/status"], "operations": ["CREATE", "UPDATE"],
+                              "scope": "Namespaced"}],
                       matchConditions=not_the_controller(controllers)))
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": CONFIG_NAME, "labels": {"app.kubernetes.io/name": "toposched",

@@ -21,6 +21,7 @@ from admission.restamp import restamp
 from admission.suspension import unsuspend_errors
 from admission.update_guards import update_errors
 from admission.validation import validate_job
+from admission.workload_status import status_errors
 from admission.workloads import validate_workload
 from scheduler.adapter.kinds.base import JobKind
 from scheduler.adapter.kinds.identifiers import identifiers
@@ -206,6 +207,8 @@ def validate_pod_step(r: Review) -> Answer:
 
 def validate_workload_step(r: Review) -> Answer:
     """Kueue's Workload rules, the keys only the controller writes, priority (admission/workloads.py)."""
+    if r.req.get("subResource") == "status":  # the status is the admission: only the controller admits
+        return _verdict(r, Verdict(status_errors(r.obj, r.previous, r.user, r.settings.controller_users)))
     try:
         verdict = validate_workload(r.obj, r.previous, r.view, r.user, r.settings.controller_users, r.settings.gates)
     except Exception as exc:

@@ -55,6 +55,7 @@ from scheduler.kube.phase import PassState, Phase, Shared
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
 from scheduler.kube.podsready import PodsReadyHandler
+from scheduler.kube.prebuilt import Prebuilt
 from scheduler.kube.preemption_limits import PreemptionLedger, PreemptionRules
 from scheduler.kube.queues import QueueObjectsWriter
 from scheduler.kube.resuspend import Resuspension
@@ -131,7 +132,8 @@ class Controller:
                                       ledger=self.preemption_ledger) if settings.defrag is not None else None)
         gates = settings.config.feature_gates
         self.ensuring = EnsureWorkloads(self.shared, self.pod_groups, self.pod_integration,
-                                        gates.enabled("AdmissionGatedBy"), settings.config.release)
+                                        gates.enabled("AdmissionGatedBy"), settings.config.release,
+                                        Prebuilt(self.shared, identifiers(gates)))
         self.admission_gates = AdmissionGates(self.shared, gates, self.pod_groups.owned_groups)
         self.orphans = FinishOrphaned(self.shared, gates.enabled("FinishOrphanedWorkloads"))
         self.explicit_status = ExplicitStatus(self.shared, gates.enabled("UnadmittedWorkloadsExplicitStatus"))

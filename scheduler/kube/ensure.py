@@ -22,6 +22,7 @@ from scheduler.kube.invalid import invalid_message
 from scheduler.kube.phase import PassState, Shared
 from scheduler.kube.podgroups import PodGroupPhases
 from scheduler.kube.podintegration import PodIntegration
+from scheduler.kube.prebuilt import Prebuilt
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -29,8 +30,10 @@ Obj = dict[str, Any]
 
 class EnsureWorkloads:
     def __init__(self, shared: Shared, pod_groups: PodGroupPhases, pod_integration: PodIntegration | None,
-                 admission_gated_by: bool = False, release: str = DEFAULT_KUEUE_RELEASE) -> None:
+                 admission_gated_by: bool = False, release: str = DEFAULT_KUEUE_RELEASE,
+                 prebuilt: Prebuilt | None = None) -> None:
         self.s = shared
+        self.prebuilt = prebuilt
         self.admission_gated_by = admission_gated_by  # Kueue's AdmissionGatedBy gate
         self.release = release  # whose Workload rules (its cap on pod sets) a new Workload must pass
         self.pod_groups = pod_groups
@@ -58,6 +61,8 @@ class EnsureWorkloads:
             return  # governed through its queued parent (a JobSet's Job, an mpi-operator launcher)
         if integration.finish_state(job).finished:
             return
+        if self.prebuilt is not None and self.prebuilt.handles(integration, job):
+            return  # it runs under the Workload it names (a MultiKueue manager's copy), never a new one
         priority = s.lookups.resolve_priority(job)
         if isinstance(priority, ClassRefused):  # held: a class that is missing or its namespace may not use
             s.writer.event(job, "Warning", priority.reason, priority.event)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.informer import JOBS
+from scheduler.k8s.informer import JOBS, WORKLOADS
 from tests.multicluster.conftest import MultiCluster
 from tests.multicluster.jobs import JOBSETS, NS, batch_job, condition, jobset, remote_workload, workload_of
 
@@ -64,5 +64,9 @@ def test_jobset_is_dispatched_to_the_toposched_worker(mc: MultiCluster) -> None:
     remote = remote_workload(topo.api, wl_name)
     assert all(a.get("topologyAssignment") for a in remote["status"]["admission"]["podSetAssignments"])
     topo.wait(lambda: topo.api.get(JOBSETS, "mk-jobset", NS), what="remote JobSet")
+    adopted = topo.wait(lambda: workload_of(topo.api, "JobSet", "mk-jobset"), what="the copy owned by the JobSet")
+    assert adopted["metadata"]["name"] == wl_name  # adopted, not a second Workload
+    assert [w["metadata"]["name"] for w in topo.api.list(WORKLOADS, NS)["items"]
+            if w["metadata"]["name"].startswith("jobset-mk-jobset-")] == [wl_name]
     the_loser_is_gone(mc, wl_name, "topo")
 

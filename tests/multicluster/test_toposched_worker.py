@@ -5,11 +5,16 @@ worker's status reaches the manager as it does from a Kueue worker."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
+import yaml
+from kubernetes import client, config
 
-from scheduler.k8s.informer import JOBS, PODS
+from scheduler.devcluster.multikueue import SECRET_NAMESPACE
+from scheduler.k8s.informer import JOBS, PODS, WORKLOADS, Api, Resource
+from scheduler.kube import status as st
 from tests.multicluster.conftest import MultiCluster
 from tests.multicluster.jobs import (
     FAKE_PHASE,
@@ -23,6 +28,8 @@ from tests.multicluster.jobs import (
 )
 
 WORKER = "topo"
+SECRETS = Resource("", "v1", "secrets")
+EVENTS = Resource("", "v1", "events")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +49,12 @@ def test_batch_job_runs_on_the_toposched_worker_and_finishes_on_the_manager(mc: 
     assert assignment.get("topologyAssignment"), assignment
     job = worker.wait(lambda: worker.api.get(JOBS, "mk-job", NS), what="remote Job")
     assert job["metadata"]["labels"][PREBUILT_LABEL] == name
+    # The Job runs under the manager's copy, adopted as Kueue's worker does; no second Workload.
+    adopted = worker.wait(lambda: workload_of(worker.api, "Job", "mk-job"), what="the copy owned by the Job")
+    assert adopted["metadata"]["name"] == name
+    assert adopted["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == job["metadata"]["uid"]
+    assert [w["metadata"]["name"] for w in worker.api.list(WORKLOADS, NS)["items"]
+            if w["metadata"]["name"].startswith("job-mk-job-")] == [name]
     local = manager.wait(lambda: (w := workload_of(manager.api, "Job", "mk-job")) and condition(w, "Admitted") and w,
                          timeout_s=60, what="manager Workload admitted")
     assert local["status"]["clusterName"] == WORKER
@@ -56,3 +69,62 @@ def test_batch_job_runs_on_the_toposched_worker_and_finishes_on_the_manager(mc: 
     manager.wait(lambda: (manager.api.get(JOBS, "mk-job", NS).get("status") or {}).get("succeeded") == 2,
                  what="manager Job status mirrored")
     del pods
+
+
+def manager_api_on(mc: MultiCluster, worker: str) -> Api:
+    """The API of ``worker`` as the manager reaches it: the kubeconfig in the manager's Secret."""
+    secret = mc.manager.api.get(SECRETS, f"{worker}-kubeconfig", SECRET_NAMESPACE)
+    text = base64.b64decode(secret["data"]["kubeconfig"]).decode()
+    return Api(config.new_client_from_config_dict(yaml.safe_load(text)))
+
+
+def test_the_managers_identity_cannot_admit_on_the_worker(mc: MultiCluster) -> None:
+    """The manager's user may write ``workloads/status`` on the worker (Kueue's RBAC for it) but
+    only to give a Workload up: a forged admission is refused, naming the field."""
+    manager, worker = mc.manager, mc.worker(WORKER)
+    manager.api.create(JOBS, batch_job("mk-toobig", 17, 8, topology=None), NS)  # 17 nodes: the worker has 16
+    local = manager.wait(lambda: workload_of(manager.api, "Job", "mk-toobig"), what="manager Workload")
+    name = local["metadata"]["name"]
+    remote = worker.wait(lambda: remote_workload(worker.api, name), what="remote copy on the worker")
+    as_manager = manager_api_on(mc, WORKER)
+    now = st.utcnow()
+    conditions = st.set_condition(st.conditions_of(remote), st.QUOTA_RESERVED, "True", "QuotaReserved", "forged", now)
+    forged = {"admission": {"clusterQueue": "hyperpod-ns-team-a-clusterqueue", "podSetAssignments": [
+        {"name": "main", "count": 17, "flavors": {"nvidia.com/gpu": "ml.p5.48xlarge"},
+         "resourceUsage": {"nvidia.com/gpu": "136"}}]}, "conditions": conditions}
+    with pytest.raises(client.ApiException) as refused:
+        as_manager.merge_patch(WORKLOADS, name, {"status": forged}, NS, subresource="status")
+    assert refused.value.status == 403
+    raw = refused.value.body
+    body = raw.decode() if isinstance(raw, bytes) else str(raw)
+    assert "status.admission: Forbidden: only toposched's controller writes a Workload's status" in body, body
+    assert not condition(remote_workload(worker.api, name), "QuotaReserved")
+    manager.api.delete(JOBS, "mk-toobig", NS, propagationPolicy="Background")
+
+
+def test_eviction_on_the_worker_reaches_the_manager_and_eviction_on_the_manager_reaches_the_worker(
+        mc: MultiCluster) -> None:
+    manager, worker = mc.manager, mc.worker(WORKER)
+    manager.api.create(JOBS, batch_job("mk-evict", 1, 8), NS)
+    local = manager.wait(lambda: (w := workload_of(manager.api, "Job", "mk-evict")) and condition(w, "Admitted") and w,
+                         timeout_s=90, what="manager Workload admitted")
+    name = local["metadata"]["name"]
+    # The worker's admin deactivates its copy: evicted there; the manager's check goes to Retry
+    # (Kueue's MultiKueueRedoAdmissionOnEvictionInWorker, on by default in v0.17).
+    worker.api.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, NS)
+    worker.wait(lambda: condition(remote_workload(worker.api, name), "Evicted"), what="copy evicted on the worker")
+    manager.wait(lambda: any(e.get("reason") == "MultiKueue" and
+                             f'Workload evicted on worker cluster: "{WORKER}"' in (e.get("message") or "")
+                             for e in manager.api.list(EVENTS, NS,
+                                                       fieldSelector=f"involvedObject.name={name}")["items"]),
+                 timeout_s=60, what="the eviction on the worker reaches the manager")
+    # Re-admitted (a new copy, active), then the manager deactivates its Workload: the manager
+    # writes DeactivationTarget on the worker's copy (a status write the guard lets through).
+    manager.wait(lambda: (w := remote_workload(worker.api, name)) and condition(w, "Admitted")
+                 and (w.get("spec") or {}).get("active") is not False, timeout_s=120, what="re-admitted on the worker")
+    manager.api.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, NS)
+    worker.wait(lambda: (w := remote_workload(worker.api, name)) is None or condition(w, "Evicted"), timeout_s=90,
+                what="the manager's eviction reaches the worker")
+    manager.wait(lambda: not condition(workload_of(manager.api, "Job", "mk-evict"), "QuotaReserved"), timeout_s=60,
+                 what="manager Workload released")
+    worker.wait(lambda: remote_workload(worker.api, name) is None, timeout_s=90, what="worker copy removed")

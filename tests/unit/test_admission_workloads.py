@@ -218,7 +218,8 @@ def test_the_workload_webhook_is_registered_fail_closed_for_everyone_but_the_con
     [hook] = [h for h in hooks["webhooks"] if h["name"] == "vworkload.kueue.toposched.io"]
     assert hook["failurePolicy"] == "Fail" and hook["clientConfig"]["url"].endswith(routes.VALIDATE_WORKLOAD)
     assert hook["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["v1beta2", "v1beta1"],
-                              "resources": ["workloads"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}]
+                              "resources": ["workloads", "workloads/status"], "operations": ["CREATE", "UPDATE"],
+                              "scope": "Namespaced"}]
     assert hook["matchConditions"] == [{"name": "not-toposched-controller",
                                         "expression": '!(request.userInfo.username in ["b", "ctl"])'}]
     default = configs.validating_configuration(configs.url_client_config("https://x"), "ns")
