@@ -160,3 +160,49 @@ def dispatcher_refusal(configuration: Obj, where: str) -> str | None:
         return None
     return (f"multiKueue.dispatcherName: the manager's Kueue Configuration ({where}) names {name!r}; set it to "
             f"{TOPOSCHED!r} and restart Kueue's controller manager, so that Kueue's own dispatcher stands aside")
+
+
+# Kueue's field manager for admission status (constants.AdmissionName) and the conditions its
+# admission patch carries (pkg/workload/workload.go admissionManagedConditions, v0.17.0).
+ADMISSION_FIELD_MANAGER = "kueue-admission"
+ADMISSION_MANAGED_CONDITIONS = ("QuotaReserved", "BlockedOnPreemptionGates", "Evicted", "Admitted", "Preempted",
+                                "Requeued", "DeactivationTarget", "Finished")
+
+
+def nomination_apply(wl: Obj, nominated: Sequence[str]) -> dict[str, Any]:
+    """The server-side apply body that nominates ``nominated``, as Kueue's own dispatchers
+    write it (PatchAdmissionStatus -> PrepareWorkloadPatch at v0.17.0, under the field manager
+    :data:`ADMISSION_FIELD_MANAGER`). It must be that manager and carry every field that
+    manager owns: when a worker admits, MultiKueue records ``clusterName`` and clears the
+    nominations in one apply of that manager, which clears only what the manager owns (with
+    another owner Kueue's apply fails: "clusterName and nominatedClusterNames are mutually
+    exclusive"), and an apply that left out a field the manager owns would remove it."""
+    meta = wl.get("metadata") or {}
+    status = wl.get("status") or {}
+    # resourceVersion too (Kueue's strict apply): a Workload changed since it was read is a 409,
+    # left to the next pass, never overwritten
+    out_meta = {k: meta[k] for k in ("uid", "name", "namespace", "generation", "annotations", "labels",
+                                     "resourceVersion") if k in meta}
+    body: dict[str, Any] = {}
+    if status.get("admission") is not None:
+        body["admission"] = status["admission"]
+        body["resourceRequests"] = []
+    elif status.get("resourceRequests"):
+        body["resourceRequests"] = status["resourceRequests"]
+    requeue = status.get("requeueState")
+    if isinstance(requeue, Mapping) and (requeue.get("count") is not None or requeue.get("requeueAt") is not None):
+        body["requeueState"] = requeue
+    conditions = [c for name in ADMISSION_MANAGED_CONDITIONS for c in (status.get("conditions") or [])
+                  if isinstance(c, Mapping) and c.get("type") == name]
+    if conditions:
+        body["conditions"] = conditions
+    for key in ("accumulatedPastExecutionTimeSeconds", "clusterName", "unhealthyNodes", "preemptionGates"):
+        if status.get(key) is not None:
+            body[key] = status[key]
+    evictions = (status.get("schedulingStats") or {}).get("evictions")
+    if status.get("schedulingStats") is not None:
+        body["schedulingStats"] = {"evictions": evictions} if evictions else {}
+    if status.get("admissionChecks") is not None:
+        body["admissionChecks"] = status["admissionChecks"]
+    body["nominatedClusterNames"] = list(nominated)
+    return {"apiVersion": f"{KUEUE_GROUP}/v1beta2", "kind": "Workload", "metadata": out_meta, "status": body}

@@ -4,9 +4,11 @@
 One pass: read the manager's MultiKueue AdmissionChecks, MultiKueueConfigs, MultiKueueClusters
 and Workloads; for each Workload that needs a nomination (Kueue's Incremental guards) and whose
 round has ended, ask every toposched worker of its MultiKueueConfig its gRPC ``Place`` (read-only)
-and ``GetTopology`` (free capacity); choose with the pure ``core.beyond.dispatch``; patch
-``status.nominatedClusterNames`` (with the resourceVersion read, so a Workload Kueue changed in
-between is left to the next pass). MultiKueue then copies the Workload to the nominated
+and ``GetTopology`` (free capacity); choose with the pure ``core.beyond.dispatch``; write
+``status.nominatedClusterNames`` as Kueue's own dispatchers do: server-side apply under Kueue's
+``kueue-admission`` field manager with the fields Kueue's admission patch carries
+(``adapter/mk_dispatch.nomination_apply``), with the resourceVersion read, so a Workload Kueue
+changed in between is left to the next pass. MultiKueue then copies the Workload to the nominated
 workers. Kueue keeps Incremental's round starts in memory; so does this (a restart starts a
 new round, as Kueue's does).
 """
@@ -23,6 +25,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.mk_dispatch import (
+    ADMISSION_FIELD_MANAGER,
     GPU,
     WorkerEndpoint,
     answer,
@@ -30,6 +33,7 @@ from scheduler.adapter.mk_dispatch import (
     demand,
     manager_workload,
     multikueue_checks,
+    nomination_apply,
     requested_level,
     worker_endpoints,
 )
@@ -165,10 +169,16 @@ class Dispatcher:
 
     def _write(self, wl: Obj, nominated: tuple[str, ...]) -> bool:
         meta = wl.get("metadata") or {}
-        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                 "status": {"nominatedClusterNames": list(nominated)}}
         try:
-            self.api.merge_patch(WORKLOADS, meta["name"], patch, meta.get("namespace"), subresource="status")
+            request = getattr(self.api, "request", None)
+            if request is not None:  # the API server: server-side apply as Kueue's dispatchers write
+                request("PATCH", WORKLOADS.path(meta.get("namespace"), meta["name"], "status"),
+                        query={"fieldManager": ADMISSION_FIELD_MANAGER, "force": "true"},
+                        body=nomination_apply(wl, nominated), content_type="application/apply-patch+yaml")
+            else:  # the in-memory API of the unit tests has no apply: the same field, merged
+                patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                         "status": {"nominatedClusterNames": list(nominated)}}
+                self.api.merge_patch(WORKLOADS, meta["name"], patch, meta.get("namespace"), subresource="status")
         except ApiException as exc:
             if exc.status in (404, 409):
                 return False  # gone, or Kueue wrote it since: the next pass reads it again

@@ -104,6 +104,11 @@ def test_the_manager_nominates_the_worker_where_the_job_is_one_rack(planes: Plan
         # Kueue's MultiKueue copies the Job to the nominated worker only: one remote copy
         workers["wide"].wait(lambda: _exists(workers["wide"], "four"), timeout_s=120, what="the remote Job")
         assert not _exists(workers["narrow"], "four")
+        # the worker admits it and Kueue records the winner: its apply clears the nominations
+        # only because they were written as Kueue's dispatchers write them (kueue-admission)
+        manager.wait(lambda: [(w.get("status") or {}).get("clusterName") for w in
+                              api.list(WORKLOADS, NS).get("items", [])] == ["wide"],
+                     timeout_s=180, what="the manager's clusterName")
     finally:
         for conn in conns.values():
             conn.close()

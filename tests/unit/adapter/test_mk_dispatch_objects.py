@@ -14,6 +14,7 @@ from scheduler.adapter.mk_dispatch import (
     demand,
     manager_workload,
     multikueue_checks,
+    nomination_apply,
     requested_level,
     worker_endpoints,
 )
@@ -107,3 +108,23 @@ def test_the_command_refuses_a_manager_that_runs_kueues_own_dispatcher() -> None
     with pytest.raises(UserError, match="cannot read") as missing:
         check_configuration(_api_with(None), where)
     assert missing.value.exit_code == 1
+
+
+def test_nominations_are_applied_with_every_field_kueues_admission_patch_carries() -> None:
+    # Kueue v0.17.0 pkg/workload/workload.go PrepareWorkloadPatch (admissionStatusPatch +
+    # admissionChecksStatusPatch): the fields the kueue-admission manager owns, so its later
+    # apply (clusterName set, nominations cleared) removes nothing else and clears ours
+    wl = {"metadata": {"name": "w", "namespace": "ns", "uid": "u", "generation": 2, "resourceVersion": "7",
+                       "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
+          "status": {"admission": {"clusterQueue": "cq"}, "resourceRequests": [{"name": "main"}],
+                     "conditions": [{"type": "QuotaReserved", "status": "True"},
+                                    {"type": "PodsReady", "status": "False"}],
+                     "admissionChecks": [{"name": "mk", "state": "Pending"}],
+                     "requeueState": {}, "nominatedClusterNames": ["old"]}}
+    body = nomination_apply(wl, ["a", "b"])
+    assert body["metadata"] == {"name": "w", "namespace": "ns", "uid": "u", "generation": 2, "resourceVersion": "7",
+                                "labels": {"a": "b"}}
+    assert body["status"] == {"admission": {"clusterQueue": "cq"}, "resourceRequests": [],
+                              "conditions": [{"type": "QuotaReserved", "status": "True"}],
+                              "admissionChecks": [{"name": "mk", "state": "Pending"}],
+                              "nominatedClusterNames": ["a", "b"]}
