@@ -168,23 +168,28 @@ class Dispatcher:
         return answer(name, got.fits, got.pod_set_domains, requested_level(spec, got.levels), free)
 
     def _write(self, wl: Obj, nominated: tuple[str, ...]) -> bool:
-        meta = wl.get("metadata") or {}
-        try:
-            request = getattr(self.api, "request", None)
-            if request is not None:  # the API server: server-side apply as Kueue's dispatchers write
-                request("PATCH", WORKLOADS.path(meta.get("namespace"), meta["name"], "status"),
-                        query={"fieldManager": ADMISSION_FIELD_MANAGER, "force": "true"},
-                        body=nomination_apply(wl, nominated), content_type="application/apply-patch+yaml")
-            else:  # the in-memory API of the unit tests has no apply: the same field, merged
-                patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                         "status": {"nominatedClusterNames": list(nominated)}}
-                self.api.merge_patch(WORKLOADS, meta["name"], patch, meta.get("namespace"), subresource="status")
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                return False  # gone, or Kueue wrote it since: the next pass reads it again
-            raise
-        log.info("workload %s/%s: nominated %s", meta.get("namespace"), meta["name"], ", ".join(nominated))
-        return True
+        return write_nominations(self.api, wl, nominated)
+
+
+def write_nominations(api: KubeApi, wl: Obj, nominated: tuple[str, ...]) -> bool:
+    """Write a Workload's nominations; False when it is gone or changed since it was read."""
+    meta = wl.get("metadata") or {}
+    try:
+        request = getattr(api, "request", None)
+        if request is not None:  # the API server: server-side apply as Kueue's dispatchers write
+            request("PATCH", WORKLOADS.path(meta.get("namespace"), meta["name"], "status"),
+                    query={"fieldManager": ADMISSION_FIELD_MANAGER, "force": "true"},
+                    body=nomination_apply(wl, nominated), content_type="application/apply-patch+yaml")
+        else:  # the in-memory API of the unit tests has no apply: the same field, merged
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                     "status": {"nominatedClusterNames": list(nominated)}}
+            api.merge_patch(WORKLOADS, meta["name"], patch, meta.get("namespace"), subresource="status")
+    except ApiException as exc:
+        if exc.status in (404, 409):
+            return False  # gone, or Kueue wrote it since: the next pass reads it again
+        raise
+    log.info("workload %s/%s: nominated %s", meta.get("namespace"), meta["name"], ", ".join(nominated))
+    return True
 
 
 def loopback(target: str) -> bool:

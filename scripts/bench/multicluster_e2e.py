@@ -38,7 +38,13 @@ from scheduler.adapter.mk_dispatch import (  # noqa: E402
 )
 from scheduler.adapter.workloads import topology_assignments  # noqa: E402
 from scheduler.api.dispatch_workers import make_worker  # noqa: E402
-from scheduler.api.dispatcher import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Dispatcher  # noqa: E402
+from scheduler.api.dispatcher import (  # noqa: E402
+    ADMISSION_CHECKS,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    Dispatcher,
+    write_nominations,
+)
 from scheduler.core.kueue.mk_dispatch import TOPOSCHED, all_at_once, incremental_round, needs_nomination  # noqa: E402
 from scheduler.devcluster.apply import apply_objects, load_documents  # noqa: E402
 from scheduler.devcluster.controlplane import free_ports  # noqa: E402
@@ -91,10 +97,7 @@ def kueue_pass(api: Api, mode: str, starts: dict[str, float]) -> None:
             if changed and rnd.round_start is not None:
                 starts[mw.key] = rnd.round_start
         if changed:
-            meta = wl["metadata"]
-            api.merge_patch(WORKLOADS, meta["name"], {"metadata": {"resourceVersion": meta["resourceVersion"]},
-                                                      "status": {"nominatedClusterNames": list(nominated)}},
-                            NS, subresource="status")
+            write_nominations(api, wl, tuple(nominated))  # as Kueue's dispatchers write them
 
 
 def l3_domains(worker: Stack, name: str) -> int | None:
