@@ -60,6 +60,7 @@ from tests.e2e.conftest import QUEUES, Stack  # noqa: E402
 from tests.multicluster.jobs import NS, batch_job  # noqa: E402
 
 L3 = "topology.k8s.aws/network-node-layer-3"
+HOST = "kubernetes.io/hostname"
 SHAPES = {"narrow": {"name": "narrow", "instanceType": "ml.p5.48xlarge", "layers": [1, 1, 4], "nodesPerDomain": 2},
           "wide": {"name": "wide", "instanceType": "ml.p5.48xlarge", "layers": [1, 1, 2], "nodesPerDomain": 4}}
 SIZES = (4, 2, 4, 2, 2, 1)
@@ -101,16 +102,19 @@ def kueue_pass(api: Api, mode: str, starts: dict[str, float]) -> None:
 
 
 def l3_domains(worker: Stack, name: str) -> int | None:
+    """Layer-3 domains of the worker's admitted Workload (its assignment names hostnames, or
+    any levels down to them: each node is mapped to its layer-3 label)."""
     try:
         wl = worker.api.get(WORKLOADS, name, NS)
     except Exception:  # noqa: BLE001 - not there (yet): no figure
         return None
-    seen: set[tuple[str, ...]] = set()
+    rack = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(L3) for n in worker.nodes}
+    seen: set[str | None] = set()
     for ps in topology_assignments(wl):
-        if ps.placement is None or L3 not in ps.placement.levels:
+        if ps.placement is None or HOST not in ps.placement.levels:
             continue
-        idx = ps.placement.levels.index(L3)
-        seen.update(tuple(d.values[: idx + 1]) for d in ps.placement.domains)
+        idx = ps.placement.levels.index(HOST)
+        seen.update(rack.get(d.values[idx]) for d in ps.placement.domains)
     return len(seen) if seen else None
 
 
@@ -163,7 +167,9 @@ def phase(manager: Stack, workers: dict[str, Stack], mode: str, gap_s: float, ti
         except Exception:  # noqa: BLE001 - already gone
             pass
     for w in workers.values():
-        w.wait(lambda w=w: not w.api.list(JOBS, NS).get("items"), timeout_s=180, what="remote copies gone")
+        def gone(w: Stack = w) -> bool:
+            return not w.api.list(JOBS, NS).get("items")
+        w.wait(gone, timeout_s=180, what="remote copies gone")
     return {"admitted": f"{len(admitted)}/{len(SIZES)}", "one_l3": f"{compact}/{len(multi)}",
             "p50_s": round(percentile(waits, 50), 1) if waits else None,
             "max_s": round(waits[-1], 1) if waits else None,
