@@ -128,3 +128,29 @@ def test_eviction_on_the_worker_reaches_the_manager_and_eviction_on_the_manager_
     manager.wait(lambda: not condition(workload_of(manager.api, "Job", "mk-evict"), "QuotaReserved"), timeout_s=60,
                  what="manager Workload released")
     worker.wait(lambda: remote_workload(worker.api, name) is None, timeout_s=90, what="worker copy removed")
+
+
+def test_preemption_on_the_worker_reaches_the_manager(mc: MultiCluster) -> None:
+    """A job of the worker's own tenants with a higher priority preempts the manager's copy on
+    the worker; the manager hears of it as from a Kueue worker (its check goes to Retry)."""
+    manager, worker = mc.manager, mc.worker(WORKER)
+    manager.api.create(JOBS, batch_job("mk-low", 16, 8, "topology.k8s.aws/network-node-layer-1",
+                                       priority="fine-tuning-priority"), NS)  # every node of the worker
+    local = manager.wait(lambda: (w := workload_of(manager.api, "Job", "mk-low")) and condition(w, "Admitted") and w,
+                         timeout_s=120, what="the manager's low-priority job admitted")
+    name = local["metadata"]["name"]
+    worker.wait(lambda: len([p for p in worker.api.list(PODS, NS, labelSelector="job-name=mk-low")["items"]
+                             if p["spec"].get("nodeName")]) == 16, timeout_s=120, what="its pods bound on the worker")
+    high = batch_job("worker-high", 1, 8, topology=None, priority="inference-priority")
+    del high["spec"]["managedBy"]
+    worker.api.create(JOBS, high, NS)
+    worker.wait(lambda: (w := remote_workload(worker.api, name)) is None or condition(w, "Evicted"), timeout_s=120,
+                what="the manager's copy preempted on the worker")
+    manager.wait(lambda: any(e.get("reason") == "MultiKueue" and
+                             f'Workload evicted on worker cluster: "{WORKER}"' in (e.get("message") or "")
+                             for e in manager.api.list(EVENTS, NS,
+                                                       fieldSelector=f"involvedObject.name={name}")["items"]),
+                 timeout_s=90, what="the preemption on the worker reaches the manager")
+    worker.wait(lambda: condition(workload_of(worker.api, "Job", "worker-high"), "Admitted"), timeout_s=120,
+                what="the worker's high-priority job admitted")
+    manager.api.delete(JOBS, "mk-low", NS, propagationPolicy="Background")
