@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "adopt",
     "preflight",
     "migrate_limits",
+    "mk_dispatch",
 )
 
 

@@ -143,6 +143,17 @@ class SimCluster:
         self.pending[key] = PendingWorkload(self.jobs[key].spec)
         self.submitted += 1
 
+    def withdraw(self, key: str) -> None:
+        """MultiKueue deletes this worker's copy (another worker admitted the job first): a
+        pending copy leaves the queue; one admitted in the same instant gives its capacity back."""
+        if self.pending.pop(key, None) is not None:
+            self.state.forget(key)
+            return
+        w = self.admitted.pop(key, None)
+        if w is not None:
+            self._release(w)
+            self.generation[key] += 1  # its completion event is now stale
+
     def complete(self, key: str, gen: int) -> None:
         w = self.admitted.get(key)
         if w is None or self.generation[key] != gen:

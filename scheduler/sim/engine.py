@@ -171,6 +171,26 @@ class Simulator:
         elif kind == "wake":
             c.state.release_due(c.now)
 
+    def settle(self) -> None:
+        """One instant: every event due now, then cycles until one makes no progress. The
+        multi-cluster co-simulation (sim/multicluster.py) drives several clusters by it."""
+        c = self.cluster
+        self._check_stop()
+        if c.events and c.events[0][0] <= c.now:
+            while c.events and c.events[0][0] <= c.now:
+                _t, _s, kind, key = heapq.heappop(c.events)
+                self._handle(kind, key)
+            if self.node_failures.changed:
+                self.node_failures.decide()
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            self._check_stop()
+            if not c.pending or not self._cycle():
+                break
+
+    def advance(self, to: float) -> None:
+        """Move the clock to ``to`` (accounting GPU time on the way)."""
+        self._advance(to)
+
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
         c = self.cluster
@@ -182,17 +202,7 @@ class Simulator:
                 c.push(f.at + f.recover_after, "recover", f.node)
         self._sample()
         while c.events or c.pending:
-            self._check_stop()
-            if c.events and c.events[0][0] <= c.now:
-                while c.events and c.events[0][0] <= c.now:
-                    _t, _s, kind, key = heapq.heappop(c.events)
-                    self._handle(kind, key)
-                if self.node_failures.changed:
-                    self.node_failures.decide()
-            for _ in range(MAX_CYCLES_PER_INSTANT):
-                self._check_stop()
-                if not c.pending or not self._cycle():
-                    break
+            self.settle()
             self._sample()
             self._report()
             if self.horizon_s is not None and c.now >= self.horizon_s:
