@@ -75,7 +75,9 @@ def front_args(bind: str, port: int, socket_path: Path, limits: ConnectionLimits
             f"--max-body-bytes={limits.max_body_bytes}", f"--max-head-bytes={limits.max_head_bytes}",
             f"--handshake-timeout={limits.handshake_timeout_s}s", f"--header-timeout={limits.header_timeout_s}s",
             f"--body-timeout={limits.body_timeout_s}s", f"--write-timeout={limits.write_timeout_s}s",
-            f"--idle-timeout={limits.idle_timeout_s}s"]
+            f"--idle-timeout={limits.idle_timeout_s}s",
+            # Where the reviews' time goes, logged every N seconds when asked (benchmarks).
+            f"--stats-every={os.environ.get('TOPOSCHED_WEBFRONT_STATS_S', '0')}s"]
 
 
 class Front:

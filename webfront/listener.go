@@ -13,15 +13,16 @@ import (
 // of its own with a deadline (a client that never finishes one holds no other client up), and
 // hands http.Server only connections whose handshake is done.
 type capListener struct {
-	inner     net.Listener
-	slots     *slots
-	tls       *tls.Config
-	handshake time.Duration
-	ready     chan net.Conn
-	done      chan struct{}
-	mu        sync.Mutex
-	held      map[net.Conn]*held
-	closeOnce sync.Once
+	inner      net.Listener
+	slots      *slots
+	tls        *tls.Config
+	handshake  time.Duration
+	ready      chan net.Conn
+	done       chan struct{}
+	mu         sync.Mutex
+	held       map[net.Conn]*held
+	handshakes int
+	closeOnce  sync.Once
 }
 
 func newCapListener(inner net.Listener, s *slots, cfg *tls.Config, handshake time.Duration) *capListener {
@@ -85,6 +86,9 @@ func (l *capListener) finishHandshake(conn *tls.Conn, h *held) {
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
+	l.mu.Lock()
+	l.handshakes++
+	l.mu.Unlock()
 	select {
 	case l.ready <- conn:
 	case <-l.done:

@@ -20,9 +20,9 @@ import (
 )
 
 type config struct {
-	listen, socket                                         string
-	maxConns, perClient, maxBody, maxHead                  int
-	handshake, header, body, write, idle, certPoll, answer time.Duration
+	listen, socket                                                     string
+	maxConns, perClient, maxBody, maxHead                              int
+	handshake, header, body, write, idle, certPoll, answer, statsEvery time.Duration
 }
 
 func parseFlags(args []string) (config, error) {
@@ -41,6 +41,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.idle, "idle-timeout", 90*time.Second, "a keep-alive connection waits this for its next request")
 	fs.DurationVar(&c.certPoll, "cert-poll", 5*time.Second, "how often the serving certificate is asked for")
 	fs.DurationVar(&c.answer, "answer-timeout", 30*time.Second, "the decider answers within this")
+	fs.DurationVar(&c.statsEvery, "stats-every", 0, "log request counts and where their time went this often (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -98,11 +99,13 @@ func (c *certs) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 }
 
 type front struct {
-	cfg config
-	d   *decider
+	cfg   config
+	d     *decider
+	stats stats
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	started := time.Now()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(f.cfg.body))
 	_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.body + f.cfg.write))
@@ -130,7 +133,11 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
+	read := time.Now()
 	a, err := f.d.ask(path, body)
+	if r.Method == http.MethodPost {
+		defer f.stats.add(started, read, time.Now())
+	}
 	if err != nil {
 		http.Error(w, "toposched webhook: the decider is not answering", http.StatusServiceUnavailable)
 		return
@@ -192,8 +199,12 @@ func main() {
 	}
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: c.get, NextProtos: []string{"h2", "http/1.1"}}
 	ln := newCapListener(tcp, newSlots(cfg.maxConns, cfg.perClient), tlsCfg, cfg.handshake)
+	f := &front{cfg: cfg, d: d}
+	if cfg.statsEvery > 0 {
+		go f.stats.report(cfg.statsEvery, ln)
+	}
 	srv := &http.Server{
-		Handler:           &front{cfg: cfg, d: d},
+		Handler:           f,
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: cfg.header,
 		IdleTimeout:       cfg.idle,
