@@ -298,7 +298,7 @@ def create_all(run: Run, rows: Sequence[Mapping[str, Any]], obs: Observation, wr
 # Where each profiled component's work happens: the controller's reconcile pass and the phase
 # that admits; the webhook's request handler. (py-spy --idle: waits on the API server count.)
 PROFILE_FOCUS = {"toposched-controller": ("Controller.reconcile", "Controller.admit"),
-                 "toposched-webhook": ("_Handler.do_POST",)}
+                 "toposched-webhook": ("Decider._one",)}
 
 
 class Profiler:
