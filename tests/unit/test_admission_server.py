@@ -139,7 +139,7 @@ def test_the_probes_answer_the_deciders_readiness(tls_webhook: tuple[WebhookServ
     assert _get(webhook.port, ca, "/readyz") == (503, b"shutting down")
 
 
-def test_http2_is_offered_and_answers_a_review(tls_webhook: tuple[WebhookServer, Path]) -> None:
+def test_http2_is_negotiated_with_a_client_that_offers_it(tls_webhook: tuple[WebhookServer, Path]) -> None:
     webhook, ca = tls_webhook
     ctx = ssl.create_default_context(cafile=str(ca))
     ctx.set_alpn_protocols(["h2", "http/1.1"])
@@ -149,7 +149,7 @@ def test_http2_is_offered_and_answers_a_review(tls_webhook: tuple[WebhookServer,
 
 
 @pytest.mark.parametrize("attacker", [ATTACKER, HONEST], ids=["another-address", "the-same-address"])
-def test_1000_idle_sockets_do_not_delay_an_honest_review(tls_webhook: tuple[WebhookHTTPServer, Path],
+def test_1000_idle_sockets_do_not_delay_an_honest_review(tls_webhook: tuple[WebhookServer, Path],
                                                          attacker: str) -> None:
     """Issue 30: idle TCP connections (no TLS byte) took all 64 slots and the API server's reviews
     got 503s or closed connections. Now they hold no thread, and an address over its limit loses
