@@ -14,6 +14,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ def tls_webhook(tmp_path: Path) -> Iterator[tuple[WebhookServer, Path]]:
 
 
 def post(tls_webhook: tuple[WebhookServer, Path], body: bytes, path: str = "/validate-batch-v1-job",
-         headers: dict[str, str] | None = None) -> tuple[int, dict]:
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     webhook, ca = tls_webhook
     conn = http.client.HTTPSConnection("127.0.0.1", webhook.port,
                                        context=ssl.create_default_context(cafile=str(ca)), timeout=10)
