@@ -175,6 +175,7 @@ func main() {
 		os.Exit(2)
 	}
 	log.SetPrefix("toposched-webfront: ")
+	go exitWithParent()
 	d := newDecider(cfg.socket, cfg.answer)
 	c := &certs{d: d}
 	c.refresh()
@@ -215,4 +216,17 @@ func main() {
 	fmt.Printf("listening on %s\n", tcp.Addr())
 	os.Stdout.Sync()
 	log.Fatal(srv.Serve(ln))
+}
+
+// exitWithParent ends the front as soon as the process that started it (toposched webhook) is
+// gone, even when it was SIGKILLed: a front left behind would keep the port and the API server's
+// connections, and answer 503s, instead of letting them move to another replica.
+func exitWithParent() {
+	parent := os.Getppid()
+	for range time.Tick(100 * time.Millisecond) {
+		if os.Getppid() != parent {
+			log.Printf("the webhook process (pid %d) is gone: exiting", parent)
+			os.Exit(1)
+		}
+	}
 }

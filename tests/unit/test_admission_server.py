@@ -9,8 +9,11 @@ import dataclasses
 import datetime as dt
 import http.client
 import json
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,3 +225,31 @@ def _served_der(port: int) -> bytes:
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw) as tls:
         return tls.getpeercert(binary_form=True) or b""
+
+
+def test_the_front_exits_when_the_webhook_process_is_killed(tmp_path: Path) -> None:
+    """A SIGKILLed webhook must not leave its front holding the port and the API server's
+    connections (tests/e2e/test_webhook_ha.py kills a replica mid-stream)."""
+    script = ("import sys, time\nfrom pathlib import Path\nfrom admission.certs import CertManager\n"
+              "from admission.server import WebhookApp, WebhookServer\nfrom admission.sources import SelfSignedSource\n"
+              f"certs = CertManager(Path({str(tmp_path)!r}), ['localhost'], ['127.0.0.1'])\n"
+              "w = WebhookServer(WebhookApp(None), SelfSignedSource(certs), '127.0.0.1', 0)\n"
+              "print(w.front.pid, flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout is not None
+        front = int(proc.stdout.readline())
+        assert Path(f"/proc/{front}").exists()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(5)
+        assert wait_until(lambda: not _running(front), within_s=3)
+    finally:
+        proc.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
