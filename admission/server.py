@@ -1,25 +1,28 @@
-"""The HTTPS shell: a bounded HTTP server + ssl, informers, webhook registration, cert rotation.
+"""The webhook process: informers, the decisions they feed, webhook registration, cert rotation.
 
-Connections are HTTP/1.1 keep-alive, as the API server reuses them. TLS handshakes and request
-reads run in the server's loop without blocking, with short deadlines; a worker thread gets a
-request only once all of it has arrived, so idle or slow clients never hold one
-(``scheduler/http/bounded.py``; limits below, docs/security.md "Servers and network").
+HTTPS is served by a Go front (``webfront/``, started by ``admission/front.py``): it terminates
+TLS (HTTP/1.1 keep-alive and HTTP/2), holds the connection caps and deadlines (limits below,
+docs/security.md "Servers and network") and forwards each complete review over a Unix socket to
+the decider (``admission/decider.py``), which answers it here on the watch caches.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import ssl
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 from kubernetes.client import ApiException
 
 from admission import review
+from admission.decider import Decider, DeciderApp
 from admission.fresh import FreshViews
+from admission.front import Front
 from admission.review import GOVERN_ALL
 from admission.sources import CertSource
 from admission.suspension import DEFAULT_CONTROLLER_USERS
@@ -29,7 +32,6 @@ from scheduler.adapter.kinds.ownership import OwnerRef, OwnerUnreadable, interim
 from scheduler.adapter.kinds.registry import BY_GROUP_KIND
 from scheduler.adapter.manifest.annotations import NO_OVERRIDES
 from scheduler.core.config import FeatureGates
-from scheduler.http.bounded import BoundedHTTPServer, BufferedHandler
 from scheduler.http.limits import WEBHOOK_CAPS, ConnectionLimits
 from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
@@ -53,9 +55,9 @@ from scheduler.k8s.owners import CachedOwners
 log = logging.getLogger(__name__)
 
 MAX_BODY = 8 * 1024 * 1024  # the API server's own request limit is 3 MiB; leave headroom
-# Idle connections hold no thread; 16 workers answer the reviews (most of a review is CPU under
-# the GIL; a denial's fresh read waits on the API server). Connection caps: WEBHOOK_CAPS.
-WORKERS = 16
+# The front holds the connections (goroutines); WORKERS only fills ConnectionLimits, which the
+# front does not use: the decider answers in one thread. Connection caps: WEBHOOK_CAPS.
+WORKERS = 1
 IDLE_TIMEOUT_S = 90  # client-go closes its idle connections after 90 s: never close one it may reuse
 
 
@@ -65,77 +67,6 @@ def webhook_limits(max_connections: int = WEBHOOK_CAPS.total,
     the 5 s handshake and 10 s head deadlines only ever cut off clients that are not it."""
     return ConnectionLimits(max_connections=max_connections, max_per_client=max_per_client, workers=WORKERS,
                             max_body_bytes=MAX_BODY, idle_timeout_s=IDLE_TIMEOUT_S)
-
-
-class _Handler(BufferedHandler):
-    server: WebhookHTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:  # noqa: N802
-        if self.path == "/healthz":
-            self._send(200, b"ok", "text/plain")
-        elif self.path == "/readyz":
-            ready, why = self.server.readiness()
-            self._send(200 if ready else 503, why.encode(), "text/plain")
-        else:
-            self._send(404, b"not found", "text/plain")
-
-    def do_POST(self) -> None:  # noqa: N802
-        path = self.path.split("?", 1)[0]
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0 or length > MAX_BODY:
-            self._send_review(413, review.refusal(f"request body of {length} bytes: the limit is {MAX_BODY} bytes "
-                                                  "(send Content-Length)", 413))
-            self.close_connection = True
-            return
-        raw = self.rfile.read(length)
-        started = time.perf_counter()
-        code, answer = self.server.app.decide(path, raw)
-        for observe in self.server.app.answer_observers:  # (allowed, seconds): the latency metric
-            observe(bool((answer.get("response") or {}).get("allowed")), time.perf_counter() - started)
-        if self.server.draining.is_set():
-            # Make the API server open its next connection to another replica.
-            self.close_connection = True
-        self._send_review(code, answer)
-        resp = answer.get("response") or {}
-        log.debug("%s uid=%s allowed=%s in %.2f ms", path, resp.get("uid"), resp.get("allowed"),
-                  (time.perf_counter() - started) * 1e3)
-
-    def _send_review(self, code: int, answer: Mapping[str, Any]) -> None:
-        self._send(code, json.dumps(answer, separators=(",", ":")).encode())
-
-
-class WebhookHTTPServer(BoundedHTTPServer):
-    """HTTPS with :func:`webhook_limits` (``scheduler.http.bounded``): handshakes and reads in the
-    serving loop, complete reviews answered by worker threads."""
-
-    def __init__(self, address: tuple[str, int], app: WebhookApp, ssl_context: ssl.SSLContext | None,
-                 limits: ConnectionLimits | None = None) -> None:
-        self.app = app
-        self.draining = threading.Event()
-        self.cert_readiness: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
-        super().__init__(address, _Handler, limits=limits or webhook_limits(), ssl_context=ssl_context,
-                         name="webhook")
-
-    def readiness(self) -> tuple[bool, str]:
-        """Ready = not shutting down, informers synced, a certificate loaded whose CA is trusted."""
-        if self.draining.is_set():
-            return False, "shutting down"
-        if not self.app.ready.is_set():
-            return False, "informers not synced"
-        return self.cert_readiness()
 
 
 def _fingerprint(node: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -279,11 +210,25 @@ class WebhookApp:
     def decide(self, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         """One request body in, (HTTP status, AdmissionReview) out; never raises."""
         arrived = time.monotonic()
+        status, body = self.decide_cached(path, raw)
+        if not self.needs_confirming(status, body):
+            return status, body
+        return self.confirm(path, raw, arrived, status, body)
+
+    def decide_cached(self, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+        """The answer on the watch caches (CPU only: the decider's loop thread gives it)."""
         if self.informers:
             self._rebind()
-        status, body = self._answer(path, raw, self.view)
-        if self.fresh is None or not _denied(status, body):
-            return status, body
+        return self._answer(path, raw, self.view)
+
+    def needs_confirming(self, status: int, body: dict[str, Any]) -> bool:
+        """A denial on the watch caches is decided again on a fresh read (:meth:`confirm`)."""
+        return self.fresh is not None and _denied(status, body)
+
+    def confirm(self, path: str, raw: bytes, arrived: float, status: int,
+                body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A cached denial decided again on a view listed after ``arrived`` (blocks on the API server)."""
+        assert self.fresh is not None
         if _denied(*self._answer(path, raw, None)):
             return status, body  # refused on its own (syntax, shape), whatever the cluster holds
         try:
@@ -303,31 +248,45 @@ class WebhookApp:
 
 
 class WebhookServer:
-    """The running webhook: HTTPS listener, informers, and a certificate source (which loads,
-    rotates and publishes the certificate: ``admission/sources.py``, ``admission/sharedcerts.py``)."""
+    """The running webhook: the HTTPS front (``admission/front.py``, Go: TLS, connection caps,
+    deadlines), the decider it forwards each review to (``admission/decider.py``), informers,
+    and a certificate source (which loads, rotates and publishes the certificate the front
+    serves: ``admission/sources.py``, ``admission/sharedcerts.py``)."""
 
     def __init__(self, app: WebhookApp, certs: CertSource, bind: str, port: int,
                  limits: ConnectionLimits | None = None) -> None:
         self.app = app
         self.certs = certs
-        self.httpd = WebhookHTTPServer((bind, port), app, certs.ssl_context, limits)
-        self.httpd.cert_readiness = certs.readiness
-        self.port = int(self.httpd.server_address[1])
+        self.draining = threading.Event()
+        self._dir = Path(tempfile.mkdtemp(prefix="toposched-webhook-"))
+        self.decider = Decider(self._dir / "decider.sock", DeciderApp(
+            app.decide_cached, app.needs_confirming, app.confirm, self.readiness, self.draining,
+            lambda: certs.serving_pem, app.answer_observers))
+        self.decider.start()
+        self.front = Front(bind, port, self._dir / "decider.sock", limits or webhook_limits())
+        self.port = self.front.port
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready = not shutting down, informers synced, a certificate loaded whose CA is trusted."""
+        if self.draining.is_set():
+            return False, "shutting down"
+        if not self.app.ready.is_set():
+            return False, "informers not synced"
+        return self.certs.readiness()
 
     def start(self, informer_timeout_s: float = 60) -> None:
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="webhook-https",
-                         daemon=True).start()
         self.app.start(informer_timeout_s)
         self.certs.start()
 
     def drain(self) -> None:
         """Stop being ready and close keep-alive connections after their next answer; keep
         serving, so requests routed here before the endpoint is removed are still answered."""
-        self.httpd.draining.set()
+        self.draining.set()
 
     def stop(self) -> None:
-        self.httpd.draining.set()
+        self.draining.set()
         self.certs.stop()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.front.stop()
+        self.decider.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)
         self.app.stop()

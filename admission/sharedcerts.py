@@ -57,6 +57,7 @@ class SecretSource:
         self._context = tls_server_context()
         self._lock = threading.Lock()
         self._served: CertSet | None = None
+        self._pem = b""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lease_thread: threading.Thread | None = None
@@ -70,6 +71,10 @@ class SecretSource:
     @property
     def ssl_context(self) -> ssl.SSLContext:
         return self._context
+
+    @property
+    def serving_pem(self) -> bytes:
+        return self._pem
 
     # ------------------------------------------------------------------ every replica
     def start(self) -> None:
@@ -102,11 +107,13 @@ class SecretSource:
                 self._served = state  # same certificate, newer bundle (a CA staged or promoted)
                 return
             try:
-                load_chain_pem(self._context, cert_pem(state.serving.cert), key_pem(state.serving.key))
+                pair = (cert_pem(state.serving.cert), key_pem(state.serving.key))
+                load_chain_pem(self._context, *pair)
             except (ssl.SSLError, ValueError) as exc:
                 log.error("the certificate in Secret %s/%s does not load: %s", self.namespace, self.secret_name, exc)
                 return
             self._served = state
+            self._pem = pair[0] + b"\n" + pair[1]
         log.info("serving the certificate from Secret %s/%s (valid until %s)", self.namespace, self.secret_name,
                  state.serving.cert.not_valid_after_utc.isoformat())
 

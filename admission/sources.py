@@ -43,6 +43,11 @@ class CertSource(Protocol):
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): ready = a certificate is loaded and its CA is trusted."""
 
+    @property
+    def serving_pem(self) -> bytes:
+        """The certificate chain and key served now, as PEM ("" before one is loaded): what
+        the HTTPS front (``webfront/``) asks for over the decider's socket."""
+
 
 class SelfSignedSource:
     """One process, its own CA (``CertManager`` files), rotated by a background thread. When
@@ -57,12 +62,17 @@ class SelfSignedSource:
         self.rotation_check_s = rotation_check_s
         self.certs.ensure()
         self._context = certs.server_context()
+        self._pem = _pair_pem(certs.cert_file, certs.key_file)
         self._published = threading.Event()
         self._stop = threading.Event()
 
     @property
     def ssl_context(self) -> ssl.SSLContext:
         return self._context
+
+    @property
+    def serving_pem(self) -> bytes:
+        return self._pem
 
     def publish(self) -> None:
         if self.api is not None and self.desired:
@@ -76,6 +86,7 @@ class SelfSignedSource:
             return False
         self.publish()
         self.certs.load_into(self._context)
+        self._pem = _pair_pem(self.certs.cert_file, self.certs.key_file)
         return True
 
     def start(self) -> None:
@@ -113,12 +124,17 @@ class MountedFilesSource:
         self.poll_s = poll_s
         self._context = tls_server_context()
         self._loaded_digest = ""
+        self._pem = b""
         self._error = "no certificate loaded yet"
         self._stop = threading.Event()
 
     @property
     def ssl_context(self) -> ssl.SSLContext:
         return self._context
+
+    @property
+    def serving_pem(self) -> bytes:
+        return self._pem
 
     def reload(self) -> bool:
         """Load the files if they changed; True when a new certificate is now served."""
@@ -140,6 +156,7 @@ class MountedFilesSource:
             log.warning("%s; keeping the certificate served so far", self._error)
             return False
         self._loaded_digest = digest
+        self._pem = cert + b"\n" + key
         log.info("serving the certificate in %s (sha256 of files %s)", self.cert_file, digest[:12])
         return True
 
@@ -157,3 +174,7 @@ class MountedFilesSource:
     def readiness(self) -> tuple[bool, str]:
         # The CA is published by whoever issued the certificate (cert-manager's cainjector).
         return (True, "ok") if self._loaded_digest else (False, self._error)
+
+
+def _pair_pem(cert_file: Path, key_file: Path) -> bytes:
+    return cert_file.read_bytes() + b"\n" + key_file.read_bytes()

@@ -31,6 +31,10 @@ fi
 
 revision=${IMAGE_REVISION:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
+# The webhook's HTTPS front (Go, static): built into the cache as setup.sh does, copied into the context.
+mkdir -p build/image
+cp "$(CGO_ENABLED=0 python3 -c 'from admission.front import binary; print(binary())')" build/image/toposched-webfront
+
 echo "build-image: building $image on $base_image" >&2
 exec buildah bud --isolation chroot --layers --pull=$pull "${secret[@]}" \
   --label "org.opencontainers.image.revision=$revision" \

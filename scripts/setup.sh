@@ -43,6 +43,10 @@ if [ "$(cat "$stamp_dir/pip.stamp" 2>/dev/null)" != "$want" ] || ! "$PYTHON" -c 
   echo "$want" > "$stamp_dir/pip.stamp"
 fi
 
+# The webhook's HTTPS front (webfront/, Go stdlib only) into the cache, keyed by its source's
+# digest; `toposched webhook` runs it (admission/front.py), scripts/build-image.sh copies it in.
+echo "setup: webhook front: $("$PYTHON" -c 'from admission.front import binary; print(binary())')" >&2
+
 # Debian packages for the tests only (never for the demo), installed when we are root.
 apt_install() {  # apt_install WHY PACKAGE...
   local why=$1; shift

@@ -177,10 +177,12 @@ def run(args: argparse.Namespace) -> int:
 
         port = free_port()  # the registered URL names the port: choose it before the configurations
     source = _cert_source(args, api, in_cluster, _desired_configs(args, in_cluster, port))
+    from admission.front import FrontUnavailable
+
     try:
         server = WebhookServer(app, source, args.bind, port, webhook_limits(caps.total, caps.per_client))
-    except OSError as exc:
-        raise UserError(f"cannot listen on {args.bind}:{port} ({exc.strerror}); choose another --port") from exc
+    except FrontUnavailable as exc:
+        raise UserError(f"the HTTPS front did not start on {args.bind}:{port}: {exc}") from exc
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
@@ -188,7 +190,11 @@ def run(args: argparse.Namespace) -> int:
     server.start()
     log.info("toposched webhook serving https://%s:%d (certificates: %s)", args.bind, server.port, args.cert_source)
     print(f"toposched webhook: serving https://{args.bind}:{server.port}", flush=True)
-    done.wait()
+    while not done.wait(1.0):
+        if not server.front.alive():  # TLS is the front's: without it this process serves nothing
+            log.error("the HTTPS front exited; stopping (the kubelet restarts the container)")
+            server.stop()
+            return 1
     if args.shutdown_delay_seconds > 0:
         server.drain()
         log.info("draining for %.0fs before stopping", args.shutdown_delay_seconds)

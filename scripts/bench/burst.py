@@ -228,12 +228,24 @@ def headline_process(engine: str) -> str:
 
 def engine_pids(engine: str, run: Run) -> dict[str, list[int]]:
     """Process label -> pids whose CPU and memory are reported."""
-    if engine == "kueue":
-        return {"kueue": [run.extra.process.pid]}
     procs = run.cluster.state.processes
+    # The API server's own CPU, for both engines: its time per call depends on it (issue 42).
+    shared = {"kube-apiserver": [procs["kube-apiserver"].pid]} if "kube-apiserver" in procs else {}
+    if engine == "kueue":
+        return {"kueue": [run.extra.process.pid], **shared}
     pids = {"toposched-controller": [procs["toposched-controller"].pid]}
-    pids["toposched (3 processes)"] = [procs[name].pid for name in TOPOSCHED_COMPONENTS if name in procs]
-    return pids
+    # The webhook's HTTPS front is its child process (admission/front.py): counted with it.
+    pids["toposched (3 processes)"] = [pid for name in TOPOSCHED_COMPONENTS if name in procs
+                                       for pid in (procs[name].pid, *_children(procs[name].pid))]
+    return {**pids, **shared}
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for task in Path(f"/proc/{pid}/task").iterdir()
+                for p in (task / "children").read_text().split()]
+    except OSError:
+        return []
 
 
 def refusal(exc: Exception) -> str:
@@ -286,7 +298,7 @@ def create_all(run: Run, rows: Sequence[Mapping[str, Any]], obs: Observation, wr
 # Where each profiled component's work happens: the controller's reconcile pass and the phase
 # that admits; the webhook's request handler. (py-spy --idle: waits on the API server count.)
 PROFILE_FOCUS = {"toposched-controller": ("Controller.reconcile", "Controller.admit"),
-                 "toposched-webhook": ("_Handler.do_POST",)}
+                 "toposched-webhook": ("Decider._one",)}
 
 
 class Profiler:

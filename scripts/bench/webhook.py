@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Webhook latency: validate and mutate over HTTPS on loopback vs the same decision in-process.
 
-Serves the real ``admission.server`` (ThreadingHTTPServer + TLS, self-signed CA, keep-alive)
+Serves the real ``admission.server`` (the Go HTTPS front and the Python decider, self-signed CA)
 with a synthetic HyperPod cluster view (nodes in a 3-layer tree, a TAS flavor, a ClusterQueue,
 a LocalQueue), sends a bounded number of AdmissionReviews per endpoint and prints p50/p99.
 The validate request is the expensive case: a Job with podset-required-topology, so every
@@ -9,6 +9,12 @@ cluster check runs (queue, level, quota, largest layer-3 domain).
 
   python scripts/bench/webhook.py                # 2,000 requests per endpoint, 1,000 nodes
   python scripts/bench/webhook.py --nodes 5000 --requests 2000 --concurrency 4
+  python scripts/bench/webhook.py --client go --concurrency 16 --h2
+
+``--client go``: the requests come from another process, Go's HTTP client as in the API server
+(``scripts/bench/webhookload``, built with the Go toolchain into the cache), so the client's own
+TLS and JSON do not share the server's interpreter; ``--client python`` (the default) sends them
+from threads of this process with ``http.client``.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
+import shutil
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -100,6 +109,24 @@ def over_https(port: int, ca: str, path: str, n: int, concurrency: int) -> list[
     return out
 
 
+def over_go_client(port: int, ca_file: Path, path: str, n: int, concurrency: int, h2: bool,
+                   body_file: Path) -> dict[str, float]:
+    """p50 / p99 / mean (ms) from ``webhookload`` in its own process."""
+    go = shutil.which("go")
+    if go is None:
+        raise SystemExit("--client go needs the Go toolchain on PATH")
+    source = Path(__file__).resolve().parent / "webhookload"
+    target = Path(os.environ.get("TOPOSCHED_CACHE", Path.home() / ".cache" / "toposched")) / "bench" / "webhookload"
+    if not target.is_file() or target.stat().st_mtime < (source / "main.go").stat().st_mtime:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([go, "build", "-o", str(target), "."], cwd=source, check=True)
+    out = subprocess.run([str(target), f"-url=https://127.0.0.1:{port}{path}", f"-ca={ca_file}", f"-body={body_file}",
+                          f"-n={n}", f"-c={concurrency}", f"-h2={'true' if h2 else 'false'}"],
+                         capture_output=True, text=True, check=True).stdout
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
 def in_process(app: WebhookApp, path: str, n: int) -> list[float]:
     out = []
     for i in range(n):
@@ -117,6 +144,9 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=2000, help="per endpoint (default 2000)")
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=1, help="client connections in parallel")
+    ap.add_argument("--client", choices=("python", "go"), default="python",
+                    help="python: threads of this process; go: webhookload in its own process")
+    ap.add_argument("--h2", action="store_true", help="with --client go: HTTP/2 (one connection, many streams)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         app = WebhookApp(None)
@@ -135,6 +165,16 @@ def main() -> int:
                 over_https(server.port, ca, path, 20, 1)
                 in_process(app, path, 20)
                 base = in_process(app, path, args.requests)
+                if args.client == "go":
+                    ca_file, body_file = Path(tmp) / "ca.pem", Path(tmp) / "body.json"
+                    ca_file.write_text(ca)
+                    body_file.write_bytes(body(0))
+                    got = over_go_client(server.port, ca_file, path, args.requests, args.concurrency, args.h2,
+                                         body_file)
+                    print(f"{path:28} {'go ' + str(got['proto']):10} {got['p50']:8.3f} {got['p99']:8.3f} "
+                          f"{got['mean']:8.3f}")
+                    worst = max(worst, got["p99"])
+                    continue
                 wire = over_https(server.port, ca, path, args.requests, args.concurrency)
                 for mode, s in (("in-process", base), ("https", wire)):
                     p50, p99 = percentile(s, 0.5), percentile(s, 0.99)

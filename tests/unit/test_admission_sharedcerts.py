@@ -19,7 +19,7 @@ from cryptography import x509
 from admission import configs
 from admission.certs import CertManager
 from admission.certset import CertSet, Policy, plan, published_cas
-from admission.server import WebhookApp, WebhookHTTPServer
+from admission.server import WebhookApp, WebhookServer
 from admission.sharedcerts import SECRETS, SecretSource
 from admission.sources import MountedFilesSource, SelfSignedSource
 from scheduler.http.pki import cert_pem, issue_ca, issue_serving, key_pem, signed_by
@@ -241,14 +241,15 @@ def test_self_signed_rotation_publishes_before_serving(tmp_path: Path) -> None:
     assert order == ["publish", "serve"]
 
 
-def test_not_ready_while_draining() -> None:
-    httpd = WebhookHTTPServer(("127.0.0.1", 0), WebhookApp(None), None)
+def test_not_ready_while_draining(tmp_path: Path) -> None:
+    certs = CertManager(tmp_path, ["localhost"], ["127.0.0.1"])
+    source = SelfSignedSource(certs)
+    webhook = WebhookServer(WebhookApp(None), source, "127.0.0.1", 0)
     try:
-        httpd.cert_readiness = lambda: (False, "no certificate")
-        assert httpd.readiness() == (False, "no certificate")
-        httpd.cert_readiness = lambda: (True, "ok")
-        assert httpd.readiness() == (True, "ok")
-        threading.Thread(target=httpd.draining.set).start()
-        wait(lambda: httpd.readiness() == (False, "shutting down"))
+        assert webhook.readiness() == (False, "caBundle not published yet")
+        source.publish()
+        assert webhook.readiness() == (True, "ok")
+        threading.Thread(target=webhook.drain).start()
+        wait(lambda: webhook.readiness() == (False, "shutting down"))
     finally:
-        httpd.server_close()
+        webhook.stop()

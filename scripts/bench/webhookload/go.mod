@@ -1,0 +1,3 @@
+module toposched.dev/webhookload
+
+go 1.26.0

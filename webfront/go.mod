@@ -1,0 +1,3 @@
+module toposched.dev/webfront
+
+go 1.26.0
