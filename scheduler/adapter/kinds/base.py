@@ -131,7 +131,7 @@ def finish_from_conditions(job: Obj, succeeded: str, failed: str, succeeded_mess
                            failed_message: str) -> FinishState:
     """Finished when the job's ``succeeded`` or ``failed`` condition is True (Kueue's Finished
     reason Succeeded / Failed, with the condition's message, or the given default; a
-    ``succeeded_message`` given is used as is, as Kueue's batch Job integration does)."""
+    ``succeeded_message`` given replaces the condition's message)."""
     for cond in (job.get("status") or {}).get("conditions") or ():
         if cond.get("status") != "True":
             continue

@@ -61,7 +61,9 @@ def restorable(job: Obj) -> bool:
 
 
 def finish_state(job: Obj) -> FinishState:
-    return finish_from_conditions(job, "Complete", "Failed", "Job finished successfully", "Job failed")
+    """Kueue's ``Job.Finished``: the Complete or Failed condition's own message (the Job
+    controller writes e.g. "Reached expected number of succeeded pods")."""
+    return finish_from_conditions(job, "Complete", "Failed", None, "Job failed")
 
 
 def active_pods(job: Obj) -> int:
