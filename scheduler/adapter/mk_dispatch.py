@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.adapter.objects import FINISHED, condition_true, has_reservation
@@ -142,6 +142,12 @@ def answer(cluster: str, fits: bool, pod_set_domains: Sequence[Mapping[str, Sequ
     for per_level in pod_set_domains:
         values.update(per_level.get(level, ()) if level is not None else ())
     return WorkerAnswer(cluster, True, len(values) if values else max(1, len(pod_set_domains)), free)
+
+
+def with_whole_capacity(now: WorkerAnswer, whole: WorkerAnswer, capacity: int) -> WorkerAnswer:
+    """``now`` with what the worker answers on its whole healthy capacity (``whole``: the same
+    question with nothing admitted) and that capacity, in the answers' unit."""
+    return replace(now, ever_fits=whole.fits, ever_domains=whole.domains, capacity=max(0, capacity))
 
 
 def dispatcher_name(configuration: Obj) -> str:

@@ -35,11 +35,12 @@ class GrpcWorker(Worker):
         self.name = name
         self.conn = conn
 
-    def place(self, manifest: bytes) -> PlaceAnswer | None:
+    def place(self, manifest: bytes, whole_capacity: bool = False) -> PlaceAnswer | None:
         from scheduler.api.gen.toposched.v1 import placement_pb2 as pb
 
         try:
-            resp = self.conn.call("Place", pb.PlaceRequest(workload=pb.WorkloadInput(manifest=manifest)))
+            resp = self.conn.call("Place", pb.PlaceRequest(workload=pb.WorkloadInput(manifest=manifest),
+                                                           whole_capacity=whole_capacity))
         except UserError as err:
             log.warning("worker %s: Place failed: %s", self.name, err)
             return None
@@ -55,7 +56,7 @@ class GrpcWorker(Worker):
             log.warning("worker %s: GetTopology failed: %s", self.name, err)
             return None
         t = resp.totals
-        return Capacity(max(0, int(t.gpus) - int(t.gpus_used)), max(0, int(t.healthy)))
+        return Capacity(max(0, int(t.gpus) - int(t.gpus_used)), max(0, int(t.healthy)), max(0, int(t.gpus)))
 
 
 def _secret_data(api: KubeApi, namespace: str, name: str) -> Mapping[str, bytes]:

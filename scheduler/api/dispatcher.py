@@ -35,6 +35,7 @@ from scheduler.adapter.mk_dispatch import (
     multikueue_checks,
     nomination_apply,
     requested_level,
+    with_whole_capacity,
     worker_endpoints,
 )
 from scheduler.core.beyond.dispatch import DispatchInput, WorkerAnswer, dispatch_pass
@@ -62,12 +63,14 @@ class PlaceAnswer:
 class Capacity:
     gpus_free: int
     nodes_free: int  # healthy nodes (the unit of a job without GPUs: one pod a node, at most)
+    gpus_total: int = 0  # healthy GPUs, used or not (0: not known)
 
 
 class Worker:
     """One toposched worker's questions; None when it cannot answer this pass."""
 
-    def place(self, manifest: bytes) -> PlaceAnswer | None:
+    def place(self, manifest: bytes, whole_capacity: bool = False) -> PlaceAnswer | None:
+        """``whole_capacity``: as if nothing were admitted on the worker."""
         raise NotImplementedError
 
     def capacity(self) -> Capacity | None:
@@ -164,8 +167,17 @@ class Dispatcher:
         got = worker.place(manifest)
         if got is None:
             return None
-        free = cap.gpus_free if any(GPU in ps.requests for ps in spec.pod_sets) else cap.nodes_free
-        return answer(name, got.fits, got.pod_set_domains, requested_level(spec, got.levels), free)
+        uses_gpu = any(GPU in ps.requests for ps in spec.pod_sets)
+        free = cap.gpus_free if uses_gpu else cap.nodes_free
+        now = answer(name, got.fits, got.pod_set_domains, requested_level(spec, got.levels), free)
+        if now.fits:
+            return now
+        whole = worker.place(manifest, whole_capacity=True)  # could it ever fit there (core rule 4)
+        if whole is None:
+            return now
+        return with_whole_capacity(now, answer(name, whole.fits, whole.pod_set_domains,
+                                               requested_level(spec, whole.levels), free),
+                                   cap.gpus_total if uses_gpu else cap.nodes_free)
 
     def _write(self, wl: Obj, nominated: tuple[str, ...]) -> bool:
         return write_nominations(self.api, wl, nominated)

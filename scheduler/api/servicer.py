@@ -171,6 +171,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             check_levels(tree, workload, "field workload")
         except UserError as err:
             raise _user_error_to_field(err) from err
+        if request.whole_capacity:  # the healthy nodes with nothing admitted ("could it ever fit here")
+            tree = tree.clone()
+            tree.free = tree.allocatable.copy()
         budget_ms = effective_budget_ms(request.time_budget_ms, DEFAULT_TIME_BUDGET_MS, self._remaining(context),
                                         DEADLINE_RESERVE_S)
         placement = compute_placement(tree, workload, SOLVER_NAMES[request.solver], budget_ms, self.engine.config)

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.adapter.mk_dispatch import answer, demand, requested_level
+from scheduler.adapter.mk_dispatch import answer, demand, requested_level, with_whole_capacity
 from scheduler.adapter.placement import compute_placement, touched_domains
 from scheduler.core.beyond.dispatch import DispatchInput, WorkerAnswer, dispatch_pass
 from scheduler.core.kueue.mk_dispatch import ROUND_TIMEOUT_S, all_at_once, incremental_round
+from scheduler.core.topology import TopologyTree
 from scheduler.sim.engine import Simulator
 from scheduler.sim.model import GPU, SimJob, World
 from scheduler.sim.outcomes import percentile
@@ -78,10 +79,20 @@ class MultiClusterSim:
     def _answer(self, name: str, job: SimJob) -> WorkerAnswer:
         c = self.sims[name].cluster
         tree = next(iter(c.trees.values()))
-        placement = compute_placement(tree, job.spec, "greedy", 100.0)
-        per_ps = [{lv: tuple(v) for lv, v in touched_domains(tree, ps).items()} for ps in placement.pod_sets]
         uses_gpu = any(GPU in ps.requests for ps in job.spec.pod_sets)
         free = c.gpus_healthy - c.gpus_used() if uses_gpu else len(c.nodes)
+        now = self._place(name, tree, job, free)
+        if now.fits:
+            return now
+        whole = tree.clone()
+        whole.free = whole.allocatable.copy()  # the healthy nodes with nothing admitted
+        return with_whole_capacity(now, self._place(name, whole, job, free),
+                                   c.gpus_healthy if uses_gpu else len(c.nodes))
+
+    @staticmethod
+    def _place(name: str, tree: TopologyTree, job: SimJob, free: int) -> WorkerAnswer:
+        placement = compute_placement(tree, job.spec, "greedy", 100.0)
+        per_ps = [{lv: tuple(v) for lv, v in touched_domains(tree, ps).items()} for ps in placement.pod_sets]
         return answer(name, placement.fits, per_ps, requested_level(job.spec, tree.levels), free)
 
     # ------------------------------------------------------------------ dispatch

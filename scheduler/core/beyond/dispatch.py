@@ -20,7 +20,13 @@ The choice, per pending Workload, in rounds of :data:`ROUND_TIMEOUT_S` as Kueue'
    endpoint, e.g. a Kueue worker, or no answer this pass) are nominated as Kueue's Incremental
    nominates them (three at a time, sorted); only when there are none is a toposched worker that
    fits only before the in-flight ones are counted nominated.
-4. A round in progress keeps the nominations; nominations are only appended (MultiKueue
+4. When the job fits nowhere now and holds no nomination (and no worker without an endpoint is
+   left), it is nominated to one toposched worker whose answer says it would fit on its whole
+   healthy capacity (``ever_fits``), so that it holds a place in that worker's queue instead of
+   none: the one where it would span the fewest domains then, ties by the smallest in-flight
+   backlog relative to the worker's capacity, then by the config's order. A worker whose answer
+   says it can never fit is still never nominated.
+5. A round in progress keeps the nominations; nominations are only appended (MultiKueue
    removes the remote copy of a worker dropped from the list).
 """
 
@@ -40,6 +46,12 @@ class WorkerAnswer:
     fits: bool
     domains: int  # domains of the requested level the placement spans (1: one domain)
     free: int  # free capacity in the job's unit (GPUs when it asks for GPUs, else pods)
+    # Would it fit on the worker's whole healthy capacity (nothing admitted), and spanning how
+    # many domains; the worker's healthy capacity in the same unit. Defaults: not known, so a
+    # job that fits nowhere now is not nominated there (the behaviour before these fields).
+    ever_fits: bool = False
+    ever_domains: int = 0
+    capacity: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,21 @@ def choose(inp: DispatchInput, now: float, in_flight: Mapping[str, int] | None =
         return Round((*inp.nominated, *added), now, True)
     if tight:
         return Round((*inp.nominated, tight[0]), now, True)
+    queued = _queue_behind(inp, in_flight or {})
+    if queued is not None:
+        return Round((queued,), now, True)
     return Round(inp.nominated, inp.round_start, False)
+
+
+def _queue_behind(inp: DispatchInput, in_flight: Mapping[str, int]) -> str | None:
+    """Rule 4: the worker whose queue a job that fits nowhere now should wait in, or None."""
+    if inp.nominated:
+        return None  # it already waits in a queue: one copy, not one per pass
+    order = {name: i for i, name in enumerate(inp.workers)}
+    ranked = sorted((ans.ever_domains, in_flight.get(name, 0) / ans.capacity, order[name], name)
+                    for name, ans in inp.answers.items()
+                    if name in order and ans.ever_fits and ans.capacity > 0)
+    return ranked[0][3] if ranked else None
 
 
 @dataclass(frozen=True)

@@ -171,3 +171,27 @@ def test_refuses_a_manager_whose_configuration_names_another_dispatcher() -> Non
     msg = dispatcher_refusal({}, "kueue-system/c")
     assert msg is not None and msg.startswith("multiKueue.dispatcherName: ")
     assert "'kueue.x-k8s.io/multikueue-dispatcher-all-at-once'" in msg and TOPOSCHED in msg
+
+
+def _busy_pod(node: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"busy-{node}", "namespace": "other"},
+            "spec": {"nodeName": node, "containers": [{"name": "t", "image": "busybox", "resources": {
+                "requests": {"nvidia.com/gpu": "8"}}}]},
+            "status": {"phase": "Running"}}
+
+
+def test_a_job_that_fits_nowhere_now_waits_where_it_would_be_most_compact() -> None:
+    # issue 43 item 3: both workers are full now; on main the job was nominated nowhere
+    shapes = {"small-racks": {"ra": 2, "rb": 2}, "big-rack": {"rc": 4}}
+    busy = {name: serve(StaticEngine(EngineSnapshot(nodes=_nodes(racks), pods=[
+        _busy_pod(n["metadata"]["name"]) for n in _nodes(racks)])), bind="127.0.0.1", port=0, max_workers=4)
+        for name, racks in shapes.items()}
+    try:
+        api = _manager(busy, ("small-racks", "big-rack"))
+        api.create(WORKLOADS, _workload("three", 3))
+        api.create(WORKLOADS, _workload("huge", 6))  # 48 GPUs: could never fit on either
+        assert _dispatcher(api, [0.0]).run_once() == {"team-a/three": ("big-rack",)}
+        assert _nominated(api, "huge") is None
+    finally:
+        for srv in busy.values():
+            srv.stop(0.5)

@@ -141,3 +141,47 @@ def test_a_worker_without_room_after_in_flight_is_a_last_resort() -> None:
     old = DispatchInput("ns/old", ("t1",), answers, nominated=("t1",), round_start=0.0, demand=8)
     new = DispatchInput("ns/new", ("t1",), answers, demand=8)
     assert dispatch_pass([old, new], 1.0).rounds["ns/new"].nominated == ("t1",)
+
+
+def _later(name: str, ever_domains: int = 1, capacity: int = 64, ever_fits: bool = True) -> WorkerAnswer:
+    """A worker where the job does not fit now; on its whole healthy capacity as given."""
+    return WorkerAnswer(name, False, 0, 0, ever_fits, ever_domains, capacity)
+
+
+def test_a_job_that_fits_nowhere_now_waits_where_it_could_ever_fit() -> None:
+    # issue 43 item 3: on main it was nominated nowhere, so it held no place in any queue
+    inp = DispatchInput("ns/a", ("w1", "w2"), {"w1": _later("w1", ever_fits=False), "w2": _later("w2")}, demand=8)
+    rnd = choose(inp, 5.0)
+    assert (rnd.nominated, rnd.round_start, rnd.changed) == (("w2",), 5.0, True)
+
+
+def test_it_waits_where_it_would_be_most_compact() -> None:
+    answers = {"w1": _later("w1", ever_domains=2), "w2": _later("w2", ever_domains=1, capacity=16)}
+    assert choose(DispatchInput("ns/a", ("w1", "w2"), answers, demand=8), 0.0).nominated == ("w2",)
+
+
+def test_ties_by_the_smallest_backlog_relative_to_capacity() -> None:
+    answers = {"w1": _later("w1", capacity=64), "w2": _later("w2", capacity=256)}
+    inp = DispatchInput("ns/a", ("w1", "w2"), answers, demand=8)
+    # w2 has the larger backlog (32) but the smaller share of its capacity (1/8 against 1/4)
+    assert choose(inp, 0.0, {"w1": 16, "w2": 32}).nominated == ("w2",)
+    assert choose(inp, 0.0, {"w1": 8, "w2": 64}).nominated == ("w1",)
+
+
+def test_a_burst_that_fits_nowhere_now_spreads_over_the_backlogs() -> None:
+    answers = {"w1": _later("w1"), "w2": _later("w2")}
+    burst = [DispatchInput(f"ns/j{i}", ("w1", "w2"), answers, demand=16) for i in range(4)]
+    got = dispatch_pass(burst, 0.0)
+    assert [got.rounds[f"ns/j{i}"].nominated for i in range(4)] == [("w1",), ("w2",), ("w1",), ("w2",)]
+
+
+def test_a_job_already_waiting_in_a_queue_gets_no_second_copy_while_it_fits_nowhere() -> None:
+    inp = DispatchInput("ns/a", ("w1", "w2"), {"w1": _later("w1"), "w2": _later("w2")}, nominated=("w1",),
+                        round_start=0.0, demand=8, timeout_s=60.0)
+    rnd = choose(inp, 61.0)
+    assert (rnd.nominated, rnd.changed) == (("w1",), False)
+
+
+def test_a_worker_that_fits_now_still_comes_first() -> None:
+    answers = {"w1": _later("w1"), "w2": _ans("w2", domains=3)}
+    assert choose(DispatchInput("ns/a", ("w1", "w2"), answers, demand=8), 0.0).nominated == ("w2",)

@@ -399,6 +399,7 @@ class PlaceRequest(_message.Message):
     FLAVOR_FIELD_NUMBER: _builtins.int
     SOLVER_FIELD_NUMBER: _builtins.int
     TIME_BUDGET_MS_FIELD_NUMBER: _builtins.int
+    WHOLE_CAPACITY_FIELD_NUMBER: _builtins.int
     nodes: _builtins.bytes
     """Nodes for offline use: `kubectl get nodes -o json|yaml` output (List, multi-document or
     one Node). Empty: the engine's live snapshot (FAILED_PRECONDITION when the server has
@@ -425,6 +426,10 @@ class PlaceRequest(_message.Message):
     """CP-SAT time budget in milliseconds; 0 = the default of 100 ms (as `toposched place`).
     Capped by the call deadline (see PlaceResponse.time_budget_ms). Must be >= 0.
     """
+    whole_capacity: _builtins.bool
+    """Place on the tree's whole healthy capacity, as if no workload were admitted (the
+    MultiKueue dispatcher's "could it ever fit here" question). Default false: today's usage.
+    """
     @_builtins.property
     def workload(self) -> Global___WorkloadInput:
         """Required: what to place."""
@@ -439,10 +444,11 @@ class PlaceRequest(_message.Message):
         flavor: _builtins.str = ...,
         solver: Global___Solver.ValueType = ...,
         time_budget_ms: _builtins.int = ...,
+        whole_capacity: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["flavor", b"flavor", "nodes", b"nodes", "pods", b"pods", "solver", b"solver", "time_budget_ms", b"time_budget_ms", "topology", b"topology", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["flavor", b"flavor", "nodes", b"nodes", "pods", b"pods", "solver", b"solver", "time_budget_ms", b"time_budget_ms", "topology", b"topology", "whole_capacity", b"whole_capacity", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
