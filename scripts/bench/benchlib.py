@@ -287,6 +287,10 @@ class ServedRequests:
 # subresource) and the admission webhooks it called (by webhook name), each its _sum and _count.
 REQUEST_SERIES = "apiserver_request_duration_seconds"
 WEBHOOK_SERIES = "apiserver_admission_webhook_admission_duration_seconds"
+# Where a slow request waits when the API server is not busy: its turn in API Priority and
+# Fairness (per priority level), and etcd (per operation and type).
+APF_WAIT_SERIES = "apiserver_flowcontrol_request_wait_duration_seconds"
+ETCD_SERIES = "etcd_request_duration_seconds"
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -313,7 +317,7 @@ def served_requests(exposition: str) -> dict[tuple[str, ...], ServedRequests]:
         except (IndexError, ValueError):
             continue
         base, _, part = name.rpartition("_")
-        if part not in ("sum", "count") or base not in (REQUEST_SERIES, WEBHOOK_SERIES):
+        if part not in ("sum", "count") or base not in (REQUEST_SERIES, WEBHOOK_SERIES, APF_WAIT_SERIES, ETCD_SERIES):
             continue
         labels = _labels(labels_text)
         if base == REQUEST_SERIES:
@@ -321,8 +325,12 @@ def served_requests(exposition: str) -> dict[tuple[str, ...], ServedRequests]:
                 continue
             key: tuple[str, ...] = ("request", labels.get("verb", ""), labels.get("resource", ""),
                                     labels.get("subresource", ""))
-        else:
+        elif base == WEBHOOK_SERIES:
             key = ("webhook", labels.get("name", ""), labels.get("operation", ""))
+        elif base == APF_WAIT_SERIES:
+            key = ("apf-wait", labels.get("priority_level", ""), labels.get("flow_schema", ""))
+        else:
+            key = ("etcd", labels.get("operation", ""), labels.get("type", ""))
         target = sums if part == "sum" else counts
         target[key] = target.get(key, 0.0) + value
     return {key: ServedRequests(counts.get(key, 0.0), sums.get(key, 0.0)) for key in counts}
@@ -348,4 +356,8 @@ def served_lines(served: dict[tuple[str, ...], ServedRequests], top: int = 12) -
              for k, v in writes]
     lines += [f"webhook {' '.join(k[1:]):32s} {v.count:7.0f} x {v.mean_ms:7.1f} ms = {v.seconds:7.1f} s"
               for k, v in hooks]
+    for kind, label in (("apf-wait", "APF wait"), ("etcd", "etcd")):
+        busiest = sorted(((k, v) for k, v in served.items() if k[0] == kind), key=lambda kv: -kv[1].seconds)[:4]
+        lines += [f"{label} {' '.join(p for p in k[1:] if p):31s} {v.count:7.0f} x {v.mean_ms:7.1f} ms "
+                  f"= {v.seconds:7.1f} s" for k, v in busiest]
     return lines
