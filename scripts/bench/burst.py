@@ -56,7 +56,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
-from scheduler.k8s.informer import JOBS, Api  # noqa: E402
+from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, Api  # noqa: E402
 from scripts.bench.benchlib import (  # noqa: E402
     ProcessUsage,
     balanced_order,
@@ -295,6 +295,23 @@ def create_all(run: Run, rows: Sequence[Mapping[str, Any]], obs: Observation, wr
         list(pool.map(write, [rows[i::writers] for i in range(writers)]))
 
 
+def set_stop_policy(run: Run, policy: str) -> None:
+    """Every ClusterQueue's ``spec.stopPolicy`` (``Hold``: no new admission, in Kueue and in
+    toposched alike; ``None``: admit again)."""
+    api = Api(run.kube)
+    for cq in api.list(CLUSTER_QUEUES)["items"]:
+        api.merge_patch(CLUSTER_QUEUES, cq["metadata"]["name"], {"spec": {"stopPolicy": policy}})
+
+
+def create_then_release(run: Run, rows: Sequence[Mapping[str, Any]], obs: Observation, writers: int,
+                        held: bool) -> None:
+    """:func:`create_all`; with admission ``held``, the queues are released once every job exists
+    (``--hold-admission``: job creation measured without the engine's admissions beside it)."""
+    create_all(run, rows, obs, writers)
+    if held:
+        set_stop_policy(run, "None")
+
+
 # Where each profiled component's work happens: the controller's reconcile pass and the phase
 # that admits; the webhook's request handler. (py-spy --idle: waits on the API server count.)
 PROFILE_FOCUS = {"toposched-controller": ("Controller.reconcile", "Controller.admit"),
@@ -383,8 +400,11 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
         load_start = load_average()
         before = {label: total_usage(ps) for label, ps in pids.items()}
         served_before = served_requests(apiserver_metrics(run))
+        if args.hold_admission:
+            set_stop_policy(run, "Hold")
         obs.t0 = time.monotonic()
-        creator = threading.Thread(target=create_all, args=(run, rows, obs, args.writers), daemon=True)
+        creator = threading.Thread(target=create_then_release, args=(run, rows, obs, args.writers, args.hold_admission),
+                                   daemon=True)
         creator.start()
         last_print = obs.t0
         while True:
@@ -498,6 +518,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--profile-cpu", action="store_true",
                     help="with --profile: sample only threads on a CPU (where the CPU goes, not the wall time)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
+    ap.add_argument("--hold-admission", action="store_true",
+                    help="every ClusterQueue on stopPolicy Hold until all jobs exist: creation through each engine's "
+                         "webhook measured without its admissions and pods beside it (admission times then include "
+                         "the hold)")
     ap.add_argument("--keep", action="store_true", help="keep each control plane's directory (logs)")
     args = ap.parse_args(argv)
     if args.scale <= 0:
