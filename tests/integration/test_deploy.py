@@ -33,6 +33,8 @@ PLURALS = {
                                        False),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    # toposched's own PreemptionLimit CRD (toposched.io; nothing in Kueue's group: issue 41).
+    "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
 }
 
 
