@@ -209,8 +209,10 @@ def test_cert_manager_mode(helm: Path, tmp_path: Path) -> None:
     assert webhook["spec"]["replicas"] == 2
     args = _container(objects, "webhook")["args"]
     assert "--no-register" in args and "--no-create-configs" not in args, "cainjector publishes caBundle"
-    assert webhook["spec"]["template"]["spec"]["volumes"] == [{"name": "certs",
-                                                               "secret": {"secretName": "toposched-webhook-tls"}}]
+    # The certificate from cert-manager's Secret; /tmp for the Go front's private socket (issue 42).
+    assert webhook["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "certs", "secret": {"secretName": "toposched-webhook-tls"}},
+        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]
     role = keyed[("ClusterRole", "toposched-webhook", "")]
     assert all(r["apiGroups"] != ["admissionregistration.k8s.io"] for r in role["rules"]), \
         "no rights on webhook configurations when cainjector writes caBundle"
