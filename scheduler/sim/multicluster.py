@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.adapter.mk_dispatch import answer, demand, requested_level, with_whole_capacity
 from scheduler.adapter.placement import compute_placement, touched_domains
@@ -30,6 +31,24 @@ from scheduler.sim.outcomes import percentile
 
 DISPATCHERS = ("all-at-once", "incremental", "toposched")
 MAX_SETTLE_ROUNDS = 16  # copies made at an instant are settled at that instant
+_KQ = "kueue.x-k8s.io/v1beta2"
+
+
+def worker_queue_objects(gpus: int, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """A simulated worker's Kueue objects: the HyperPod layers as a Topology, one TAS flavor, one
+    ClusterQueue ``cq`` holding the worker's ``gpus``, a LocalQueue ``q`` in each namespace."""
+    return [
+        {"apiVersion": _KQ, "kind": "Topology", "metadata": {"name": "hp"}, "spec": {"levels": [
+            {"nodeLabel": f"topology.k8s.aws/network-node-layer-{i}"} for i in (1, 2, 3)]
+            + [{"nodeLabel": "kubernetes.io/hostname"}]}},
+        {"apiVersion": _KQ, "kind": "ResourceFlavor", "metadata": {"name": "p5"}, "spec": {"topologyName": "hp"}},
+        {"apiVersion": _KQ, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
+            "namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "p5", "resources": [
+                {"name": GPU, "nominalQuota": str(gpus)}]}]}]}},
+        *({"apiVersion": _KQ, "kind": "LocalQueue", "metadata": {"name": "q", "namespace": ns},
+           "spec": {"clusterQueue": "cq"}} for ns in namespaces),
+    ]
 
 
 @dataclass(frozen=True)

@@ -41,29 +41,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scheduler.core.topology_request import TopologyRequest  # noqa: E402
 from scheduler.core.workload import PodSetSpec, WorkloadSpec  # noqa: E402
 from scheduler.sim.model import GPU, SimJob  # noqa: E402
-from scheduler.sim.multicluster import DISPATCHERS, MultiClusterSim, WorkerSpec, outcome  # noqa: E402
+from scheduler.sim.multicluster import (  # noqa: E402
+    DISPATCHERS,
+    MultiClusterSim,
+    WorkerSpec,
+    outcome,
+    worker_queue_objects,
+)
 from scheduler.sim.scenario import world_from_objects  # noqa: E402
 
-KQ = "kueue.x-k8s.io/v1beta2"
 L3 = "topology.k8s.aws/network-node-layer-3"
 # name, racks, nodes per rack, local load
 WORKERS = (("w1-small-racks", 8, 4, 0.2), ("w2-big-racks", 2, 16, 0.5), ("w3-mid-racks", 2, 8, 0.3))
 
 
 def queue_objects(gpus: int) -> list[dict[str, Any]]:
-    objs: list[dict[str, Any]] = [
-        {"apiVersion": KQ, "kind": "Topology", "metadata": {"name": "hp"}, "spec": {"levels": [
-            {"nodeLabel": f"topology.k8s.aws/network-node-layer-{i}"} for i in (1, 2, 3)]
-            + [{"nodeLabel": "kubernetes.io/hostname"}]}},
-        {"apiVersion": KQ, "kind": "ResourceFlavor", "metadata": {"name": "p5"}, "spec": {"topologyName": "hp"}},
-        {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
-            "namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "p5", "resources": [
-                {"name": GPU, "nominalQuota": str(gpus)}]}]}]}},
-    ]
-    objs += [{"apiVersion": KQ, "kind": "LocalQueue", "metadata": {"name": "q", "namespace": ns},
-              "spec": {"clusterQueue": "cq"}} for ns in ("local", "stream")]
-    return objs
+    return worker_queue_objects(gpus, ("local", "stream"))
 
 
 def mix(rng: random.Random, namespace: str, gpus: int, hours: float, load: float, max_nodes: int) -> list[SimJob]:

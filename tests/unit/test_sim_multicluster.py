@@ -3,38 +3,22 @@ dispatchers and toposched's; first admission wins and the other copies are withd
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.model import GPU, SimJob
-from scheduler.sim.multicluster import MultiClusterSim, WorkerSpec, outcome
+from scheduler.sim.multicluster import MultiClusterSim, WorkerSpec, outcome, worker_queue_objects
 from scheduler.sim.scenario import world_from_objects
 
-KQ = "kueue.x-k8s.io/v1beta2"
 L3 = "topology.k8s.aws/network-node-layer-3"
 
-
-def _queues(gpus: int) -> list[dict[str, Any]]:
-    return [
-        {"apiVersion": KQ, "kind": "Topology", "metadata": {"name": "hp"}, "spec": {"levels": [
-            {"nodeLabel": f"topology.k8s.aws/network-node-layer-{i}"} for i in (1, 2, 3)]
-            + [{"nodeLabel": "kubernetes.io/hostname"}]}},
-        {"apiVersion": KQ, "kind": "ResourceFlavor", "metadata": {"name": "p5"}, "spec": {"topologyName": "hp"}},
-        {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
-            "namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "p5", "resources": [
-                {"name": GPU, "nominalQuota": str(gpus)}]}]}]}},
-        {"apiVersion": KQ, "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "team"},
-         "spec": {"clusterQueue": "cq"}},
-    ]
 
 
 def _worker(name: str, racks: int, per_rack: int, local: list[SimJob] | None = None) -> WorkerSpec:
     desc = {"name": name, "instanceType": "ml.p5.48xlarge", "layers": [1, 1, racks], "nodesPerDomain": per_rack}
-    return WorkerSpec(name, world_from_objects(desc, _queues(racks * per_rack * 8)), local or [])
+    queues = worker_queue_objects(racks * per_rack * 8, ("team",))
+    return WorkerSpec(name, world_from_objects(desc, queues), local or [])
 
 
 def _job(i: int, pods: int, at: float, duration: float = 600.0) -> SimJob:
