@@ -221,11 +221,11 @@ def run(args: argparse.Namespace) -> int:
     Deployment to restart an exited controller.)"""
     from scheduler.errors import UserError
     from scheduler.k8s.client import api_client
+    from scheduler.k8s.gcpolicy import GcPolicy, install_pause_log
     from scheduler.k8s.informer import Api
     from scheduler.k8s.leader import LeaseElector, WriteFence
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.controller import Controller
-    from scheduler.kube.gcpolicy import GcPolicy
     from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
     from scheduler.kube.leading import LeadingLoop
     from scheduler.kube.metrics import ControllerMetrics
@@ -264,7 +264,8 @@ def run(args: argparse.Namespace) -> int:
         concurrent_writes=max(1, args.concurrent_writes),
         defrag=DefragSettings(args.defrag_budget, args.defrag_interval_seconds) if args.defrag else None)
     metrics = ControllerMetrics(config=config)  # the release's families (docs/metrics.md)
-    # GcPolicy: this process holds the caches: freeze what survives a pass.
+    # GcPolicy: this process holds the caches: freeze what survives a pass (k8s/gcpolicy.py).
+    install_pause_log()
     controller = Controller(api, cache, settings, is_leader=fence, signer=signer, metrics=metrics,
                             gc_policy=GcPolicy())
     controller.observers.append(metrics.observe)

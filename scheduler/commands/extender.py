@@ -148,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
     from scheduler.extender.book import SlotBook
     from scheduler.extender.server import ExtenderHTTPServer, ExtenderService, extender_limits
+    from scheduler.k8s.gcpolicy import GcPolicy, install_pause_log, start_freezing
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     api = _api(args.kubeconfig)
@@ -177,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
     log.info("toposched extender ready on %s://%s:%d (scheduler %s)", scheme, args.bind, server.port,
              args.scheduler_name)
     print("toposched extender: caches synced", flush=True)
+    # This process holds watch caches: a full collection would pause the answers (k8s/gcpolicy.py).
+    install_pause_log()
+    start_freezing(GcPolicy(), stop=done)
     done.wait()
     server.stop()
     service.stop()

@@ -159,6 +159,7 @@ def _cert_source(args: argparse.Namespace, api: Any, in_cluster: bool, desired: 
 def run(args: argparse.Namespace) -> int:
     from admission.server import WebhookApp, WebhookServer, webhook_limits
     from admission.suspension import controller_username
+    from scheduler.k8s.gcpolicy import GcPolicy, install_pause_log, start_freezing
 
     caps = connection_caps(args)
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and args.kubeconfig is None
@@ -188,6 +189,9 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: done.set())
     metrics_server = start_metrics(args, "webhook", lambda metrics: app.answer_observers.append(metrics.observe))
     server.start()
+    # This process holds watch caches: a full collection would pause the answers (k8s/gcpolicy.py).
+    install_pause_log()
+    start_freezing(GcPolicy(), stop=done)
     log.info("toposched webhook serving https://%s:%d (certificates: %s)", args.bind, server.port, args.cert_source)
     print(f"toposched webhook: serving https://{args.bind}:{server.port}", flush=True)
     while not done.wait(1.0):

@@ -32,6 +32,7 @@ from scheduler.adapter.owned import Signer
 from scheduler.adapter.workload_checks import max_pod_sets
 from scheduler.core.kueue.queueing import QueueState
 from scheduler.core.kueue.snapshot import Snapshot
+from scheduler.k8s.gcpolicy import GcPolicy
 from scheduler.k8s.informer import KubeApi
 from scheduler.kube import workload_index as wi
 from scheduler.kube.admission_gates import AdmissionGates
@@ -45,7 +46,6 @@ from scheduler.kube.events import EventRecorder
 from scheduler.kube.evictions import ProgressEvictions
 from scheduler.kube.explicit_status import ExplicitStatus
 from scheduler.kube.finishing import SyncFinished
-from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.invalid import InvalidWorkloads
 from scheduler.kube.isolation import Isolation, UnreadableWorkloads
 from scheduler.kube.limit_migration import LimitMigration

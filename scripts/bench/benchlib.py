@@ -12,7 +12,7 @@ import os
 import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -94,6 +94,10 @@ class ProcessUsage:
     sys_ms: int = 0
     rss_mib: float = 0.0  # resident now
     peak_rss_mib: float = 0.0  # VmHWM: the most it was resident
+    # Time its threads were runnable but waited for a core (/proc/<pid>/task/*/schedstat, 2nd
+    # field): a process that is slow while using little CPU is either starved (this is high) or
+    # waits on something else.
+    run_wait_ms: int = 0
 
     @property
     def cpu_ms(self) -> int:
@@ -101,12 +105,13 @@ class ProcessUsage:
 
     def __add__(self, other: ProcessUsage) -> ProcessUsage:
         return ProcessUsage(self.user_ms + other.user_ms, self.sys_ms + other.sys_ms,
-                            self.rss_mib + other.rss_mib, self.peak_rss_mib + other.peak_rss_mib)
+                            self.rss_mib + other.rss_mib, self.peak_rss_mib + other.peak_rss_mib,
+                            self.run_wait_ms + other.run_wait_ms)
 
     def since(self, earlier: ProcessUsage) -> ProcessUsage:
         """CPU spent between ``earlier`` and this reading; memory as read now."""
         return ProcessUsage(self.user_ms - earlier.user_ms, self.sys_ms - earlier.sys_ms, self.rss_mib,
-                            self.peak_rss_mib)
+                            self.peak_rss_mib, self.run_wait_ms - earlier.run_wait_ms)
 
 
 def parse_proc_usage(stat: str, status: str) -> ProcessUsage:
@@ -120,12 +125,28 @@ def parse_proc_usage(stat: str, status: str) -> ProcessUsage:
                         kib.get("VmRSS", 0) / 1024, kib.get("VmHWM", 0) / 1024)
 
 
+def run_wait_ms(pid: int) -> int:
+    """How long the live threads of ``pid`` have waited on a run queue (0 without schedstats)."""
+    total_ns = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            total_ns += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total_ns // 1_000_000
+
+
 def process_usage(pid: int) -> ProcessUsage:
     """The usage of a running process from /proc; all zero if it has gone."""
     try:
-        return parse_proc_usage(Path(f"/proc/{pid}/stat").read_text(), Path(f"/proc/{pid}/status").read_text())
+        usage = parse_proc_usage(Path(f"/proc/{pid}/stat").read_text(), Path(f"/proc/{pid}/status").read_text())
     except (OSError, IndexError, ValueError):
         return ProcessUsage()
+    return replace(usage, run_wait_ms=run_wait_ms(pid))
 
 
 def total_usage(pids: Iterable[int]) -> ProcessUsage:
@@ -357,7 +378,7 @@ def served_lines(served: dict[tuple[str, ...], ServedRequests], top: int = 12) -
     lines += [f"webhook {' '.join(k[1:]):32s} {v.count:7.0f} x {v.mean_ms:7.1f} ms = {v.seconds:7.1f} s"
               for k, v in hooks]
     for kind, label in (("apf-wait", "APF wait"), ("etcd", "etcd")):
-        busiest = sorted(((k, v) for k, v in served.items() if k[0] == kind), key=lambda kv: -kv[1].seconds)[:4]
+        busiest = sorted(((k, v) for k, v in served.items() if k[0] == kind), key=lambda kv: -kv[1].seconds)[:8]
         lines += [f"{label} {' '.join(p for p in k[1:] if p):31s} {v.count:7.0f} x {v.mean_ms:7.1f} ms "
                   f"= {v.seconds:7.1f} s" for k, v in busiest]
     return lines

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import signal
 import subprocess
@@ -56,6 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scheduler.devcluster.processes import run_owning_processes  # noqa: E402
+from scheduler.k8s.gcpolicy import GcPolicy, start_freezing  # noqa: E402
 from scheduler.k8s.informer import CLUSTER_QUEUES, JOBS, Api  # noqa: E402
 from scripts.bench.benchlib import (  # noqa: E402
     ProcessUsage,
@@ -226,17 +228,26 @@ def headline_process(engine: str) -> str:
 # ---------------------------------------------------------------------- one engine
 
 
+SHARED_PROCESSES = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
 def engine_pids(engine: str, run: Run) -> dict[str, list[int]]:
     """Process label -> pids whose CPU and memory are reported."""
     procs = run.cluster.state.processes
     # The API server's own CPU, for both engines: its time per call depends on it (issue 42).
-    shared = {"kube-apiserver": [procs["kube-apiserver"].pid]} if "kube-apiserver" in procs else {}
+    # etcd, the controller manager, the scheduler and KWOK too: where the machine's cores went.
+    shared = {name: [procs[name].pid] for name in SHARED_PROCESSES if name in procs}
+    shared["the bench's own process (writers and watches)"] = [os.getpid()]
     if engine == "kueue":
         return {"kueue": [run.extra.process.pid], **shared}
     pids = {"toposched-controller": [procs["toposched-controller"].pid]}
     # The webhook's HTTPS front is its child process (admission/front.py): counted with it.
     pids["toposched (3 processes)"] = [pid for name in TOPOSCHED_COMPONENTS if name in procs
                                        for pid in (procs[name].pid, *_children(procs[name].pid))]
+    # each door on its own too (issue 42 item 3: what each loads)
+    for name in TOPOSCHED_COMPONENTS[1:]:
+        if name in procs:
+            pids[name] = [procs[name].pid, *_children(procs[name].pid)]
     return {**pids, **shared}
 
 
@@ -365,6 +376,53 @@ def profile_lines(stacks: Sequence[str], focus: Sequence[str], top: int = 12) ->
     return lines
 
 
+# etcd's own view of the burst (issue 42: its requests took 6x longer in toposched's cluster):
+# Prometheus series read from its /metrics, summed over labels.
+ETCD_OWN_SERIES = ("etcd_disk_backend_commit_duration_seconds_sum", "etcd_disk_backend_commit_duration_seconds_count",
+                   "etcd_server_proposals_committed_total", "etcd_debugging_mvcc_watcher_total",
+                   "etcd_debugging_mvcc_slow_watcher_total", "etcd_debugging_mvcc_pending_events_total",
+                   "etcd_mvcc_db_total_size_in_bytes", "etcd_network_client_grpc_sent_bytes_total",
+                   "etcd_network_client_grpc_received_bytes_total", "etcd_debugging_mvcc_events_total",
+                   "etcd_mvcc_put_total", "etcd_mvcc_range_total", "etcd_mvcc_txn_total")
+
+
+def etcd_counters(run: Run) -> dict[str, float]:
+    """Totals of ETCD_OWN_SERIES now; {} when etcd's /metrics cannot be read."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{run.cluster.ports.etcd_client}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError as exc:
+        print(f"   cannot read etcd's metrics: {exc}", file=sys.stderr, flush=True)
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in ETCD_OWN_SERIES:
+            try:
+                out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                continue
+    return out
+
+
+def etcd_lines(before: Mapping[str, float], after: Mapping[str, float]) -> list[str]:
+    """etcd's counters over the burst, gauges at its end."""
+    gauges = ("etcd_debugging_mvcc_watcher_total", "etcd_debugging_mvcc_slow_watcher_total",
+              "etcd_mvcc_db_total_size_in_bytes")
+    lines = []
+    for name in ETCD_OWN_SERIES:
+        if name in after:
+            value = after[name] if name in gauges else after[name] - before.get(name, 0.0)
+            lines.append(f"etcd's own {name.removeprefix('etcd_'):60s} {value:14.1f}")
+    commits = after.get(ETCD_OWN_SERIES[1], 0.0) - before.get(ETCD_OWN_SERIES[1], 0.0)
+    if commits:
+        mean = 1000 * (after[ETCD_OWN_SERIES[0]] - before.get(ETCD_OWN_SERIES[0], 0.0)) / commits
+        lines.append(f"etcd's own backend commit mean {mean:.2f} ms over {commits:.0f} commits")
+    return lines
+
+
 def apiserver_metrics(run: Run) -> str:
     """kube-apiserver's /metrics (Prometheus text); "" when it cannot be read."""
     try:
@@ -400,6 +458,7 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
         load_start = load_average()
         before = {label: total_usage(ps) for label, ps in pids.items()}
         served_before = served_requests(apiserver_metrics(run))
+        etcd_before = etcd_counters(run)
         if args.hold_admission:
             set_stop_policy(run, "Hold")
         obs.t0 = time.monotonic()
@@ -426,6 +485,7 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
         observed = time.monotonic() - obs.t0
         after = {label: total_usage(ps) for label, ps in pids.items()}
         served = served_lines(served_since(served_requests(apiserver_metrics(run)), served_before))
+        served += etcd_lines(etcd_before, etcd_counters(run))
         load_end = load_average()
         profile = profiler.stop()
         creator.join(timeout=5)
@@ -460,7 +520,7 @@ def report(runs: Sequence[EngineRun], reference: str = "kueue") -> list[str]:
         for label, usage in r.cpu.items():
             lines.append(f"   {label}: CPU {usage.cpu_ms / 1000:.1f}s ({r.cpu_per_admission_ms(label):.1f} ms per "
                          f"admitted Workload), RSS {usage.rss_mib:.0f} MiB at the end, "
-                         f"peak {usage.peak_rss_mib:.0f} MiB")
+                         f"peak {usage.peak_rss_mib:.0f} MiB, waited for a core {usage.run_wait_ms / 1000:.1f}s")
         if r.served:
             lines.append("   the API server's writes and webhook calls during the burst (count x mean = total):")
             lines += [f"     {line}" for line in r.served]
@@ -542,6 +602,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # The driver's own watches hold every pod and Workload of the burst: a full collection here
+    # would stall them and make the API server's watch cache wait on this process (k8s/gcpolicy.py).
+    start_freezing(GcPolicy())
 
     shape = BurstShape(teams=args.teams).scaled(args.scale)
     print(f"burst x{args.scale:g}: {shape.nodes} nodes, {shape.single_jobs} single-pod + {shape.gang_jobs} "

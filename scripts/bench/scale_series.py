@@ -14,7 +14,7 @@ Objects are the dicts the API server returns, so the measured path is the contro
   skipped until capacity changes) and nothing else (no incremental tree).
 - ``cycle``: ``scheduler.core.kueue.cycle.run_cycle`` on it (heads per ClusterQueue, quota, placement,
   preemption). "Per decision" = cycle time / decisions of the cycle (Admit, Preempt, Pending).
-- garbage collection: ``scheduler.kube.gcpolicy.GcPolicy.after_pass`` after every pass, as the
+- garbage collection: ``scheduler.k8s.gcpolicy.GcPolicy.after_pass`` after every pass, as the
   controller command installs it; its first call (after the cold pass) collects and freezes
   what survived, reported alone as ``freeze`` (between passes, so in no pass's figure).
 - ``cpu50`` / ``cpu99``: the process's CPU time of a warm pass (snapshot + cycle), which the
@@ -52,7 +52,7 @@ from scheduler.adapter.snapshot import build_snapshot  # noqa: E402
 from scheduler.core.fakecluster import generate_nodes  # noqa: E402
 from scheduler.core.kueue.cycle import run_cycle
 from scheduler.core.kueue.decisions import Admit
-from scheduler.kube.gcpolicy import GcPolicy  # noqa: E402
+from scheduler.k8s.gcpolicy import GcPolicy  # noqa: E402
 from scripts.bench.percentiles import percentile  # noqa: E402
 
 FLAVOR = "ml.p5.48xlarge"

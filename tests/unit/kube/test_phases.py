@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.core.topology_request import ANN_REQUIRED
 from scheduler.core.workload import ANN_WORKLOAD, LABEL_QUEUE_NAME
 from scheduler.k8s.fakeapi import FakeApi
+from scheduler.k8s.gcpolicy import GcPolicy
 from scheduler.k8s.informer import (
     CLUSTER_QUEUES,
     JOBS,
@@ -30,7 +31,6 @@ from scheduler.kube.cache import ClusterCache
 from scheduler.kube.controller import Controller
 from scheduler.kube.events import EVENTS, EventRecorder
 from scheduler.kube.eviction import evict
-from scheduler.kube.gcpolicy import GcPolicy
 from scheduler.kube.metrics import CycleMetrics
 from scheduler.kube.nodefailures import placed_workload
 from scheduler.kube.settings import ControllerSettings
