@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     Deployment to restart an exited controller.)"""
     from scheduler.errors import UserError
     from scheduler.k8s.client import api_client
-    from scheduler.k8s.gcpolicy import GcPolicy, install_pause_log
+    from scheduler.k8s.gcpolicy import GcPolicy, pause_log
     from scheduler.k8s.informer import Api
     from scheduler.k8s.leader import LeaseElector, WriteFence
     from scheduler.kube.cache import ClusterCache
@@ -265,44 +265,44 @@ def run(args: argparse.Namespace) -> int:
         defrag=DefragSettings(args.defrag_budget, args.defrag_interval_seconds) if args.defrag else None)
     metrics = ControllerMetrics(config=config)  # the release's families (docs/metrics.md)
     # GcPolicy: this process holds the caches: freeze what survives a pass (k8s/gcpolicy.py).
-    install_pause_log()
     controller = Controller(api, cache, settings, is_leader=fence, signer=signer, metrics=metrics,
                             gc_policy=GcPolicy())
     controller.observers.append(metrics.observe)
     synced = threading.Event()
     start_http(args, synced.is_set, metrics)
     grpc_server = start_api(args, controller)
-    cache.start(controller.wakeup)
-    synced.set()
-    if grpc_server is not None:
-        grpc_server.set_serving(True)
-    log.info("caches synced; campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
-    guard = KueueGuard(api, *kueue_lease) if kueue_lease else None
-    loop = LeadingLoop(api, cache, elector, fence, controller.reconcile, controller.wakeup.wait, args.resync_seconds,
-                       hold=guard.holds if guard else None)
-    reconciler = threading.Thread(target=loop.run, name="reconcile", daemon=True)
-    reconciler.start()
+    with pause_log():
+        cache.start(controller.wakeup)
+        synced.set()
+        if grpc_server is not None:
+            grpc_server.set_serving(True)
+        log.info("caches synced; campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
+        guard = KueueGuard(api, *kueue_lease) if kueue_lease else None
+        loop = LeadingLoop(api, cache, elector, fence, controller.reconcile, controller.wakeup.wait,
+                           args.resync_seconds, hold=guard.holds if guard else None)
+        reconciler = threading.Thread(target=loop.run, name="reconcile", daemon=True)
+        reconciler.start()
 
-    def started() -> None:
-        controller.leading.set()
-        controller.wakeup()
+        def started() -> None:
+            controller.leading.set()
+            controller.wakeup()
 
-    def stopped() -> None:
-        controller.leading.clear()
-        metrics.clear_gauges()
-        controller.wakeup()
+        def stopped() -> None:
+            controller.leading.clear()
+            metrics.clear_gauges()
+            controller.wakeup()
 
-    def on_signal(_signo: int, _frame: object) -> None:
-        log.info("shutting down")
-        loop.stop()
-        controller.stop()
-        elector.stop()
+        def on_signal(_signo: int, _frame: object) -> None:
+            log.info("shutting down")
+            loop.stop()
+            controller.stop()
+            elector.stop()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    elector.run(started, stopped)
-    reconciler.join(timeout=10)
-    if grpc_server is not None:
-        grpc_server.stop()
-    cache.stop()
-    return 0
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        elector.run(started, stopped)
+        reconciler.join(timeout=10)
+        if grpc_server is not None:
+            grpc_server.stop()
+        cache.stop()
+        return 0

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
     from scheduler.extender.book import SlotBook
     from scheduler.extender.server import ExtenderHTTPServer, ExtenderService, extender_limits
-    from scheduler.k8s.gcpolicy import GcPolicy, install_pause_log, start_freezing
+    from scheduler.k8s.gcpolicy import GcPolicy, pause_log, start_freezing
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     api = _api(args.kubeconfig)
@@ -166,24 +166,24 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: done.set())
     # Serve at once (pass-through pods need no cache; ours get a retryable Error until synced).
     metrics_server = start_metrics(args, "extender", lambda metrics: server.stats.observers.append(metrics.observe))
-    server.start()
-    scheme = "https" if tls is not None else "http"
-    print(f"toposched extender: serving {scheme}://{args.bind}:{server.port}"
-          f"{' (client certificates required)' if tls is not None else ''}", flush=True)
-    try:
-        service.start(args.sync_timeout)
-    except TimeoutError as exc:
+    with pause_log():
+        server.start()
+        scheme = "https" if tls is not None else "http"
+        print(f"toposched extender: serving {scheme}://{args.bind}:{server.port}"
+              f"{' (client certificates required)' if tls is not None else ''}", flush=True)
+        try:
+            service.start(args.sync_timeout)
+        except TimeoutError as exc:
+            server.stop()
+            raise UserError(f"{exc}: is the API server reachable and are Kueue's CRDs installed?") from exc
+        log.info("toposched extender ready on %s://%s:%d (scheduler %s)", scheme, args.bind, server.port,
+                 args.scheduler_name)
+        print("toposched extender: caches synced", flush=True)
+        # This process holds watch caches: a full collection would pause the answers (k8s/gcpolicy.py).
+        start_freezing(GcPolicy(), stop=done)
+        done.wait()
         server.stop()
-        raise UserError(f"{exc}: is the API server reachable and are Kueue's CRDs installed?") from exc
-    log.info("toposched extender ready on %s://%s:%d (scheduler %s)", scheme, args.bind, server.port,
-             args.scheduler_name)
-    print("toposched extender: caches synced", flush=True)
-    # This process holds watch caches: a full collection would pause the answers (k8s/gcpolicy.py).
-    install_pause_log()
-    start_freezing(GcPolicy(), stop=done)
-    done.wait()
-    server.stop()
-    service.stop()
-    if metrics_server is not None:
-        metrics_server.shutdown()
-    return 0
+        service.stop()
+        if metrics_server is not None:
+            metrics_server.shutdown()
+        return 0

@@ -159,7 +159,7 @@ def _cert_source(args: argparse.Namespace, api: Any, in_cluster: bool, desired: 
 def run(args: argparse.Namespace) -> int:
     from admission.server import WebhookApp, WebhookServer, webhook_limits
     from admission.suspension import controller_username
-    from scheduler.k8s.gcpolicy import GcPolicy, install_pause_log, start_freezing
+    from scheduler.k8s.gcpolicy import GcPolicy, pause_log, start_freezing
 
     caps = connection_caps(args)
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and args.kubeconfig is None
@@ -188,22 +188,22 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     metrics_server = start_metrics(args, "webhook", lambda metrics: app.answer_observers.append(metrics.observe))
-    server.start()
-    # This process holds watch caches: a full collection would pause the answers (k8s/gcpolicy.py).
-    install_pause_log()
-    start_freezing(GcPolicy(), stop=done)
-    log.info("toposched webhook serving https://%s:%d (certificates: %s)", args.bind, server.port, args.cert_source)
-    print(f"toposched webhook: serving https://{args.bind}:{server.port}", flush=True)
-    while not done.wait(1.0):
-        if not server.front.alive():  # TLS is the front's: without it this process serves nothing
-            log.error("the HTTPS front exited; stopping (the kubelet restarts the container)")
-            server.stop()
-            return 1
-    if args.shutdown_delay_seconds > 0:
-        server.drain()
-        log.info("draining for %.0fs before stopping", args.shutdown_delay_seconds)
-        time.sleep(args.shutdown_delay_seconds)
-    server.stop()
-    if metrics_server is not None:
-        metrics_server.shutdown()
-    return 0
+    with pause_log():
+        server.start()
+        # This process holds watch caches: a full collection would pause the answers (k8s/gcpolicy.py).
+        start_freezing(GcPolicy(), stop=done)
+        log.info("toposched webhook serving https://%s:%d (certificates: %s)", args.bind, server.port, args.cert_source)
+        print(f"toposched webhook: serving https://{args.bind}:{server.port}", flush=True)
+        while not done.wait(1.0):
+            if not server.front.alive():  # TLS is the front's: without it this process serves nothing
+                log.error("the HTTPS front exited; stopping (the kubelet restarts the container)")
+                server.stop()
+                return 1
+        if args.shutdown_delay_seconds > 0:
+            server.drain()
+            log.info("draining for %.0fs before stopping", args.shutdown_delay_seconds)
+            time.sleep(args.shutdown_delay_seconds)
+        server.stop()
+        if metrics_server is not None:
+            metrics_server.shutdown()
+        return 0

@@ -29,11 +29,12 @@ a paused process. Process-wide state: the commands install both; a Controller bu
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,13 @@ class PauseLog:
                      self.paused_s, self.collections)
 
 
-def install_pause_log(long_ms: float = LONG_PAUSE_MS) -> PauseLog:
+@contextlib.contextmanager
+def pause_log(long_ms: float = LONG_PAUSE_MS) -> Iterator[PauseLog]:
+    """Log long collections while a door serves (removed after: a command run inside another
+    process, as tests do, leaves that process's collector as it found it)."""
     pauses = PauseLog(long_ms)
     gc.callbacks.append(pauses)
-    return pauses
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(pauses)

@@ -86,6 +86,17 @@ def version_number(obj: Mapping[str, Any]) -> int:
         return 0
 
 
+def strip_managed_fields(obj: Obj) -> Obj:
+    """``obj`` without ``metadata.managedFields``, which nothing here reads (who wrote a key is
+    told by its value, adapter/owned.py) and which is often the largest part of an object: every
+    cached copy drops it, as Kueue's cache does (controller-runtime's TransformStripManagedFields,
+    Kueue v0.17.0 pkg/config/config.go). Issue 42: the three doors held four times Kueue's memory."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
 def object_key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
@@ -277,7 +288,7 @@ class Informer:
     def put(self, obj: Obj, *, only_if_newer: bool = False) -> bool:
         """Store ``obj`` (and re-file it); ``only_if_newer``: unless a copy with a higher
         resourceVersion is already there (a write's answer racing its own watch event)."""
-        key = object_key(obj)
+        key = object_key(strip_managed_fields(obj))
         with self.lock:
             if only_if_newer:
                 current = self.store.get(key)
@@ -327,7 +338,7 @@ class Informer:
             listed = {"items": [], "metadata": {"resourceVersion": ""}}
         else:
             self.absent = False
-        fresh = {object_key(o): o for o in listed.get("items") or ()}
+        fresh = {object_key(o): strip_managed_fields(o) for o in listed.get("items") or ()}
         with self.lock:
             old_store = self.replace(fresh)
             self._rv = listed["metadata"]["resourceVersion"]
@@ -359,7 +370,7 @@ class Informer:
                 for event in self.api.watch(self.resource, self._rv, **query):
                     if self._stop.is_set():
                         return
-                    kind, obj = event.get("type"), event.get("object") or {}
+                    kind, obj = event.get("type"), strip_managed_fields(event.get("object") or {})
                     if kind == "ERROR":
                         if obj.get("code") == 410:
                             need_list = True

@@ -4,6 +4,7 @@ once per period; the pause log."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -61,6 +62,9 @@ def test_the_doors_without_passes_freeze_on_a_timer(monkeypatch: pytest.MonkeyPa
 def test_long_pauses_are_logged_with_their_generation(caplog: pytest.LogCaptureFixture) -> None:
     clock = [0.0]
     pauses = gcpolicy.PauseLog(long_ms=50, clock=lambda: clock[0])
+    with gcpolicy.pause_log() as installed:
+        assert installed in gc.callbacks
+    assert installed not in gc.callbacks  # a command run in another process leaves it as it was
     with caplog.at_level(logging.INFO, logger=gcpolicy.__name__):
         pauses("start", {"generation": 0})
         clock[0] += 0.001
