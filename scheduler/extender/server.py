@@ -37,7 +37,7 @@ from scheduler.extender.gate import CachedOwners, GateVerdict, OwnerLookup, Owne
 from scheduler.extender.occupancy import SlotTaken
 from scheduler.extender.tls import ExtenderTLS, unauthenticated_bind_error
 from scheduler.extender.wire import BindingArgs, FilterArgs, WireError, check_pod, decode_body, field
-from scheduler.extender.workload_view import PodRef, pod_ref, view_names, workload_view
+from scheduler.extender.workload_view import PodRef, pod_ref, view_names, without_pod_templates, workload_view
 from scheduler.http.bounded import BoundedHTTPServer, serve_in_thread
 from scheduler.http.connection import Connection
 from scheduler.http.lean import LeanRequestHandler
@@ -278,7 +278,7 @@ class ExtenderService:
         # Only pods of our scheduler can hold slots (core-contracts), and the API server filters
         # on spec.schedulerName, so a large cluster's other pods never reach this process.
         self.pods = Informer(api, PODS, field_selector=f"spec.schedulerName={self.book.scheduler_name}")
-        self.workloads = Informer(api, WORKLOADS)
+        self.workloads = Informer(api, WORKLOADS, transform=without_pod_templates)
         # The workload's Topology levels judge compactness in prioritize. Not waited for: until
         # they are listed (or where RBAC does not allow it) the HyperPod levels are used.
         self.flavors = Informer(api, RESOURCE_FLAVORS, optional=True)

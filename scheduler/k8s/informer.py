@@ -198,8 +198,10 @@ class Informer:
 
     def __init__(self, api: KubeApi, resource: Resource, *, label_selector: str | None = None,
                  field_selector: str | None = None, optional: bool = False,
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None, transform: Callable[[Obj], Obj] | None = None) -> None:
         """``namespace``: only that namespace's objects (RBAC granted by a Role there suffices).
+        ``transform``: what is kept of each object, applied before it is stored or handed to a
+        handler (client-go's SetTransform), for a door that reads only part of a large object.
         ``optional``: the resource may not be served (a CRD that is not installed, e.g.
         JobSet): a 404 counts as synced and empty, and the informer asks again every
         ``ABSENT_RETRY_S`` so the CRD is picked up when it is installed later."""
@@ -209,6 +211,7 @@ class Informer:
         self.absent = False  # an optional resource the API server does not serve (its last list)
         self.query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
         self.namespace = namespace
+        self.transform = transform
         self.store: dict[str, Obj] = {}
         self.lock = threading.RLock()
         self.synced = threading.Event()
@@ -284,11 +287,17 @@ class Informer:
                 if not bucket:
                     del self._index[name][value]
 
+    def _kept(self, obj: Obj) -> Obj:
+        """What is stored of ``obj``: no managedFields, then the informer's transform."""
+        obj = strip_managed_fields(obj)
+        return self.transform(obj) if self.transform is not None else obj
+
     # ------------------------------------------------------------------ store writes (under lock)
     def put(self, obj: Obj, *, only_if_newer: bool = False) -> bool:
         """Store ``obj`` (and re-file it); ``only_if_newer``: unless a copy with a higher
         resourceVersion is already there (a write's answer racing its own watch event)."""
-        key = object_key(strip_managed_fields(obj))
+        obj = self._kept(obj)
+        key = object_key(obj)
         with self.lock:
             if only_if_newer:
                 current = self.store.get(key)
@@ -338,7 +347,7 @@ class Informer:
             listed = {"items": [], "metadata": {"resourceVersion": ""}}
         else:
             self.absent = False
-        fresh = {object_key(o): strip_managed_fields(o) for o in listed.get("items") or ()}
+        fresh = {object_key(kept): kept for kept in map(self._kept, listed.get("items") or ())}
         with self.lock:
             old_store = self.replace(fresh)
             self._rv = listed["metadata"]["resourceVersion"]
@@ -370,7 +379,7 @@ class Informer:
                 for event in self.api.watch(self.resource, self._rv, **query):
                     if self._stop.is_set():
                         return
-                    kind, obj = event.get("type"), strip_managed_fields(event.get("object") or {})
+                    kind, obj = event.get("type"), self._kept(event.get("object") or {})
                     if kind == "ERROR":
                         if obj.get("code") == 410:
                             need_list = True
