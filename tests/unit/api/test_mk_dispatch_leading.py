@@ -25,7 +25,7 @@ from scheduler.k8s.leader import LeaseElector, WriteFence
 from tests.unit.api.conftest import L3
 from tests.unit.api.test_mk_dispatcher import _workload
 
-TIMINGS = {"lease_duration_s": 15.0, "renew_deadline_s": 10.0, "retry_period_s": 2.0}
+RENEW_DEADLINE_S = 10.0
 
 
 class Clock:
@@ -65,7 +65,8 @@ def _manager(order: tuple[str, ...]) -> FakeApi:
 
 
 def _replica(api: FakeApi, identity: str, clock: Clock, workers: dict[str, Worker]) -> LeadingDispatch:
-    elector = LeaseElector(api, LEASE_NAME, "toposched-system", identity, monotonic=clock, **TIMINGS)
+    elector = LeaseElector(api, LEASE_NAME, "toposched-system", identity, monotonic=clock, lease_duration_s=15.0,
+                           renew_deadline_s=RENEW_DEADLINE_S, retry_period_s=2.0)
     fence = WriteFence(elector)
 
     def ask(ep: WorkerEndpoint) -> Worker | None:
@@ -98,7 +99,7 @@ def test_a_replica_that_lost_the_lease_during_a_pass_writes_nothing() -> None:
     clock = Clock()
 
     def stall() -> None:  # the worker answers after the renew deadline: the fence has closed
-        clock.now += TIMINGS["renew_deadline_s"] + 1
+        clock.now += RENEW_DEADLINE_S + 1
 
     a = _replica(api, "a", clock, {"east": RackWorker(64, on_ask=stall)})
     assert a.elector.step()
