@@ -47,7 +47,9 @@ class GrpcWorker(Worker):
             log.warning("worker %s: Place failed: %s", self.name, err)
             return None
         domains = tuple({d.level: tuple(d.values) for d in ps.domains} for ps in resp.pod_sets)
-        return PlaceAnswer(bool(resp.fits), domains, tuple(resp.levels))
+        return PlaceAnswer(bool(resp.fits), domains, tuple(resp.levels),
+                           int(resp.backlog_gpus) if resp.HasField("backlog_gpus") else None,
+                           int(resp.backlog_pods) if resp.HasField("backlog_pods") else None)
 
     def capacity(self) -> Capacity | None:
         from scheduler.api.gen.toposched.v1 import placement_pb2 as pb

@@ -58,6 +58,9 @@ class PlaceAnswer:
     fits: bool
     pod_set_domains: tuple[Mapping[str, tuple[str, ...]], ...]
     levels: tuple[str, ...]
+    # the worker's own queued demand (PlaceResponse backlog_*); None: a worker that does not report it
+    backlog_gpus: int | None = None
+    backlog_pods: int | None = None
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,8 @@ class Dispatcher:
             return None
         uses_gpu = any(GPU in ps.requests for ps in spec.pod_sets)
         free = cap.gpus_free if uses_gpu else cap.nodes_free
-        now = answer(name, got.fits, got.pod_set_domains, requested_level(spec, got.levels), free)
+        queued = (got.backlog_gpus if uses_gpu else got.backlog_pods) or 0
+        now = answer(name, got.fits, got.pod_set_domains, requested_level(spec, got.levels), free, queued)
         if now.fits:
             return now
         whole = worker.place(manifest, whole_capacity=True)  # could it ever fit there (core rule 4)

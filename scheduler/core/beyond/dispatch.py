@@ -52,6 +52,8 @@ class WorkerAnswer:
     ever_fits: bool = False
     ever_domains: int = 0
     capacity: int = 0
+    # The worker's own queued demand in the same unit (Place's backlog_*; 0: none or not known).
+    backlog: int = 0
 
 
 @dataclass(frozen=True)
