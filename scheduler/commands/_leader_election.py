@@ -11,8 +11,8 @@ from typing import Any
 
 from scheduler.errors import UserError
 
-# The Lease module loads the Kubernetes client: imported inside ``make_elector`` so that
-# `toposched --help` stays fast (scheduler.cli imports every command module to register it).
+# Imports inside functions: the Lease module loads the Kubernetes client, so it is imported in
+# ``make_elector`` and `toposched --help` stays fast (scheduler.cli registers every command).
 
 
 def add_leader_election_arguments(p: Any, lease_name: str) -> None:
