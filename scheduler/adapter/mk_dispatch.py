@@ -133,15 +133,18 @@ def demand(spec: WorkloadSpec) -> int:
 
 
 def answer(cluster: str, fits: bool, pod_set_domains: Sequence[Mapping[str, Sequence[str]]], level: str | None,
-           free: int) -> WorkerAnswer:
+           free: int, backlog: int = 0) -> WorkerAnswer:
     """A Place answer -> fits and the number of distinct domains of ``level`` the pod sets
-    touch (a placement without that level, or none, counts as spanning every pod set's)."""
+    touch (a placement without that level, or none, counts as spanning every pod set's).
+    ``backlog``: the worker's own queued demand in the same unit as ``free`` (0: not reported)."""
+    backlog = max(0, backlog)
     if not fits:
-        return WorkerAnswer(cluster, False, 0, free)
+        return WorkerAnswer(cluster, False, 0, free, backlog=backlog)
     values: set[str] = set()
     for per_level in pod_set_domains:
         values.update(per_level.get(level, ()) if level is not None else ())
-    return WorkerAnswer(cluster, True, len(values) if values else max(1, len(pod_set_domains)), free)
+    return WorkerAnswer(cluster, True, len(values) if values else max(1, len(pod_set_domains)), free,
+                        backlog=backlog)
 
 
 def with_whole_capacity(now: WorkerAnswer, whole: WorkerAnswer, capacity: int) -> WorkerAnswer:

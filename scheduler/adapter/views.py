@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from scheduler.adapter.backlog import Backlog, backlog
 from scheduler.adapter.caches import SnapshotCaches
 from scheduler.adapter.cluster import admitted_placements, core_nodes, flavor_trees
 from scheduler.adapter.objects import ClusterObjects, Obj, holds_reservation
@@ -52,6 +53,7 @@ class EngineSnapshot:
         self._pods: list[PodInfo] | None = None
         self._flavor_trees: dict[str, TopologyTree] | None = None
         self._trees: dict[tuple[str, ...] | None, TopologyTree] = {}
+        self._backlogs: dict[str, Backlog] = {}
 
     @property
     def nodes_raw(self) -> Sequence[Obj]:
@@ -121,6 +123,15 @@ class EngineSnapshot:
                         tree.add_usage(placement, per_pod)
                 self._trees[key] = tree
             return tree
+
+    def backlog(self, flavor: str = "") -> Backlog:
+        """The queued Workloads' demand (``adapter/backlog.py``), once per snapshot and flavor."""
+        with self._lock:
+            got = self._backlogs.get(flavor)
+            if got is None:
+                got = self._backlogs[flavor] = backlog(self.objects.workloads, self.objects.local_queues,
+                                                       self.objects.cluster_queues, flavor)
+            return got
 
     # ------------------------------------------------------------------ lookups
     def find_job(self, namespace: str, name: str) -> tuple[Obj | None, Obj | None]:

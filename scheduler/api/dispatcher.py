@@ -9,8 +9,9 @@ and ``GetTopology`` (free capacity); choose with the pure ``core.beyond.dispatch
 ``kueue-admission`` field manager with the fields Kueue's admission patch carries
 (``adapter/mk_dispatch.nomination_apply``), with the resourceVersion read, so a Workload Kueue
 changed in between is left to the next pass. MultiKueue then copies the Workload to the nominated
-workers. Kueue keeps Incremental's round starts in memory; so does this (a restart starts a
-new round, as Kueue's does).
+workers. Kueue keeps Incremental's round starts in memory; so does this, held by the leader
+only (``dispatch_leading.py``): a new term gives the nominations it finds a round from its start
+(``Dispatcher.new_term``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class PlaceAnswer:
     fits: bool
     pod_set_domains: tuple[Mapping[str, tuple[str, ...]], ...]
     levels: tuple[str, ...]
+    # the worker's own queued demand (PlaceResponse backlog_*); None: a worker that does not report it
+    backlog_gpus: int | None = None
+    backlog_pods: int | None = None
 
 
 @dataclass(frozen=True)
@@ -93,12 +97,17 @@ class Dispatcher:
     """One pass at a time (the command loops); ``clock`` in seconds."""
 
     def __init__(self, api: KubeApi, workers: Workers, clock: Callable[[], float],
-                 timeout_s: float = ROUND_TIMEOUT_S) -> None:
+                 timeout_s: float = ROUND_TIMEOUT_S, may_write: Callable[[], bool] = lambda: True) -> None:
+        """``may_write``: the leadership fence (``k8s.leader.WriteFence``), asked before the
+        pass and before every write; a replica that does not hold the lease asks no worker and
+        writes nothing."""
         self.api = api
         self.workers = workers
         self.clock = clock
         self.timeout_s = timeout_s
+        self.may_write = may_write
         self.round_starts: dict[str, float] = {}
+        self.term_start: float | None = None  # set by new_term
         self.refused_endpoints: dict[str, str] = {}
 
     def _items(self, resource: Resource) -> list[Obj]:
@@ -106,6 +115,8 @@ class Dispatcher:
 
     def run_once(self) -> dict[str, tuple[str, ...]]:
         """One pass; the Workloads whose nominations it wrote, with them."""
+        if not self.may_write():
+            return {}
         now = self.clock()
         checks = multikueue_checks(self._items(ADMISSION_CHECKS))
         configs = config_clusters(self._items(MULTIKUEUE_CONFIGS))
@@ -126,6 +137,8 @@ class Dispatcher:
             live.add(mw.key)
             workers = configs.get(checks[check], ())
             start = self.round_starts.get(mw.key)
+            if start is None and mw.nominated and self.term_start is not None:
+                start = self.round_starts[mw.key] = self.term_start  # nominated in an earlier term
             answers: dict[str, WorkerAnswer] = {}
             size = 0
             try:
@@ -169,7 +182,8 @@ class Dispatcher:
             return None
         uses_gpu = any(GPU in ps.requests for ps in spec.pod_sets)
         free = cap.gpus_free if uses_gpu else cap.nodes_free
-        now = answer(name, got.fits, got.pod_set_domains, requested_level(spec, got.levels), free)
+        queued = (got.backlog_gpus if uses_gpu else got.backlog_pods) or 0
+        now = answer(name, got.fits, got.pod_set_domains, requested_level(spec, got.levels), free, queued)
         if now.fits:
             return now
         whole = worker.place(manifest, whole_capacity=True)  # could it ever fit there (core rule 4)
@@ -179,7 +193,21 @@ class Dispatcher:
                                                requested_level(spec, whole.levels), free),
                                    cap.gpus_total if uses_gpu else cap.nodes_free)
 
+    def new_term(self) -> None:
+        """A new leadership term (or the first): forget an earlier term's round starts and give
+        every nomination found on a Workload a round from now. The in-flight demand needs no
+        reset: every pass counts it from the nominations on the Workloads it reads. Kueue's
+        Incremental, whose round starts are in memory too, widens such a nomination at once
+        after a restart; here that would add a copy to every pending Workload at each
+        failover, so the nomination keeps its worker one more round."""
+        self.round_starts.clear()
+        self.term_start = self.clock()
+
     def _write(self, wl: Obj, nominated: tuple[str, ...]) -> bool:
+        if not self.may_write():  # the lease was lost during the pass: write nothing more
+            log.info("workload %s/%s: nomination not written, no longer leading",
+                     (wl.get("metadata") or {}).get("namespace"), (wl.get("metadata") or {}).get("name"))
+            return False
         return write_nominations(self.api, wl, nominated)
 
 

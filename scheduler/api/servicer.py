@@ -156,6 +156,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             if request.topology:
                 topology = _files.topology_from_documents(_docs(request.topology, "topology"), "field", "topology")
             flavor_used = ""
+            live: EngineSnapshot | None = None
             if request.nodes:
                 if request.flavor:
                     raise FieldError("flavor", "must be empty when nodes are given (offline placement; use "
@@ -167,7 +168,8 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
             else:
                 if request.pods:
                     raise FieldError("pods", "only read together with nodes (the live snapshot has its own pods)")
-                tree, flavor_used = self._live_tree(self._live(), request.flavor, topology)
+                live = self._live()
+                tree, flavor_used = self._live_tree(live, request.flavor, topology)
             check_levels(tree, workload, "field workload")
         except UserError as err:
             raise _user_error_to_field(err) from err
@@ -177,8 +179,12 @@ class PlacementServicer(placement_pb2_grpc.PlacementServicer):
         budget_ms = effective_budget_ms(request.time_budget_ms, DEFAULT_TIME_BUDGET_MS, self._remaining(context),
                                         DEADLINE_RESERVE_S)
         placement = compute_placement(tree, workload, SOLVER_NAMES[request.solver], budget_ms, self.engine.config)
-        return place_json_to_response(to_json(tree, placement), topology=tree.name, flavor=flavor_used,
+        resp = place_json_to_response(to_json(tree, placement), topology=tree.name, flavor=flavor_used,
                                       time_budget_ms=budget_ms)
+        if live is not None:  # the worker's own queue, for the MultiKueue dispatcher
+            queued = live.backlog(flavor_used)
+            resp.backlog_gpus, resp.backlog_pods = queued.gpus, queued.pods
+        return resp
 
     @staticmethod
     def _live_tree(snap: EngineSnapshot, flavor: str,

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
-import socket
 import threading
 from pathlib import Path
 from typing import Any
 
 from scheduler.commands._connections import add_connection_arguments, connection_caps
 from scheduler.commands._kueue_config import add_kueue_config_argument, kueue_config
+from scheduler.commands._leader_election import add_leader_election_arguments, make_elector
 from scheduler.commands.failure_policy import add_failure_policy_arguments, requeue_backoff, storm_policy
 from scheduler.core.placement.options import POLICIES, POLICY_KUEUE, PlacementOptions
 from scheduler.http.limits import GRPC_CAPS
@@ -31,18 +30,10 @@ def register(sub: Any) -> None:
                        help="run the leader-elected admission controller (watches Jobs, admits Workloads)")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--namespace", default="toposched-system", help="namespace of the leader-election Lease")
-    p.add_argument("--lease-name", default="toposched-controller")
+    add_leader_election_arguments(p, "toposched-controller")
     p.add_argument("--signing-secret", default="toposched-controller-signing-key",
                    help="Secret in --namespace holding the key the controller signs the annotations it owns with "
                         "(created when missing; docs/security.md)")
-    p.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}", help="leader-election identity")
-    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS",
-                   help="how long candidates wait, after last seeing the Lease change, before taking it over")
-    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS",
-                   help="the leader stops writing and steps down when it has not renewed for this long "
-                   "(must be below the lease duration: the difference is the fencing margin)")
-    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS",
-                   help="how often the Lease is renewed or campaigned for")
     p.add_argument("--solver", choices=("greedy", "cpsat", "auto"), default="auto")
     add_kueue_config_argument(p)
     p.add_argument("--time-budget-ms", type=float, default=100.0, help="CP-SAT time budget per placement")
@@ -223,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.k8s.client import api_client
     from scheduler.k8s.gcpolicy import GcPolicy, pause_log
     from scheduler.k8s.informer import Api
-    from scheduler.k8s.leader import LeaseElector, WriteFence
+    from scheduler.k8s.leader import WriteFence
     from scheduler.kube.cache import ClusterCache
     from scheduler.kube.controller import Controller
     from scheduler.kube.kueueguard import KueueGuard, parse_lease_ref
@@ -240,13 +231,7 @@ def run(args: argparse.Namespace) -> int:
     config = controller_kueue_config(args)
     # The writes in flight, every informer's watch, the lease and the Event writer at once.
     api = Api(api_client(args.kubeconfig, connections=max(1, args.concurrent_writes) + WATCH_CONNECTIONS))
-    try:
-        elector = LeaseElector(api, args.lease_name, args.namespace, args.identity,
-                               lease_duration_s=args.leader_elect_lease_duration,
-                               renew_deadline_s=args.leader_elect_renew_deadline,
-                               retry_period_s=args.leader_elect_retry_period)
-    except ValueError as exc:
-        raise UserError(f"leader election: {exc}") from exc
+    elector = make_elector(api, args)
     fence = WriteFence(elector)
     signer = load_signer(api, args.namespace, args.signing_secret)
     cache = ClusterCache.create(api)

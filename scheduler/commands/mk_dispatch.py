@@ -17,6 +17,7 @@ import logging
 import time
 from typing import Any
 
+from scheduler.commands._leader_election import add_leader_election_arguments, make_elector
 from scheduler.errors import UserError
 
 # Imports inside functions: the Kubernetes client and grpc load only when the command runs, so
@@ -24,6 +25,9 @@ from scheduler.errors import UserError
 
 log = logging.getLogger(__name__)
 CONFIG_KEY = "controller_manager_config.yaml"
+# Its own Lease, beside the controller's: on a manager that also runs toposched's controller
+# the two elections are independent.
+LEASE_NAME = "toposched-mk-dispatcher"
 
 
 def register(sub: Any) -> None:
@@ -32,14 +36,17 @@ def register(sub: Any) -> None:
     p.add_argument("--kubeconfig", default=None, help="the manager's kubeconfig (default: $KUBECONFIG, "
                                                       "~/.kube/config, in-cluster)")
     p.add_argument("--namespace", default="toposched-system",
-                   help="where the workers' credential Secrets are read (default toposched-system)")
+                   help="where the workers' credential Secrets and the leader-election Lease are (default "
+                        "toposched-system)")
+    add_leader_election_arguments(p, LEASE_NAME)
     p.add_argument("--kueue-configmap", default="kueue-system/kueue-manager-config", metavar="NS/NAME",
                    help=f"the manager's Kueue Configuration ConfigMap (key {CONFIG_KEY})")
     p.add_argument("--round-timeout", type=float, default=None, metavar="SECONDS",
                    help="how long a nomination may wait for admission before widening (default: Kueue's "
                         "Incremental round, 300)")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="between passes (default 2)")
-    p.add_argument("--once", action="store_true", help="one pass, then exit")
+    p.add_argument("--once", action="store_true", help="campaign once; one pass if this replica leads, then release "
+                                                       "the lease and exit")
     p.set_defaults(func=run)
 
 
@@ -68,30 +75,58 @@ def check_configuration(api: Any, where: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Leader-elected as the controller is (the same Lease protocol, flags and fence): replicas
+    that do not hold the dispatcher's Lease ask no worker and write nothing."""
+    import signal
+    import threading
     from functools import partial
 
+    from scheduler.api.dispatch_leading import LeadingDispatch
     from scheduler.api.dispatch_workers import make_worker
     from scheduler.api.dispatcher import Dispatcher
     from scheduler.core.kueue.mk_dispatch import ROUND_TIMEOUT_S
     from scheduler.k8s.client import api_client
     from scheduler.k8s.informer import Api
+    from scheduler.k8s.leader import WriteFence
 
     if args.round_timeout is not None and args.round_timeout <= 0:
         raise UserError(f"--round-timeout: must be > 0, got {args.round_timeout}")
     api = Api(api_client(args.kubeconfig))
     check_configuration(api, args.kueue_configmap)
+    elector = make_elector(api, args)
+    fence = WriteFence(elector)
     conns: dict[str, Any] = {}
     dispatcher = Dispatcher(api, partial(make_worker, api, args.namespace, conns), time.time,
-                            args.round_timeout if args.round_timeout is not None else ROUND_TIMEOUT_S)
+                            args.round_timeout if args.round_timeout is not None else ROUND_TIMEOUT_S,
+                            may_write=fence)
+    loop = LeadingDispatch(dispatcher, elector, fence, args.interval, _print_written)
     try:
-        while True:
-            for key, nominated in dispatcher.run_once().items():
-                print(f"{key}: nominated {', '.join(nominated)}", flush=True)
-            if args.once:
+        if args.once:
+            if not elector.step():
+                log.warning("lease %s/%s is held by another replica: nothing dispatched", args.namespace,
+                            args.lease_name)
                 return 0
-            time.sleep(args.interval)
-    except KeyboardInterrupt:
+            loop.run_pass()
+            elector.release()
+            return 0
+        passes = threading.Thread(target=loop.run, name="dispatch", daemon=True)
+        passes.start()
+
+        def on_signal(_signo: int, _frame: object) -> None:
+            loop.stop()
+            elector.stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        log.info("campaigning for lease %s/%s as %s", args.namespace, args.lease_name, args.identity)
+        elector.run(lambda: None, lambda: None)  # the fence, not these callbacks, stops the writes
+        passes.join(timeout=10)
         return 0
     finally:
         for conn in conns.values():
             conn.close()
+
+
+def _print_written(written: dict[str, tuple[str, ...]]) -> None:
+    for key, nominated in written.items():
+        print(f"{key}: nominated {', '.join(nominated)}", flush=True)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.adapter.backlog import spec_demand
 from scheduler.adapter.mk_dispatch import answer, demand, requested_level, with_whole_capacity
 from scheduler.adapter.placement import compute_placement, touched_domains
 from scheduler.core.beyond.dispatch import DispatchInput, WorkerAnswer, dispatch_pass
@@ -100,19 +101,26 @@ class MultiClusterSim:
         tree = next(iter(c.trees.values()))
         uses_gpu = any(GPU in ps.requests for ps in job.spec.pod_sets)
         free = c.gpus_healthy - c.gpus_used() if uses_gpu else len(c.nodes)
-        now = self._place(name, tree, job, free)
+        queued = self._backlog(name, uses_gpu)
+        now = self._place(name, tree, job, free, queued)
         if now.fits:
             return now
         whole = tree.clone()
         whole.free = whole.allocatable.copy()  # the healthy nodes with nothing admitted
-        return with_whole_capacity(now, self._place(name, whole, job, free),
+        return with_whole_capacity(now, self._place(name, whole, job, free, queued),
                                    c.gpus_healthy if uses_gpu else len(c.nodes))
 
+    def _backlog(self, name: str, uses_gpu: bool) -> int:
+        """What the worker's Place reports as its backlog (``adapter/backlog.py``): its own
+        queued jobs; the manager's copies (the stream's) are not counted."""
+        asks = [spec_demand(p.spec) for key, p in self.sims[name].cluster.pending.items() if key not in self.routed]
+        return sum(a.gpus if uses_gpu else a.pods for a in asks)
+
     @staticmethod
-    def _place(name: str, tree: TopologyTree, job: SimJob, free: int) -> WorkerAnswer:
+    def _place(name: str, tree: TopologyTree, job: SimJob, free: int, queued: int) -> WorkerAnswer:
         placement = compute_placement(tree, job.spec, "greedy", 100.0)
         per_ps = [{lv: tuple(v) for lv, v in touched_domains(tree, ps).items()} for ps in placement.pod_sets]
-        return answer(name, placement.fits, per_ps, requested_level(job.spec, tree.levels), free)
+        return answer(name, placement.fits, per_ps, requested_level(job.spec, tree.levels), free, queued)
 
     # ------------------------------------------------------------------ dispatch
     def _nominations(self) -> dict[str, tuple[str, ...]]:

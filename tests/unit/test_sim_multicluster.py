@@ -67,3 +67,13 @@ def test_incremental_widens_after_the_round_when_the_first_workers_cannot_admit(
     r = routed[0]
     assert r.copies == ["w0", "w1", "w2", "w3", "w4"] and r.cluster == "w4"
     assert r.admitted_at == pytest.approx(1.0 + 300.0, abs=2.5)
+
+
+def test_a_workers_answer_carries_its_own_backlog_not_the_managers_copies() -> None:
+    # issue 43: the worker's own second job waits behind its first; the stream's copy waits too
+    local = [_job(100, 2, 0.0, duration=3600.0), _job(101, 2, 0.0)]
+    sim = MultiClusterSim([_worker("a-one-rack", 1, 2, local)], [_job(0, 2, 0.0)], "toposched")
+    sim.run(stop=lambda: True)
+    pending = set(sim.sims["a-one-rack"].cluster.pending)
+    assert pending == {"team/job-101", "team/job-0"}
+    assert sim._answer("a-one-rack", _job(1, 1, 0.0)).backlog == 16  # job-101's GPUs, not the copy's

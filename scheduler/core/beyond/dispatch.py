@@ -12,10 +12,12 @@ The choice, per pending Workload, in rounds of :data:`ROUND_TIMEOUT_S` as Kueue'
    nominated: the one where it spans the fewest domains at the requested level, ties by free
    capacity (after the in-flight nominations, below), then by the MultiKueueConfig's order.
    A worker whose answer says it cannot fit is never nominated.
-2. In-flight nominations: capacity already promised to other pending Workloads nominated to a
-   worker (and not admitted yet) is subtracted from its free capacity, and a worker where the
-   job would not fit once that is counted comes after every worker where it still does; within
-   one pass each choice is counted before the next, so a burst spreads.
+2. In-flight nominations and the worker's own backlog: capacity already promised to other
+   pending Workloads nominated to a worker (and not admitted yet), and the demand of the
+   worker's own queued Workloads (its ``Place`` answer's backlog), are subtracted from its free
+   capacity, and a worker where the job would not fit once they are counted comes after every
+   worker where it still does; within one pass each choice is counted before the next, so a
+   burst spreads.
 3. When no toposched worker fits with room, the workers that cannot be asked (no toposched
    endpoint, e.g. a Kueue worker, or no answer this pass) are nominated as Kueue's Incremental
    nominates them (three at a time, sorted); only when there are none is a toposched worker that
@@ -23,9 +25,10 @@ The choice, per pending Workload, in rounds of :data:`ROUND_TIMEOUT_S` as Kueue'
 4. When the job fits nowhere now and holds no nomination (and no worker without an endpoint is
    left), it is nominated to one toposched worker whose answer says it would fit on its whole
    healthy capacity (``ever_fits``), so that it holds a place in that worker's queue instead of
-   none: the one where it would span the fewest domains then, ties by the smallest in-flight
-   backlog relative to the worker's capacity, then by the config's order. A worker whose answer
-   says it can never fit is still never nominated.
+   none: the one with the least work ahead of it relative to its capacity (in-flight
+   nominations plus the worker's own backlog, over its healthy capacity), ties by the fewest
+   domains it would span then, then by the config's order. A worker whose answer says it can
+   never fit is still never nominated.
 5. A round in progress keeps the nominations; nominations are only appended (MultiKueue
    removes the remote copy of a worker dropped from the list).
 """
@@ -52,6 +55,8 @@ class WorkerAnswer:
     ever_fits: bool = False
     ever_domains: int = 0
     capacity: int = 0
+    # The worker's own queued demand in the same unit (Place's backlog_*; 0: none or not known).
+    backlog: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,8 @@ def _rank(inp: DispatchInput, in_flight: Mapping[str, int]) -> tuple[list[str], 
     for name, ans in inp.answers.items():
         if name not in order or name in inp.nominated or not ans.fits:
             continue
-        left = ans.free - in_flight.get(name, 0)
+        # the worker's own queue takes its free capacity before a new copy does
+        left = ans.free - in_flight.get(name, 0) - ans.backlog
         entry = (ans.domains, -left, order[name], name)
         (roomy if left >= inp.demand else tight).append(entry)
     return [e[3] for e in sorted(roomy)], [e[3] for e in sorted(tight)]
@@ -105,7 +111,7 @@ def _queue_behind(inp: DispatchInput, in_flight: Mapping[str, int]) -> str | Non
     if inp.nominated:
         return None  # it already waits in a queue: one copy, not one per pass
     order = {name: i for i, name in enumerate(inp.workers)}
-    ranked = sorted((ans.ever_domains, in_flight.get(name, 0) / ans.capacity, order[name], name)
+    ranked = sorted(((in_flight.get(name, 0) + ans.backlog) / ans.capacity, ans.ever_domains, order[name], name)
                     for name, ans in inp.answers.items()
                     if name in order and ans.ever_fits and ans.capacity > 0)
     return ranked[0][3] if ranked else None

@@ -185,3 +185,22 @@ def test_a_job_already_waiting_in_a_queue_gets_no_second_copy_while_it_fits_nowh
 def test_a_worker_that_fits_now_still_comes_first() -> None:
     answers = {"w1": _later("w1"), "w2": _ans("w2", domains=3)}
     assert choose(DispatchInput("ns/a", ("w1", "w2"), answers, demand=8), 0.0).nominated == ("w2",)
+
+
+def test_the_workers_own_backlog_is_not_room() -> None:
+    # issue 43: t1 holds the job in one domain now, but its own queue asks for all its free GPUs
+    answers = {"t1": WorkerAnswer("t1", True, 1, 16, backlog=16), "t2": WorkerAnswer("t2", True, 2, 16)}
+    assert choose(DispatchInput("ns/a", ("t1", "t2"), answers, demand=8), 0.0).nominated == ("t2",)
+    # with room after its backlog, the most compact worker is still first
+    roomy = {**answers, "t1": WorkerAnswer("t1", True, 1, 32, backlog=16)}
+    assert choose(DispatchInput("ns/a", ("t1", "t2"), roomy, demand=8), 0.0).nominated == ("t1",)
+
+
+def test_a_job_that_fits_nowhere_now_waits_behind_the_least_work_for_the_capacity() -> None:
+    # w1 would hold it in one domain, but its own queue is a whole capacity long; w2's is empty
+    answers = {"w1": WorkerAnswer("w1", False, 0, 0, True, 1, 64, backlog=64),
+               "w2": WorkerAnswer("w2", False, 0, 0, True, 2, 64)}
+    assert choose(DispatchInput("ns/a", ("w1", "w2"), answers, demand=8), 0.0).nominated == ("w2",)
+    # in-flight nominations and the backlog add up: 48 in flight on w2 and 16 queued on w1
+    answers = {**answers, "w1": WorkerAnswer("w1", False, 0, 0, True, 1, 64, backlog=16)}
+    assert choose(DispatchInput("ns/a", ("w1", "w2"), answers, demand=8), 0.0, {"w2": 48}).nominated == ("w1",)

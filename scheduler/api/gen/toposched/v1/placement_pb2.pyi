@@ -574,6 +574,8 @@ class PlaceResponse(_message.Message):
     TIME_BUDGET_MS_FIELD_NUMBER: _builtins.int
     API_VERSION_FIELD_NUMBER: _builtins.int
     LEVELS_FIELD_NUMBER: _builtins.int
+    BACKLOG_GPUS_FIELD_NUMBER: _builtins.int
+    BACKLOG_PODS_FIELD_NUMBER: _builtins.int
     fits: _builtins.bool
     """True when every pod set fits."""
     reason: _builtins.str
@@ -590,6 +592,14 @@ class PlaceResponse(_message.Message):
     """CP-SAT budget actually granted in ms: the request's, capped by the call deadline."""
     api_version: _builtins.str
     """Version of the document's shape: "toposched.io/place/v1"."""
+    backlog_gpus: _builtins.int
+    """Live snapshot only (unset offline): the worker's own backlog, what its queued Workloads
+    ask for (no quota reservation, active, not finished; a MultiKueue manager's copies, label
+    kueue.x-k8s.io/multikueue-origin, are not counted: the manager's dispatcher counts its own
+    nominations) in the ClusterQueues that use `flavor` (every ClusterQueue when `flavor` is
+    empty). GPUs (nvidia.com/gpu) and pods. Read by the MultiKueue dispatcher (docs/multicluster.md).
+    """
+    backlog_pods: _builtins.int
     @_builtins.property
     def pod_sets(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodSetPlacement]:
         """One entry per pod set when it fits; empty when it does not."""
@@ -611,12 +621,21 @@ class PlaceResponse(_message.Message):
         time_budget_ms: _builtins.int = ...,
         api_version: _builtins.str = ...,
         levels: _abc.Iterable[_builtins.str] | None = ...,
+        backlog_gpus: _builtins.int | None = ...,
+        backlog_pods: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_backlog_gpus", b"_backlog_gpus", "_backlog_pods", b"_backlog_pods", "backlog_gpus", b"backlog_gpus", "backlog_pods", b"backlog_pods"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "fits", b"fits", "flavor", b"flavor", "levels", b"levels", "optimal", b"optimal", "pod_sets", b"pod_sets", "reason", b"reason", "solver", b"solver", "time_budget_ms", b"time_budget_ms", "topology", b"topology"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_backlog_gpus", b"_backlog_gpus", "_backlog_pods", b"_backlog_pods", "api_version", b"api_version", "backlog_gpus", b"backlog_gpus", "backlog_pods", b"backlog_pods", "fits", b"fits", "flavor", b"flavor", "levels", b"levels", "optimal", b"optimal", "pod_sets", b"pod_sets", "reason", b"reason", "solver", b"solver", "time_budget_ms", b"time_budget_ms", "topology", b"topology"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__backlog_gpus: _TypeAlias = _typing.Literal["backlog_gpus"]  # noqa: Y015
+    _WhichOneofArgType__backlog_gpus: _TypeAlias = _typing.Literal["_backlog_gpus", b"_backlog_gpus"]  # noqa: Y015
+    _WhichOneofReturnType__backlog_pods: _TypeAlias = _typing.Literal["backlog_pods"]  # noqa: Y015
+    _WhichOneofArgType__backlog_pods: _TypeAlias = _typing.Literal["_backlog_pods", b"_backlog_pods"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__backlog_gpus) -> _WhichOneofReturnType__backlog_gpus | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__backlog_pods) -> _WhichOneofReturnType__backlog_pods | None: ...
 
 Global___PlaceResponse: _TypeAlias = PlaceResponse  # noqa: Y015
 
