@@ -18,10 +18,10 @@ from typing import Any
 
 from scheduler.adapter.objects import FINISHED, condition_true, has_reservation
 from scheduler.adapter.workload_checks import UNREADABLE, schema_problems
+from scheduler.core.resources import GPU
 from scheduler.core.workload import WorkloadSpec, workload_from_kueue
 
 Obj = Mapping[str, Any]
-GPU = "nvidia.com/gpu"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from scheduler.adapter.objects import FINISHED, condition_true, has_reservation
 from scheduler.core.beyond.dispatch import WorkerAnswer
 from scheduler.core.kueue.mk_dispatch import ALL_AT_ONCE, TOPOSCHED, ManagerWorkload
+from scheduler.core.resources import GPU
 from scheduler.core.workload import WorkloadSpec
 
 Obj = Mapping[str, Any]
@@ -30,7 +31,6 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 # treated as Kueue's Incremental treats every worker.
 ENDPOINT_ANNOTATION = "toposched.io/grpc-endpoint"
 SECRET_ANNOTATION = "toposched.io/grpc-secret"
-GPU = "nvidia.com/gpu"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _ENDPOINT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?):([0-9]{1,5})$")
 

@@ -27,7 +27,6 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.adapter.mk_dispatch import (
     ADMISSION_FIELD_MANAGER,
-    GPU,
     WorkerEndpoint,
     answer,
     config_clusters,
@@ -41,6 +40,7 @@ from scheduler.adapter.mk_dispatch import (
 )
 from scheduler.core.beyond.dispatch import DispatchInput, WorkerAnswer, dispatch_pass
 from scheduler.core.kueue.mk_dispatch import ROUND_TIMEOUT_S, needs_nomination
+from scheduler.core.resources import GPU
 from scheduler.core.workload import WorkloadFormatError, workload_from_object
 from scheduler.k8s.informer import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, KubeApi, Obj, Resource
 

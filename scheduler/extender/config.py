@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.core.resources import GPU
 from scheduler.core.workload import SCHEDULER_NAME
 
 DEFAULT_PORT = 8888
@@ -45,7 +46,6 @@ BINDERS = ("extender", "kube-scheduler")
 # slot, so a pod costs one extender call instead of three and no Binding POST of ours; the
 # extender binder (filter, prioritize, bind) stays available with ``--binder extender``.
 DEFAULT_BINDER = "kube-scheduler"
-GPU = "nvidia.com/gpu"
 
 
 def extender_entry(

@@ -24,8 +24,9 @@ from scheduler.core.kueue.decisions import Admit, Decision, Evict, Pending, Pree
 from scheduler.core.kueue.queueing import PendingWorkload, QueueState
 from scheduler.core.kueue.quota import QuotaState
 from scheduler.core.kueue.snapshot import Snapshot, admitted_from_decision
+from scheduler.core.resources import GPU
 from scheduler.core.topology import TopologyTree
-from scheduler.sim.model import GPU, SimJob, World
+from scheduler.sim.model import SimJob, World
 from scheduler.sim.runtime import PRESETS, RunTimeModel, slowdown
 
 

@@ -13,11 +13,11 @@ from scheduler.core.kueue.queueing import LocalQueueSpec
 from scheduler.core.kueue.quota import ClusterQueueSpec, CohortSpec, FlavorSpec
 from scheduler.core.nodes import NodeInfo
 from scheduler.core.placement.options import PlacementOptions
+from scheduler.core.resources import GPU
 from scheduler.core.topology_request import CompactWait
 from scheduler.core.workload import WorkloadSpec
 from scheduler.sim.runtime import RunTimeModel
 
-GPU = "nvidia.com/gpu"
 FAILED_STATUS = "UnschedulablePendingReboot"
 
 

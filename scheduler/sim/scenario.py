@@ -20,10 +20,11 @@ from scheduler.core.kueue.failures import RequeueBackoff, StormPolicy
 from scheduler.core.kueue.quota import BEST_EFFORT_FIFO, STRICT_FIFO, ResourceQuota
 from scheduler.core.nodes import HOSTNAME_LABEL, NodeInfo
 from scheduler.core.placement.options import POLICIES, PlacementOptions
+from scheduler.core.resources import GPU
 from scheduler.core.topology_request import TopologyRequest
 from scheduler.core.workload import PodSetSpec, WorkloadSpec
 from scheduler.sim.engine import Simulator
-from scheduler.sim.model import GPU, SimFailure, SimJob, SimResult, World
+from scheduler.sim.model import SimFailure, SimJob, SimResult, World
 from scheduler.sim.outcomes import (
     arrival_window,
     completed_gpu_hours_per_day,

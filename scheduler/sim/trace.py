@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.core.resources import GPU
 from scheduler.core.workload import WorkloadFormatError, workload_from_object
-
-GPU = "nvidia.com/gpu"
 
 
 class TraceError(ValueError):
