@@ -294,9 +294,12 @@ class Informer:
 
     # ------------------------------------------------------------------ store writes (under lock)
     def put(self, obj: Obj, *, only_if_newer: bool = False) -> bool:
-        """Store ``obj`` (and re-file it); ``only_if_newer``: unless a copy with a higher
-        resourceVersion is already there (a write's answer racing its own watch event)."""
-        obj = self._kept(obj)
+        """Store what is kept of ``obj`` (and re-file it); ``only_if_newer``: unless a copy with
+        a higher resourceVersion is already there (a write's answer racing its own watch event)."""
+        return self._store(self._kept(obj), only_if_newer=only_if_newer)
+
+    def _store(self, obj: Obj, *, only_if_newer: bool = False) -> bool:
+        """``put`` of an object already kept (a watch event, transformed once on arrival)."""
         key = object_key(obj)
         with self.lock:
             if only_if_newer:
@@ -393,7 +396,7 @@ class Informer:
                         if kind == "DELETED":
                             self.remove(key)
                         else:
-                            self.put(obj)
+                            self._store(obj)
                     self._emit(str(kind), obj, old)
                 backoff = 0.2
             except client.ApiException as exc:
