@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from scheduler.adapter.backlog import spec_demand
 from scheduler.adapter.objects import FINISHED, condition_true, has_reservation
 from scheduler.core.beyond.dispatch import WorkerAnswer
 from scheduler.core.kueue.mk_dispatch import ALL_AT_ONCE, TOPOSCHED, ManagerWorkload
-from scheduler.core.resources import GPU
 from scheduler.core.workload import WorkloadSpec
 
 Obj = Mapping[str, Any]
@@ -128,8 +128,8 @@ def requested_level(spec: WorkloadSpec, levels: Sequence[str]) -> str | None:
 
 def demand(spec: WorkloadSpec) -> int:
     """The job's size in the unit free capacity is counted in: GPUs when it asks for any, else pods."""
-    gpus = sum(ps.count * int(ps.requests.get(GPU, 0)) for ps in spec.pod_sets)
-    return gpus if gpus > 0 else sum(ps.count for ps in spec.pod_sets)
+    asks = spec_demand(spec)
+    return asks.gpus if asks.gpus > 0 else asks.pods
 
 
 def answer(cluster: str, fits: bool, pod_set_domains: Sequence[Mapping[str, Sequence[str]]], level: str | None,
