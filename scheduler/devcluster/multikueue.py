@@ -10,6 +10,7 @@
   ``kueue-system`` and a MultiKueueCluster; one MultiKueueConfig listing them and the
   ``kueue.x-k8s.io/multikueue`` AdmissionCheck that names it.
 - ``MANAGER_OVERLAY``: the manager Kueue's Configuration additions (its ``multiKueue`` section).
+- ``MANAGER_FEATURE_GATES``: the manager's Kubernetes gates (the Job validation Kueue v0.17.0 knows).
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ SECRET_NAMESPACE = "kueue-system"  # where the manager's Kueue reads the Secrets
 # label value names this manager on the workers (Kueue's default is "multikueue").
 MANAGER_OVERLAY: dict[str, Any] = {"multiKueue": {"gcInterval": "30s", "origin": "multikueue",
                                                   "workerLostTimeout": "5m"}}
+# The manager's control plane validates Jobs as Kubernetes 1.35 did. Since 1.36
+# (MutableSchedulingDirectivesForSuspendedJobs, beta, on) a suspended Job's template may change
+# only while its status.active is 0. The manager's Job status is a copy of the worker's, so a job
+# evicted while running keeps active=1 on the manager whenever the remote Job is removed before a
+# copy with 0 arrives; Kueue v0.17.0 then retries "restore info: ... field is immutable" forever
+# and the Workload keeps its quota. Kueue fixed this in v0.17.5 (kubernetes-sigs/kueue#11649);
+# the Go module proxy here serves v0.17.0 only. A worker cannot prevent it: the race is the
+# manager's (seen in CI: the eviction test held the manager's quota for 60 s on 2026-12-07).
+MANAGER_FEATURE_GATES: dict[str, bool] = {"MutableSchedulingDirectivesForSuspendedJobs": False}
 
 
 def _rule(group: str, resources: Sequence[str], verbs: Sequence[str]) -> dict[str, Any]:

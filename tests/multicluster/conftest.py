@@ -24,7 +24,13 @@ from scheduler.devcluster.apply import apply_objects, create_nodes, load_documen
 from scheduler.devcluster.controlplane import FAKE_NODE_LABEL, LocalCluster
 from scheduler.devcluster.jobset import start_jobset
 from scheduler.devcluster.kueue import KueueCluster, start_kueue
-from scheduler.devcluster.multikueue import MANAGER_OVERLAY, manager_identity, register_workers, with_admission_check
+from scheduler.devcluster.multikueue import (
+    MANAGER_FEATURE_GATES,
+    MANAGER_OVERLAY,
+    manager_identity,
+    register_workers,
+    with_admission_check,
+)
 from scheduler.k8s.informer import Api
 from tests.e2e.conftest import QUEUES, Stack, start_stack
 
@@ -48,7 +54,7 @@ def _integrations(jobset: bool) -> tuple[str, ...]:
 
 
 def start_manager(directory: Path, jobset: bool) -> Stack:
-    cluster = KueueCluster(directory).start()
+    cluster = KueueCluster(directory, feature_gates=MANAGER_FEATURE_GATES).start()
     try:
         if jobset:
             start_jobset(cluster)  # its controller leaves JobSets managed by MultiKueue alone

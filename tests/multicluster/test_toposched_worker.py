@@ -111,8 +111,11 @@ def test_eviction_on_the_worker_reaches_the_manager_and_eviction_on_the_manager_
     name = local["metadata"]["name"]
     # The worker's admin deactivates its copy: evicted there; the manager's check goes to Retry
     # (Kueue's MultiKueueRedoAdmissionOnEvictionInWorker, on by default in v0.17).
+    copy_uid = remote_workload(worker.api, name)["metadata"]["uid"]
     worker.api.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, NS)
-    worker.wait(lambda: condition(remote_workload(worker.api, name), "Evicted"), what="copy evicted on the worker")
+    # The manager may replace the evicted copy within a second (a new uid): seen either way.
+    worker.wait(lambda: (w := remote_workload(worker.api, name)) is None or w["metadata"]["uid"] != copy_uid
+                or condition(w, "Evicted"), what="copy evicted on the worker")
     manager.wait(lambda: any(e.get("reason") == "MultiKueue" and
                              f'Workload evicted on worker cluster: "{WORKER}"' in (e.get("message") or "")
                              for e in manager.api.list(EVENTS, NS,
