@@ -159,6 +159,25 @@ def test_owner_answers_are_cached_and_checked_against_the_uid() -> None:
     assert fake.gets == 2
 
 
+def test_expired_owner_answers_are_forgotten_not_kept_until_the_cap() -> None:
+    now = [0.0]
+    fake = Owners(obj("Job", "train", "uid-train", "lq"))
+    cached = CachedOwners(fake, ttl_s=5, clock=lambda: now[0])
+    pods = [owned(f"p{i}", {**JOB_REF, "name": f"job-{i}", "uid": f"uid-{i}"}) for i in range(3)]
+    refs = [ref for pod in pods if (ref := controller_owner(pod)) is not None]
+    assert len(refs) == 3
+    for i, ref in enumerate(refs):  # answered at 0, 1, 2
+        now[0] = float(i)
+        cached("ns", ref)
+    assert len(cached) == 3
+    now[0] = 6.5  # the first two are older than 5 s
+    cached("ns", refs[2])
+    assert len(cached) == 1
+    now[0] = 20
+    cached("ns", refs[0])
+    assert len(cached) == 1 and fake.gets == 4
+
+
 def test_failed_owner_reads_are_not_cached() -> None:
     fake = Owners(fail=True)
     cached = CachedOwners(fake)
