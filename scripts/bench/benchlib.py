@@ -140,6 +140,23 @@ def run_wait_ms(pid: int) -> int:
     return total_ns // 1_000_000
 
 
+def pin_process(pid: int, cpus: set[int]) -> int:
+    """Bind every thread of ``pid`` to ``cpus`` (threads it starts later inherit it); the number
+    of threads bound (0 when the process has gone)."""
+    bound = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+            bound += 1
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+    return bound
+
+
 def process_usage(pid: int) -> ProcessUsage:
     """The usage of a running process from /proc; all zero if it has gone."""
     try:

@@ -65,6 +65,7 @@ from scripts.bench.benchlib import (  # noqa: E402
     child_shares,
     code_from,
     load_average,
+    pin_process,
     ratio,
     served_lines,
     served_requests,
@@ -247,8 +248,27 @@ def engine_pids(engine: str, run: Run) -> dict[str, list[int]]:
     # each door on its own too (issue 42 item 3: what each loads)
     for name in TOPOSCHED_COMPONENTS[1:]:
         if name in procs:
-            pids[name] = [procs[name].pid, *_children(procs[name].pid)]
+            children = _children(procs[name].pid)
+            pids[name] = [procs[name].pid, *children]
+            if children:  # the webhook's Go front apart from its Python decider
+                pids[f"{name}'s child processes"] = children
     return {**pids, **shared}
+
+
+CONTROL_PLANE_CPU = {0}  # --pin: the control plane's processes
+ENGINE_CPU = {1}  # --pin: the engine's processes and the bench's own (the users' side)
+
+
+def pin_sides(pids: dict[str, list[int]]) -> None:
+    """--pin: the control plane on one core, the engine and the bench's writers on the other, so
+    neither side's work waits for a core the other holds (issue 42: does sharing two cores
+    explain the slower creation through toposched?)."""
+    control_plane = {pid for name in SHARED_PROCESSES for pid in pids.get(name, ())}
+    engine = {pid for ps in pids.values() for pid in ps} - control_plane
+    threads = sum(pin_process(pid, CONTROL_PLANE_CPU) for pid in control_plane)
+    threads += sum(pin_process(pid, ENGINE_CPU) for pid in engine)
+    print(f"   pinned {threads} threads: control plane on CPU {sorted(CONTROL_PLANE_CPU)}, engine and bench on "
+          f"CPU {sorted(ENGINE_CPU)}", flush=True)
 
 
 def _children(pid: int) -> list[int]:
@@ -450,6 +470,8 @@ def run_engine(engine: str, shape: BurstShape, args: argparse.Namespace, round_i
     binds = BindWatch(run.api, obs.pods_per_job.__contains__).start()
     print(f"   control plane, {shape.nodes} nodes and the engine up in {time.monotonic() - started:.0f}s", flush=True)
     pids = engine_pids(base, run)
+    if args.pin:
+        pin_sides(pids)
     profiler = Profiler(args.profile if base == "toposched" else None,
                         {name: run.cluster.state.processes[name].pid for name in PROFILED
                          if base == "toposched"}, f"round{round_index + 1}-{engine.replace('/', '_')}",
@@ -583,6 +605,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                          "webhook measured without its admissions and pods beside it (admission times then include "
                          "the hold)")
     ap.add_argument("--keep", action="store_true", help="keep each control plane's directory (logs)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the control plane's processes on CPU 0, the engine's and the bench's own on CPU 1 "
+                         "(needs 2 or more cores): creation without the two sides sharing cores")
     args = ap.parse_args(argv)
     if args.scale <= 0:
         ap.error("--scale must be positive")
@@ -596,6 +621,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ap.error(f"--engines: choose from {', '.join(allowed)} (toposched ones may end in @DIR: that tree's code)")
     if args.rounds < 1 or args.teams < 1 or args.writers < 1:
         ap.error("--rounds, --teams and --writers must be at least 1")
+    if args.pin and len(os.sched_getaffinity(0)) < 2:
+        ap.error("--pin needs at least 2 cores")
     args.engines = engines
     return args
 
