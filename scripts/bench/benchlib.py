@@ -125,18 +125,22 @@ def parse_proc_usage(stat: str, status: str) -> ProcessUsage:
                         kib.get("VmRSS", 0) / 1024, kib.get("VmHWM", 0) / 1024)
 
 
+def threads_of(pid: int) -> list[Path]:
+    """The ``/proc/<pid>/task`` entries of a process's live threads (none when it has gone)."""
+    try:
+        return list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+
+
 def run_wait_ms(pid: int) -> int:
     """How long the live threads of ``pid`` have waited on a run queue (0 without schedstats)."""
     total_ns = 0
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return 0
-    for task in tasks:
+    for task in threads_of(pid):
         try:
             total_ns += int((task / "schedstat").read_text().split()[1])
         except (OSError, IndexError, ValueError):
-            continue
+            continue  # a thread that ended meanwhile
     return total_ns // 1_000_000
 
 
@@ -144,11 +148,7 @@ def pin_process(pid: int, cpus: set[int]) -> int:
     """Bind every thread of ``pid`` to ``cpus`` (threads it starts later inherit it); the number
     of threads bound (0 when the process has gone)."""
     bound = 0
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return 0
-    for task in tasks:
+    for task in threads_of(pid):
         try:
             os.sched_setaffinity(int(task.name), cpus)
             bound += 1

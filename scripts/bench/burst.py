@@ -72,6 +72,7 @@ from scripts.bench.benchlib import (  # noqa: E402
     served_since,
     split_engine,
     summarize_stacks,
+    threads_of,
     total_usage,
 )
 from scripts.bench.percentiles import percentile  # noqa: E402
@@ -272,11 +273,13 @@ def pin_sides(pids: dict[str, list[int]]) -> None:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        return [int(p) for task in Path(f"/proc/{pid}/task").iterdir()
-                for p in (task / "children").read_text().split()]
-    except OSError:
-        return []
+    children: list[int] = []
+    for task in threads_of(pid):
+        try:
+            children += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return children
 
 
 def refusal(exc: Exception) -> str:
