@@ -39,7 +39,7 @@ MANAGER_OVERLAY: dict[str, Any] = {"multiKueue": {"gcInterval": "30s", "origin":
 # only while its status.active is 0. The manager's Job status is a copy of the worker's, so a job
 # evicted while running keeps active=1 on the manager whenever the remote Job is removed before a
 # copy with 0 arrives; Kueue v0.17.0 then retries "restore info: ... field is immutable" forever
-# and the Workload keeps its quota. Kueue fixed this in v0.17.5 (kubernetes-sigs/kueue#11649);
+# and the Workload keeps its quota. Kueue fixed this in v0.17.4 (kubernetes-sigs/kueue#11649);
 # the Go module proxy here serves v0.17.0 only. A worker cannot prevent it: the race is the
 # manager's (seen in CI: the eviction test held the manager's quota for 60 s on 2026-12-07).
 MANAGER_FEATURE_GATES: dict[str, bool] = {"MutableSchedulingDirectivesForSuspendedJobs": False}

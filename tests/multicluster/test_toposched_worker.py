@@ -114,7 +114,7 @@ def test_eviction_on_the_worker_reaches_the_manager_and_eviction_on_the_manager_
     # goes to Retry (Kueue's MultiKueueRedoAdmissionOnEvictionInWorker, on by default in v0.17).
     # Not by deactivating the copy: that makes its spec differ from the manager's, and Kueue
     # v0.17.0's manager, when it sees the difference before the eviction, deletes the copy as out
-    # of sync and strands the job (fixed upstream in v0.17.x, kubernetes-sigs/kueue#13087).
+    # of sync and strands the job (fixed upstream in v0.17.8, kubernetes-sigs/kueue#13087).
     copy_uid = remote_workload(worker.api, name)["metadata"]["uid"]
     worker.api.merge_patch(CLUSTER_QUEUES, WORKER_QUEUE, {"spec": {"stopPolicy": "HoldAndDrain"}})
     try:
